@@ -1,0 +1,39 @@
+//===- TransfuseDialect.h - the transfuse dialect -------------------------===//
+//
+// Include this to use the dialect and its ops (see TransfuseOps.td).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_IR_TRANSFUSEDIALECT_H
+#define TRANSFUSE_IR_TRANSFUSEDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "ir/TransfuseDialect.h.inc"
+#include "ir/TransfuseInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "ir/TransfuseOps.h.inc"
+
+namespace mlir::transfuse {
+
+/// Function attributes holding the compile-time maxima of dynamic dimensions.
+inline constexpr llvm::StringLiteral kMaxBatchAttr = "transfuse.max_batch";
+inline constexpr llvm::StringLiteral kMaxSeqLenAttr = "transfuse.max_seq_len";
+
+/// Broadcasts two shapes like NumPy (trailing alignment). A dynamic size
+/// against a static size N > 1 gives N; against 1 or `?` it stays dynamic.
+/// Returns failure, with `error` set, when static sizes differ and neither is 1.
+LogicalResult broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
+                              SmallVectorImpl<int64_t> &out, std::string &error);
+
+/// True for the init kinds a transfuse.param accepts.
+bool isValidInitKind(StringRef init);
+
+} // namespace mlir::transfuse
+
+#endif // TRANSFUSE_IR_TRANSFUSEDIALECT_H

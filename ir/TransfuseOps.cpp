@@ -1,0 +1,483 @@
+//===- TransfuseOps.cpp - verifiers, shape inference and folds -----------===//
+//
+// Shape rules of the transfuse ops. Each rule handles dynamic (`?`) sizes:
+// a static mismatch is an error, a dynamic size is checked at run time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/TransfuseDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+namespace {
+
+/// Formats a shape as `2x?x512` for diagnostics.
+std::string fmt(ArrayRef<int64_t> shape) {
+  std::string s;
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (i)
+      s += "x";
+    s += ShapedType::isDynamic(d) ? "?" : std::to_string(d);
+  }
+  return s.empty() ? "scalar" : s;
+}
+
+/// True when two sizes may be equal at run time.
+bool compatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+/// Normalizes a possibly negative axis; fails with a diagnostic when out of range.
+LogicalResult normalizeAxis(std::optional<Location> loc, int64_t &axis,
+                            int64_t rank, StringRef what) {
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return emitOptionalError(loc, what, " ", axis, " is out of range for rank ",
+                             rank);
+  return success();
+}
+
+RankedTensorType tensorOf(Value v) {
+  return dyn_cast<RankedTensorType>(v.getType());
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ParamOp, ConstantOp, DimOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty parameter name");
+  if (!isValidInitKind(getInit()))
+    return emitOpError("unknown init '")
+           << getInit()
+           << "' (expected zeros, ones, xavier_uniform, normal_0.02 or "
+              "uniform_fan_in)";
+  auto type = getType();
+  if (!type.hasStaticShape())
+    return emitOpError("parameter '") << getName() << "' must have a static shape, got "
+                                      << type;
+  if (getInit() == "uniform_fan_in" && (!getFanIn() || *getFanIn() <= 0))
+    return emitOpError("init 'uniform_fan_in' needs a positive fan_in");
+  if (getInit() == "xavier_uniform" && type.getRank() < 2)
+    return emitOpError("init 'xavier_uniform' needs a parameter of rank >= 2");
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult DimOp::verify() {
+  int64_t axis = getAxis();
+  return normalizeAxis(getLoc(), axis, getInput().getType().getRank(), "axis");
+}
+
+OpFoldResult DimOp::fold(FoldAdaptor) {
+  auto type = getInput().getType();
+  int64_t axis = getAxis() < 0 ? getAxis() + type.getRank() : getAxis();
+  if (axis < 0 || axis >= type.getRank() || type.isDynamicDim(axis))
+    return {};
+  return IntegerAttr::get(IndexType::get(getContext()), type.getDimSize(axis));
+}
+
+//===----------------------------------------------------------------------===//
+// GatherOp, MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto table = tensorOf(adaptor.getTable());
+  auto ids = tensorOf(adaptor.getIds());
+  if (!table || !ids)
+    return failure();
+  if (table.getRank() != 2 || table.isDynamicDim(1))
+    return emitOptionalError(loc, "table must be [vocab, dim] with a static dim, got ",
+                             fmt(table.getShape()));
+  SmallVector<int64_t> shape(ids.getShape());
+  shape.push_back(table.getDimSize(1));
+  types.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto lhs = tensorOf(adaptor.getLhs());
+  auto rhs = tensorOf(adaptor.getRhs());
+  if (!lhs || !rhs)
+    return failure();
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "element types differ: ", lhs.getElementType(),
+                             " vs ", rhs.getElementType());
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return emitOptionalError(loc, "operands need rank >= 2, got ",
+                             fmt(lhs.getShape()), " and ", fmt(rhs.getShape()));
+  auto ls = lhs.getShape(), rs = rhs.getShape();
+  int64_t lr = ls.size(), rr = rs.size();
+  bool tl = adaptor.getTransposeLhs(), tr = adaptor.getTransposeRhs();
+  int64_t m = tl ? ls[lr - 1] : ls[lr - 2];
+  int64_t kl = tl ? ls[lr - 2] : ls[lr - 1];
+  int64_t kr = tr ? rs[rr - 1] : rs[rr - 2];
+  int64_t n = tr ? rs[rr - 2] : rs[rr - 1];
+  if (!compatible(kl, kr))
+    return emitOptionalError(loc, "contraction sizes differ: lhs ", fmt(ls),
+                             " has K=", kl, ", rhs ", fmt(rs), " has K=", kr);
+  SmallVector<int64_t> batch;
+  std::string error;
+  if (failed(broadcastShapes(ls.drop_back(2), rs.drop_back(2), batch, error)))
+    return emitOptionalError(loc, "batch dimensions do not broadcast: ", error);
+  batch.push_back(m);
+  batch.push_back(n);
+  types.push_back(RankedTensorType::get(batch, lhs.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferBinary(std::optional<Location> loc, Value lhsV, Value rhsV,
+                                 SmallVectorImpl<Type> &types) {
+  auto lhs = tensorOf(lhsV), rhs = tensorOf(rhsV);
+  if (!lhs || !rhs)
+    return failure();
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "element types differ: ", lhs.getElementType(),
+                             " vs ", rhs.getElementType());
+  SmallVector<int64_t> shape;
+  std::string error;
+  if (failed(broadcastShapes(lhs.getShape(), rhs.getShape(), shape, error)))
+    return emitOptionalError(loc, "operands ", fmt(lhs.getShape()), " and ",
+                             fmt(rhs.getShape()), " do not broadcast: ", error);
+  types.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+#define TRANSFUSE_BINARY_INFER(OP)                                             \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &types) {           \
+    return inferBinary(loc, adaptor.getLhs(), adaptor.getRhs(), types);        \
+  }
+TRANSFUSE_BINARY_INFER(AddOp)
+TRANSFUSE_BINARY_INFER(SubOp)
+TRANSFUSE_BINARY_INFER(MulOp)
+TRANSFUSE_BINARY_INFER(DivOp)
+#undef TRANSFUSE_BINARY_INFER
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+OpFoldResult ScaleOp::fold(FoldAdaptor) {
+  if (getFactor().convertToDouble() == 1.0)
+    return getInput();
+  return {};
+}
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  SmallVector<Type> values;
+  if (failed(inferBinary(loc, adaptor.getOnTrue(), adaptor.getOnFalse(), values)))
+    return failure();
+  auto cond = tensorOf(adaptor.getCond());
+  auto value = cast<RankedTensorType>(values.front());
+  SmallVector<int64_t> shape;
+  std::string error;
+  if (failed(broadcastShapes(cond.getShape(), value.getShape(), shape, error)))
+    return emitOptionalError(loc, "condition ", fmt(cond.getShape()),
+                             " does not broadcast to values ",
+                             fmt(value.getShape()), ": ", error);
+  types.push_back(RankedTensorType::get(shape, value.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax, LayerNorm, reductions, dropout
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  int64_t axis = getAxis();
+  return normalizeAxis(getLoc(), axis, getType().getRank(), "softmax axis");
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto input = tensorOf(adaptor.getInput());
+  auto gamma = tensorOf(adaptor.getGamma());
+  auto beta = tensorOf(adaptor.getBeta());
+  if (!input || !gamma || !beta)
+    return failure();
+  int64_t axis = adaptor.getAxis();
+  if (failed(normalizeAxis(loc, axis, input.getRank(), "layer_norm axis")))
+    return failure();
+  auto normalized = input.getShape().drop_front(axis);
+  if (ShapedType::isDynamicShape(normalized))
+    return emitOptionalError(loc, "normalized dimensions ", fmt(normalized),
+                             " must be static");
+  for (auto [name, t] : {std::pair{"gamma", gamma}, std::pair{"beta", beta}}) {
+    if (t.getShape() != normalized)
+      return emitOptionalError(loc, name, " has shape ", fmt(t.getShape()),
+                               ", expected the normalized shape ", fmt(normalized));
+    if (t.getElementType() != input.getElementType())
+      return emitOptionalError(loc, name, " element type ", t.getElementType(),
+                               " differs from input ", input.getElementType());
+  }
+  if (adaptor.getEpsilon().convertToDouble() < 0)
+    return emitOptionalError(loc, "epsilon must be >= 0");
+  types.push_back(input);
+  return success();
+}
+
+static LogicalResult inferReduce(std::optional<Location> loc, Value inputV,
+                                 ArrayRef<int64_t> axes, bool keepDims,
+                                 SmallVectorImpl<Type> &types) {
+  auto input = tensorOf(inputV);
+  if (!input)
+    return failure();
+  int64_t rank = input.getRank();
+  SmallVector<bool> reduced(rank, false);
+  if (axes.empty())
+    return emitOptionalError(loc, "needs at least one axis");
+  for (int64_t axis : axes) {
+    if (failed(normalizeAxis(loc, axis, rank, "reduction axis")))
+      return failure();
+    if (reduced[axis])
+      return emitOptionalError(loc, "axis ", axis, " appears twice");
+    reduced[axis] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduced[i])
+      shape.push_back(input.getDimSize(i));
+    else if (keepDims)
+      shape.push_back(1);
+  }
+  types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+#define TRANSFUSE_REDUCE_INFER(OP)                                             \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &types) {           \
+    return inferReduce(loc, adaptor.getInput(), adaptor.getAxes(),             \
+                       adaptor.getKeepDims(), types);                          \
+  }
+TRANSFUSE_REDUCE_INFER(ReduceSumOp)
+TRANSFUSE_REDUCE_INFER(ReduceMeanOp)
+TRANSFUSE_REDUCE_INFER(ReduceMaxOp)
+#undef TRANSFUSE_REDUCE_INFER
+
+LogicalResult DropoutOp::verify() {
+  double rate = getRate().convertToDouble();
+  if (!(rate >= 0.0 && rate < 1.0))
+    return emitOpError("rate must be in [0, 1), got ") << rate;
+  return success();
+}
+
+OpFoldResult DropoutOp::fold(FoldAdaptor) {
+  if (getRate().convertToDouble() == 0.0)
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType(), out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("element type changes from ")
+           << in.getElementType() << " to " << out.getElementType();
+  auto dynamicCount = [](ArrayRef<int64_t> s) {
+    return llvm::count_if(s, ShapedType::isDynamic);
+  };
+  auto staticProduct = [](ArrayRef<int64_t> s) {
+    int64_t p = 1;
+    for (int64_t d : s)
+      if (!ShapedType::isDynamic(d))
+        p *= d;
+    return p;
+  };
+  if (dynamicCount(in.getShape()) != dynamicCount(out.getShape()))
+    return emitOpError("input ")
+           << fmt(in.getShape()) << " and result " << fmt(out.getShape())
+           << " must have the same number of dynamic dimensions";
+  if (staticProduct(in.getShape()) != staticProduct(out.getShape()))
+    return emitOpError("input ")
+           << fmt(in.getShape()) << " and result " << fmt(out.getShape())
+           << " hold different numbers of elements";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto input = tensorOf(adaptor.getInput());
+  if (!input)
+    return failure();
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  int64_t rank = input.getRank();
+  if ((int64_t)perm.size() != rank)
+    return emitOptionalError(loc, "permutation has ", perm.size(),
+                             " entries for an input of rank ", rank);
+  SmallVector<bool> seen(rank, false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p])
+      return emitOptionalError(loc, "permutation is not a permutation of 0..",
+                               rank - 1);
+    seen[p] = true;
+    shape.push_back(input.getDimSize(p));
+  }
+  types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  if (adaptor.getInputs().empty())
+    return emitOptionalError(loc, "needs at least one input");
+  auto first = tensorOf(adaptor.getInputs().front());
+  if (!first)
+    return failure();
+  int64_t axis = adaptor.getAxis();
+  if (failed(normalizeAxis(loc, axis, first.getRank(), "concat axis")))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  for (auto [i, v] : llvm::enumerate(adaptor.getInputs().drop_front())) {
+    auto t = tensorOf(v);
+    if (!t)
+      return failure();
+    if (t.getRank() != first.getRank() || t.getElementType() != first.getElementType())
+      return emitOptionalError(loc, "input ", i + 1, " has type ", t,
+                               ", incompatible with input 0 ", first);
+    for (int64_t d = 0; d < first.getRank(); ++d) {
+      int64_t size = t.getDimSize(d);
+      if (d == axis) {
+        shape[d] = ShapedType::isDynamic(shape[d]) || ShapedType::isDynamic(size)
+                       ? ShapedType::kDynamic
+                       : shape[d] + size;
+      } else if (!compatible(shape[d], size)) {
+        return emitOptionalError(loc, "input ", i + 1, " has size ", size,
+                                 " in dimension ", d, ", expected ", shape[d]);
+      } else if (ShapedType::isDynamic(shape[d])) {
+        shape[d] = size;
+      }
+    }
+  }
+  types.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto input = tensorOf(adaptor.getInput());
+  if (!input)
+    return failure();
+  int64_t axis = adaptor.getAxis();
+  if (failed(normalizeAxis(loc, axis, input.getRank(), "split axis")))
+    return failure();
+  if (input.isDynamicDim(axis))
+    return emitOptionalError(loc, "split axis ", axis, " must be static");
+  int64_t total = 0;
+  for (int64_t s : adaptor.getSizes()) {
+    if (s <= 0)
+      return emitOptionalError(loc, "split sizes must be positive, got ", s);
+    total += s;
+  }
+  if (total != input.getDimSize(axis))
+    return emitOptionalError(loc, "split sizes sum to ", total, " but axis ",
+                             axis, " has size ", input.getDimSize(axis));
+  for (int64_t s : adaptor.getSizes()) {
+    SmallVector<int64_t> shape(input.getShape());
+    shape[axis] = s;
+    types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  }
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto input = tensorOf(adaptor.getInput());
+  if (!input)
+    return failure();
+  int64_t axis = adaptor.getAxis();
+  if (failed(normalizeAxis(loc, axis, input.getRank(), "slice axis")))
+    return failure();
+  int64_t start = adaptor.getStart();
+  std::optional<int64_t> size = adaptor.getSize();
+  bool dynamic = static_cast<bool>(adaptor.getLength());
+  if (dynamic == size.has_value())
+    return emitOptionalError(loc, "needs exactly one of a `length` operand or a `size` attribute");
+  int64_t dim = input.getDimSize(axis);
+  if (start < 0 || (!ShapedType::isDynamic(dim) && start > dim))
+    return emitOptionalError(loc, "start ", start, " is outside axis ", axis,
+                             " of size ", dim);
+  if (size && (*size < 0 || (!ShapedType::isDynamic(dim) && start + *size > dim)))
+    return emitOptionalError(loc, "slice [", start, ", ", start + *size,
+                             ") is outside axis ", axis, " of size ", dim);
+  SmallVector<int64_t> shape(input.getShape());
+  shape[axis] = size ? *size : ShapedType::kDynamic;
+  types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Masks, positions
+//===----------------------------------------------------------------------===//
+
+LogicalResult CausalMaskOp::verify() {
+  if (getType().getRank() != 2)
+    return emitOpError("result must be a rank-2 [query, key] mask, got ") << getType();
+  return success();
+}
+
+LogicalResult KeyPaddingMaskOp::inferReturnTypes(MLIRContext *ctx,
+                                                 std::optional<Location>,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  auto tokens = tensorOf(adaptor.getTokens());
+  if (!tokens)
+    return failure();
+  types.push_back(RankedTensorType::get(tokens.getShape(), IntegerType::get(ctx, 1)));
+  return success();
+}
+
+LogicalResult PositionalEncodingOp::verify() {
+  auto type = getType();
+  if (type.getRank() != 2 || type.isDynamicDim(1))
+    return emitOpError("result must be [length, D] with a static D, got ") << type;
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "ir/TransfuseOps.cpp.inc"

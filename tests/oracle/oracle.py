@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""Independent NumPy oracle (float64) for Transfuse's built-in architectures.
+
+forward(config, weights, inputs) -> logits [B, T, V] float64.
+  config : the fully resolved model config (manifest["config"]).
+  weights: name -> np.ndarray (any float dtype; computed in float64).
+  inputs : encoder_decoder: "src_tokens" [B,S], "tgt_tokens" [B,T]; decoder_only: "tokens" [B,T].
+
+Architectures (batch-first everywhere):
+  encoder_decoder: PyTorch translation tutorial's Seq2SeqTransformer (nn.Transformer +
+                   TokenEmbedding * sqrt(d) + positional encoding + generator Linear).
+  decoder_only   : Hugging Face GPT-2 (Conv1D weights [in, out]); names may carry a
+                   leading "transformer.".
+Attention: scores = q k^T / sqrt(dh); masked scores are -inf; a query row whose keys
+are all masked yields 0 (never NaN).
+
+CLI: oracle.py --manifest M.json --weights W.safetensors --inputs IN.safetensors --out OUT.safetensors
+     writes one F64 tensor "logits".
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+class Weights:
+    """name -> float64 array; a missing name is a clear KeyError."""
+
+    def __init__(self, tensors, strip_prefix=None):
+        self.t = {}
+        for k, v in tensors.items():
+            if strip_prefix and k.startswith(strip_prefix):
+                k = k[len(strip_prefix):]
+            self.t[k] = v
+
+    def has(self, name):
+        return name in self.t
+
+    def __call__(self, name, shape=None):
+        if name not in self.t:
+            raise KeyError(f"weights: missing tensor {name!r}")
+        w = np.asarray(self.t[name], dtype=np.float64)
+        if shape is not None and tuple(w.shape) != tuple(shape):
+            raise ValueError(f"weights: tensor {name!r} has shape {list(w.shape)}, expected {list(shape)}")
+        return w
+
+
+def activation(x, kind):
+    if kind == "relu":
+        return np.maximum(x, 0.0)
+    if kind == "gelu":  # exact: 0.5 x (1 + erf(x / sqrt 2))
+        return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    if kind == "gelu_tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    raise ValueError(f"config: unknown activation {kind!r}")
+
+
+def layer_norm(x, w, b, eps):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)  # biased
+    return (x - mean) / np.sqrt(var + eps) * w + b
+
+
+def sinusoidal(n, d):
+    """PE[pos, 0::2] = sin(pos * den), PE[pos, 1::2] = cos(pos * den), den = 10000^(-2i/d)."""
+    den = np.exp(-np.arange(0, d, 2, dtype=np.float64) * math.log(10000.0) / d)
+    pos = np.arange(n, dtype=np.float64)[:, None]
+    pe = np.zeros((n, d))
+    pe[:, 0::2] = np.sin(pos * den)
+    pe[:, 1::2] = np.cos(pos * den[: d // 2])
+    return pe
+
+
+def embed(table, tokens, what):
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= table.shape[0]):
+        raise ValueError(f"inputs: {what} has a token id outside [0, {table.shape[0]})")
+    return table[tokens]
+
+
+def attention(q, k, v, num_heads, allowed):
+    """q [B,Sq,d], k/v [B,Sk,d], allowed bool [B,Sq,Sk] (or broadcastable) -> [B,Sq,d]."""
+    B, Sq, d = q.shape
+    Sk, dh = k.shape[1], d // num_heads
+    split = lambda x, S: x.reshape(B, S, num_heads, dh).transpose(0, 2, 1, 3)  # [B,H,S,dh]
+    q, k, v = split(q, Sq), split(k, Sk), split(v, Sk)
+    s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(dh)  # [B,H,Sq,Sk]
+    s = np.where(allowed[:, None], s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)  # exp(-inf) = 0
+    z = e.sum(-1, keepdims=True)
+    p = np.divide(e, z, out=np.zeros_like(e), where=z > 0)  # all-masked row -> 0
+    return (p @ v).transpose(0, 2, 1, 3).reshape(B, Sq, d)
+
+
+def masks(query_tokens, key_tokens, pad_id, causal):
+    """allowed[b, i, j]: key j not padding (when pad_id set) and, if causal, j <= i + Sk - Sq."""
+    B, Sq = query_tokens.shape
+    Sk = key_tokens.shape[1]
+    allowed = np.ones((B, Sq, Sk), dtype=bool)
+    if pad_id is not None:
+        allowed &= (key_tokens != pad_id)[:, None, :]
+    if causal:
+        allowed &= np.tril(np.ones((Sq, Sk), dtype=bool), k=Sk - Sq)[None]
+    return allowed
+
+
+# ---------------------------------------------------------------- encoder_decoder
+
+def linear(x, W, p, bias=True):
+    return x @ W(p + ".weight").T + (W(p + ".bias") if bias else 0.0)
+
+
+def mha(W, p, x, mem, H, allowed):
+    """nn.MultiheadAttention: in_proj rows are q|k|v; query from x, key/value from mem."""
+    d = x.shape[-1]
+    w, b = W(p + ".in_proj_weight", (3 * d, d)), W(p + ".in_proj_bias", (3 * d,))
+    q = x @ w[:d].T + b[:d]
+    k = mem @ w[d:2 * d].T + b[d:2 * d]
+    v = mem @ w[2 * d:].T + b[2 * d:]
+    return linear(attention(q, k, v, H, allowed), W, p + ".out_proj")
+
+
+def sublayer(x, fn, norm, pre):
+    """post-LN: norm(x + fn(x)); pre-LN: x + fn(norm(x))."""
+    return x + fn(norm(x)) if pre else norm(x + fn(x))
+
+
+def encoder_decoder(cfg, W, src, tgt):
+    d, H, eps, act, pre = (cfg["d_model"], cfg["num_heads"], cfg["layer_norm_eps"],
+                           cfg["activation"], cfg["norm_position"] == "pre")
+    pad = cfg["pad_id"]
+    ln = lambda p: (lambda x: layer_norm(x, W(p + ".weight"), W(p + ".bias"), eps))
+    ff = lambda p: (lambda x: linear(activation(linear(x, W, p + ".linear1"), act), W, p + ".linear2"))
+
+    src_table = W("src_tok_emb.embedding.weight", (cfg["src_vocab_size"], d))
+    tgt_table = src_table if cfg["share_embeddings"] else W("tgt_tok_emb.embedding.weight",
+                                                            (cfg["tgt_vocab_size"], d))
+
+    def emb(table, tokens, side):
+        n = tokens.shape[1]
+        if n > cfg["max_seq_len"]:
+            raise ValueError(f"inputs: {side}_tokens length {n} exceeds max_seq_len {cfg['max_seq_len']}")
+        pe = (W(f"{side}_pos_emb.embedding.weight", (cfg["max_seq_len"], d))[:n]
+              if cfg["positional"] == "learned" else sinusoidal(n, d))
+        return embed(table, tokens, f"{side}_tokens") * math.sqrt(d) + pe
+
+    x = emb(src_table, src, "src")
+    enc_mask = masks(src, src, pad, causal=False)
+    for i in range(cfg["num_encoder_layers"]):
+        p = f"transformer.encoder.layers.{i}"
+        x = sublayer(x, lambda a: mha(W, p + ".self_attn", a, a, H, enc_mask), ln(p + ".norm1"), pre)
+        x = sublayer(x, ff(p), ln(p + ".norm2"), pre)
+    mem = ln("transformer.encoder.norm")(x) if cfg["final_norm"] else x
+
+    y = emb(tgt_table, tgt, "tgt")
+    self_mask = masks(tgt, tgt, pad, causal=True)
+    cross_mask = masks(tgt, src, pad, causal=False)
+    for i in range(cfg["num_decoder_layers"]):
+        p = f"transformer.decoder.layers.{i}"
+        y = sublayer(y, lambda a: mha(W, p + ".self_attn", a, a, H, self_mask), ln(p + ".norm1"), pre)
+        y = sublayer(y, lambda a: mha(W, p + ".multihead_attn", a, mem, H, cross_mask), ln(p + ".norm2"), pre)
+        y = sublayer(y, ff(p), ln(p + ".norm3"), pre)
+    if cfg["final_norm"]:
+        y = ln("transformer.decoder.norm")(y)
+
+    gen_w = tgt_table if cfg["tie_output"] else W("generator.weight", (cfg["tgt_vocab_size"], d))
+    gen_b = W("generator.bias") if W.has("generator.bias") else 0.0
+    return y @ gen_w.T + gen_b
+
+
+# ---------------------------------------------------------------- decoder_only (GPT-2)
+
+def conv1d(x, W, p):
+    """HF Conv1D: weight [in, out], y = x @ W + b."""
+    return x @ W(p + ".weight") + W(p + ".bias")
+
+
+def decoder_only(cfg, W, tokens):
+    d, H, eps, act, pre = (cfg["d_model"], cfg["num_heads"], cfg["layer_norm_eps"],
+                           cfg["activation"], cfg["norm_position"] == "pre")
+    T = tokens.shape[1]
+    if T > cfg["max_seq_len"]:
+        raise ValueError(f"inputs: tokens length {T} exceeds max_seq_len {cfg['max_seq_len']}")
+    ln = lambda p: (lambda x: layer_norm(x, W(p + ".weight"), W(p + ".bias"), eps))
+    wte = W("wte.weight", (cfg["vocab_size"], d))
+    pe = W("wpe.weight", (cfg["max_seq_len"], d))[:T] if cfg["positional"] == "learned" else sinusoidal(T, d)
+    h = embed(wte, tokens, "tokens") + pe
+    allowed = masks(tokens, tokens, cfg["pad_id"], causal=True)
+
+    def attn(p):
+        def f(a):
+            qkv = conv1d(a, W, p + ".attn.c_attn")  # columns q | k | v
+            q, k, v = qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]
+            return conv1d(attention(q, k, v, H, allowed), W, p + ".attn.c_proj")
+        return f
+
+    mlp = lambda p: (lambda m: conv1d(activation(conv1d(m, W, p + ".mlp.c_fc"), act), W, p + ".mlp.c_proj"))
+    for i in range(cfg["num_layers"]):
+        p = f"h.{i}"
+        h = sublayer(h, attn(p), ln(p + ".ln_1"), pre)
+        h = sublayer(h, mlp(p), ln(p + ".ln_2"), pre)
+    if cfg["final_norm"]:
+        h = ln("ln_f")(h)
+    head = wte if cfg["tie_output"] else W("lm_head.weight", (cfg["vocab_size"], d))
+    return h @ head.T
+
+
+def forward(config, weights, inputs):
+    arch = config["architecture"]
+    def tok(n):
+        if n not in inputs:
+            raise KeyError(f"inputs: missing tensor {n!r}")
+        t = np.asarray(inputs[n])
+        if t.ndim != 2 or t.dtype.kind not in "iu":
+            raise ValueError(f"inputs: {n!r} must be an integer [B, T] tensor, got {t.dtype} {list(t.shape)}")
+        return t.astype(np.int64)
+
+    if arch == "encoder_decoder":
+        return encoder_decoder(config, Weights(weights), tok("src_tokens"), tok("tgt_tokens"))
+    if arch == "decoder_only":
+        return decoder_only(config, Weights(weights, strip_prefix="transformer."), tok("tokens"))
+    raise ValueError(f"config: unknown architecture {arch!r}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--manifest", required=True, help="manifest.json (reads only its 'config')")
+    ap.add_argument("--weights", required=True, help="weights .safetensors")
+    ap.add_argument("--inputs", required=True, help="inputs .safetensors (token tensors)")
+    ap.add_argument("--out", required=True, help="output .safetensors with F64 'logits'")
+    args = ap.parse_args(argv)
+    try:
+        with open(args.manifest) as f:
+            config = json.load(f)["config"]
+        logits = forward(config, safetensors_io.read(args.weights), safetensors_io.read(args.inputs))
+        tmp = args.out + ".tmp"
+        safetensors_io.write(tmp, {"logits": logits.astype(np.float64)})
+        os.replace(tmp, args.out)  # no partial output file
+    except (OSError, KeyError, ValueError, json.JSONDecodeError) as e:
+        print(f"oracle.py: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
