@@ -224,13 +224,13 @@ private:
         case 'r': out += '\r'; break;
         case 't': out += '\t'; break;
         case 'u': {
-          uint32_t cp;
+          uint32_t cp = 0;
           if (!hex4(&cp)) return false;
           if (cp >= 0xdc00 && cp <= 0xdfff) return fail("unpaired low surrogate escape");
           if (cp >= 0xd800 && cp <= 0xdbff) {
             if (s_.substr(pos_, 2) != "\\u") return fail("unpaired high surrogate escape");
             pos_ += 2;
-            uint32_t lo;
+            uint32_t lo = 0;
             if (!hex4(&lo)) return false;
             if (lo < 0xdc00 || lo > 0xdfff) return fail("unpaired high surrogate escape");
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);

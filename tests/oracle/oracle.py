@@ -246,7 +246,8 @@ def main(argv=None):
         safetensors_io.write(tmp, {"logits": logits.astype(np.float64)})
         os.replace(tmp, args.out)  # no partial output file
     except (OSError, KeyError, ValueError, json.JSONDecodeError) as e:
-        print(f"oracle.py: error: {e}", file=sys.stderr)
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"oracle.py: error: {msg}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,0 +1,239 @@
+//===- Interface.cpp - entry points, parameters, binding rules, manifest --===//
+
+#include "codegen/Interface.h"
+
+#include "ir/TransfuseDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::transfuse;
+namespace rt = transfuse::rt;
+
+/// Compiler and ABI versions recorded in every manifest.
+static constexpr const char *kCompilerVersion = "0.1.0";
+static constexpr int kAbiVersion = 1;
+
+static llvm::Error errorAt(Operation *op, const llvm::Twine &message) {
+  std::string loc;
+  llvm::raw_string_ostream os(loc);
+  op->getLoc().print(os);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 loc + ": " + message.str());
+}
+
+static std::optional<rt::DType> dtypeOf(Type t) {
+  if (t.isF32()) return rt::DType::F32;
+  if (t.isF64()) return rt::DType::F64;
+  if (t.isF16()) return rt::DType::F16;
+  if (t.isBF16()) return rt::DType::BF16;
+  if (t.isInteger(32)) return rt::DType::I32;
+  if (t.isInteger(1)) return rt::DType::Bool;
+  return std::nullopt;
+}
+
+static llvm::Expected<rt::TensorSpec> specOf(func::FuncOp func, Type type,
+                                             DictionaryAttr attrs, unsigned index,
+                                             bool isInput) {
+  const char *what = isInput ? "argument" : "result";
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  auto dtype = tensor ? dtypeOf(tensor.getElementType()) : std::nullopt;
+  if (!dtype)
+    return errorAt(func, llvm::Twine(what) + " " + llvm::Twine(index) + " of @" +
+                             func.getName() + " must be a ranked tensor of f32, f64, f16, bf16, i32 or i1");
+  rt::TensorSpec spec;
+  auto name = attrs ? attrs.getAs<StringAttr>("transfuse.name") : StringAttr();
+  spec.name = name ? name.str() : (isInput ? "arg" : "result") + std::to_string(index);
+  spec.dtype = *dtype;
+  auto maxBatch = func->getAttrOfType<IntegerAttr>(kMaxBatchAttr);
+  auto maxSeq = func->getAttrOfType<IntegerAttr>(kMaxSeqLenAttr);
+  for (auto [d, size] : llvm::enumerate(tensor.getShape())) {
+    if (!ShapedType::isDynamic(size)) {
+      spec.shape.push_back(size);
+      spec.maxShape.push_back(size);
+      continue;
+    }
+    IntegerAttr bound = d == 0 ? maxBatch : maxSeq;
+    if (!bound)
+      return errorAt(func, llvm::Twine("@") + func.getName() + " has a dynamic dimension " +
+                               llvm::Twine(d) + " in " + what + " '" + spec.name + "' but no " +
+                               (d == 0 ? kMaxBatchAttr : kMaxSeqLenAttr) + " attribute");
+    spec.shape.push_back(-1);
+    spec.maxShape.push_back(bound.getInt());
+  }
+  return spec;
+}
+
+llvm::Expected<ModelInterface> mlir::transfuse::extractInterface(ModuleOp module) {
+  ModelInterface mi;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    EntryPoint ep;
+    ep.name = func.getName().str();
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto spec = specOf(func, func.getArgument(i).getType(), func.getArgAttrDict(i), i, true);
+      if (!spec)
+        return spec.takeError();
+      ep.inputs.push_back(std::move(*spec));
+    }
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto spec = specOf(func, func.getResultTypes()[i], func.getResultAttrDict(i), i, false);
+      if (!spec)
+        return spec.takeError();
+      ep.outputs.push_back(std::move(*spec));
+    }
+    mi.entryPoints.push_back(std::move(ep));
+  }
+  if (mi.entryPoints.empty())
+    return errorAt(module, "the module has no function to run");
+
+  llvm::StringMap<size_t> byName;
+  Operation *failedOp = nullptr;
+  std::string failure;
+  module.walk([&](ParamOp op) {
+    auto type = op.getType();
+    auto [it, inserted] = byName.try_emplace(op.getName(), mi.params.size());
+    if (!inserted) {
+      if (mi.params[it->second].shape != std::vector<int64_t>(type.getShape()) && !failedOp) {
+        failedOp = op;
+        failure = "parameter '" + op.getName().str() + "' is used with two shapes";
+      }
+      return;
+    }
+    if (!type.getElementType().isF32() && !failedOp) {
+      failedOp = op;
+      failure = "parameter '" + op.getName().str() + "' must be f32";
+    }
+    rt::ParamSpec p;
+    p.name = op.getName().str();
+    p.shape.assign(type.getShape().begin(), type.getShape().end());
+    rt::parseInitKind(op.getInit().str(), &p.init);
+    if (type.getRank() >= 2) { // PyTorch: fan_in = size(1) * receptive field, fan_out = size(0) * ...
+      int64_t receptive = 1;
+      for (int64_t d = 2; d < type.getRank(); ++d)
+        receptive *= type.getDimSize(d);
+      p.fanIn = type.getDimSize(1) * receptive;
+      p.fanOut = type.getDimSize(0) * receptive;
+    }
+    if (auto fanIn = op.getFanIn())
+      p.fanIn = *fanIn;
+    p.optional = op.getOptional();
+    mi.params.push_back(std::move(p));
+  });
+  if (failedOp)
+    return errorAt(failedOp, failure);
+
+  if (auto aliases = module->getAttrOfType<DictionaryAttr>("transfuse.weight_aliases"))
+    for (NamedAttribute a : aliases)
+      if (auto target = dyn_cast<StringAttr>(a.getValue()))
+        mi.rules.aliases[a.getName().str()] = target.str();
+  if (auto ignored = module->getAttrOfType<ArrayAttr>("transfuse.ignored_weights"))
+    for (auto s : ignored.getAsValueRange<StringAttr>())
+      mi.rules.ignored.push_back(s.str());
+  if (auto prefixes = module->getAttrOfType<ArrayAttr>("transfuse.weight_prefixes"))
+    for (auto s : prefixes.getAsValueRange<StringAttr>())
+      mi.rules.prefixes.push_back(s.str());
+  if (auto config = module->getAttrOfType<StringAttr>("transfuse.config"))
+    mi.configJson = config.str();
+  return mi;
+}
+
+/// Writes `contents` to `path` through a temporary file and a rename.
+static llvm::Error writeAtomically(llvm::StringRef path, llvm::StringRef contents) {
+  std::string tmp = (path + ".tmp").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      return llvm::createStringError(ec, "cannot write '%s': %s", tmp.c_str(),
+                                     ec.message().c_str());
+    os << contents;
+    os.close();
+    if (os.has_error()) {
+      llvm::sys::fs::remove(tmp);
+      return llvm::createStringError(os.error(), "cannot write '%s'", tmp.c_str());
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
+    llvm::sys::fs::remove(tmp);
+    return llvm::createStringError(ec, "cannot write '%s': %s", path.str().c_str(),
+                                   ec.message().c_str());
+  }
+  return llvm::Error::success();
+}
+
+static llvm::json::Array specsToJson(const std::vector<rt::TensorSpec> &specs) {
+  llvm::json::Array out;
+  for (const auto &s : specs)
+    out.push_back(llvm::json::Object{{"name", s.name},
+                                     {"dtype", rt::dtypeName(s.dtype)},
+                                     {"shape", llvm::json::Array(s.shape)},
+                                     {"max_shape", llvm::json::Array(s.maxShape)}});
+  return out;
+}
+
+llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module,
+                                               const ModelInterface &mi,
+                                               llvm::StringRef dir,
+                                               llvm::StringRef fusion) {
+  // Render everything first, so that nothing is written for a bad module.
+  std::string mlirText;
+  {
+    llvm::raw_string_ostream os(mlirText);
+    module->print(os);
+  }
+  llvm::json::Object manifest;
+  manifest["compiler_version"] = kCompilerVersion;
+  manifest["abi_version"] = kAbiVersion;
+  manifest["fusion"] = fusion;
+  if (!mi.configJson.empty()) {
+    auto config = llvm::json::parse(mi.configJson);
+    if (!config)
+      return config.takeError();
+    manifest["config"] = std::move(*config);
+  }
+  llvm::json::Array entryPoints;
+  for (const auto &ep : mi.entryPoints)
+    entryPoints.push_back(llvm::json::Object{{"name", ep.name},
+                                             {"inputs", specsToJson(ep.inputs)},
+                                             {"outputs", specsToJson(ep.outputs)}});
+  manifest["entry_points"] = std::move(entryPoints);
+  llvm::json::Array params;
+  for (const auto &p : mi.params) {
+    llvm::json::Object o{{"name", p.name},
+                         {"dtype", "F32"},
+                         {"shape", llvm::json::Array(p.shape)},
+                         {"init", rt::initKindName(p.init)},
+                         {"optional", p.optional}};
+    params.push_back(std::move(o));
+  }
+  manifest["parameters"] = std::move(params);
+  llvm::json::Object aliases;
+  for (const auto &[alias, target] : mi.rules.aliases)
+    aliases[alias] = target;
+  manifest["weight_aliases"] = std::move(aliases);
+  manifest["ignored_weights"] = llvm::json::Array(mi.rules.ignored);
+  manifest["weight_prefixes"] = llvm::json::Array(mi.rules.prefixes);
+  std::string manifestText;
+  {
+    llvm::raw_string_ostream os(manifestText);
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
+  }
+
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return llvm::createStringError(ec, "cannot create output directory '%s': %s",
+                                   dir.str().c_str(), ec.message().c_str());
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, "model.mlir");
+  if (auto err = writeAtomically(path, mlirText))
+    return err;
+  path = dir;
+  llvm::sys::path::append(path, "manifest.json");
+  return writeAtomically(path, manifestText);
+}

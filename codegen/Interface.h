@@ -1,0 +1,43 @@
+//===- Interface.h - what a compiled model exposes, read off its IR -------===//
+//
+// Extracts from a module the entry points (named input and output tensors
+// with dtypes, shapes and maxima), the parameter table and the weight-binding
+// rules. The manifest, the reference backend and later backends all read
+// the model through this one description.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_CODEGEN_INTERFACE_H
+#define TRANSFUSE_CODEGEN_INTERFACE_H
+
+#include "runtime/TensorSpec.h"
+#include "runtime/WeightBinding.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+namespace mlir::transfuse {
+
+struct EntryPoint {
+  std::string name;
+  std::vector<transfuse::rt::TensorSpec> inputs, outputs;
+};
+
+struct ModelInterface {
+  std::vector<EntryPoint> entryPoints;
+  std::vector<transfuse::rt::ParamSpec> params;
+  transfuse::rt::BindingRules rules;
+  std::string configJson; // empty for models given as MLIR without a config
+};
+
+/// Reads the interface of `module`; fails, naming the op, on a module that
+/// cannot be run (a parameter name with two types, an unnamed argument,
+/// a dynamic dimension without a maximum, ...).
+llvm::Expected<ModelInterface> extractInterface(ModuleOp module);
+
+/// Writes DIR/model.mlir and DIR/manifest.json (each atomically).
+llvm::Error writeMlirArtifact(ModuleOp module, const ModelInterface &interface,
+                              llvm::StringRef dir, llvm::StringRef fusion);
+
+} // namespace mlir::transfuse
+
+#endif // TRANSFUSE_CODEGEN_INTERFACE_H

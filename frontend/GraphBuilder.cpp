@@ -1,0 +1,183 @@
+//===- GraphBuilder.cpp - nn-style construction of transfuse graphs -------===//
+
+#include "frontend/GraphBuilder.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+static RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+Value GraphBuilder::param(StringRef name, ArrayRef<int64_t> shape, StringRef init,
+                          std::optional<int64_t> fanIn, bool optional) {
+  auto it = params.find(name);
+  if (it != params.end()) {
+    assert(typeOf(it->second).getShape() == shape && "param reused with another shape");
+    return it->second;
+  }
+  // Params are hoisted to the top of the function so that every use sees them.
+  OpBuilder::InsertionGuard guard(b);
+  Block *block = b.getInsertionBlock();
+  b.setInsertionPointToStart(block);
+  auto type = RankedTensorType::get(shape, b.getF32Type());
+  auto op = ParamOp::create(b, loc, type, b.getStringAttr(name), b.getStringAttr(init),
+                            fanIn ? b.getI64IntegerAttr(*fanIn) : IntegerAttr(),
+                            optional ? b.getUnitAttr() : UnitAttr());
+  // Keep params in creation order: move after the previously created ones.
+  if (!params.empty()) {
+    Operation *last = nullptr;
+    for (auto &entry : params)
+      if (!last || last->isBeforeInBlock(entry.second.getDefiningOp()))
+        last = entry.second.getDefiningOp();
+    op->moveAfter(last);
+  }
+  params[name] = op.getResult();
+  return op.getResult();
+}
+
+Value GraphBuilder::scalar(double value) {
+  auto type = RankedTensorType::get({}, b.getF32Type());
+  return ConstantOp::create(b, loc, DenseElementsAttr::get(type, (float)value));
+}
+
+Value GraphBuilder::dim(Value tensor, int64_t axis) {
+  return DimOp::create(b, loc, tensor, axis);
+}
+
+Value GraphBuilder::matmul(Value lhs, Value rhs, bool transposeLhs, bool transposeRhs) {
+  return MatmulOp::create(b, loc, lhs, rhs, transposeLhs, transposeRhs);
+}
+
+Value GraphBuilder::add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+Value GraphBuilder::mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
+
+Value GraphBuilder::scale(Value x, double factor) {
+  return ScaleOp::create(b, loc, x, b.getF64FloatAttr(factor));
+}
+
+Value GraphBuilder::activation(Value x, StringRef kind) {
+  if (kind == "relu")
+    return ReluOp::create(b, loc, x);
+  assert((kind == "gelu" || kind == "gelu_tanh") && "unknown activation");
+  return GeluOp::create(b, loc, x, kind == "gelu" ? "none" : "tanh");
+}
+
+Value GraphBuilder::softmax(Value x, int64_t axis) {
+  return SoftmaxOp::create(b, loc, x, axis);
+}
+
+Value GraphBuilder::layerNorm(Value x, Value gamma, Value beta, double eps) {
+  int64_t axis = typeOf(x).getRank() - 1;
+  return LayerNormOp::create(b, loc, x, gamma, beta, b.getI64IntegerAttr(axis),
+                             b.getF64FloatAttr(eps));
+}
+
+Value GraphBuilder::select(Value cond, Value onTrue, Value onFalse) {
+  return SelectOp::create(b, loc, cond, onTrue, onFalse);
+}
+
+Value GraphBuilder::transpose(Value x, ArrayRef<int64_t> permutation) {
+  return TransposeOp::create(b, loc, x, permutation);
+}
+
+Value GraphBuilder::reshape(Value x, ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, typeOf(x).getElementType());
+  return ReshapeOp::create(b, loc, type, x);
+}
+
+SmallVector<Value> GraphBuilder::split(Value x, int64_t axis, ArrayRef<int64_t> sizes) {
+  auto op = SplitOp::create(b, loc, x, axis, sizes);
+  return SmallVector<Value>(op.getResults());
+}
+
+Value GraphBuilder::sliceLeading(Value x, int64_t axis, Value length) {
+  return SliceOp::create(b, loc, x, length, axis, /*start=*/0, IntegerAttr());
+}
+
+Value GraphBuilder::gather(Value table, Value ids) {
+  return GatherOp::create(b, loc, table, ids);
+}
+
+Value GraphBuilder::dropout(Value x, double rate) {
+  if (rate == 0.0)
+    return x;
+  return DropoutOp::create(b, loc, x, /*step=*/Value(), b.getF64FloatAttr(rate),
+                           b.getI64IntegerAttr(/*seed=*/0),
+                           b.getI64IntegerAttr(dropoutStreams++));
+}
+
+Value GraphBuilder::linear(Value x, Value weight, Value bias) {
+  Value y = matmul(x, weight, false, /*transposeRhs=*/true);
+  return bias ? add(y, bias) : y;
+}
+
+Value GraphBuilder::conv1d(Value x, Value weight, Value bias) {
+  Value y = matmul(x, weight);
+  return bias ? add(y, bias) : y;
+}
+
+Value GraphBuilder::layerNorm(Value x, StringRef prefix, double eps) {
+  int64_t d = typeOf(x).getShape().back();
+  Value gamma = param((prefix + ".weight").str(), {d}, "ones");
+  Value beta = param((prefix + ".bias").str(), {d}, "zeros");
+  return layerNorm(x, gamma, beta, eps);
+}
+
+Value GraphBuilder::positionalEncoding(Value length, int64_t dModel) {
+  auto type = RankedTensorType::get({ShapedType::kDynamic, dModel}, b.getF32Type());
+  return PositionalEncodingOp::create(b, loc, type, length, /*offset=*/Value());
+}
+
+Value GraphBuilder::keyPaddingMask(Value tokens, int64_t padId) {
+  Value mask = KeyPaddingMaskOp::create(b, loc, tokens, padId);
+  auto s = typeOf(tokens).getShape();
+  return reshape(mask, {s[0], 1, 1, s[1]});
+}
+
+Value GraphBuilder::causalMask(Value queryLen, Value keyLen) {
+  auto type = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                    b.getI1Type());
+  return CausalMaskOp::create(b, loc, type, queryLen, keyLen);
+}
+
+/// [B, S, H·dh] -> [B, H, S, dh]
+static Value splitHeads(GraphBuilder &g, Value x, int64_t heads) {
+  auto s = typeOf(x).getShape();
+  Value r = g.reshape(x, {s[0], s[1], heads, s[2] / heads});
+  return g.transpose(r, {0, 2, 1, 3});
+}
+
+Value GraphBuilder::multiHeadAttention(Value query, Value memory,
+                                       const AttentionWeights &w, int64_t numHeads,
+                                       ArrayRef<Value> masks, double dropoutRate) {
+  auto project = [&](Value x, Value weight, Value bias) {
+    return w.transposed ? linear(x, weight, bias) : conv1d(x, weight, bias);
+  };
+  auto qs = typeOf(query).getShape();
+  int64_t d = qs[2], dh = d / numHeads;
+  Value q = splitHeads(*this, project(query, w.wq, w.bq), numHeads);
+  Value k = splitHeads(*this, project(memory, w.wk, w.bk), numHeads);
+  Value v = splitHeads(*this, project(memory, w.wv, w.bv), numHeads);
+  // scores[b, h, i, j] = q[b, h, i, :] · k[b, h, j, :] / sqrt(dh)
+  Value scores = scale(matmul(q, k, false, /*transposeRhs=*/true), 1.0 / std::sqrt((double)dh));
+  if (!masks.empty()) {
+    Value ninf = scalar(-std::numeric_limits<double>::infinity());
+    for (Value mask : masks)
+      scores = select(mask, scores, ninf);
+  }
+  Value probs = dropout(softmax(scores, 3), dropoutRate);
+  Value heads = transpose(matmul(probs, v), {0, 2, 1, 3}); // [B, Sq, H, dh]
+  Value merged = reshape(heads, {qs[0], qs[1], d});
+  return project(merged, w.wo, w.bo);
+}
+
+Value GraphBuilder::feedForward(Value x, Value w1, Value b1, Value w2, Value b2,
+                                StringRef act, bool transposed, double dropoutRate) {
+  auto project = [&](Value in, Value weight, Value bias) {
+    return transposed ? linear(in, weight, bias) : conv1d(in, weight, bias);
+  };
+  Value h = dropout(activation(project(x, w1, b1), act), dropoutRate);
+  return project(h, w2, b2);
+}

@@ -1,0 +1,102 @@
+//===- GraphBuilder.h - nn-style construction of transfuse graphs ---------===//
+//
+// A thin layer over mlir::OpBuilder that emits transfuse primitives the way a
+// paper writes a Transformer: separate Q/K/V projections, scaled dot
+// products, masks by select, softmax, and so on. Fusion passes rewrite these
+// graphs later; nothing here fuses.
+//
+// Shapes: activations are batch-first [B, S, D] with B and S possibly dynamic.
+// Linear weights follow PyTorch ([out, in], y = x·Wᵀ + b); Conv1D weights
+// follow GPT-2 ([in, out], y = x·W + b).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_FRONTEND_GRAPHBUILDER_H
+#define TRANSFUSE_FRONTEND_GRAPHBUILDER_H
+
+#include "ir/TransfuseDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <optional>
+
+namespace mlir::transfuse {
+
+/// Projection weights of one attention block, already split per Q/K/V.
+/// `transposed` is true for PyTorch layout ([out, in]), false for Conv1D.
+struct AttentionWeights {
+  Value wq, bq, wk, bk, wv, bv, wo, bo;
+  bool transposed = true;
+};
+
+class GraphBuilder {
+public:
+  GraphBuilder(OpBuilder &builder, Location loc) : b(builder), loc(loc) {}
+
+  OpBuilder &builder() { return b; }
+  Location location() const { return loc; }
+  /// Sets the location of subsequently emitted ops (e.g. per layer).
+  void setLocation(Location l) { loc = l; }
+
+  //--- Sources ---------------------------------------------------------------
+  /// A named f32 parameter; one op per name (later requests reuse it).
+  Value param(StringRef name, ArrayRef<int64_t> shape, StringRef init,
+              std::optional<int64_t> fanIn = std::nullopt, bool optional = false);
+  /// A scalar f32 constant (tensor<f32>).
+  Value scalar(double value);
+  /// The size of `axis` of `tensor`, as an index.
+  Value dim(Value tensor, int64_t axis);
+
+  //--- Primitives ------------------------------------------------------------
+  Value matmul(Value lhs, Value rhs, bool transposeLhs = false,
+               bool transposeRhs = false);
+  Value add(Value a, Value b);
+  Value mul(Value a, Value b);
+  Value scale(Value x, double factor);
+  /// relu, gelu (exact) or gelu_tanh.
+  Value activation(Value x, StringRef kind);
+  Value softmax(Value x, int64_t axis);
+  Value layerNorm(Value x, Value gamma, Value beta, double eps);
+  Value select(Value cond, Value onTrue, Value onFalse);
+  Value transpose(Value x, ArrayRef<int64_t> permutation);
+  /// Reshapes to `shape` (dynamic sizes carried over in order).
+  Value reshape(Value x, ArrayRef<int64_t> shape);
+  SmallVector<Value> split(Value x, int64_t axis, ArrayRef<int64_t> sizes);
+  /// The first `length` rows along `axis` (a dynamic slice).
+  Value sliceLeading(Value x, int64_t axis, Value length);
+  Value gather(Value table, Value ids);
+  Value dropout(Value x, double rate);
+
+  //--- nn-style helpers ------------------------------------------------------
+  /// x·Wᵀ + b (PyTorch nn.Linear; weight [out, in]); `bias` may be null.
+  Value linear(Value x, Value weight, Value bias);
+  /// x·W + b (GPT-2 Conv1D; weight [in, out]).
+  Value conv1d(Value x, Value weight, Value bias);
+  /// LayerNorm over the last dimension with params `prefix.weight`/`.bias`.
+  Value layerNorm(Value x, StringRef prefix, double eps);
+  /// Interleaved sinusoidal positions [length, dModel].
+  Value positionalEncoding(Value length, int64_t dModel);
+  /// A [B, 1, 1, S] keep-mask from tokens [B, S] (tokens != padId).
+  Value keyPaddingMask(Value tokens, int64_t padId);
+  /// A [Sq, Sk] causal keep-mask, bottom-right aligned.
+  Value causalMask(Value queryLen, Value keyLen);
+  /// Multi-head attention of `query` [B, Sq, D] over `memory` [B, Sk, D].
+  /// Each mask is a boolean keep-mask broadcastable to [B, H, Sq, Sk];
+  /// masked scores become -inf before the softmax.
+  Value multiHeadAttention(Value query, Value memory, const AttentionWeights &w,
+                           int64_t numHeads, ArrayRef<Value> masks,
+                           double dropoutRate);
+  /// act(x·W1ᵀ + b1)·W2ᵀ + b2, or in Conv1D layout when !transposed.
+  Value feedForward(Value x, Value w1, Value b1, Value w2, Value b2,
+                    StringRef act, bool transposed, double dropoutRate);
+
+private:
+  OpBuilder &b;
+  Location loc;
+  llvm::StringMap<Value> params;
+  int64_t dropoutStreams = 0;
+};
+
+} // namespace mlir::transfuse
+
+#endif // TRANSFUSE_FRONTEND_GRAPHBUILDER_H

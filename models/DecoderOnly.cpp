@@ -1,0 +1,120 @@
+//===- DecoderOnly.cpp - a GPT-2 style causal Transformer -----------------===//
+//
+// Semantics and weight names of Hugging Face GPT-2 checkpoints, batch-first:
+//   h = wte[tokens] + wpe[:T]                 (or + PE[:T], sinusoidal)
+//   per layer (pre-LN): h += attn(ln_1(h)); h += mlp(ln_2(h))
+//   logits = ln_f(h) · wteᵀ                   (tied; lm_head.weight untied)
+// Conv1D weights are [in, out]: y = x·W + b. c_attn packs q|k|v columns.
+// Attention is causal, plus key padding when a pad_id is configured.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/GraphBuilder.h"
+#include "models/Models.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+namespace {
+
+class DecoderOnlyBuilder {
+public:
+  DecoderOnlyBuilder(GraphBuilder &g, const ModelConfig &c, bool training)
+      : g(g), c(c), drop(training ? c.dropout : 0.0) {}
+
+  AttentionWeights attention(const std::string &p) {
+    int64_t d = c.dModel;
+    auto w = g.split(g.param(p + "attn.c_attn.weight", {d, 3 * d}, "normal_0.02"), 1, {d, d, d});
+    auto bias = g.split(g.param(p + "attn.c_attn.bias", {3 * d}, "zeros"), 0, {d, d, d});
+    AttentionWeights a;
+    a.transposed = false;
+    a.wq = w[0], a.wk = w[1], a.wv = w[2];
+    a.bq = bias[0], a.bk = bias[1], a.bv = bias[2];
+    a.wo = g.param(p + "attn.c_proj.weight", {d, d}, "normal_0.02");
+    a.bo = g.param(p + "attn.c_proj.bias", {d}, "zeros");
+    return a;
+  }
+
+  Value mlp(const std::string &p, Value x) {
+    int64_t d = c.dModel, f = c.dFF;
+    return g.feedForward(x, g.param(p + "mlp.c_fc.weight", {d, f}, "normal_0.02"),
+                         g.param(p + "mlp.c_fc.bias", {f}, "zeros"),
+                         g.param(p + "mlp.c_proj.weight", {f, d}, "normal_0.02"),
+                         g.param(p + "mlp.c_proj.bias", {d}, "zeros"), c.activation,
+                         /*transposed=*/false, drop);
+  }
+
+  template <typename F>
+  Value sublayer(Value x, const std::string &norm, F f) {
+    if (c.normPosition == "post")
+      return g.layerNorm(g.add(x, g.dropout(f(x), drop)), norm, c.layerNormEps);
+    return g.add(x, g.dropout(f(g.layerNorm(x, norm, c.layerNormEps)), drop));
+  }
+
+  Value build(Value tokens) {
+    int64_t d = c.dModel, v = c.tgtVocabSize;
+    g.setLocation(NameLoc::get(g.builder().getStringAttr("embeddings")));
+    Value wte = g.param("wte.weight", {v, d}, "normal_0.02");
+    Value t = g.dim(tokens, 1);
+    Value pe = c.positional == "learned"
+                   ? g.sliceLeading(g.param("wpe.weight", {c.maxSeqLen, d}, "normal_0.02"), 0, t)
+                   : g.positionalEncoding(t, d);
+    Value h = g.dropout(g.add(g.gather(wte, tokens), pe), drop);
+    SmallVector<Value, 2> masks = {g.causalMask(t, t)};
+    if (c.padId)
+      masks.push_back(g.keyPaddingMask(tokens, *c.padId));
+    for (int64_t i = 0; i < c.numDecoderLayers; ++i) {
+      std::string p = "h." + std::to_string(i) + ".";
+      g.setLocation(NameLoc::get(g.builder().getStringAttr("h." + std::to_string(i))));
+      AttentionWeights a = attention(p);
+      h = sublayer(h, p + "ln_1", [&](Value y) {
+        return g.multiHeadAttention(y, y, a, c.numHeads, masks, drop);
+      });
+      h = sublayer(h, p + "ln_2", [&](Value y) { return mlp(p, y); });
+    }
+    g.setLocation(NameLoc::get(g.builder().getStringAttr("lm_head")));
+    if (c.finalNorm)
+      h = g.layerNorm(h, "ln_f", c.layerNormEps);
+    if (c.tieOutput)
+      return g.matmul(h, wte, false, /*transposeRhs=*/true);
+    return g.linear(h, g.param("lm_head.weight", {v, d}, "normal_0.02"), Value());
+  }
+
+private:
+  GraphBuilder &g;
+  const ModelConfig &c;
+  double drop;
+};
+
+} // namespace
+
+void mlir::transfuse::buildDecoderOnly(ModuleOp module, const ModelConfig &c,
+                                       const BuildOptions &options) {
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b(ctx);
+  auto tokens = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                      b.getI32Type());
+  auto logits = RankedTensorType::get(
+      {ShapedType::kDynamic, ShapedType::kDynamic, c.tgtVocabSize}, b.getF32Type());
+  b.setInsertionPointToEnd(module.getBody());
+  auto func = func::FuncOp::create(b, b.getUnknownLoc(), "forward",
+                                   b.getFunctionType({tokens}, {logits}));
+  func.setArgAttr(0, kNameAttr, b.getStringAttr("tokens"));
+  func.setResultAttr(0, kNameAttr, b.getStringAttr("logits"));
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+
+  GraphBuilder g(b, b.getUnknownLoc());
+  Value out = DecoderOnlyBuilder(g, c, options.training).build(entry->getArgument(0));
+  func::ReturnOp::create(b, b.getUnknownLoc(), out);
+
+  SmallVector<NamedAttribute> aliases;
+  if (c.tieOutput)
+    aliases.push_back(b.getNamedAttr("lm_head.weight", b.getStringAttr("wte.weight")));
+  module->setAttr(kWeightAliasesAttr, b.getDictionaryAttr(aliases));
+  module->setAttr(kIgnoredWeightsAttr,
+                  b.getStrArrayAttr({"h.*.attn.bias", "h.*.attn.masked_bias"}));
+  module->setAttr(kWeightPrefixesAttr, b.getStrArrayAttr({"transformer."}));
+}

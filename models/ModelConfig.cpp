@@ -1,0 +1,251 @@
+//===- ModelConfig.cpp - parsing and validating model configs -------------===//
+
+#include "models/ModelConfig.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir::transfuse;
+using llvm::json::Object;
+using llvm::json::Value;
+
+namespace {
+
+/// Reads typed keys from a JSON object, collecting the first error.
+class KeyReader {
+public:
+  KeyReader(const Object &obj, llvm::StringRef source) : obj(obj), source(source) {}
+
+  llvm::Error error(llvm::StringRef key, const llvm::Twine &what) const {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "%s: key '%s': %s", source.str().c_str(),
+                                   key.str().c_str(), what.str().c_str());
+  }
+
+  llvm::Error readInt(llvm::StringRef key, int64_t &out, int64_t min) {
+    const Value *v = obj.get(key);
+    if (!v)
+      return llvm::Error::success();
+    std::optional<int64_t> i = v->getAsInteger();
+    if (!i)
+      return error(key, "expected an integer");
+    if (*i < min)
+      return error(key, llvm::formatv("must be >= {0}, got {1}", min, *i));
+    out = *i;
+    return llvm::Error::success();
+  }
+
+  llvm::Error readDouble(llvm::StringRef key, double &out) {
+    const Value *v = obj.get(key);
+    if (!v)
+      return llvm::Error::success();
+    std::optional<double> d = v->getAsNumber();
+    if (!d || !std::isfinite(*d))
+      return error(key, "expected a number");
+    out = *d;
+    return llvm::Error::success();
+  }
+
+  llvm::Error readBool(llvm::StringRef key, bool &out) {
+    const Value *v = obj.get(key);
+    if (!v)
+      return llvm::Error::success();
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      return error(key, "expected true or false");
+    out = *b;
+    return llvm::Error::success();
+  }
+
+  llvm::Error readChoice(llvm::StringRef key, std::string &out,
+                         std::initializer_list<llvm::StringRef> choices) {
+    const Value *v = obj.get(key);
+    if (!v)
+      return llvm::Error::success();
+    std::optional<llvm::StringRef> s = v->getAsString();
+    std::string list;
+    for (llvm::StringRef c : choices)
+      list += (list.empty() ? "" : ", ") + c.str();
+    if (!s || !llvm::is_contained(choices, *s))
+      return error(key, "expected one of " + list);
+    out = s->str();
+    return llvm::Error::success();
+  }
+
+  /// An integer or null (null clears the value).
+  llvm::Error readOptionalInt(llvm::StringRef key, std::optional<int64_t> &out) {
+    const Value *v = obj.get(key);
+    if (!v)
+      return llvm::Error::success();
+    if (v->getAsNull()) {
+      out.reset();
+      return llvm::Error::success();
+    }
+    int64_t i = 0;
+    if (auto err = readInt(key, i, 0))
+      return err;
+    out = i;
+    return llvm::Error::success();
+  }
+
+private:
+  const Object &obj;
+  llvm::StringRef source;
+};
+
+const char *const kCommonKeys[] = {
+    "architecture", "d_model",   "num_heads",     "d_ff",           "max_seq_len",
+    "dropout",      "activation", "norm_position", "final_norm",    "layer_norm_eps",
+    "tie_output",   "positional", "pad_id",        "bos_id",        "eos_id"};
+const char *const kEncoderDecoderKeys[] = {"num_encoder_layers", "num_decoder_layers",
+                                           "src_vocab_size", "tgt_vocab_size",
+                                           "share_embeddings"};
+const char *const kDecoderOnlyKeys[] = {"num_layers", "vocab_size"};
+
+} // namespace
+
+llvm::Expected<ModelConfig> mlir::transfuse::parseModelConfig(llvm::StringRef json,
+                                                              llvm::StringRef source) {
+  llvm::Expected<Value> parsed = llvm::json::parse(json);
+  if (!parsed)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "%s: invalid JSON: %s", source.str().c_str(),
+                                   llvm::toString(parsed.takeError()).c_str());
+  const Object *obj = parsed->getAsObject();
+  if (!obj)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "%s: a model config must be a JSON object",
+                                   source.str().c_str());
+  KeyReader r(*obj, source);
+  ModelConfig c;
+
+  std::string arch;
+  if (!obj->get("architecture"))
+    return r.error("architecture", "missing (expected encoder_decoder or decoder_only)");
+  if (auto err = r.readChoice("architecture", arch, {"encoder_decoder", "decoder_only"}))
+    return std::move(err);
+  bool decoderOnly = arch == "decoder_only";
+  llvm::StringSet<> known;
+  for (const char *k : kCommonKeys)
+    known.insert(k);
+  for (const char *k : kEncoderDecoderKeys)
+    if (!decoderOnly)
+      known.insert(k);
+  for (const char *k : kDecoderOnlyKeys)
+    if (decoderOnly)
+      known.insert(k);
+  for (const auto &kv : *obj)
+    if (!known.contains(kv.first))
+      return r.error(kv.first, "unknown key for architecture " + arch);
+
+  if (decoderOnly) { // GPT-2 small defaults
+    c.architecture = Architecture::DecoderOnly;
+    c.dModel = 768;
+    c.numHeads = 12;
+    c.numEncoderLayers = 0;
+    c.numDecoderLayers = 12;
+    c.maxSeqLen = 1024;
+    c.activation = "gelu_tanh";
+    c.normPosition = "pre";
+    c.tieOutput = true;
+    c.positional = "learned";
+    c.padId.reset();
+    c.bosId = c.eosId = 50256;
+  }
+  bool hasDFF = obj->get("d_ff") != nullptr;
+  llvm::Error err = llvm::joinErrors(r.readInt("d_model", c.dModel, 1),
+                                     r.readInt("num_heads", c.numHeads, 1));
+  err = llvm::joinErrors(std::move(err), r.readInt("d_ff", c.dFF, 1));
+  if (decoderOnly) {
+    err = llvm::joinErrors(std::move(err), r.readInt("num_layers", c.numDecoderLayers, 1));
+    err = llvm::joinErrors(std::move(err), r.readInt("vocab_size", c.tgtVocabSize, 1));
+    c.srcVocabSize = c.tgtVocabSize;
+  } else {
+    err = llvm::joinErrors(std::move(err), r.readInt("num_encoder_layers", c.numEncoderLayers, 1));
+    err = llvm::joinErrors(std::move(err), r.readInt("num_decoder_layers", c.numDecoderLayers, 1));
+    err = llvm::joinErrors(std::move(err), r.readInt("src_vocab_size", c.srcVocabSize, 1));
+    err = llvm::joinErrors(std::move(err), r.readInt("tgt_vocab_size", c.tgtVocabSize, 1));
+    err = llvm::joinErrors(std::move(err), r.readBool("share_embeddings", c.shareEmbeddings));
+  }
+  err = llvm::joinErrors(std::move(err), r.readInt("max_seq_len", c.maxSeqLen, 1));
+  err = llvm::joinErrors(std::move(err), r.readDouble("dropout", c.dropout));
+  err = llvm::joinErrors(std::move(err), r.readChoice("activation", c.activation, {"relu", "gelu", "gelu_tanh"}));
+  err = llvm::joinErrors(std::move(err), r.readChoice("norm_position", c.normPosition, {"post", "pre"}));
+  err = llvm::joinErrors(std::move(err), r.readBool("final_norm", c.finalNorm));
+  err = llvm::joinErrors(std::move(err), r.readDouble("layer_norm_eps", c.layerNormEps));
+  err = llvm::joinErrors(std::move(err), r.readBool("tie_output", c.tieOutput));
+  err = llvm::joinErrors(std::move(err), r.readChoice("positional", c.positional, {"sinusoidal", "learned"}));
+  err = llvm::joinErrors(std::move(err), r.readOptionalInt("pad_id", c.padId));
+  err = llvm::joinErrors(std::move(err), r.readInt("bos_id", c.bosId, 0));
+  err = llvm::joinErrors(std::move(err), r.readInt("eos_id", c.eosId, 0));
+  if (err)
+    return std::move(err);
+  if (!hasDFF)
+    c.dFF = 4 * c.dModel;
+
+  // Cross-key rules.
+  if (c.dModel % c.numHeads != 0)
+    return r.error("num_heads", llvm::formatv("d_model {0} is not divisible by num_heads {1}",
+                                              c.dModel, c.numHeads).str());
+  if (decoderOnly ? !obj->get("vocab_size") : !obj->get("src_vocab_size"))
+    return r.error(decoderOnly ? "vocab_size" : "src_vocab_size", "missing");
+  if (!decoderOnly && !obj->get("tgt_vocab_size"))
+    return r.error("tgt_vocab_size", "missing");
+  if (c.shareEmbeddings && c.srcVocabSize != c.tgtVocabSize)
+    return r.error("share_embeddings",
+                   llvm::formatv("needs src_vocab_size == tgt_vocab_size, got {0} and {1}",
+                                 c.srcVocabSize, c.tgtVocabSize).str());
+  if (!(c.dropout >= 0.0 && c.dropout < 1.0))
+    return r.error("dropout", llvm::formatv("must be in [0, 1), got {0}", c.dropout).str());
+  if (!(c.layerNormEps > 0.0))
+    return r.error("layer_norm_eps", "must be > 0");
+  if (!decoderOnly && !c.padId)
+    return r.error("pad_id", "encoder_decoder needs a pad_id");
+  auto checkId = [&](llvm::StringRef key, int64_t id, int64_t vocab) -> llvm::Error {
+    if (id >= vocab)
+      return r.error(key, llvm::formatv("{0} is outside the vocabulary [0, {1})", id, vocab).str());
+    return llvm::Error::success();
+  };
+  int64_t smallestVocab = std::min(c.srcVocabSize, c.tgtVocabSize);
+  if (c.padId)
+    if (auto e = checkId("pad_id", *c.padId, smallestVocab))
+      return std::move(e);
+  if (auto e = checkId("bos_id", c.bosId, c.tgtVocabSize))
+    return std::move(e);
+  if (auto e = checkId("eos_id", c.eosId, c.tgtVocabSize))
+    return std::move(e);
+  return c;
+}
+
+Object mlir::transfuse::toJson(const ModelConfig &c) {
+  Object o;
+  bool dec = c.isDecoderOnly();
+  o["architecture"] = dec ? "decoder_only" : "encoder_decoder";
+  o["d_model"] = c.dModel;
+  o["num_heads"] = c.numHeads;
+  o["d_ff"] = c.dFF;
+  if (dec) {
+    o["num_layers"] = c.numDecoderLayers;
+    o["vocab_size"] = c.tgtVocabSize;
+  } else {
+    o["num_encoder_layers"] = c.numEncoderLayers;
+    o["num_decoder_layers"] = c.numDecoderLayers;
+    o["src_vocab_size"] = c.srcVocabSize;
+    o["tgt_vocab_size"] = c.tgtVocabSize;
+    o["share_embeddings"] = c.shareEmbeddings;
+  }
+  o["max_seq_len"] = c.maxSeqLen;
+  o["dropout"] = c.dropout;
+  o["activation"] = c.activation;
+  o["norm_position"] = c.normPosition;
+  o["final_norm"] = c.finalNorm;
+  o["layer_norm_eps"] = c.layerNormEps;
+  o["tie_output"] = c.tieOutput;
+  o["positional"] = c.positional;
+  o["pad_id"] = c.padId ? Value(*c.padId) : Value(nullptr);
+  o["bos_id"] = c.bosId;
+  o["eos_id"] = c.eosId;
+  return o;
+}

@@ -1,0 +1,60 @@
+//===- ModelConfig.h - JSON configs of the built-in architectures ---------===//
+//
+// A model config names an architecture and its hyperparameters. Every key is
+// documented, with its default per architecture, in models/README.md. An
+// unknown key, a key of the other architecture, or a bad value is an error
+// naming the file and the key.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_MODELS_MODELCONFIG_H
+#define TRANSFUSE_MODELS_MODELCONFIG_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace mlir::transfuse {
+
+enum class Architecture { EncoderDecoder, DecoderOnly };
+
+struct ModelConfig {
+  Architecture architecture = Architecture::EncoderDecoder;
+  int64_t dModel = 512;
+  int64_t numHeads = 8;
+  int64_t dFF = 2048;
+  int64_t numEncoderLayers = 6; // encoder_decoder
+  int64_t numDecoderLayers = 6; // encoder_decoder; num_layers for decoder_only
+  int64_t srcVocabSize = 0;     // encoder_decoder
+  int64_t tgtVocabSize = 0;     // encoder_decoder; vocab_size for decoder_only
+  int64_t maxSeqLen = 512;
+  double dropout = 0.1;
+  std::string activation = "relu";   // relu | gelu | gelu_tanh
+  std::string normPosition = "post"; // post | pre
+  bool finalNorm = true;
+  double layerNormEps = 1e-5;
+  bool shareEmbeddings = false;
+  bool tieOutput = false;
+  std::string positional = "sinusoidal"; // sinusoidal | learned
+  std::optional<int64_t> padId = 1;
+  int64_t bosId = 2;
+  int64_t eosId = 3;
+
+  bool isDecoderOnly() const { return architecture == Architecture::DecoderOnly; }
+  int64_t outputVocabSize() const { return tgtVocabSize; }
+};
+
+/// Parses and validates a config. `source` names the file in messages.
+llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef json,
+                                             llvm::StringRef source);
+
+/// The fully resolved config (every key of its architecture, defaults filled
+/// in), as written to manifest.json and read back by parseModelConfig.
+llvm::json::Object toJson(const ModelConfig &config);
+
+} // namespace mlir::transfuse
+
+#endif // TRANSFUSE_MODELS_MODELCONFIG_H

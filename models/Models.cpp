@@ -1,0 +1,79 @@
+//===- Models.cpp - dispatch to the architectures, loading definitions ----===//
+
+#include "models/Models.h"
+
+#include "ir/TransfuseDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+static llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+mlir::transfuse::buildModel(MLIRContext &context, const ModelConfig &config,
+                            const BuildOptions &options) {
+  context.loadDialect<TransfuseDialect, func::FuncDialect>();
+  int64_t maxSeqLen = options.maxSeqLen ? options.maxSeqLen : config.maxSeqLen;
+  if (options.maxBatch < 1)
+    return makeError("--max-batch must be >= 1, got " + llvm::Twine(options.maxBatch));
+  if (maxSeqLen < 1)
+    return makeError("--max-seq-len must be >= 1, got " + llvm::Twine(maxSeqLen));
+  if (config.positional == "learned" && maxSeqLen > config.maxSeqLen)
+    return makeError("--max-seq-len " + llvm::Twine(maxSeqLen) +
+                     " exceeds the config's max_seq_len " + llvm::Twine(config.maxSeqLen) +
+                     " (learned positions have that many rows)");
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+  if (config.isDecoderOnly())
+    buildDecoderOnly(*module, config, options);
+  else
+    buildEncoderDecoder(*module, config, options);
+
+  Builder b(&context);
+  std::string json;
+  llvm::raw_string_ostream os(json);
+  os << llvm::json::Value(toJson(config));
+  (*module)->setAttr(kConfigAttr, b.getStringAttr(json));
+  for (auto func : module->getOps<func::FuncOp>()) {
+    func->setAttr(kMaxBatchAttr, b.getI64IntegerAttr(options.maxBatch));
+    func->setAttr(kMaxSeqLenAttr, b.getI64IntegerAttr(maxSeqLen));
+  }
+  if (failed(verify(*module)))
+    return makeError("internal error: the built model does not verify");
+  return std::move(module);
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+mlir::transfuse::loadModelDefinition(MLIRContext &context, llvm::StringRef path,
+                                     const BuildOptions &options) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return makeError("cannot read model definition '" + path + "': " +
+                     buffer.getError().message());
+  if (path.ends_with(".json")) {
+    auto config = parseModelConfig((*buffer)->getBuffer(), path);
+    if (!config)
+      return config.takeError();
+    return buildModel(context, *config, options);
+  }
+  // MLIR text: parse and verify, capturing diagnostics into the error.
+  context.loadDialect<TransfuseDialect, func::FuncDialect>();
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return makeError(llvm::StringRef(diagnostics).rtrim());
+  return std::move(module);
+}

@@ -1,0 +1,59 @@
+//===- Models.h - the built-in architectures and model loading ------------===//
+//
+// Builds a `forward` function in the transfuse dialect from a ModelConfig:
+//   encoder_decoder: forward(src_tokens: [B,S] i32, tgt_tokens: [B,T] i32)
+//                      -> logits [B,T,V] f32
+//   decoder_only:    forward(tokens: [B,T] i32) -> logits [B,T,V] f32
+// B, S and T are dynamic, bounded by the maxima in BuildOptions.
+//
+// The module carries what binding weights needs (see docs/ir.md):
+//   transfuse.config          resolved config JSON (built-in architectures)
+//   transfuse.weight_aliases  {alias = "canonical"}: names a file may hold
+//                             instead of (or equal to) a parameter
+//   transfuse.ignored_weights glob patterns of buffers skipped with a warning
+//   transfuse.weight_prefixes optional leading prefixes of every name
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_MODELS_MODELS_H
+#define TRANSFUSE_MODELS_MODELS_H
+
+#include "models/ModelConfig.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace mlir::transfuse {
+
+struct BuildOptions {
+  int64_t maxBatch = 8;
+  /// 0: the config's max_seq_len.
+  int64_t maxSeqLen = 0;
+  /// Emit dropout (training graphs); inference graphs have none.
+  bool training = false;
+};
+
+inline constexpr llvm::StringLiteral kConfigAttr = "transfuse.config";
+inline constexpr llvm::StringLiteral kWeightAliasesAttr = "transfuse.weight_aliases";
+inline constexpr llvm::StringLiteral kIgnoredWeightsAttr = "transfuse.ignored_weights";
+inline constexpr llvm::StringLiteral kWeightPrefixesAttr = "transfuse.weight_prefixes";
+/// Argument/result attribute naming an entry point's tensors.
+inline constexpr llvm::StringLiteral kNameAttr = "transfuse.name";
+
+/// Builds the model of `config`. Fails on options the config cannot honour.
+llvm::Expected<OwningOpRef<ModuleOp>>
+buildModel(MLIRContext &context, const ModelConfig &config, const BuildOptions &options);
+
+/// Loads a model definition: a JSON config of a built-in architecture
+/// (`.json`) or MLIR text of the dialect (anything else), verified.
+llvm::Expected<OwningOpRef<ModuleOp>>
+loadModelDefinition(MLIRContext &context, llvm::StringRef path, const BuildOptions &options);
+
+// Per-architecture builders (EncoderDecoder.cpp, DecoderOnly.cpp).
+void buildEncoderDecoder(ModuleOp module, const ModelConfig &config,
+                         const BuildOptions &options);
+void buildDecoderOnly(ModuleOp module, const ModelConfig &config,
+                      const BuildOptions &options);
+
+} // namespace mlir::transfuse
+
+#endif // TRANSFUSE_MODELS_MODELS_H

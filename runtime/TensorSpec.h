@@ -1,0 +1,34 @@
+// TensorSpec: the declared name, dtype and shape of an entry point's input or
+// output, with dynamic dimensions (-1) bounded by maxima, and the check of
+// caller-supplied tensors against a list of specs. Convention: a dynamic
+// dimension 0 is the batch (bounded by max_batch); any other dynamic
+// dimension is a sequence length (bounded by max_seq_len). Every dynamic
+// dimension 0 of one call's inputs must agree.
+#ifndef TRANSFUSE_RUNTIME_TENSORSPEC_H
+#define TRANSFUSE_RUNTIME_TENSORSPEC_H
+
+#include "runtime/Status.h"
+#include "runtime/Tensor.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace transfuse::rt {
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;    // -1 marks a dynamic dimension
+  std::vector<int64_t> maxShape; // the bound of every dimension
+};
+
+// Checks `inputs` against `specs`: no unknown or missing name, the dtype, the
+// rank, static sizes equal, dynamic sizes in [1, max], one batch size. The
+// first problem is returned as an error naming the tensor.
+Status validateInputs(const std::vector<TensorSpec>& specs,
+                      const std::map<std::string, Tensor>& inputs);
+
+}  // namespace transfuse::rt
+
+#endif  // TRANSFUSE_RUNTIME_TENSORSPEC_H
