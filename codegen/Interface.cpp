@@ -13,7 +13,7 @@
 
 using namespace mlir;
 using namespace mlir::transfuse;
-namespace rt = transfuse::rt;
+namespace rt = ::transfuse::rt;
 
 /// Compiler and ABI versions recorded in every manifest.
 static constexpr const char *kCompilerVersion = "0.1.0";

@@ -19,13 +19,13 @@ namespace mlir::transfuse {
 
 struct EntryPoint {
   std::string name;
-  std::vector<transfuse::rt::TensorSpec> inputs, outputs;
+  std::vector<::transfuse::rt::TensorSpec> inputs, outputs;
 };
 
 struct ModelInterface {
   std::vector<EntryPoint> entryPoints;
-  std::vector<transfuse::rt::ParamSpec> params;
-  transfuse::rt::BindingRules rules;
+  std::vector<::transfuse::rt::ParamSpec> params;
+  ::transfuse::rt::BindingRules rules;
   std::string configJson; // empty for models given as MLIR without a config
 };
 

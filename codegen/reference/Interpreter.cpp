@@ -1,0 +1,642 @@
+//===- Interpreter.cpp - the reference backend: fp64, plain loops ---------===//
+//
+// Every value is a Buf: a row-major shape and fp64 data (token ids and
+// booleans are stored as exact doubles). Index values (from transfuse.dim)
+// are int64. Ops are evaluated in program order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/reference/Interpreter.h"
+
+#include "codegen/Interface.h"
+#include "ir/TransfuseDialect.h"
+#include "runtime/Philox.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+
+using namespace mlir;
+using namespace mlir::transfuse;
+using mlir::transfuse::reference::TensorMap;
+namespace rt = ::transfuse::rt;
+
+namespace {
+
+using Shape = SmallVector<int64_t, 4>;
+
+struct Buf {
+  Shape shape;
+  std::vector<double> data;
+};
+
+int64_t numel(ArrayRef<int64_t> shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+Shape stridesOf(ArrayRef<int64_t> shape) {
+  Shape s(shape.size(), 1);
+  for (int64_t i = (int64_t)shape.size() - 2; i >= 0; --i)
+    s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+std::string str(ArrayRef<int64_t> shape) {
+  return rt::shapeToString(std::vector<int64_t>(shape.begin(), shape.end()));
+}
+
+/// Strides of `in` broadcast (right-aligned) to `out`: 0 where broadcast.
+Shape broadcastStrides(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
+  Shape strides(out.size(), 0), own = stridesOf(in);
+  size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    strides[off + i] = in[i] == 1 ? 0 : own[i];
+  return strides;
+}
+
+/// Calls f(outIndex, offsets...) for every element of `out`, with each
+/// operand's offset advanced by its (broadcast) strides.
+template <size_t N, typename F>
+void forEachBroadcast(ArrayRef<int64_t> out, const std::array<Shape, N> &strides, F f) {
+  int64_t total = numel(out);
+  Shape idx(out.size(), 0);
+  std::array<int64_t, N> offs{};
+  for (int64_t linear = 0; linear < total; ++linear) {
+    f(linear, offs);
+    for (int64_t d = (int64_t)out.size() - 1; d >= 0; --d) {
+      ++idx[d];
+      for (size_t k = 0; k < N; ++k)
+        offs[k] += strides[k][d];
+      if (idx[d] < out[d])
+        break;
+      for (size_t k = 0; k < N; ++k)
+        offs[k] -= strides[k][d] * out[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+class Interpreter {
+public:
+  Interpreter(const TensorMap &weights) : weights(weights) {}
+
+  llvm::Expected<TensorMap> run(func::FuncOp func, const TensorMap &inputs,
+                                const EntryPoint &ep);
+
+private:
+  LogicalResult eval(Operation *op);
+  // std::unordered_map keeps references stable while values are added.
+  Buf &get(Value v) { return values.at(v.getAsOpaquePointer()); }
+  void set(Value v, Buf b) { values[v.getAsOpaquePointer()] = std::move(b); }
+  LogicalResult fail(Operation *op, const llvm::Twine &message) {
+    std::string loc;
+    llvm::raw_string_ostream os(loc);
+    op->getLoc().print(os);
+    error = loc + ": '" + op->getName().getStringRef().str() + "': " + message.str();
+    return failure();
+  }
+  /// The user-facing name of a value: an input's name, or "the operand".
+  std::string nameOf(Value v) {
+    auto it = argNames.find(v);
+    return it != argNames.end() ? "input '" + it->second + "'" : std::string("an operand");
+  }
+  LogicalResult broadcast(Operation *op, ArrayRef<int64_t> a, ArrayRef<int64_t> b, Shape &out);
+  template <typename F>
+  LogicalResult binary(Operation *op, Value lhs, Value rhs, F f);
+  template <typename F>
+  void unary(Operation *op, Value in, F f);
+
+  LogicalResult evalMatmul(MatmulOp op);
+  LogicalResult evalSoftmax(SoftmaxOp op);
+  LogicalResult evalLayerNorm(LayerNormOp op);
+  LogicalResult evalReduce(Operation *op, Value input, ArrayRef<int64_t> axes, bool keep);
+  LogicalResult evalReshape(ReshapeOp op);
+  LogicalResult evalTranspose(TransposeOp op);
+  LogicalResult evalConcat(ConcatOp op);
+  LogicalResult evalSplit(SplitOp op);
+  LogicalResult evalSlice(SliceOp op);
+  LogicalResult evalGather(GatherOp op);
+  LogicalResult evalConstant(ConstantOp op);
+
+  const TensorMap &weights;
+  std::unordered_map<const void *, Buf> values;
+  llvm::DenseMap<Value, int64_t> indices;
+  llvm::DenseMap<Value, std::string> argNames;
+  std::string error;
+};
+
+LogicalResult Interpreter::broadcast(Operation *op, ArrayRef<int64_t> a,
+                                     ArrayRef<int64_t> b, Shape &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return fail(op, "shapes " + str(a) + " and " + str(b) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return success();
+}
+
+template <typename F>
+LogicalResult Interpreter::binary(Operation *op, Value lhs, Value rhs, F f) {
+  const Buf &a = get(lhs), &b = get(rhs);
+  Buf r;
+  if (failed(broadcast(op, a.shape, b.shape, r.shape)))
+    return failure();
+  r.data.resize(numel(r.shape));
+  std::array<Shape, 2> strides = {broadcastStrides(a.shape, r.shape),
+                                  broadcastStrides(b.shape, r.shape)};
+  forEachBroadcast<2>(r.shape, strides, [&](int64_t i, const std::array<int64_t, 2> &o) {
+    r.data[i] = f(a.data[o[0]], b.data[o[1]]);
+  });
+  set(op->getResult(0), std::move(r));
+  return success();
+}
+
+template <typename F>
+void Interpreter::unary(Operation *op, Value in, F f) {
+  Buf r = get(in);
+  for (double &x : r.data)
+    x = f(x);
+  set(op->getResult(0), std::move(r));
+}
+
+LogicalResult Interpreter::evalMatmul(MatmulOp op) {
+  const Buf &a = get(op.getLhs()), &b = get(op.getRhs());
+  bool ta = op.getTransposeLhs(), tb = op.getTransposeRhs();
+  size_t ra = a.shape.size(), rb = b.shape.size();
+  int64_t m = ta ? a.shape[ra - 1] : a.shape[ra - 2];
+  int64_t k = ta ? a.shape[ra - 2] : a.shape[ra - 1];
+  int64_t kb = tb ? b.shape[rb - 1] : b.shape[rb - 2];
+  int64_t n = tb ? b.shape[rb - 2] : b.shape[rb - 1];
+  if (k != kb)
+    return fail(op, "contraction sizes differ at run time: " + str(a.shape) + " vs " + str(b.shape));
+  ArrayRef<int64_t> batchA = ArrayRef<int64_t>(a.shape).drop_back(2);
+  ArrayRef<int64_t> batchB = ArrayRef<int64_t>(b.shape).drop_back(2);
+  Buf r;
+  if (failed(broadcast(op, batchA, batchB, r.shape)))
+    return failure();
+  Shape batch = r.shape;
+  r.shape.push_back(m);
+  r.shape.push_back(n);
+  r.data.assign(numel(r.shape), 0.0);
+  // Per-matrix strides of A and B (element (i, j) of op(A) is A[i*sa0 + j*sa1]).
+  int64_t sa0 = ta ? 1 : k, sa1 = ta ? m : 1;
+  int64_t sb0 = tb ? 1 : n, sb1 = tb ? k : 1;
+  Shape stA = broadcastStrides(batchA, batch), stB = broadcastStrides(batchB, batch);
+  for (int64_t &s : stA) s *= m * k;
+  for (int64_t &s : stB) s *= k * n;
+  std::array<Shape, 2> strides = {stA, stB};
+  forEachBroadcast<2>(batch, strides, [&](int64_t bi, const std::array<int64_t, 2> &o) {
+    const double *pa = a.data.data() + o[0], *pb = b.data.data() + o[1];
+    double *pc = r.data.data() + bi * m * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += pa[i * sa0 + p * sa1] * pb[p * sb0 + j * sb1];
+        pc[i * n + j] = acc;
+      }
+  });
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+/// Visits each 1-D row along `axis`: f(base offset, stride, length).
+template <typename F>
+void forEachRow(ArrayRef<int64_t> shape, int64_t axis, F f) {
+  int64_t len = shape[axis], inner = numel(shape.drop_front(axis + 1));
+  int64_t outer = numel(shape.take_front(axis));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in)
+      f(o * len * inner + in, inner, len);
+}
+
+LogicalResult Interpreter::evalSoftmax(SoftmaxOp op) {
+  Buf r = get(op.getInput());
+  int64_t axis = op.getAxis() < 0 ? op.getAxis() + r.shape.size() : op.getAxis();
+  forEachRow(r.shape, axis, [&](int64_t base, int64_t stride, int64_t len) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < len; ++i)
+      mx = std::max(mx, r.data[base + i * stride]);
+    if (mx == -std::numeric_limits<double>::infinity()) { // every entry masked
+      for (int64_t i = 0; i < len; ++i)
+        r.data[base + i * stride] = 0.0;
+      return;
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < len; ++i)
+      sum += r.data[base + i * stride] = std::exp(r.data[base + i * stride] - mx);
+    for (int64_t i = 0; i < len; ++i)
+      r.data[base + i * stride] /= sum;
+  });
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalLayerNorm(LayerNormOp op) {
+  Buf r = get(op.getInput());
+  const Buf &g = get(op.getGamma()), &b = get(op.getBeta());
+  int64_t axis = op.getAxis() < 0 ? op.getAxis() + r.shape.size() : op.getAxis();
+  int64_t n = numel(ArrayRef<int64_t>(r.shape).drop_front(axis));
+  double eps = op.getEpsilon().convertToDouble();
+  for (int64_t base = 0; base < (int64_t)r.data.size(); base += n) {
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+      mean += r.data[base + i];
+    mean /= n;
+    for (int64_t i = 0; i < n; ++i)
+      var += (r.data[base + i] - mean) * (r.data[base + i] - mean);
+    var /= n;
+    double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < n; ++i)
+      r.data[base + i] = (r.data[base + i] - mean) * inv * g.data[i] + b.data[i];
+  }
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
+                                      bool keep) {
+  const Buf &in = get(input);
+  int64_t rank = in.shape.size();
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t a : axes)
+    reduced[a < 0 ? a + rank : a] = true;
+  Shape kept; // the result shape with reduced dims as 1
+  for (int64_t d = 0; d < rank; ++d)
+    kept.push_back(reduced[d] ? 1 : in.shape[d]);
+  bool isMax = isa<ReduceMaxOp>(op);
+  Buf r;
+  r.data.assign(numel(kept), isMax ? -std::numeric_limits<double>::infinity() : 0.0);
+  std::array<Shape, 1> strides = {broadcastStrides(kept, in.shape)};
+  forEachBroadcast<1>(in.shape, strides, [&](int64_t i, const std::array<int64_t, 1> &o) {
+    double &acc = r.data[o[0]];
+    acc = isMax ? std::max(acc, in.data[i]) : acc + in.data[i];
+  });
+  if (isa<ReduceMeanOp>(op)) {
+    int64_t count = numel(in.shape) / std::max<int64_t>(1, numel(kept));
+    for (double &x : r.data)
+      x /= count;
+  }
+  for (int64_t d = 0; d < rank; ++d)
+    if (!reduced[d] || keep)
+      r.shape.push_back(kept[d]);
+  set(op->getResult(0), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalReshape(ReshapeOp op) {
+  Buf r = get(op.getInput());
+  auto inType = op.getInput().getType();
+  SmallVector<int64_t> dynamicSizes;
+  for (int64_t d = 0; d < inType.getRank(); ++d)
+    if (inType.isDynamicDim(d))
+      dynamicSizes.push_back(r.shape[d]);
+  Shape shape;
+  size_t next = 0;
+  for (int64_t size : op.getType().getShape())
+    shape.push_back(ShapedType::isDynamic(size) ? dynamicSizes[next++] : size);
+  if (numel(shape) != (int64_t)r.data.size())
+    return fail(op, "cannot reshape " + str(r.shape) + " to " + str(shape));
+  r.shape = shape;
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalTranspose(TransposeOp op) {
+  const Buf &in = get(op.getInput());
+  ArrayRef<int64_t> perm = op.getPermutation();
+  Buf r;
+  Shape inStrides = stridesOf(in.shape), permuted;
+  for (int64_t p : perm) {
+    r.shape.push_back(in.shape[p]);
+    permuted.push_back(inStrides[p]);
+  }
+  r.data.resize(in.data.size());
+  std::array<Shape, 1> strides = {permuted};
+  forEachBroadcast<1>(r.shape, strides, [&](int64_t i, const std::array<int64_t, 1> &o) {
+    r.data[i] = in.data[o[0]];
+  });
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalConcat(ConcatOp op) {
+  int64_t axis = op.getAxis();
+  const Buf &first = get(op.getInputs().front());
+  if (axis < 0)
+    axis += first.shape.size();
+  Buf r;
+  r.shape = first.shape;
+  r.shape[axis] = 0;
+  for (Value v : op.getInputs()) {
+    const Buf &b = get(v);
+    for (size_t d = 0; d < b.shape.size(); ++d)
+      if ((int64_t)d != axis && b.shape[d] != first.shape[d])
+        return fail(op, "inputs " + str(first.shape) + " and " + str(b.shape) +
+                            " differ outside the concat axis");
+    r.shape[axis] += b.shape[axis];
+  }
+  int64_t outer = numel(ArrayRef<int64_t>(r.shape).take_front(axis));
+  int64_t inner = numel(ArrayRef<int64_t>(r.shape).drop_front(axis + 1));
+  r.data.reserve(numel(r.shape));
+  for (int64_t o = 0; o < outer; ++o)
+    for (Value v : op.getInputs()) {
+      const Buf &b = get(v);
+      int64_t chunk = b.shape[axis] * inner;
+      r.data.insert(r.data.end(), b.data.begin() + o * chunk, b.data.begin() + (o + 1) * chunk);
+    }
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+/// Copies [start, start + size) of `axis` of `in`.
+static Buf sliceAxis(const Buf &in, int64_t axis, int64_t start, int64_t size) {
+  Buf r;
+  r.shape = in.shape;
+  r.shape[axis] = size;
+  int64_t outer = numel(ArrayRef<int64_t>(in.shape).take_front(axis));
+  int64_t inner = numel(ArrayRef<int64_t>(in.shape).drop_front(axis + 1));
+  r.data.reserve(numel(r.shape));
+  for (int64_t o = 0; o < outer; ++o) {
+    auto begin = in.data.begin() + (o * in.shape[axis] + start) * inner;
+    r.data.insert(r.data.end(), begin, begin + size * inner);
+  }
+  return r;
+}
+
+LogicalResult Interpreter::evalSplit(SplitOp op) {
+  const Buf &in = get(op.getInput());
+  int64_t axis = op.getAxis() < 0 ? op.getAxis() + in.shape.size() : op.getAxis();
+  int64_t start = 0;
+  for (auto [result, size] : llvm::zip(op.getResults(), op.getSizes())) {
+    set(result, sliceAxis(in, axis, start, size));
+    start += size;
+  }
+  return success();
+}
+
+LogicalResult Interpreter::evalSlice(SliceOp op) {
+  const Buf &in = get(op.getInput());
+  int64_t axis = op.getAxis() < 0 ? op.getAxis() + in.shape.size() : op.getAxis();
+  int64_t start = op.getStart();
+  int64_t size = op.getLength() ? indices[op.getLength()] : *op.getSize();
+  if (size < 0 || start + size > in.shape[axis])
+    return fail(op, "slice [" + std::to_string(start) + ", " + std::to_string(start + size) +
+                        ") is outside axis " + std::to_string(axis) + " of size " +
+                        std::to_string(in.shape[axis]));
+  set(op.getResult(), sliceAxis(in, axis, start, size));
+  return success();
+}
+
+LogicalResult Interpreter::evalGather(GatherOp op) {
+  const Buf &table = get(op.getTable()), &ids = get(op.getIds());
+  int64_t vocab = table.shape[0], d = table.shape[1];
+  Buf r;
+  r.shape = ids.shape;
+  r.shape.push_back(d);
+  r.data.reserve(numel(r.shape));
+  for (double id : ids.data) {
+    if (id < 0 || id >= vocab)
+      return fail(op, "token id " + std::to_string((int64_t)id) + " in " + nameOf(op.getIds()) +
+                          " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    auto row = table.data.begin() + (int64_t)id * d;
+    r.data.insert(r.data.end(), row, row + d);
+  }
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalConstant(ConstantOp op) {
+  auto attr = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!attr)
+    return fail(op, "only dense constants are supported");
+  Buf r;
+  r.shape.assign(op.getType().getShape().begin(), op.getType().getShape().end());
+  if (isa<FloatType>(attr.getElementType())) {
+    for (const APFloat &v : attr.getValues<APFloat>())
+      r.data.push_back(v.convertToDouble());
+  } else {
+    bool isBool = attr.getElementType().isInteger(1);
+    for (const APInt &v : attr.getValues<APInt>())
+      r.data.push_back(isBool ? (double)v.getBoolValue() : (double)v.getSExtValue());
+  }
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::eval(Operation *op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](ParamOp p) {
+        auto it = weights.find(p.getName().str());
+        if (it == weights.end())
+          return fail(op, "no weights for parameter '" + p.getName() + "'");
+        const rt::Tensor &t = it->second;
+        Buf r;
+        r.shape.assign(t.shape.begin(), t.shape.end());
+        const float *src = t.data<float>();
+        r.data.assign(src, src + t.numElements());
+        set(p.getResult(), std::move(r));
+        return success();
+      })
+      .Case([&](ConstantOp c) { return evalConstant(c); })
+      .Case([&](DimOp d) {
+        indices[d.getResult()] = get(d.getInput()).shape[d.getAxis() < 0
+                                     ? d.getAxis() + d.getInput().getType().getRank()
+                                     : d.getAxis()];
+        return success();
+      })
+      .Case([&](GatherOp g) { return evalGather(g); })
+      .Case([&](MatmulOp m) { return evalMatmul(m); })
+      .Case([&](AddOp o) { return binary(op, o.getLhs(), o.getRhs(), std::plus<>()); })
+      .Case([&](SubOp o) { return binary(op, o.getLhs(), o.getRhs(), std::minus<>()); })
+      .Case([&](MulOp o) { return binary(op, o.getLhs(), o.getRhs(), std::multiplies<>()); })
+      .Case([&](DivOp o) { return binary(op, o.getLhs(), o.getRhs(), std::divides<>()); })
+      .Case([&](ScaleOp o) {
+        double f = o.getFactor().convertToDouble();
+        unary(op, o.getInput(), [f](double x) { return x * f; });
+        return success();
+      })
+      .Case([&](ReluOp o) {
+        unary(op, o.getInput(), [](double x) { return x > 0.0 ? x : 0.0; });
+        return success();
+      })
+      .Case([&](ExpOp o) {
+        unary(op, o.getInput(), [](double x) { return std::exp(x); });
+        return success();
+      })
+      .Case([&](TanhOp o) {
+        unary(op, o.getInput(), [](double x) { return std::tanh(x); });
+        return success();
+      })
+      .Case([&](GeluOp o) {
+        if (o.getApproximate() == "tanh")
+          unary(op, o.getInput(), [](double x) {
+            const double c = std::sqrt(2.0 / M_PI);
+            return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+          });
+        else
+          unary(op, o.getInput(), [](double x) { return 0.5 * x * (1.0 + std::erf(x / M_SQRT2)); });
+        return success();
+      })
+      .Case([&](SelectOp s) {
+        const Buf &c = get(s.getCond()), &a = get(s.getOnTrue()), &b = get(s.getOnFalse());
+        Buf r;
+        Shape ab;
+        if (failed(broadcast(op, a.shape, b.shape, ab)) ||
+            failed(broadcast(op, c.shape, ab, r.shape)))
+          return failure();
+        r.data.resize(numel(r.shape));
+        std::array<Shape, 3> strides = {broadcastStrides(c.shape, r.shape),
+                                        broadcastStrides(a.shape, r.shape),
+                                        broadcastStrides(b.shape, r.shape)};
+        forEachBroadcast<3>(r.shape, strides, [&](int64_t i, const std::array<int64_t, 3> &o) {
+          r.data[i] = c.data[o[0]] != 0.0 ? a.data[o[1]] : b.data[o[2]];
+        });
+        set(s.getResult(), std::move(r));
+        return success();
+      })
+      .Case([&](SoftmaxOp s) { return evalSoftmax(s); })
+      .Case([&](LayerNormOp l) { return evalLayerNorm(l); })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) {
+        return evalReduce(op, r.getInput(), r.getAxes(), r.getKeepDims());
+      })
+      .Case([&](DropoutOp d) {
+        double rate = d.getRate().convertToDouble(), keepScale = 1.0 / (1.0 - rate);
+        uint64_t seed = d.getSeed(), stream = d.getStream();
+        uint64_t step = d.getStep() ? indices[d.getStep()] : 0;
+        Buf r = get(d.getInput());
+        for (size_t i = 0; i < r.data.size(); ++i)
+          r.data[i] = rt::philoxUniform(seed, step, stream, i) >= rate ? r.data[i] * keepScale : 0.0;
+        set(d.getResult(), std::move(r));
+        return success();
+      })
+      .Case([&](ReshapeOp r) { return evalReshape(r); })
+      .Case([&](TransposeOp t) { return evalTranspose(t); })
+      .Case([&](ConcatOp c) { return evalConcat(c); })
+      .Case([&](SplitOp s) { return evalSplit(s); })
+      .Case([&](SliceOp s) { return evalSlice(s); })
+      .Case([&](CausalMaskOp c) {
+        int64_t sq = indices[c.getQueryLen()], sk = indices[c.getKeyLen()];
+        Buf r;
+        r.shape = {sq, sk};
+        r.data.resize(sq * sk);
+        for (int64_t i = 0; i < sq; ++i)
+          for (int64_t j = 0; j < sk; ++j)
+            r.data[i * sk + j] = j <= i + sk - sq ? 1.0 : 0.0;
+        set(c.getResult(), std::move(r));
+        return success();
+      })
+      .Case([&](KeyPaddingMaskOp k) {
+        double pad = (double)k.getPadId();
+        unary(op, k.getTokens(), [pad](double t) { return t != pad ? 1.0 : 0.0; });
+        return success();
+      })
+      .Case([&](PositionalEncodingOp p) {
+        int64_t len = indices[p.getLength()], d = p.getType().getDimSize(1);
+        int64_t offset = p.getOffset() ? indices[p.getOffset()] : 0;
+        Buf r;
+        r.shape = {len, d};
+        r.data.resize(len * d);
+        for (int64_t pos = 0; pos < len; ++pos)
+          for (int64_t j = 0; j < d; ++j) {
+            double freq = std::exp(-(double)(j - j % 2) * std::log(10000.0) / (double)d);
+            double angle = (double)(pos + offset) * freq;
+            r.data[pos * d + j] = j % 2 == 0 ? std::sin(angle) : std::cos(angle);
+          }
+        set(p.getResult(), std::move(r));
+        return success();
+      })
+      .Default([&](Operation *) { return fail(op, "not supported by the reference backend"); });
+}
+
+llvm::Expected<TensorMap> Interpreter::run(func::FuncOp func, const TensorMap &inputs,
+                                           const EntryPoint &ep) {
+  if (rt::Status s = rt::validateInputs(ep.inputs, inputs); !s.isOk())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), s.message());
+  for (auto [arg, spec] : llvm::zip(func.getArguments(), ep.inputs)) {
+    const rt::Tensor &t = inputs.at(spec.name);
+    Buf b;
+    b.shape.assign(t.shape.begin(), t.shape.end());
+    int64_t n = t.numElements();
+    b.data.resize(n);
+    for (int64_t i = 0; i < n; ++i)
+      b.data[i] = t.dtype == rt::DType::I32 ? (double)t.data<int32_t>()[i]
+                  : t.dtype == rt::DType::Bool ? (double)t.data<uint8_t>()[i]
+                  : t.dtype == rt::DType::F64 ? t.data<double>()[i]
+                                              : (double)t.data<float>()[i];
+    if (t.dtype != rt::DType::I32 && t.dtype != rt::DType::Bool &&
+        t.dtype != rt::DType::F32 && t.dtype != rt::DType::F64)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "input '%s': the reference backend reads F32, F64, I32 "
+                                     "and BOOL inputs only", spec.name.c_str());
+    argNames[arg] = spec.name;
+    set(arg, std::move(b));
+  }
+  TensorMap outputs;
+  for (Operation &op : func.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [value, spec] : llvm::zip(ret.getOperands(), ep.outputs)) {
+        const Buf &b = get(value);
+        rt::Tensor t = rt::Tensor::zeros(spec.dtype, std::vector<int64_t>(b.shape.begin(), b.shape.end()));
+        for (size_t i = 0; i < b.data.size(); ++i) {
+          switch (spec.dtype) {
+          case rt::DType::F64: t.data<double>()[i] = b.data[i]; break;
+          case rt::DType::I32: t.data<int32_t>()[i] = (int32_t)b.data[i]; break;
+          case rt::DType::Bool: t.data<uint8_t>()[i] = b.data[i] != 0.0; break;
+          default: t.data<float>()[i] = (float)b.data[i]; break;
+          }
+        }
+        outputs[spec.name] = std::move(t);
+      }
+      break;
+    }
+    if (failed(eval(&op)))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
+    // Check run-time shapes against the static sizes of the result types.
+    for (Value result : op.getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      if (!type)
+        continue;
+      const Buf &b = get(result);
+      bool ok = (int64_t)b.shape.size() == type.getRank();
+      for (int64_t d = 0; ok && d < type.getRank(); ++d)
+        ok = type.isDynamicDim(d) || type.getDimSize(d) == b.shape[d];
+      if (!ok) {
+        (void)fail(&op, "produced shape " + str(b.shape) + ", which does not match its type");
+        return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
+      }
+    }
+    // Free values whose last user has run (keeps the base model's memory low).
+    for (Value operand : op.getOperands())
+      if (llvm::all_of(operand.getUsers(), [&](Operation *u) {
+            return u->getBlock() == op.getBlock() && !op.isBeforeInBlock(u);
+          }))
+        values.erase(operand.getAsOpaquePointer());
+  }
+  return outputs;
+}
+
+} // namespace
+
+llvm::Expected<TensorMap> mlir::transfuse::reference::run(func::FuncOp func,
+                                                          const TensorMap &weights,
+                                                          const TensorMap &inputs) {
+  auto module = func->getParentOfType<ModuleOp>();
+  auto interface = extractInterface(module);
+  if (!interface)
+    return interface.takeError();
+  for (const EntryPoint &ep : interface->entryPoints)
+    if (ep.name == func.getName())
+      return Interpreter(weights).run(func, inputs, ep);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), "no entry point '%s'",
+                                 func.getName().str().c_str());
+}

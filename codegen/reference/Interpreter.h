@@ -1,0 +1,33 @@
+//===- Interpreter.h - the reference backend ------------------------------===//
+//
+// Executes a function of the transfuse dialect in fp64 with plain loops: the
+// correctness oracle of every pass and backend. Simple over fast: each op is
+// a direct transcription of its definition in TransfuseOps.td.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_CODEGEN_REFERENCE_INTERPRETER_H
+#define TRANSFUSE_CODEGEN_REFERENCE_INTERPRETER_H
+
+#include "runtime/Tensor.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Error.h"
+
+#include <map>
+#include <string>
+
+namespace mlir::transfuse::reference {
+
+using TensorMap = std::map<std::string, ::transfuse::rt::Tensor>;
+
+/// Runs `func` on named `inputs` (checked against the function's signature
+/// and maxima) with the parameters in `weights` (F32, by parameter name).
+/// Returns the named outputs in their declared dtypes. Run-time errors (a
+/// token id outside the vocabulary, sizes that disagree) name the tensor or
+/// the op's location.
+llvm::Expected<TensorMap> run(func::FuncOp func, const TensorMap &weights,
+                              const TensorMap &inputs);
+
+} // namespace mlir::transfuse::reference
+
+#endif // TRANSFUSE_CODEGEN_REFERENCE_INTERPRETER_H

@@ -1,0 +1,358 @@
+//===- transfuse.cpp - the transfuse driver --------------------------------===//
+//
+//   transfuse compile MODEL -o DIR [--emit mlir] [--max-batch N] [--max-seq-len N]
+//   transfuse run DIR --inputs IN --outputs OUT [--backend reference] [--weights W] [--seed S]
+//   transfuse demo [--model MODEL] [--batch B] [--src-len S] [--tgt-len T] [--seed S]
+//
+// Errors: one message naming the file, tensor or flag, exit code 1, and no
+// output file left behind.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Interface.h"
+#include "codegen/reference/Interpreter.h"
+#include "models/Models.h"
+#include "runtime/Safetensors.h"
+#include "runtime/WeightBinding.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <map>
+#include <random>
+
+#include "tools/EmbeddedModels.h"
+
+using namespace mlir;
+using namespace mlir::transfuse;
+namespace rt = ::transfuse::rt;
+
+namespace {
+
+/// A command's flags: name -> (takes a value, help text).
+struct FlagSpec {
+  const char *name;
+  const char *metavar; // nullptr: a boolean flag
+  const char *help;
+};
+
+struct Command {
+  const char *name;
+  const char *usage;
+  const char *summary;
+  std::vector<FlagSpec> flags;
+  int (*run)(const std::vector<std::string> &positional,
+             const std::map<std::string, std::string> &flags);
+};
+
+[[noreturn]] void die(const llvm::Twine &message) {
+  llvm::errs() << "transfuse: error: " << message << "\n";
+  std::exit(1);
+}
+
+void printHelp(const Command &c) {
+  llvm::outs() << "usage: transfuse " << c.usage << "\n\n" << c.summary << "\n\noptions:\n";
+  for (const FlagSpec &f : c.flags) {
+    std::string left = std::string("  ") + f.name + (f.metavar ? std::string(" ") + f.metavar : "");
+    llvm::outs() << llvm::left_justify(left, 26) << " " << f.help << "\n";
+  }
+  llvm::outs() << llvm::left_justify("  --help", 26) << " show this help\n";
+}
+
+int64_t intFlag(const std::map<std::string, std::string> &flags, const std::string &name,
+                int64_t fallback) {
+  auto it = flags.find(name);
+  if (it == flags.end())
+    return fallback;
+  int64_t v;
+  if (llvm::StringRef(it->second).getAsInteger(10, v))
+    die("flag " + name + " expects an integer, got '" + it->second + "'");
+  return v;
+}
+
+std::string flag(const std::map<std::string, std::string> &flags, const std::string &name,
+                 const std::string &fallback = "") {
+  auto it = flags.find(name);
+  return it == flags.end() ? fallback : it->second;
+}
+
+template <typename T>
+T orDie(llvm::Expected<T> value) {
+  if (!value)
+    die(llvm::toString(value.takeError()));
+  return std::move(*value);
+}
+
+template <typename T>
+T orDie(rt::StatusOr<T> value) {
+  if (!value.isOk())
+    die(value.status().message());
+  return std::move(*value);
+}
+
+BuildOptions buildOptions(const std::map<std::string, std::string> &flags) {
+  BuildOptions o;
+  o.maxBatch = intFlag(flags, "--max-batch", o.maxBatch);
+  o.maxSeqLen = intFlag(flags, "--max-seq-len", 0);
+  return o;
+}
+
+func::FuncOp entryFunc(ModuleOp module, llvm::StringRef name) {
+  auto func = module.lookupSymbol<func::FuncOp>(name);
+  if (!func)
+    die("the model has no entry point '" + name + "'");
+  return func;
+}
+
+/// Weights from a safetensors file (warnings to stderr) or random from a seed.
+reference::TensorMap loadWeights(const ModelInterface &mi, const std::string &path,
+                                 uint64_t seed) {
+  if (path.empty())
+    return rt::randomWeights(mi.params, seed);
+  rt::SafetensorsFile file = orDie(rt::SafetensorsFile::open(path));
+  std::vector<std::string> warnings;
+  reference::TensorMap weights = orDie(rt::bindWeights(mi.params, mi.rules, file, &warnings));
+  for (const std::string &w : warnings)
+    llvm::errs() << "transfuse: warning: " << w << "\n";
+  return weights;
+}
+
+//===----------------------------------------------------------------------===//
+// compile
+//===----------------------------------------------------------------------===//
+
+int runCompile(const std::vector<std::string> &positional,
+               const std::map<std::string, std::string> &flags) {
+  if (positional.size() != 1)
+    die("compile expects one model definition (MODEL.json or MODEL.mlir)");
+  std::string out = flag(flags, "-o");
+  if (out.empty())
+    die("compile needs an output directory: -o DIR");
+  std::string emit = flag(flags, "--emit", "mlir");
+  if (emit != "mlir")
+    die("--emit " + emit + " is not supported yet (supported: mlir)");
+  std::string fusion = flag(flags, "--fusion", "none");
+  if (fusion != "none")
+    die("--fusion " + fusion + " is not supported yet (supported: none)");
+  MLIRContext context;
+  auto module = orDie(loadModelDefinition(context, positional[0], buildOptions(flags)));
+  ModelInterface mi = orDie(extractInterface(*module));
+  if (auto err = writeMlirArtifact(*module, mi, out, fusion))
+    die(llvm::toString(std::move(err)));
+  size_t numOps = 0;
+  module->walk([&](Operation *) { ++numOps; });
+  int64_t numParams = 0;
+  for (const auto &p : mi.params)
+    numParams += std::accumulate(p.shape.begin(), p.shape.end(), int64_t{1}, std::multiplies<>());
+  llvm::outs() << "compiled " << positional[0] << ": " << numOps << " ops, " << mi.params.size()
+               << " parameters (" << numParams << " weights) -> " << out << "/model.mlir, "
+               << out << "/manifest.json\n";
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// run
+//===----------------------------------------------------------------------===//
+
+int runRun(const std::vector<std::string> &positional,
+           const std::map<std::string, std::string> &flags) {
+  if (positional.size() != 1)
+    die("run expects one compiled model directory");
+  std::string backend = flag(flags, "--backend", "reference");
+  if (backend != "reference")
+    die("--backend " + backend + " is not supported yet (supported: reference)");
+  std::string inputsPath = flag(flags, "--inputs"), outputsPath = flag(flags, "--outputs");
+  if (inputsPath.empty() || outputsPath.empty())
+    die("run needs --inputs IN.safetensors and --outputs OUT.safetensors");
+  llvm::SmallString<256> mlirPath(positional[0]);
+  llvm::sys::path::append(mlirPath, "model.mlir");
+  if (!llvm::sys::fs::exists(mlirPath))
+    die("'" + positional[0] + "' is not a compiled model directory (no model.mlir)");
+
+  MLIRContext context;
+  auto module = orDie(loadModelDefinition(context, mlirPath, BuildOptions()));
+  ModelInterface mi = orDie(extractInterface(*module));
+  std::string entry = flag(flags, "--entry", "forward");
+  func::FuncOp func = entryFunc(*module, entry);
+
+  rt::SafetensorsFile inputFile = orDie(rt::SafetensorsFile::open(inputsPath));
+  reference::TensorMap inputs;
+  for (const std::string &name : inputFile.names())
+    inputs[name] = orDie(inputFile.read(name));
+  reference::TensorMap weights =
+      loadWeights(mi, flag(flags, "--weights"), (uint64_t)intFlag(flags, "--seed", 0));
+  reference::TensorMap outputs = orDie(reference::run(func, weights, inputs));
+
+  std::vector<std::pair<std::string, const rt::Tensor *>> list;
+  for (const auto &[name, tensor] : outputs)
+    list.emplace_back(name, &tensor);
+  if (rt::Status s = rt::writeSafetensors(outputsPath, list); !s.isOk())
+    die(s.message());
+  for (const auto &[name, tensor] : outputs)
+    llvm::outs() << "wrote " << name << " " << rt::dtypeName(tensor.dtype)
+                 << rt::shapeToString(tensor.shape) << " to " << outputsPath << "\n";
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// demo: the README's main job
+//===----------------------------------------------------------------------===//
+
+int runDemo(const std::vector<std::string> &positional,
+            const std::map<std::string, std::string> &flags) {
+  if (!positional.empty())
+    die("demo takes no positional arguments");
+  int64_t batch = intFlag(flags, "--batch", 2), srcLen = intFlag(flags, "--src-len", 12),
+          tgtLen = intFlag(flags, "--tgt-len", 10);
+  uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0);
+  MLIRContext context;
+  BuildOptions options;
+  options.maxBatch = std::max<int64_t>(batch, 1);
+  std::string modelPath = flag(flags, "--model");
+  auto t0 = std::chrono::steady_clock::now();
+  OwningOpRef<ModuleOp> module;
+  if (modelPath.empty()) {
+    modelPath = "(embedded) models/transformer-base.json";
+    ModelConfig config = orDie(parseModelConfig(kTransformerBaseJson, modelPath));
+    module = orDie(buildModel(context, config, options));
+  } else {
+    module = orDie(loadModelDefinition(context, modelPath, options));
+  }
+  ModelInterface mi = orDie(extractInterface(*module));
+  auto t1 = std::chrono::steady_clock::now();
+  size_t numOps = 0;
+  module->walk([&](Operation *) { ++numOps; });
+  int64_t numWeights = 0;
+  for (const auto &p : mi.params)
+    numWeights += std::accumulate(p.shape.begin(), p.shape.end(), int64_t{1}, std::multiplies<>());
+  llvm::outs() << "model      " << modelPath << "\n"
+               << "graph      " << numOps << " ops, " << mi.params.size() << " parameters, "
+               << numWeights << " weights (built in "
+               << std::chrono::duration<double>(t1 - t0).count() << " s)\n";
+
+  reference::TensorMap weights = rt::randomWeights(mi.params, seed);
+  const EntryPoint &ep = mi.entryPoints.front();
+  // Random tokens; the last sequence of the batch ends in padding.
+  llvm::json::Value config = orDie(llvm::json::parse(mi.configJson));
+  auto *cfg = config.getAsObject();
+  auto padId = cfg->getInteger("pad_id");
+  std::mt19937_64 rng(seed);
+  reference::TensorMap inputs;
+  for (const rt::TensorSpec &spec : ep.inputs) {
+    bool isSrc = spec.name == "src_tokens";
+    int64_t len = isSrc ? srcLen : tgtLen;
+    int64_t vocab = *cfg->getInteger(isSrc ? "src_vocab_size"
+                                     : spec.name == "tokens" ? "vocab_size" : "tgt_vocab_size");
+    rt::Tensor t = rt::Tensor::zeros(rt::DType::I32, {batch, len});
+    std::uniform_int_distribution<int32_t> dist(4, (int32_t)vocab - 1);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < len; ++i)
+        t.data<int32_t>()[b * len + i] =
+            padId && b == batch - 1 && i >= len - len / 4 ? (int32_t)*padId : dist(rng);
+    llvm::outs() << "input      " << spec.name << " I32" << rt::shapeToString(t.shape)
+                 << (padId ? " (last sequence padded)" : "") << "\n";
+    inputs[spec.name] = std::move(t);
+  }
+  auto t2 = std::chrono::steady_clock::now();
+  auto outputs = orDie(reference::run(entryFunc(*module, ep.name), weights, inputs));
+  auto t3 = std::chrono::steady_clock::now();
+  for (const auto &[name, t] : outputs) {
+    const float *p = t.data<float>();
+    double maxAbs = 0, sum = 0;
+    for (int64_t i = 0; i < t.numElements(); ++i) {
+      maxAbs = std::max(maxAbs, (double)std::fabs(p[i]));
+      sum += p[i];
+    }
+    llvm::outs() << "output     " << name << " " << rt::dtypeName(t.dtype)
+                 << rt::shapeToString(t.shape) << ": max |x| = " << maxAbs
+                 << ", mean = " << sum / std::max<int64_t>(1, t.numElements()) << "\n";
+  }
+  llvm::outs() << "forward    reference backend (fp64), random weights (seed " << seed
+               << "): " << std::chrono::duration<double>(t3 - t2).count() << " s\n";
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<Command> commands = {
+      {"compile", "compile MODEL.json|MODEL.mlir -o DIR [options]",
+       "Builds or parses a model definition and writes DIR/model.mlir and DIR/manifest.json.",
+       {{"-o", "DIR", "output directory (created if missing)"},
+        {"--emit", "KIND", "what to write: mlir (default)"},
+        {"--fusion", "STRATEGY", "fusion strategy: none (default)"},
+        {"--max-batch", "N", "maximum batch size (default 8)"},
+        {"--max-seq-len", "N", "maximum sequence length (default: the config's max_seq_len)"}},
+       runCompile},
+      {"run", "run DIR --inputs IN.safetensors --outputs OUT.safetensors [options]",
+       "Runs an entry point of a compiled model on named input tensors.",
+       {{"--inputs", "FILE", "input tensors (safetensors), named as in manifest.json"},
+        {"--outputs", "FILE", "where to write the output tensors (safetensors)"},
+        {"--backend", "NAME", "reference (default): the fp64 interpreter"},
+        {"--weights", "FILE", "weights (safetensors); random from --seed when absent"},
+        {"--seed", "N", "seed of the random weights (default 0)"},
+        {"--entry", "NAME", "entry point (default forward)"}},
+       runRun},
+      {"demo", "demo [options]",
+       "Builds the paper's base Transformer (embedded config), draws random weights and\n"
+       "tokens, and runs one forward pass on the reference backend, printing what it did.",
+       {{"--model", "FILE", "another model definition instead of the base Transformer"},
+        {"--batch", "B", "batch size (default 2)"},
+        {"--src-len", "S", "source length (default 12)"},
+        {"--tgt-len", "T", "target length (default 10)"},
+        {"--seed", "N", "seed of weights and tokens (default 0)"}},
+       runDemo},
+  };
+  auto topHelp = [&](llvm::raw_ostream &os) {
+    os << "usage: transfuse COMMAND [options]   (transfuse COMMAND --help for details)\n\n"
+          "commands:\n";
+    for (const Command &c : commands)
+      os << "  " << llvm::left_justify(c.name, 10) << llvm::StringRef(c.summary).split('\n').first
+         << "\n";
+  };
+  if (argc < 2) {
+    topHelp(llvm::errs());
+    return 1;
+  }
+  std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    topHelp(llvm::outs());
+    return 0;
+  }
+  auto cmd = llvm::find_if(commands, [&](const Command &c) { return name == c.name; });
+  if (cmd == commands.end())
+    die("unknown command '" + name + "' (try transfuse --help)");
+
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> flags;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      printHelp(*cmd);
+      return 0;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      positional.push_back(arg);
+      continue;
+    }
+    std::string value;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    auto spec = llvm::find_if(cmd->flags, [&](const FlagSpec &f) { return arg == f.name; });
+    if (spec == cmd->flags.end())
+      die("unknown flag '" + arg + "' for '" + name + "' (try transfuse " + name + " --help)");
+    if (spec->metavar && value.empty()) {
+      if (i + 1 >= argc)
+        die("flag " + arg + " needs a value (" + spec->metavar + ")");
+      value = argv[++i];
+    }
+    flags[arg] = value;
+  }
+  return cmd->run(positional, flags);
+}
