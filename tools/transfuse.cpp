@@ -2,6 +2,7 @@
 //
 //   transfuse compile MODEL -o DIR [--emit mlir] [--max-batch N] [--max-seq-len N]
 //   transfuse run DIR --inputs IN --outputs OUT [--backend reference] [--weights W] [--seed S]
+//                 [--f64-outputs]
 //   transfuse demo [--model MODEL] [--batch B] [--src-len S] [--tgt-len T] [--seed S]
 //
 // Errors: one message naming the file, tensor or flag, exit code 1, and no
@@ -185,7 +186,8 @@ int runRun(const std::vector<std::string> &positional,
     inputs[name] = orDie(inputFile.read(name));
   reference::TensorMap weights =
       loadWeights(mi, flag(flags, "--weights"), (uint64_t)intFlag(flags, "--seed", 0));
-  reference::TensorMap outputs = orDie(reference::run(func, weights, inputs));
+  reference::TensorMap outputs =
+      orDie(reference::run(func, weights, inputs, flags.count("--f64-outputs") != 0));
 
   std::vector<std::pair<std::string, const rt::Tensor *>> list;
   for (const auto &[name, tensor] : outputs)
@@ -295,7 +297,8 @@ int main(int argc, char **argv) {
         {"--backend", "NAME", "reference (default): the fp64 interpreter"},
         {"--weights", "FILE", "weights (safetensors); random from --seed when absent"},
         {"--seed", "N", "seed of the random weights (default 0)"},
-        {"--entry", "NAME", "entry point (default forward)"}},
+        {"--entry", "NAME", "entry point (default forward)"},
+        {"--f64-outputs", nullptr, "write float outputs as F64, as the reference backend computes them"}},
        runRun},
       {"demo", "demo [options]",
        "Builds the paper's base Transformer (embedded config), draws random weights and\n"

@@ -83,7 +83,8 @@ void forEachBroadcast(ArrayRef<int64_t> out, const std::array<Shape, N> &strides
 
 class Interpreter {
 public:
-  Interpreter(const TensorMap &weights) : weights(weights) {}
+  Interpreter(const TensorMap &weights, bool f64Outputs)
+      : weights(weights), f64Outputs(f64Outputs) {}
 
   llvm::Expected<TensorMap> run(func::FuncOp func, const TensorMap &inputs,
                                 const EntryPoint &ep);
@@ -124,6 +125,7 @@ private:
   LogicalResult evalConstant(ConstantOp op);
 
   const TensorMap &weights;
+  bool f64Outputs;
   std::unordered_map<const void *, Buf> values;
   llvm::DenseMap<Value, int64_t> indices;
   llvm::DenseMap<Value, std::string> argNames;
@@ -586,9 +588,11 @@ llvm::Expected<TensorMap> Interpreter::run(func::FuncOp func, const TensorMap &i
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [value, spec] : llvm::zip(ret.getOperands(), ep.outputs)) {
         const Buf &b = get(value);
-        rt::Tensor t = rt::Tensor::zeros(spec.dtype, std::vector<int64_t>(b.shape.begin(), b.shape.end()));
+        bool isFloat = spec.dtype != rt::DType::I32 && spec.dtype != rt::DType::Bool;
+        rt::DType dtype = f64Outputs && isFloat ? rt::DType::F64 : spec.dtype;
+        rt::Tensor t = rt::Tensor::zeros(dtype, std::vector<int64_t>(b.shape.begin(), b.shape.end()));
         for (size_t i = 0; i < b.data.size(); ++i) {
-          switch (spec.dtype) {
+          switch (dtype) {
           case rt::DType::F64: t.data<double>()[i] = b.data[i]; break;
           case rt::DType::I32: t.data<int32_t>()[i] = (int32_t)b.data[i]; break;
           case rt::DType::Bool: t.data<uint8_t>()[i] = b.data[i] != 0.0; break;
@@ -629,14 +633,15 @@ llvm::Expected<TensorMap> Interpreter::run(func::FuncOp func, const TensorMap &i
 
 llvm::Expected<TensorMap> mlir::transfuse::reference::run(func::FuncOp func,
                                                           const TensorMap &weights,
-                                                          const TensorMap &inputs) {
+                                                          const TensorMap &inputs,
+                                                          bool f64Outputs) {
   auto module = func->getParentOfType<ModuleOp>();
   auto interface = extractInterface(module);
   if (!interface)
     return interface.takeError();
   for (const EntryPoint &ep : interface->entryPoints)
     if (ep.name == func.getName())
-      return Interpreter(weights).run(func, inputs, ep);
+      return Interpreter(weights, f64Outputs).run(func, inputs, ep);
   return llvm::createStringError(llvm::inconvertibleErrorCode(), "no entry point '%s'",
                                  func.getName().str().c_str());
 }

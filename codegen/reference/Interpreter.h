@@ -24,9 +24,10 @@ using TensorMap = std::map<std::string, ::transfuse::rt::Tensor>;
 /// and maxima) with the parameters in `weights` (F32, by parameter name).
 /// Returns the named outputs in their declared dtypes. Run-time errors (a
 /// token id outside the vocabulary, sizes that disagree) name the tensor or
-/// the op's location.
+/// the op's location. With `f64Outputs`, float outputs are written as F64
+/// (what the computation held) instead of their declared dtype.
 llvm::Expected<TensorMap> run(func::FuncOp func, const TensorMap &weights,
-                              const TensorMap &inputs);
+                              const TensorMap &inputs, bool f64Outputs = false);
 
 } // namespace mlir::transfuse::reference
 
