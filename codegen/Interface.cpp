@@ -187,6 +187,7 @@ llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module,
   {
     llvm::raw_string_ostream os(mlirText);
     module->print(os);
+    os << "\n"; // as transfuse-opt prints it
   }
   llvm::json::Object manifest;
   manifest["compiler_version"] = kCompilerVersion;

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build Transfuse (and, with
+# --test, to run every test). Runs apt-get only when something is missing.
+# Run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ ccache pkg-config
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools clang-22
+  libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-numpy
+)
+if [[ "${1:-}" == "--test" ]]; then
+  # The oracle is checked against PyTorch's own modules (Debian's torch).
+  packages+=(python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  echo "installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
