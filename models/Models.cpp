@@ -14,19 +14,29 @@
 using namespace mlir;
 using namespace mlir::transfuse;
 
+static constexpr int64_t kDefaultMaxBatch = 8;
+
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// Explicit maxima must be positive (0 means "not given").
+static llvm::Error checkMaxima(const BuildOptions &options) {
+  if (options.maxBatch < 0)
+    return makeError("--max-batch must be >= 1, got " + llvm::Twine(options.maxBatch));
+  if (options.maxSeqLen < 0)
+    return makeError("--max-seq-len must be >= 1, got " + llvm::Twine(options.maxSeqLen));
+  return llvm::Error::success();
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>>
 mlir::transfuse::buildModel(MLIRContext &context, const ModelConfig &config,
                             const BuildOptions &options) {
   context.loadDialect<TransfuseDialect, func::FuncDialect>();
+  int64_t maxBatch = options.maxBatch ? options.maxBatch : kDefaultMaxBatch;
   int64_t maxSeqLen = options.maxSeqLen ? options.maxSeqLen : config.maxSeqLen;
-  if (options.maxBatch < 1)
-    return makeError("--max-batch must be >= 1, got " + llvm::Twine(options.maxBatch));
-  if (maxSeqLen < 1)
-    return makeError("--max-seq-len must be >= 1, got " + llvm::Twine(maxSeqLen));
+  if (auto err = checkMaxima(options))
+    return std::move(err);
   if (config.positional == "learned" && maxSeqLen > config.maxSeqLen)
     return makeError("--max-seq-len " + llvm::Twine(maxSeqLen) +
                      " exceeds the config's max_seq_len " + llvm::Twine(config.maxSeqLen) +
@@ -44,7 +54,7 @@ mlir::transfuse::buildModel(MLIRContext &context, const ModelConfig &config,
   os << llvm::json::Value(toJson(config));
   (*module)->setAttr(kConfigAttr, b.getStringAttr(json));
   for (auto func : module->getOps<func::FuncOp>()) {
-    func->setAttr(kMaxBatchAttr, b.getI64IntegerAttr(options.maxBatch));
+    func->setAttr(kMaxBatchAttr, b.getI64IntegerAttr(maxBatch));
     func->setAttr(kMaxSeqLenAttr, b.getI64IntegerAttr(maxSeqLen));
   }
   if (failed(verify(*module)))
@@ -75,5 +85,14 @@ mlir::transfuse::loadModelDefinition(MLIRContext &context, llvm::StringRef path,
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return makeError(llvm::StringRef(diagnostics).rtrim());
+  if (auto err = checkMaxima(options))
+    return std::move(err);
+  Builder b(&context);
+  for (auto func : module->getOps<func::FuncOp>()) {
+    if (options.maxBatch)
+      func->setAttr(kMaxBatchAttr, b.getI64IntegerAttr(options.maxBatch));
+    if (options.maxSeqLen)
+      func->setAttr(kMaxSeqLenAttr, b.getI64IntegerAttr(options.maxSeqLen));
+  }
   return std::move(module);
 }

@@ -25,8 +25,9 @@
 namespace mlir::transfuse {
 
 struct BuildOptions {
-  int64_t maxBatch = 8;
-  /// 0: the config's max_seq_len.
+  /// 0: the default, 8 (for MLIR input: the function's own attribute).
+  int64_t maxBatch = 0;
+  /// 0: the config's max_seq_len (for MLIR input: the function's attribute).
   int64_t maxSeqLen = 0;
   /// Emit dropout (training graphs); inference graphs have none.
   bool training = false;
@@ -44,7 +45,8 @@ llvm::Expected<OwningOpRef<ModuleOp>>
 buildModel(MLIRContext &context, const ModelConfig &config, const BuildOptions &options);
 
 /// Loads a model definition: a JSON config of a built-in architecture
-/// (`.json`) or MLIR text of the dialect (anything else), verified.
+/// (`.json`) or MLIR text of the dialect (anything else), verified. Maxima
+/// given in `options` override those of MLIR functions.
 llvm::Expected<OwningOpRef<ModuleOp>>
 loadModelDefinition(MLIRContext &context, llvm::StringRef path, const BuildOptions &options);
 

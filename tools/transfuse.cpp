@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -97,8 +98,11 @@ T orDie(rt::StatusOr<T> value) {
 
 BuildOptions buildOptions(const std::map<std::string, std::string> &flags) {
   BuildOptions o;
-  o.maxBatch = intFlag(flags, "--max-batch", o.maxBatch);
+  o.maxBatch = intFlag(flags, "--max-batch", 0);
   o.maxSeqLen = intFlag(flags, "--max-seq-len", 0);
+  for (const char *name : {"--max-batch", "--max-seq-len"})
+    if (flags.count(name) && intFlag(flags, name, 0) < 1)
+      die(llvm::Twine("flag ") + name + " must be >= 1");
   return o;
 }
 
@@ -234,7 +238,8 @@ int runDemo(const std::vector<std::string> &positional,
   llvm::outs() << "model      " << modelPath << "\n"
                << "graph      " << numOps << " ops, " << mi.params.size() << " parameters, "
                << numWeights << " weights (built in "
-               << std::chrono::duration<double>(t1 - t0).count() << " s)\n";
+               << llvm::format("%.3f", std::chrono::duration<double>(t1 - t0).count())
+               << " s)\n";
 
   reference::TensorMap weights = rt::randomWeights(mi.params, seed);
   const EntryPoint &ep = mi.entryPoints.front();
@@ -274,7 +279,8 @@ int runDemo(const std::vector<std::string> &positional,
                  << ", mean = " << sum / std::max<int64_t>(1, t.numElements()) << "\n";
   }
   llvm::outs() << "forward    reference backend (fp64), random weights (seed " << seed
-               << "): " << std::chrono::duration<double>(t3 - t2).count() << " s\n";
+               << "): " << llvm::format("%.3f", std::chrono::duration<double>(t3 - t2).count())
+               << " s\n";
   return 0;
 }
 
@@ -287,7 +293,7 @@ int main(int argc, char **argv) {
        {{"-o", "DIR", "output directory (created if missing)"},
         {"--emit", "KIND", "what to write: mlir (default)"},
         {"--fusion", "STRATEGY", "fusion strategy: none (default)"},
-        {"--max-batch", "N", "maximum batch size (default 8)"},
+        {"--max-batch", "N", "maximum batch size (default 8; MLIR input: its own)"},
         {"--max-seq-len", "N", "maximum sequence length (default: the config's max_seq_len)"}},
        runCompile},
       {"run", "run DIR --inputs IN.safetensors --outputs OUT.safetensors [options]",
