@@ -17,22 +17,18 @@ Value GraphBuilder::param(StringRef name, ArrayRef<int64_t> shape, StringRef ini
     assert(typeOf(it->second).getShape() == shape && "param reused with another shape");
     return it->second;
   }
-  // Params are hoisted to the top of the function so that every use sees them.
+  // Params sit at the top of the function, in creation order, so that every
+  // use sees them and the IR lists them as PyTorch lists its state dict.
   OpBuilder::InsertionGuard guard(b);
-  Block *block = b.getInsertionBlock();
-  b.setInsertionPointToStart(block);
+  if (lastParam)
+    b.setInsertionPointAfter(lastParam);
+  else
+    b.setInsertionPointToStart(b.getInsertionBlock());
   auto type = RankedTensorType::get(shape, b.getF32Type());
   auto op = ParamOp::create(b, loc, type, b.getStringAttr(name), b.getStringAttr(init),
                             fanIn ? b.getI64IntegerAttr(*fanIn) : IntegerAttr(),
                             optional ? b.getUnitAttr() : UnitAttr());
-  // Keep params in creation order: move after the previously created ones.
-  if (!params.empty()) {
-    Operation *last = nullptr;
-    for (auto &entry : params)
-      if (!last || last->isBeforeInBlock(entry.second.getDefiningOp()))
-        last = entry.second.getDefiningOp();
-    op->moveAfter(last);
-  }
+  lastParam = op;
   params[name] = op.getResult();
   return op.getResult();
 }

@@ -94,6 +94,7 @@ private:
   OpBuilder &b;
   Location loc;
   llvm::StringMap<Value> params;
+  Operation *lastParam = nullptr;
   int64_t dropoutStreams = 0;
 };
 

@@ -36,13 +36,15 @@ bool compatible(int64_t a, int64_t b) {
   return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
 }
 
-/// Normalizes a possibly negative axis; fails with a diagnostic when out of range.
+/// Normalizes a possibly negative axis; fails with a diagnostic, naming the
+/// axis as written, when it is outside [-rank, rank).
 LogicalResult normalizeAxis(std::optional<Location> loc, int64_t &axis,
                             int64_t rank, StringRef what) {
+  int64_t given = axis;
   if (axis < 0)
     axis += rank;
   if (axis < 0 || axis >= rank)
-    return emitOptionalError(loc, what, " ", axis, " is out of range for rank ",
+    return emitOptionalError(loc, what, " ", given, " is out of range for rank ",
                              rank);
   return success();
 }
@@ -197,6 +199,8 @@ LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   if (failed(inferBinary(loc, adaptor.getOnTrue(), adaptor.getOnFalse(), values)))
     return failure();
   auto cond = tensorOf(adaptor.getCond());
+  if (!cond)
+    return failure();
   auto value = cast<RankedTensorType>(values.front());
   SmallVector<int64_t> shape;
   std::string error;
@@ -240,8 +244,9 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
       return emitOptionalError(loc, name, " element type ", t.getElementType(),
                                " differs from input ", input.getElementType());
   }
-  if (adaptor.getEpsilon().convertToDouble() < 0)
-    return emitOptionalError(loc, "epsilon must be >= 0");
+  double epsilon = adaptor.getEpsilon().convertToDouble();
+  if (!(epsilon >= 0)) // Also rejects NaN.
+    return emitOptionalError(loc, "epsilon must be >= 0, got ", epsilon);
   types.push_back(input);
   return success();
 }
@@ -438,11 +443,16 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   bool dynamic = static_cast<bool>(adaptor.getLength());
   if (dynamic == size.has_value())
     return emitOptionalError(loc, "needs exactly one of a `length` operand or a `size` attribute");
+  if (start < 0)
+    return emitOptionalError(loc, "slice start ", start, " must be >= 0");
+  if (size && *size < 0)
+    return emitOptionalError(loc, "slice size ", *size, " must be >= 0");
+  // A dynamic axis is checked at run time.
   int64_t dim = input.getDimSize(axis);
-  if (start < 0 || (!ShapedType::isDynamic(dim) && start > dim))
+  if (!ShapedType::isDynamic(dim) && start > dim)
     return emitOptionalError(loc, "start ", start, " is outside axis ", axis,
                              " of size ", dim);
-  if (size && (*size < 0 || (!ShapedType::isDynamic(dim) && start + *size > dim)))
+  if (size && !ShapedType::isDynamic(dim) && *size > dim - start)
     return emitOptionalError(loc, "slice [", start, ", ", start + *size,
                              ") is outside axis ", axis, " of size ", dim);
   SmallVector<int64_t> shape(input.getShape());
