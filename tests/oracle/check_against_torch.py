@@ -6,6 +6,9 @@ weights file stores, so both sides see identical values), save its state_dict wi
 safetensors writer, run oracle.py's CLI on the same (right-padded) token inputs, and
 compare with model.double() logits.
 Match: max|oracle - torch| <= 1e-6 * max(1, max|torch|).
+With --transfuse BIN, each case also compiles its config with the transfuse
+driver and runs the saved state_dict (buffers and tied duplicates included, as
+PyTorch saves them) on the reference backend: a PyTorch checkpoint runs here.
 Exit 0 when every case matches, 1 on any mismatch, 77 when torch is not installed.
 
   encoder_decoder: the translation tutorial's Seq2SeqTransformer on nn.Transformer
@@ -58,6 +61,15 @@ class TokenEmbedding(nn.Module):
         return self.embedding(tokens.long()) * math.sqrt(self.d)
 
 
+class PositionalEncodingBuffer(nn.Module):
+    """The tutorial's PositionalEncoding keeps its table as a buffer, so its
+    checkpoints carry `positional_encoding.pos_embedding` [maxlen, 1, d]."""
+
+    def __init__(self, n, d):
+        super().__init__()
+        self.register_buffer("pos_embedding", sinusoidal_torch(n, d).float().unsqueeze(1))
+
+
 class LearnedPos(nn.Module):
     def __init__(self, n, d):
         super().__init__()
@@ -87,6 +99,8 @@ class Seq2SeqTransformer(nn.Module):
         if c["positional"] == "learned":
             self.src_pos_emb = LearnedPos(c["max_seq_len"], d)
             self.tgt_pos_emb = LearnedPos(c["max_seq_len"], d)
+        else:
+            self.positional_encoding = PositionalEncodingBuffer(c["max_seq_len"], d)
 
     def pos(self, side, n):
         if self.c["positional"] == "learned":
@@ -124,6 +138,9 @@ class GPT2Attention(nn.Module):
     def __init__(self, d, H):
         super().__init__()
         self.c_attn, self.c_proj, self.d, self.H = Conv1D(3 * d, d), Conv1D(d, d), d, H
+        # The causal-mask buffers some GPT-2 checkpoints carry (unused here too).
+        self.register_buffer("bias", torch.tril(torch.ones(4, 4)).view(1, 1, 4, 4))
+        self.register_buffer("masked_bias", torch.tensor(-1e4))
 
     def forward(self, x, key_pad):
         B, T, d = x.shape
@@ -279,15 +296,46 @@ def run_case(name, cfg, wdtype, strip, tmp, seed):
     if r.returncode != 0:
         print(f"FAIL {name}: oracle.py exited {r.returncode}: {r.stderr.strip()}")
         return False
-    got = safetensors_io.read(paths["out"])["logits"]
+    ok = compare(name, "oracle", safetensors_io.read(paths["out"])["logits"], ref, wdtype)
+    if TRANSFUSE:
+        ok &= run_transfuse(name, config, paths, tmp, ref, wdtype)
+    return ok
+
+
+def compare(name, what, got, ref, wdtype):
     if got.dtype != np.float64 or got.shape != ref.shape:
-        print(f"FAIL {name}: logits {got.dtype} {got.shape}, expected float64 {ref.shape}")
+        print(f"FAIL {name} ({what}): logits {got.dtype} {got.shape}, expected float64 {ref.shape}")
         return False
     err, scale = float(np.abs(got - ref).max()), max(1.0, float(np.abs(ref).max()))
     ok = np.isfinite(ref).all() and err <= 1e-6 * scale
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: max abs err {err:.3e}, max|logit| {scale:.3f}, "
+    print(f"{'ok  ' if ok else 'FAIL'} {name} ({what}): max abs err {err:.3e}, max|logit| {scale:.3f}, "
           f"weights {wdtype}, logits {list(ref.shape)}")
     return ok
+
+
+def run_transfuse(name, config, paths, tmp, ref, wdtype):
+    """Compiles the case's config with transfuse and runs the torch checkpoint."""
+    if config["architecture"] == "decoder_only":
+        config = {k: v for k, v in config.items() if k != "share_embeddings"}
+    cfg_path, art = os.path.join(tmp, f"{name}.json"), os.path.join(tmp, f"{name}.artifact")
+    out = os.path.join(tmp, f"{name}.transfuse.safetensors")
+    with open(cfg_path, "w") as f:
+        json.dump(config, f)
+    for cmd in ([TRANSFUSE, "compile", cfg_path, "-o", art],
+                [TRANSFUSE, "run", art, "--weights", paths["weights"], "--inputs", paths["inputs"],
+                 "--outputs", out, "--f64-outputs"]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"FAIL {name} (transfuse): {' '.join(cmd[1:2])} exited {r.returncode}: {r.stderr.strip()}")
+            return False
+    # The buffers PyTorch saved are reported, never silently dropped.
+    expected = ("positional_encoding.pos_embedding" if "positional_encoding.pos_embedding" in
+                safetensors_io.read(paths["weights"]) else "attn.masked_bias"
+                if config["architecture"] == "decoder_only" else None)
+    if expected and expected not in r.stderr:
+        print(f"FAIL {name} (transfuse): no warning about {expected!r}: {r.stderr.strip()}")
+        return False
+    return compare(name, "transfuse reference backend", safetensors_io.read(out)["logits"], ref, wdtype)
 
 
 def check_all_masked_rows():
@@ -306,7 +354,16 @@ def check_all_masked_rows():
     return ok
 
 
+TRANSFUSE = None
+
+
 def main():
+    global TRANSFUSE
+    if len(sys.argv) == 3 and sys.argv[1] == "--transfuse":
+        TRANSFUSE = sys.argv[2]
+    elif len(sys.argv) != 1:
+        print("usage: check_against_torch.py [--transfuse BIN]", file=sys.stderr)
+        return 2
     torch.manual_seed(0)
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
