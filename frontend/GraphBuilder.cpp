@@ -169,6 +169,13 @@ Value GraphBuilder::multiHeadAttention(Value query, Value memory,
   return project(merged, w.wo, w.bo);
 }
 
+Value GraphBuilder::residual(Value x, StringRef normPrefix, bool preNorm, double eps,
+                             double dropoutRate, llvm::function_ref<Value(Value)> f) {
+  if (preNorm)
+    return add(x, dropout(f(layerNorm(x, normPrefix, eps)), dropoutRate));
+  return layerNorm(add(x, dropout(f(x), dropoutRate)), normPrefix, eps);
+}
+
 Value GraphBuilder::feedForward(Value x, Value w1, Value b1, Value w2, Value b2,
                                 StringRef act, bool transposed, double dropoutRate) {
   auto project = [&](Value in, Value weight, Value bias) {

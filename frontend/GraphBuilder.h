@@ -86,6 +86,10 @@ public:
   Value multiHeadAttention(Value query, Value memory, const AttentionWeights &w,
                            int64_t numHeads, ArrayRef<Value> masks,
                            double dropoutRate);
+  /// One residual sublayer around `f`: post-LN: LN(x + dropout(f(x)));
+  /// pre-LN: x + dropout(f(LN(x))), LN with params `normPrefix.weight/.bias`.
+  Value residual(Value x, StringRef normPrefix, bool preNorm, double eps,
+                 double dropoutRate, llvm::function_ref<Value(Value)> f);
   /// act(x·W1ᵀ + b1)·W2ᵀ + b2, or in Conv1D layout when !transposed.
   Value feedForward(Value x, Value w1, Value b1, Value w2, Value b2,
                     StringRef act, bool transposed, double dropoutRate);

@@ -46,11 +46,8 @@ public:
                          /*transposed=*/false, drop);
   }
 
-  template <typename F>
-  Value sublayer(Value x, const std::string &norm, F f) {
-    if (c.normPosition == "post")
-      return g.layerNorm(g.add(x, g.dropout(f(x), drop)), norm, c.layerNormEps);
-    return g.add(x, g.dropout(f(g.layerNorm(x, norm, c.layerNormEps)), drop));
+  Value sublayer(Value x, const std::string &norm, llvm::function_ref<Value(Value)> f) {
+    return g.residual(x, norm, c.normPosition == "pre", c.layerNormEps, drop, f);
   }
 
   Value build(Value tokens) {
@@ -92,19 +89,9 @@ private:
 
 void mlir::transfuse::buildDecoderOnly(ModuleOp module, const ModelConfig &c,
                                        const BuildOptions &options) {
-  MLIRContext *ctx = module.getContext();
-  OpBuilder b(ctx);
-  auto tokens = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                                      b.getI32Type());
-  auto logits = RankedTensorType::get(
-      {ShapedType::kDynamic, ShapedType::kDynamic, c.tgtVocabSize}, b.getF32Type());
-  b.setInsertionPointToEnd(module.getBody());
-  auto func = func::FuncOp::create(b, b.getUnknownLoc(), "forward",
-                                   b.getFunctionType({tokens}, {logits}));
-  func.setArgAttr(0, kNameAttr, b.getStringAttr("tokens"));
-  func.setResultAttr(0, kNameAttr, b.getStringAttr("logits"));
-  Block *entry = func.addEntryBlock();
-  b.setInsertionPointToStart(entry);
+  OpBuilder b(module.getContext());
+  auto func = createForward(b, module, {"tokens"}, c.tgtVocabSize);
+  Block *entry = &func.getBody().front();
 
   GraphBuilder g(b, b.getUnknownLoc());
   Value out = DecoderOnlyBuilder(g, c, options.training).build(entry->getArgument(0));

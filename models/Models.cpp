@@ -29,6 +29,24 @@ static llvm::Error checkMaxima(const BuildOptions &options) {
   return llvm::Error::success();
 }
 
+func::FuncOp mlir::transfuse::createForward(OpBuilder &b, ModuleOp module,
+                                            ArrayRef<StringRef> tokenInputs,
+                                            int64_t vocab) {
+  auto tokens = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                      b.getI32Type());
+  auto logits = RankedTensorType::get(
+      {ShapedType::kDynamic, ShapedType::kDynamic, vocab}, b.getF32Type());
+  b.setInsertionPointToEnd(module.getBody());
+  SmallVector<Type> inputs(tokenInputs.size(), tokens);
+  auto func = func::FuncOp::create(b, b.getUnknownLoc(), "forward",
+                                   b.getFunctionType(inputs, {logits}));
+  for (auto [i, name] : llvm::enumerate(tokenInputs))
+    func.setArgAttr(i, kNameAttr, b.getStringAttr(name));
+  func.setResultAttr(0, kNameAttr, b.getStringAttr("logits"));
+  b.setInsertionPointToStart(func.addEntryBlock());
+  return func;
+}
+
 llvm::Expected<OwningOpRef<ModuleOp>>
 mlir::transfuse::buildModel(MLIRContext &context, const ModelConfig &config,
                             const BuildOptions &options) {

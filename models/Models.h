@@ -19,6 +19,8 @@
 
 #include "models/ModelConfig.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -51,6 +53,12 @@ llvm::Expected<OwningOpRef<ModuleOp>>
 loadModelDefinition(MLIRContext &context, llvm::StringRef path, const BuildOptions &options);
 
 // Per-architecture builders (EncoderDecoder.cpp, DecoderOnly.cpp).
+
+/// Creates `@forward(tokens...: tensor<?x?xi32>) -> logits: tensor<?x?xVxf32>`
+/// with named arguments and result, and leaves `b` at the start of its body.
+func::FuncOp createForward(OpBuilder &b, ModuleOp module,
+                           ArrayRef<StringRef> tokenInputs, int64_t vocab);
+
 void buildEncoderDecoder(ModuleOp module, const ModelConfig &config,
                          const BuildOptions &options);
 void buildDecoderOnly(ModuleOp module, const ModelConfig &config,
