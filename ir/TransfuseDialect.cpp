@@ -23,9 +23,6 @@ Operation *TransfuseDialect::materializeConstant(OpBuilder &builder,
   if (auto elements = dyn_cast<ElementsAttr>(value))
     if (elements.getType() == type)
       return ConstantOp::create(builder, loc, elements);
-  if (auto integer = dyn_cast<IntegerAttr>(value))
-    if (isa<IndexType>(type) && isa<IndexType>(integer.getType()))
-      return nullptr; // Index constants come from folding `dim`; keep them attributes.
   return nullptr;
 }
 

@@ -85,14 +85,6 @@ LogicalResult DimOp::verify() {
   return normalizeAxis(getLoc(), axis, getInput().getType().getRank(), "axis");
 }
 
-OpFoldResult DimOp::fold(FoldAdaptor) {
-  auto type = getInput().getType();
-  int64_t axis = getAxis() < 0 ? getAxis() + type.getRank() : getAxis();
-  if (axis < 0 || axis >= type.getRank() || type.isDynamicDim(axis))
-    return {};
-  return IntegerAttr::get(IndexType::get(getContext()), type.getDimSize(axis));
-}
-
 //===----------------------------------------------------------------------===//
 // GatherOp, MatmulOp
 //===----------------------------------------------------------------------===//

@@ -78,7 +78,6 @@ def Transfuse_DimOp : Transfuse_Op<"dim"> {
   let arguments = (ins TF_AnyTensor:$input, I64Attr:$axis);
   let results = (outs Index:$result);
   let assemblyFormat = "$input `,` $axis attr-dict `:` type($input)";
-  let hasFolder = 1;
   let hasVerifier = 1;
 }
 
