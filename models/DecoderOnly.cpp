@@ -43,7 +43,7 @@ public:
                          g.param(p + "mlp.c_fc.bias", {f}, "zeros"),
                          g.param(p + "mlp.c_proj.weight", {f, d}, "normal_0.02"),
                          g.param(p + "mlp.c_proj.bias", {d}, "zeros"), c.activation,
-                         /*transposed=*/false, drop);
+                         /*transposed=*/false, /*dropoutRate=*/0.0); // GPT-2: none inside the MLP
   }
 
   Value sublayer(Value x, const std::string &norm, llvm::function_ref<Value(Value)> f) {

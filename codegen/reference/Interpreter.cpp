@@ -46,6 +46,12 @@ Shape stridesOf(ArrayRef<int64_t> shape) {
   return s;
 }
 
+/// A verified axis attribute (I64Attr reads as uint64_t), made non-negative.
+int64_t axisOf(uint64_t attr, size_t rank) {
+  int64_t axis = static_cast<int64_t>(attr);
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
+
 std::string str(ArrayRef<int64_t> shape) {
   return rt::shapeToString(std::vector<int64_t>(shape.begin(), shape.end()));
 }
@@ -223,7 +229,7 @@ void forEachRow(ArrayRef<int64_t> shape, int64_t axis, F f) {
 
 LogicalResult Interpreter::evalSoftmax(SoftmaxOp op) {
   Buf r = get(op.getInput());
-  int64_t axis = op.getAxis() < 0 ? op.getAxis() + r.shape.size() : op.getAxis();
+  int64_t axis = axisOf(op.getAxis(), r.shape.size());
   forEachRow(r.shape, axis, [&](int64_t base, int64_t stride, int64_t len) {
     double mx = -std::numeric_limits<double>::infinity();
     for (int64_t i = 0; i < len; ++i)
@@ -246,7 +252,7 @@ LogicalResult Interpreter::evalSoftmax(SoftmaxOp op) {
 LogicalResult Interpreter::evalLayerNorm(LayerNormOp op) {
   Buf r = get(op.getInput());
   const Buf &g = get(op.getGamma()), &b = get(op.getBeta());
-  int64_t axis = op.getAxis() < 0 ? op.getAxis() + r.shape.size() : op.getAxis();
+  int64_t axis = axisOf(op.getAxis(), r.shape.size());
   int64_t n = numel(ArrayRef<int64_t>(r.shape).drop_front(axis));
   double eps = op.getEpsilon().convertToDouble();
   for (int64_t base = 0; base < (int64_t)r.data.size(); base += n) {
@@ -332,10 +338,8 @@ LogicalResult Interpreter::evalTranspose(TransposeOp op) {
 }
 
 LogicalResult Interpreter::evalConcat(ConcatOp op) {
-  int64_t axis = op.getAxis();
   const Buf &first = get(op.getInputs().front());
-  if (axis < 0)
-    axis += first.shape.size();
+  int64_t axis = axisOf(op.getAxis(), first.shape.size());
   Buf r;
   r.shape = first.shape;
   r.shape[axis] = 0;
@@ -377,7 +381,7 @@ static Buf sliceAxis(const Buf &in, int64_t axis, int64_t start, int64_t size) {
 
 LogicalResult Interpreter::evalSplit(SplitOp op) {
   const Buf &in = get(op.getInput());
-  int64_t axis = op.getAxis() < 0 ? op.getAxis() + in.shape.size() : op.getAxis();
+  int64_t axis = axisOf(op.getAxis(), in.shape.size());
   int64_t start = 0;
   for (auto [result, size] : llvm::zip(op.getResults(), op.getSizes())) {
     set(result, sliceAxis(in, axis, start, size));
@@ -388,7 +392,7 @@ LogicalResult Interpreter::evalSplit(SplitOp op) {
 
 LogicalResult Interpreter::evalSlice(SliceOp op) {
   const Buf &in = get(op.getInput());
-  int64_t axis = op.getAxis() < 0 ? op.getAxis() + in.shape.size() : op.getAxis();
+  int64_t axis = axisOf(op.getAxis(), in.shape.size());
   int64_t start = op.getStart();
   int64_t size = op.getLength() ? indices[op.getLength()] : *op.getSize();
   if (size < 0 || start + size > in.shape[axis])
@@ -451,9 +455,8 @@ LogicalResult Interpreter::eval(Operation *op) {
       })
       .Case([&](ConstantOp c) { return evalConstant(c); })
       .Case([&](DimOp d) {
-        indices[d.getResult()] = get(d.getInput()).shape[d.getAxis() < 0
-                                     ? d.getAxis() + d.getInput().getType().getRank()
-                                     : d.getAxis()];
+        const Shape &shape = get(d.getInput()).shape;
+        indices[d.getResult()] = shape[axisOf(d.getAxis(), shape.size())];
         return success();
       })
       .Case([&](GatherOp g) { return evalGather(g); })

@@ -86,11 +86,6 @@ inline std::vector<double> values(const rt::Tensor &t) {
   return out;
 }
 
-inline mlir::RankedTensorType tensorType(mlir::MLIRContext &ctx, std::vector<int64_t> shape,
-                                         mlir::Type element) {
-  return mlir::RankedTensorType::get(shape, element);
-}
-
 constexpr int64_t kDyn = mlir::ShapedType::kDynamic;
 
 /// A module holding one function `f`, built from a body callback. Arguments
@@ -107,6 +102,7 @@ public:
 
   mlir::MLIRContext &context() { return ctx; }
   mlir::Type f32() { return mlir::Float32Type::get(&ctx); }
+  mlir::Type f64() { return mlir::Float64Type::get(&ctx); }
   mlir::Type i32() { return mlir::IntegerType::get(&ctx, 32); }
   mlir::Type i1() { return mlir::IntegerType::get(&ctx, 1); }
   mlir::RankedTensorType t(std::vector<int64_t> shape, mlir::Type element) {
