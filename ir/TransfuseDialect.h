@@ -31,6 +31,10 @@ inline constexpr llvm::StringLiteral kMaxSeqLenAttr = "transfuse.max_seq_len";
 LogicalResult broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
                               SmallVectorImpl<int64_t> &out, std::string &error);
 
+/// True for ops a fused_elementwise body may hold: the elementwise math
+/// (add, sub, mul, div, scale, relu, gelu, exp, tanh, select) and constants.
+bool isElementwise(Operation *op);
+
 /// True for the init kinds a transfuse.param accepts.
 bool isValidInitKind(StringRef init);
 

@@ -393,6 +393,22 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+/// concat(split(x)) of all the pieces, in order and on the same axis, is x.
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  auto split = getInputs().front().getDefiningOp<SplitOp>();
+  if (!split || getInputs().size() != split.getNumResults() ||
+      split.getInput().getType() != getType())
+    return {};
+  int64_t rank = getType().getRank();
+  auto norm = [rank](int64_t a) { return a < 0 ? a + rank : a; };
+  if (norm((int64_t)getAxis()) != norm((int64_t)split.getAxis()))
+    return {};
+  for (auto [input, piece] : llvm::zip(getInputs(), split.getResults()))
+    if (input != piece)
+      return {};
+  return split.getInput();
+}
+
 LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor,
                                         SmallVectorImpl<Type> &types) {

@@ -302,6 +302,7 @@ def Transfuse_ConcatOp : Transfuse_Op<"concat", [
   let arguments = (ins Variadic<TF_AnyTensor>:$inputs, I64Attr:$axis);
   let results = (outs TF_AnyTensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
 }
 
 def Transfuse_SplitOp : Transfuse_Op<"split", [
@@ -385,5 +386,7 @@ def Transfuse_PositionalEncodingOp : Transfuse_Op<"positional_encoding"> {
   let assemblyFormat = "$length (`offset` $offset^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
+
+include "ir/TransfuseFusedOps.td"
 
 #endif // TRANSFUSE_OPS_TD

@@ -1,22 +1,55 @@
 //===- Passes.h - transfuse passes and pipelines --------------------------===//
 //
-// Passes are declared in Passes.td (one pass, one file) as fusion lands; the
-// pipelines and named fusion strategies are assembled in Pipelines.cpp.
+// Passes are declared in Passes.td (one pass, one file). Pipelines and the
+// named fusion strategies are assembled in one place, Pipelines.cpp.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRANSFUSE_PASSES_PASSES_H
 #define TRANSFUSE_PASSES_PASSES_H
 
+#include "passes/FusionReport.h"
+
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Error.h"
 
 namespace mlir::transfuse {
 
-/// Adds the graph clean-up every pipeline starts with: canonicalize, CSE.
+class TransfuseDialect;
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+/// The fusion passes, recording into `report` (may be null).
+std::unique_ptr<Pass> createFuseAttentionPass(FusionReport *report);
+std::unique_ptr<Pass> createFuseAddLayerNormPass(FusionReport *report);
+std::unique_ptr<Pass> createFuseLinearEpiloguePass(FusionReport *report);
+std::unique_ptr<Pass> createMergeProjectionsPass(FusionReport *report);
+std::unique_ptr<Pass> createFuseElementwisePass(FusionReport *report);
+
+/// A fusion strategy: which fusions run. Named strategies are none,
+/// attention, layernorm, epilogue, projections, elementwise and all; names
+/// combine with '+' (attention+layernorm).
+struct FusionStrategy {
+  bool attention = false, layernorm = false, epilogue = false, projections = false,
+       elementwise = false;
+  static llvm::Expected<FusionStrategy> parse(llvm::StringRef text);
+  std::string str() const;
+};
+
+/// Adds the graph clean-up every pipeline starts and ends with:
+/// canonicalize (folds and dead-code removal) and CSE.
 void buildCleanupPipeline(OpPassManager &pm);
 
+/// Adds the fusion pipeline of `strategy`: clean-up, the chosen fusions in a
+/// fixed order (projections, attention, layernorm, epilogue, elementwise),
+/// clean-up.
+void buildFusionPipeline(OpPassManager &pm, const FusionStrategy &strategy,
+                         FusionReport *report);
+
 /// Registers the transfuse passes and pipelines with the global registry
-/// (for transfuse-opt).
-void registerTransfusePasses();
+/// (for transfuse-opt), including `transfuse-fusion{strategy=...}`.
+void registerTransfusePassesAndPipelines();
 
 } // namespace mlir::transfuse
 

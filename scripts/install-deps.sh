@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ ccache pkg-config
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools clang-22
-  libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   python3 python3-numpy
 )
 if [[ "${1:-}" == "--test" ]]; then

@@ -16,7 +16,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::transfuse::TransfuseDialect, mlir::func::FuncDialect>();
   mlir::registerTransformsPasses();
-  mlir::transfuse::registerTransfusePasses();
+  mlir::transfuse::registerTransfusePassesAndPipelines();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "Transfuse optimizer driver\n", registry));
 }

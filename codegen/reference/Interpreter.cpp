@@ -114,13 +114,16 @@ private:
   }
   LogicalResult broadcast(Operation *op, ArrayRef<int64_t> a, ArrayRef<int64_t> b, Shape &out);
   template <typename F>
+  LogicalResult binary(Operation *op, const Buf &a, const Buf &b, F f, Buf &r);
+  template <typename F>
   LogicalResult binary(Operation *op, Value lhs, Value rhs, F f);
+  LogicalResult matmul(Operation *op, const Buf &a, const Buf &b, bool ta, bool tb, Buf &r);
   template <typename F>
   void unary(Operation *op, Value in, F f);
 
-  LogicalResult evalMatmul(MatmulOp op);
-  LogicalResult evalSoftmax(SoftmaxOp op);
-  LogicalResult evalLayerNorm(LayerNormOp op);
+  LogicalResult evalAttention(AttentionOp op);
+  LogicalResult evalLinear(LinearOp op);
+  LogicalResult evalFusedElementwise(FusedElementwiseOp op);
   LogicalResult evalReduce(Operation *op, Value input, ArrayRef<int64_t> axes, bool keep);
   LogicalResult evalReshape(ReshapeOp op);
   LogicalResult evalTranspose(TransposeOp op);
@@ -153,9 +156,7 @@ LogicalResult Interpreter::broadcast(Operation *op, ArrayRef<int64_t> a,
 }
 
 template <typename F>
-LogicalResult Interpreter::binary(Operation *op, Value lhs, Value rhs, F f) {
-  const Buf &a = get(lhs), &b = get(rhs);
-  Buf r;
+LogicalResult Interpreter::binary(Operation *op, const Buf &a, const Buf &b, F f, Buf &r) {
   if (failed(broadcast(op, a.shape, b.shape, r.shape)))
     return failure();
   r.data.resize(numel(r.shape));
@@ -164,6 +165,14 @@ LogicalResult Interpreter::binary(Operation *op, Value lhs, Value rhs, F f) {
   forEachBroadcast<2>(r.shape, strides, [&](int64_t i, const std::array<int64_t, 2> &o) {
     r.data[i] = f(a.data[o[0]], b.data[o[1]]);
   });
+  return success();
+}
+
+template <typename F>
+LogicalResult Interpreter::binary(Operation *op, Value lhs, Value rhs, F f) {
+  Buf r;
+  if (failed(binary(op, get(lhs), get(rhs), f, r)))
+    return failure();
   set(op->getResult(0), std::move(r));
   return success();
 }
@@ -176,9 +185,8 @@ void Interpreter::unary(Operation *op, Value in, F f) {
   set(op->getResult(0), std::move(r));
 }
 
-LogicalResult Interpreter::evalMatmul(MatmulOp op) {
-  const Buf &a = get(op.getLhs()), &b = get(op.getRhs());
-  bool ta = op.getTransposeLhs(), tb = op.getTransposeRhs();
+LogicalResult Interpreter::matmul(Operation *op, const Buf &a, const Buf &b, bool ta,
+                                  bool tb, Buf &r) {
   size_t ra = a.shape.size(), rb = b.shape.size();
   int64_t m = ta ? a.shape[ra - 1] : a.shape[ra - 2];
   int64_t k = ta ? a.shape[ra - 2] : a.shape[ra - 1];
@@ -188,7 +196,6 @@ LogicalResult Interpreter::evalMatmul(MatmulOp op) {
     return fail(op, "contraction sizes differ at run time: " + str(a.shape) + " vs " + str(b.shape));
   ArrayRef<int64_t> batchA = ArrayRef<int64_t>(a.shape).drop_back(2);
   ArrayRef<int64_t> batchB = ArrayRef<int64_t>(b.shape).drop_back(2);
-  Buf r;
   if (failed(broadcast(op, batchA, batchB, r.shape)))
     return failure();
   Shape batch = r.shape;
@@ -213,7 +220,6 @@ LogicalResult Interpreter::evalMatmul(MatmulOp op) {
         pc[i * n + j] = acc;
       }
   });
-  set(op.getResult(), std::move(r));
   return success();
 }
 
@@ -227,9 +233,8 @@ void forEachRow(ArrayRef<int64_t> shape, int64_t axis, F f) {
       f(o * len * inner + in, inner, len);
 }
 
-LogicalResult Interpreter::evalSoftmax(SoftmaxOp op) {
-  Buf r = get(op.getInput());
-  int64_t axis = axisOf(op.getAxis(), r.shape.size());
+/// Softmax along `axis`; a row whose entries are all -inf becomes zeros.
+void softmaxInPlace(Buf &r, int64_t axis) {
   forEachRow(r.shape, axis, [&](int64_t base, int64_t stride, int64_t len) {
     double mx = -std::numeric_limits<double>::infinity();
     for (int64_t i = 0; i < len; ++i)
@@ -245,16 +250,10 @@ LogicalResult Interpreter::evalSoftmax(SoftmaxOp op) {
     for (int64_t i = 0; i < len; ++i)
       r.data[base + i * stride] /= sum;
   });
-  set(op.getResult(), std::move(r));
-  return success();
 }
 
-LogicalResult Interpreter::evalLayerNorm(LayerNormOp op) {
-  Buf r = get(op.getInput());
-  const Buf &g = get(op.getGamma()), &b = get(op.getBeta());
-  int64_t axis = axisOf(op.getAxis(), r.shape.size());
-  int64_t n = numel(ArrayRef<int64_t>(r.shape).drop_front(axis));
-  double eps = op.getEpsilon().convertToDouble();
+/// Layer norm over the trailing `n` elements of each row: biased variance.
+void layerNormInPlace(Buf &r, const Buf &g, const Buf &b, int64_t n, double eps) {
   for (int64_t base = 0; base < (int64_t)r.data.size(); base += n) {
     double mean = 0.0, var = 0.0;
     for (int64_t i = 0; i < n; ++i)
@@ -267,8 +266,28 @@ LogicalResult Interpreter::evalLayerNorm(LayerNormOp op) {
     for (int64_t i = 0; i < n; ++i)
       r.data[base + i] = (r.data[base + i] - mean) * inv * g.data[i] + b.data[i];
   }
-  set(op.getResult(), std::move(r));
-  return success();
+}
+
+/// Inverted dropout with the Philox draw of transfuse.dropout.
+void dropoutInPlace(Buf &r, double rate, uint64_t seed, uint64_t step, uint64_t stream) {
+  double keepScale = 1.0 / (1.0 - rate);
+  for (size_t i = 0; i < r.data.size(); ++i)
+    r.data[i] = rt::philoxUniform(seed, step, stream, i) >= rate ? r.data[i] * keepScale : 0.0;
+}
+
+double gelu(double x, bool tanhForm) {
+  if (tanhForm)
+    return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1.0 + std::erf(x / M_SQRT2));
+}
+
+/// none | relu | gelu | gelu_tanh
+double activate(StringRef kind, double x) {
+  if (kind == "relu")
+    return x > 0.0 ? x : 0.0;
+  if (kind == "gelu" || kind == "gelu_tanh")
+    return gelu(x, kind == "gelu_tanh");
+  return x;
 }
 
 LogicalResult Interpreter::evalReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
@@ -439,6 +458,107 @@ LogicalResult Interpreter::evalConstant(ConstantOp op) {
   return success();
 }
 
+/// The definition in TransfuseFusedOps.td, step by step on the primitives.
+LogicalResult Interpreter::evalAttention(AttentionOp op) {
+  const Buf &q = get(op.getQuery()), &k = get(op.getKey()), &v = get(op.getValue());
+  Buf s;
+  if (failed(matmul(op, q, k, false, /*tb=*/true, s)))
+    return failure();
+  double scale = op.getScale().convertToDouble();
+  for (double &x : s.data)
+    x *= scale;
+  if (op.getBias()) {
+    Buf biased;
+    if (failed(binary(op, s, get(op.getBias()), std::plus<>(), biased)))
+      return failure();
+    if (biased.shape != s.shape)
+      return fail(op, "bias " + str(get(op.getBias()).shape) + " does not broadcast to the scores " + str(s.shape));
+    s = std::move(biased);
+  }
+  int64_t B = s.shape[0], H = s.shape[1], Sq = s.shape[2], Sk = s.shape[3];
+  const double ninf = -std::numeric_limits<double>::infinity();
+  auto applyMask = [&](const Buf &keep) -> LogicalResult {
+    Buf masked;
+    if (failed(broadcast(op, keep.shape, s.shape, masked.shape)) || masked.shape != s.shape)
+      return fail(op, "mask " + str(keep.shape) + " does not broadcast to the scores " + str(s.shape));
+    std::array<Shape, 1> strides = {broadcastStrides(keep.shape, s.shape)};
+    forEachBroadcast<1>(s.shape, strides, [&](int64_t i, const std::array<int64_t, 1> &o) {
+      if (keep.data[o[0]] == 0.0)
+        s.data[i] = ninf;
+    });
+    return success();
+  };
+  if (op.getCausal()) {
+    Buf causal{{Sq, Sk}, std::vector<double>(Sq * Sk)};
+    for (int64_t i = 0; i < Sq; ++i)
+      for (int64_t j = 0; j < Sk; ++j)
+        causal.data[i * Sk + j] = j <= i + Sk - Sq;
+    if (failed(applyMask(causal)))
+      return failure();
+  }
+  if (op.getKeyPadding()) {
+    Buf kp = get(op.getKeyPadding());
+    if (kp.shape != Shape{B, Sk})
+      return fail(op, "key_padding is " + str(kp.shape) + ", expected " + str({B, Sk}));
+    kp.shape = {B, 1, 1, Sk};
+    if (failed(applyMask(kp)))
+      return failure();
+  }
+  if (op.getMask() && failed(applyMask(get(op.getMask()))))
+    return failure();
+  (void)H;
+  softmaxInPlace(s, 3);
+  if (double rate = op.getDropoutRate().convertToDouble(); rate > 0.0)
+    dropoutInPlace(s, rate, op.getDropoutSeed(), 0, op.getDropoutStream());
+  Buf r;
+  if (failed(matmul(op, s, v, false, false, r)))
+    return failure();
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalLinear(LinearOp op) {
+  const Buf &x = get(op.getInput()), &w = get(op.getWeight());
+  Buf r;
+  if (failed(matmul(op, x, w, false, op.getTransposeWeight(), r)))
+    return failure();
+  if (op.getBias()) {
+    Buf biased;
+    if (failed(binary(op, r, get(op.getBias()), std::plus<>(), biased)))
+      return failure();
+    r = std::move(biased);
+  }
+  StringRef act = op.getActivation();
+  for (double &y : r.data)
+    y = activate(act, y);
+  if (op.getResidual()) {
+    Buf sum;
+    if (failed(binary(op, r, get(op.getResidual()), std::plus<>(), sum)))
+      return failure();
+    if (sum.shape != r.shape)
+      return fail(op, "residual " + str(get(op.getResidual()).shape) + " does not broadcast to " + str(r.shape));
+    r = std::move(sum);
+  }
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalFusedElementwise(FusedElementwiseOp op) {
+  Block &body = op.getBody().front();
+  for (auto [arg, input] : llvm::zip(body.getArguments(), op.getInputs()))
+    set(arg, get(input));
+  for (Operation &inner : body.without_terminator())
+    if (failed(eval(&inner)))
+      return failure();
+  set(op.getResult(), get(cast<YieldOp>(body.getTerminator()).getValue()));
+  for (Operation &inner : body.without_terminator())
+    for (Value result : inner.getResults())
+      values.erase(result.getAsOpaquePointer());
+  for (BlockArgument arg : body.getArguments())
+    values.erase(arg.getAsOpaquePointer());
+  return success();
+}
+
 LogicalResult Interpreter::eval(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](ParamOp p) {
@@ -460,7 +580,14 @@ LogicalResult Interpreter::eval(Operation *op) {
         return success();
       })
       .Case([&](GatherOp g) { return evalGather(g); })
-      .Case([&](MatmulOp m) { return evalMatmul(m); })
+      .Case([&](MatmulOp m) {
+        Buf r;
+        if (failed(matmul(op, get(m.getLhs()), get(m.getRhs()), m.getTransposeLhs(),
+                          m.getTransposeRhs(), r)))
+          return failure();
+        set(m.getResult(), std::move(r));
+        return success();
+      })
       .Case([&](AddOp o) { return binary(op, o.getLhs(), o.getRhs(), std::plus<>()); })
       .Case([&](SubOp o) { return binary(op, o.getLhs(), o.getRhs(), std::minus<>()); })
       .Case([&](MulOp o) { return binary(op, o.getLhs(), o.getRhs(), std::multiplies<>()); })
@@ -483,13 +610,8 @@ LogicalResult Interpreter::eval(Operation *op) {
         return success();
       })
       .Case([&](GeluOp o) {
-        if (o.getApproximate() == "tanh")
-          unary(op, o.getInput(), [](double x) {
-            const double c = std::sqrt(2.0 / M_PI);
-            return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
-          });
-        else
-          unary(op, o.getInput(), [](double x) { return 0.5 * x * (1.0 + std::erf(x / M_SQRT2)); });
+        bool tanhForm = o.getApproximate() == "tanh";
+        unary(op, o.getInput(), [tanhForm](double x) { return gelu(x, tanhForm); });
         return success();
       })
       .Case([&](SelectOp s) {
@@ -509,18 +631,42 @@ LogicalResult Interpreter::eval(Operation *op) {
         set(s.getResult(), std::move(r));
         return success();
       })
-      .Case([&](SoftmaxOp s) { return evalSoftmax(s); })
-      .Case([&](LayerNormOp l) { return evalLayerNorm(l); })
+      .Case([&](SoftmaxOp s) {
+        Buf r = get(s.getInput());
+        softmaxInPlace(r, axisOf(s.getAxis(), r.shape.size()));
+        set(s.getResult(), std::move(r));
+        return success();
+      })
+      .Case([&](LayerNormOp l) {
+        Buf r = get(l.getInput());
+        int64_t axis = axisOf(l.getAxis(), r.shape.size());
+        layerNormInPlace(r, get(l.getGamma()), get(l.getBeta()),
+                         numel(ArrayRef<int64_t>(r.shape).drop_front(axis)),
+                         l.getEpsilon().convertToDouble());
+        set(l.getResult(), std::move(r));
+        return success();
+      })
+      .Case([&](AddLayerNormOp l) {
+        Buf sum;
+        if (failed(binary(op, get(l.getInput()), get(l.getResidual()), std::plus<>(), sum)))
+          return failure();
+        Buf r = sum;
+        layerNormInPlace(r, get(l.getGamma()), get(l.getBeta()), r.shape.back(),
+                         l.getEpsilon().convertToDouble());
+        set(l.getResult(), std::move(r));
+        set(l.getSum(), std::move(sum));
+        return success();
+      })
+      .Case([&](AttentionOp a) { return evalAttention(a); })
+      .Case([&](LinearOp l) { return evalLinear(l); })
+      .Case([&](FusedElementwiseOp f) { return evalFusedElementwise(f); })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) {
         return evalReduce(op, r.getInput(), r.getAxes(), r.getKeepDims());
       })
       .Case([&](DropoutOp d) {
-        double rate = d.getRate().convertToDouble(), keepScale = 1.0 / (1.0 - rate);
-        uint64_t seed = d.getSeed(), stream = d.getStream();
-        uint64_t step = d.getStep() ? indices[d.getStep()] : 0;
         Buf r = get(d.getInput());
-        for (size_t i = 0; i < r.data.size(); ++i)
-          r.data[i] = rt::philoxUniform(seed, step, stream, i) >= rate ? r.data[i] * keepScale : 0.0;
+        dropoutInPlace(r, d.getRate().convertToDouble(), d.getSeed(),
+                       d.getStep() ? indices[d.getStep()] : 0, d.getStream());
         set(d.getResult(), std::move(r));
         return success();
       })

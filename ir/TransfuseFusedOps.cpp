@@ -1,0 +1,155 @@
+//===- TransfuseFusedOps.cpp - verifiers of the fused ops -----------------===//
+//
+// Each fused op checks the shapes its unfused definition implies (see
+// TransfuseFusedOps.td); dynamic sizes are checked at run time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/TransfuseDialect.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+namespace {
+
+bool compatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+/// True when `from` broadcasts (NumPy rules) to exactly `to`.
+bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
+  SmallVector<int64_t> out;
+  std::string error;
+  if (failed(broadcastShapes(from, to, out, error)) || out.size() != to.size())
+    return false;
+  for (auto [a, b] : llvm::zip(out, to))
+    if (!compatible(a, b) || (!ShapedType::isDynamic(b) && ShapedType::isDynamic(a)))
+      return false;
+  return true;
+}
+
+} // namespace
+
+LogicalResult AttentionOp::verify() {
+  auto q = getQuery().getType(), k = getKey().getType(), v = getValue().getType();
+  auto r = getType();
+  for (auto [name, t] : {std::pair{"query", q}, std::pair{"key", k}, std::pair{"value", v}})
+    if (t.getRank() != 4)
+      return emitOpError(name) << " must be [B, H, S, D], got " << t;
+  if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType())
+    return emitOpError("query, key and value element types differ");
+  for (int64_t d : {0, 1})
+    if (!compatible(q.getDimSize(d), k.getDimSize(d)) ||
+        !compatible(q.getDimSize(d), v.getDimSize(d)))
+      return emitOpError("query, key and value differ in ") << (d ? "heads" : "batch");
+  if (!compatible(q.getDimSize(3), k.getDimSize(3)))
+    return emitOpError("query head size ") << q.getDimSize(3) << " differs from key's "
+                                           << k.getDimSize(3);
+  if (!compatible(k.getDimSize(2), v.getDimSize(2)))
+    return emitOpError("key length ") << k.getDimSize(2) << " differs from value's "
+                                      << v.getDimSize(2);
+  SmallVector<int64_t> expected = {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2),
+                                   v.getDimSize(3)};
+  if (r.getShape() != ArrayRef<int64_t>(expected) || r.getElementType() != q.getElementType())
+    return emitOpError("result must be [B, H, Sq, Dv] = ")
+           << RankedTensorType::get(expected, q.getElementType()) << ", got " << r;
+  SmallVector<int64_t> scores = {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2),
+                                 k.getDimSize(2)};
+  if (auto kp = getKeyPadding()) {
+    auto t = kp.getType();
+    if (t.getRank() != 2 || !compatible(t.getDimSize(0), q.getDimSize(0)) ||
+        !compatible(t.getDimSize(1), k.getDimSize(2)))
+      return emitOpError("key_padding must be [B, Sk], got ") << t;
+  }
+  if (auto m = getMask())
+    if (!broadcastsTo(m.getType().getShape(), scores))
+      return emitOpError("mask ") << m.getType() << " does not broadcast to the scores [B, H, Sq, Sk]";
+  if (auto b = getBias()) {
+    if (b.getType().getElementType() != q.getElementType())
+      return emitOpError("bias element type differs from the query's");
+    if (!broadcastsTo(b.getType().getShape(), scores))
+      return emitOpError("bias ") << b.getType() << " does not broadcast to the scores [B, H, Sq, Sk]";
+  }
+  double rate = getDropoutRate().convertToDouble();
+  if (!(rate >= 0.0 && rate < 1.0))
+    return emitOpError("dropout_rate must be in [0, 1), got ") << rate;
+  return success();
+}
+
+LogicalResult AddLayerNormOp::verify() {
+  auto x = getInput().getType(), res = getResidual().getType();
+  if (x.getRank() < 1 || x.isDynamicDim(x.getRank() - 1))
+    return emitOpError("input needs a static last dimension, got ") << x;
+  if (res.getElementType() != x.getElementType())
+    return emitOpError("residual element type differs from the input's");
+  if (!broadcastsTo(res.getShape(), x.getShape()))
+    return emitOpError("residual ") << res << " does not broadcast to the input " << x;
+  int64_t d = x.getShape().back();
+  for (auto [name, t] : {std::pair{"gamma", getGamma().getType()},
+                         std::pair{"beta", getBeta().getType()}})
+    if (t.getRank() != 1 || t.getDimSize(0) != d || t.getElementType() != x.getElementType())
+      return emitOpError(name) << " must be [" << d << "] of the input's element type, got " << t;
+  if (getResult().getType() != x || getSum().getType() != x)
+    return emitOpError("results must have the input's type ") << x;
+  if (!(getEpsilon().convertToDouble() >= 0.0))
+    return emitOpError("epsilon must be >= 0");
+  return success();
+}
+
+LogicalResult LinearOp::verify() {
+  auto x = getInput().getType(), w = getWeight().getType(), r = getType();
+  if (x.getRank() < 1 || w.getRank() != 2)
+    return emitOpError("needs input [..., K] and a rank-2 weight, got ") << x << " and " << w;
+  if (w.getElementType() != x.getElementType() || r.getElementType() != x.getElementType())
+    return emitOpError("element types differ");
+  int64_t k = getTransposeWeight() ? w.getDimSize(1) : w.getDimSize(0);
+  int64_t n = getTransposeWeight() ? w.getDimSize(0) : w.getDimSize(1);
+  if (!compatible(x.getShape().back(), k))
+    return emitOpError("input has K=") << x.getShape().back() << " but the weight has K=" << k;
+  SmallVector<int64_t> expected(x.getShape().drop_back());
+  expected.push_back(n);
+  if (r.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("result must be ")
+           << RankedTensorType::get(expected, x.getElementType()) << ", got " << r;
+  if (auto b = getBias())
+    if (b.getType().getRank() != 1 || !compatible(b.getType().getDimSize(0), n) ||
+        b.getType().getElementType() != x.getElementType())
+      return emitOpError("bias must be [") << n << "], got " << b.getType();
+  if (auto res = getResidual())
+    if (res.getType().getElementType() != x.getElementType() ||
+        !broadcastsTo(res.getType().getShape(), r.getShape()))
+      return emitOpError("residual ") << res.getType() << " does not broadcast to the result "
+                                      << r;
+  StringRef act = getActivation();
+  if (act != "none" && act != "relu" && act != "gelu" && act != "gelu_tanh")
+    return emitOpError("activation must be none, relu, gelu or gelu_tanh, got '") << act << "'";
+  return success();
+}
+
+LogicalResult FusedElementwiseOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body has ") << body.getNumArguments() << " arguments for "
+                                    << getInputs().size() << " inputs";
+  for (auto [arg, input] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() != input.getType())
+      return emitOpError("body argument type ") << arg.getType() << " differs from input type "
+                                                << input.getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end in transfuse.yield");
+  if (yield.getValue().getType() != getType())
+    return emitOpError("yields ") << yield.getValue().getType() << " but the result is "
+                                  << getType();
+  for (Operation &op : body.without_terminator())
+    if (!isElementwise(&op))
+      return op.emitOpError("is not elementwise and cannot be in a fused_elementwise body");
+  return success();
+}
+
+bool mlir::transfuse::isElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, ExpOp, TanhOp, SelectOp,
+             ConstantOp>(op);
+}

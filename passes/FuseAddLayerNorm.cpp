@@ -1,0 +1,95 @@
+//===- FuseAddLayerNorm.cpp - --transfuse-fuse-add-layer-norm -------------===//
+//
+// layer_norm(x + r) over the last dimension -> transfuse.add_layer_norm, whose
+// second result (the sum) replaces the add's other uses: in pre-LN models the
+// sum is the residual stream that the next block adds to.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PassDetail.h"
+
+namespace mlir::transfuse {
+#define GEN_PASS_DEF_TRANSFUSEFUSEADDLAYERNORM
+#include "passes/Passes.h.inc"
+} // namespace mlir::transfuse
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+namespace {
+
+/// True when `v` is available right before `op`.
+bool availableBefore(Value v, Operation *op) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return arg.getOwner() == op->getBlock() || arg.getOwner()->getParentOp()->isAncestor(op);
+  Operation *def = v.getDefiningOp();
+  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+}
+
+struct FuseAddLayerNormPass : mlir::transfuse::impl::TransfuseFuseAddLayerNormBase<FuseAddLayerNormPass> {
+  using Base::Base;
+  explicit FuseAddLayerNormPass(FusionReport *report) : report(report) {}
+
+  /// Fuses one site or returns why not.
+  std::optional<std::string> fuse(LayerNormOp ln) {
+    auto type = ln.getType();
+    int64_t axis = (int64_t)ln.getAxis();
+    if (axis < 0)
+      axis += type.getRank();
+    if (axis != type.getRank() - 1)
+      return std::string("normalizes more than the last dimension");
+    auto add = ln.getInput().getDefiningOp<AddOp>();
+    if (!add)
+      return "its input is not a residual add (it comes from '" +
+             (ln.getInput().getDefiningOp()
+                  ? ln.getInput().getDefiningOp()->getName().getStringRef().str()
+                  : std::string("a function argument")) +
+             "')";
+    // The operand with the sum's own type is the input; the other broadcasts.
+    Value x = add.getLhs(), r = add.getRhs();
+    if (x.getType() != add.getType())
+      std::swap(x, r);
+    if (x.getType() != add.getType())
+      return std::string("both operands of the add broadcast");
+    // Place the fused op where every operand is available and the sum
+    // dominates the add's other users: at the add if gamma and beta are
+    // defined before it, else at the layer norm if no other user precedes it.
+    Operation *at = add;
+    if (!availableBefore(ln.getGamma(), add) || !availableBefore(ln.getBeta(), add)) {
+      at = ln;
+      for (Operation *user : add->getUsers())
+        if (user != ln && (user->getBlock() != ln->getBlock() || user->isBeforeInBlock(ln)))
+          return std::string("the sum is used before the layer norm's parameters are defined");
+    }
+    OpBuilder b(at);
+    auto fused = AddLayerNormOp::create(b, b.getFusedLoc({add.getLoc(), ln.getLoc()}),
+                                        TypeRange{type, type}, x, r, ln.getGamma(),
+                                        ln.getBeta(), ln.getEpsilon());
+    ln.getResult().replaceAllUsesWith(fused.getResult());
+    ln.erase();
+    add.getResult().replaceAllUsesWith(fused.getSum());
+    add.erase();
+    return std::nullopt;
+  }
+
+  void runOnOperation() override {
+    FusionRecorder recorder{"add_layer_norm", report, remarks};
+    SmallVector<LayerNormOp> norms;
+    getOperation().walk([&](LayerNormOp op) { norms.push_back(op); });
+    for (LayerNormOp ln : norms) {
+      Location loc = ln.getLoc();
+      if (auto reason = fuse(ln))
+        recorder.missed(loc, *reason);
+      else
+        recorder.fused(loc);
+    }
+  }
+
+  FusionReport *report = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mlir::transfuse::createFuseAddLayerNormPass(FusionReport *report) {
+  return std::make_unique<FuseAddLayerNormPass>(report);
+}

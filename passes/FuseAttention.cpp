@@ -1,0 +1,299 @@
+//===- FuseAttention.cpp - --transfuse-fuse-attention ---------------------===//
+//
+// Rewrites softmax(mask(scale·(Q·Kᵀ) + bias))·V into transfuse.attention.
+// Starting from each softmax, the pass walks back to the Q·Kᵀ matmul and
+// forward to the ·V matmul, and proves every assumption it makes: constant
+// scales, -inf masking, exact transposes (composed, never guessed from a
+// pattern), and equal batch, head and key lengths. Anything it cannot prove
+// stays unfused, with the reason in the report.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PassDetail.h"
+
+#include <cmath>
+
+namespace mlir::transfuse {
+#define GEN_PASS_DEF_TRANSFUSEFUSEATTENTION
+#include "passes/Passes.h.inc"
+} // namespace mlir::transfuse
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+namespace {
+
+/// An operand of the attention op as the matmuls saw it: `value`, with its
+/// last two dimensions swapped when `swapped`.
+struct Operand {
+  Value value;
+  bool swapped = false;
+  int64_t axis(int64_t a) const { return swapped && a >= 2 ? 5 - a : a; }
+};
+
+/// The constant factor of a scale-like op on a value (scale, mul or div by a
+/// one-element constant), and the scaled input; none for anything else.
+std::optional<std::pair<double, Value>> asScale(Operation *op) {
+  if (!op)
+    return std::nullopt;
+  if (auto s = dyn_cast<ScaleOp>(op))
+    return std::pair{s.getFactor().convertToDouble(), s.getInput()};
+  auto resultType = op->getNumResults() == 1 ? op->getResult(0).getType() : Type();
+  if (auto m = dyn_cast<MulOp>(op)) {
+    if (auto c = constantScalar(m.getRhs()); c && m.getLhs().getType() == resultType)
+      return std::pair{*c, m.getLhs()};
+    if (auto c = constantScalar(m.getLhs()); c && m.getRhs().getType() == resultType)
+      return std::pair{*c, m.getRhs()};
+  }
+  if (auto d = dyn_cast<DivOp>(op))
+    if (auto c = constantScalar(d.getRhs()); c && *c != 0.0 && d.getLhs().getType() == resultType)
+      return std::pair{1.0 / *c, d.getLhs()};
+  return std::nullopt;
+}
+
+class AttentionMatcher {
+public:
+  AttentionMatcher(SoftmaxOp softmax, DimEquality &dims) : softmax(softmax), dims(dims) {}
+
+  /// Matches; on failure returns the reason.
+  std::optional<std::string> match();
+  /// Builds the attention op and erases what it replaces.
+  LogicalResult rewrite(std::string &reason);
+
+private:
+  std::optional<std::string> walkScores();
+  std::optional<std::string> walkProbabilities();
+  std::optional<std::string> classifyMasks();
+
+  SoftmaxOp softmax;
+  DimEquality &dims;
+  MatmulOp qk, pv;
+  DropoutOp dropout;
+  double scale = 1.0;
+  Operand q, k, v;
+  SmallVector<Operation *> chain; // between qk and softmax, nearest the softmax first
+  SmallVector<Operation *> prescales;
+  SmallVector<Value> keepMasks;
+  SmallVector<std::pair<Value, double>> biases; // additive term, factor applied after it
+  bool causal = false;
+  Value keyPadding, generalMask;
+};
+
+std::optional<std::string> AttentionMatcher::walkScores() {
+  Value cur = softmax.getInput();
+  double after = 1.0; // product of the factors between `cur` and the softmax
+  while (true) {
+    if (!cur.hasOneUse())
+      return std::string("an intermediate of the scores has a second consumer");
+    Operation *def = cur.getDefiningOp();
+    if (!def)
+      return std::string("the scores are not computed by a matmul");
+    if (auto mm = dyn_cast<MatmulOp>(def)) {
+      qk = mm;
+      break;
+    }
+    if (auto sel = dyn_cast<SelectOp>(def)) {
+      std::optional<double> fill = constantScalar(sel.getOnFalse());
+      if (!fill || !std::isinf(*fill) || *fill > 0)
+        return std::string("a select that does not set masked scores to -inf");
+      if (sel.getOnTrue().getType() != sel.getType())
+        return std::string("a mask that does not broadcast to the scores without growing them");
+      if (after <= 0.0)
+        return std::string("a non-positive scale after masking");
+      keepMasks.push_back(sel.getCond());
+      chain.push_back(def);
+      cur = sel.getOnTrue();
+      continue;
+    }
+    if (auto s = asScale(def)) {
+      if (s->first == 0.0)
+        return std::string("a zero scale");
+      after *= s->first;
+      chain.push_back(def);
+      cur = s->second;
+      continue;
+    }
+    if (isa<MulOp, DivOp>(def))
+      return std::string("the scale is not a constant");
+    if (auto add = dyn_cast<AddOp>(def)) {
+      auto isScores = [&](Value x) {
+        return x.getType() == add.getType() && x.getDefiningOp() &&
+               isa<MatmulOp, SelectOp, AddOp, ScaleOp, MulOp, DivOp>(x.getDefiningOp());
+      };
+      Value scores = isScores(add.getLhs()) ? add.getLhs() : add.getRhs();
+      Value bias = scores == add.getLhs() ? add.getRhs() : add.getLhs();
+      if (scores.getType() != add.getType())
+        return std::string("an additive mask that does not broadcast to the scores without growing them");
+      biases.push_back({bias, after});
+      chain.push_back(def);
+      cur = scores;
+      continue;
+    }
+    return "the scores pass through '" + def->getName().getStringRef().str() +
+           "', which attention cannot absorb";
+  }
+  if (qk.getType().getRank() != 4)
+    return std::string("the scores are not [B, H, Sq, Sk] (rank 4)");
+  scale = after;
+  // A constant scale on Q or K before the matmul is absorbed too.
+  Value lhs = qk.getLhs(), rhs = qk.getRhs();
+  for (Value *side : {&lhs, &rhs})
+    while (side->hasOneUse()) {
+      auto s = asScale(side->getDefiningOp());
+      if (!s || s->first == 0.0)
+        break;
+      prescales.push_back(side->getDefiningOp());
+      scale *= s->first;
+      *side = s->second;
+    }
+  q = {lhs, qk.getTransposeLhs()};
+  k = {rhs, !qk.getTransposeRhs()};
+  return std::nullopt;
+}
+
+std::optional<std::string> AttentionMatcher::walkProbabilities() {
+  Value p = softmax.getResult();
+  if (!p.hasOneUse())
+    return std::string("the softmax result has a second consumer");
+  Operation *user = *p.getUsers().begin();
+  if (auto d = dyn_cast<DropoutOp>(user)) {
+    if (d.getStep())
+      return std::string("dropout after the softmax takes a step operand");
+    dropout = d;
+    p = d.getResult();
+    if (!p.hasOneUse())
+      return std::string("the dropout result has a second consumer");
+    user = *p.getUsers().begin();
+  }
+  pv = dyn_cast<MatmulOp>(user);
+  if (!pv || pv.getLhs() != p || pv.getTransposeLhs())
+    return std::string("the softmax result is not multiplied by V");
+  if (pv.getRhs().getType().getRank() != 4)
+    return std::string("V is not [B, H, Sk, Dv] (rank 4)");
+  v = {pv.getRhs(), pv.getTransposeRhs()};
+  for (Operand *o : {&q, &k})
+    if (cast<RankedTensorType>(o->value.getType()).getRank() != 4)
+      return std::string("Q and K are not [B, H, S, D] (rank 4)");
+  for (int64_t d : {0, 1})
+    if (!dims.equal(q.value, q.axis(d), k.value, k.axis(d)) ||
+        !dims.equal(q.value, q.axis(d), v.value, v.axis(d)))
+      return std::string("the batch or head dimensions of Q, K and V are not provably equal "
+                         "(a broadcasting matmul)");
+  if (!dims.equal(k.value, k.axis(2), v.value, v.axis(2)))
+    return std::string("V's length is not provably K's length");
+  return std::nullopt;
+}
+
+std::optional<std::string> AttentionMatcher::classifyMasks() {
+  for (Value m : keepMasks) {
+    if (auto c = m.getDefiningOp<CausalMaskOp>()) {
+      if (dims.equalsIndex(c.getQueryLen(), q.value, q.axis(2)) &&
+          dims.equalsIndex(c.getKeyLen(), k.value, k.axis(2))) {
+        causal = true;
+        continue;
+      }
+    }
+    auto t = cast<RankedTensorType>(m.getType());
+    if (!keyPadding && t.getRank() == 4 && t.getDimSize(1) == 1 && t.getDimSize(2) == 1 &&
+        dims.equal(m, 0, q.value, q.axis(0)) && dims.equal(m, 3, k.value, k.axis(2))) {
+      keyPadding = m;
+      continue;
+    }
+    if (generalMask)
+      return std::string("more than one mask that is neither causal nor key padding");
+    generalMask = m;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> AttentionMatcher::match() {
+  auto type = softmax.getType();
+  int64_t axis = (int64_t)softmax.getAxis();
+  if (axis < 0)
+    axis += type.getRank();
+  if (axis != type.getRank() - 1)
+    return "softmax over axis " + std::to_string(axis) + ", not the last (key) axis";
+  if (auto reason = walkScores())
+    return reason;
+  if (auto reason = walkProbabilities())
+    return reason;
+  return classifyMasks();
+}
+
+Value swapLastTwo(OpBuilder &b, Location loc, Operand o) {
+  if (!o.swapped)
+    return o.value;
+  return TransposeOp::create(b, loc, o.value, ArrayRef<int64_t>{0, 1, 3, 2});
+}
+
+LogicalResult AttentionMatcher::rewrite(std::string &reason) {
+  OpBuilder b(pv);
+  Location loc = b.getFusedLoc({qk.getLoc(), softmax.getLoc(), pv.getLoc()});
+  Value query = swapLastTwo(b, loc, q), key = swapLastTwo(b, loc, k),
+        value = swapLastTwo(b, loc, v);
+  Value kp;
+  if (keyPadding) {
+    auto t = cast<RankedTensorType>(keyPadding.getType());
+    auto type = RankedTensorType::get({t.getDimSize(0), t.getDimSize(3)}, t.getElementType());
+    kp = ReshapeOp::create(b, loc, type, keyPadding);
+  }
+  Value bias;
+  for (auto [term, factor] : biases) {
+    Value scaled = factor == 1.0 ? term : ScaleOp::create(b, loc, term, b.getF64FloatAttr(factor)).getResult();
+    bias = bias ? AddOp::create(b, loc, bias, scaled).getResult() : scaled;
+  }
+  auto att = AttentionOp::create(
+      b, loc, pv.getType(), query, key, value, kp, generalMask, bias,
+      b.getF64FloatAttr(scale), causal ? b.getUnitAttr() : UnitAttr(),
+      b.getF64FloatAttr(dropout ? dropout.getRate().convertToDouble() : 0.0),
+      b.getI64IntegerAttr(dropout ? (int64_t)dropout.getSeed() : 0),
+      b.getI64IntegerAttr(dropout ? (int64_t)dropout.getStream() : 0));
+  if (failed(att.verify())) {
+    reason = "internal: the fused op does not verify";
+    att.erase();
+    return failure();
+  }
+  pv.getResult().replaceAllUsesWith(att.getResult());
+  pv.erase();
+  if (dropout)
+    dropout.erase();
+  softmax.erase();
+  for (Operation *op : chain)
+    op->erase();
+  qk.erase();
+  for (Operation *op : prescales)
+    op->erase();
+  return success();
+}
+
+struct FuseAttentionPass : mlir::transfuse::impl::TransfuseFuseAttentionBase<FuseAttentionPass> {
+  using Base::Base;
+  explicit FuseAttentionPass(FusionReport *report) : report(report) {}
+
+  void runOnOperation() override {
+    FusionRecorder recorder{"attention", report, remarks};
+    SmallVector<SoftmaxOp> softmaxes;
+    getOperation().walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
+    for (SoftmaxOp softmax : softmaxes) {
+      // Fresh per site: rewrites erase ops the previous analysis may know.
+      DimEquality dims;
+      AttentionMatcher matcher(softmax, dims);
+      Location loc = softmax.getLoc();
+      std::string reason;
+      if (auto why = matcher.match())
+        recorder.missed(loc, *why);
+      else if (failed(matcher.rewrite(reason)))
+        recorder.missed(loc, reason);
+      else
+        recorder.fused(loc);
+    }
+  }
+
+  FusionReport *report = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mlir::transfuse::createFuseAttentionPass(FusionReport *report) {
+  return std::make_unique<FuseAttentionPass>(report);
+}

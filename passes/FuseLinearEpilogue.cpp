@@ -1,0 +1,117 @@
+//===- FuseLinearEpilogue.cpp - --transfuse-fuse-linear-epilogue ----------===//
+//
+// Every matmul of activations [..., K] by a rank-2 weight becomes a
+// transfuse.linear, which then absorbs what follows it with one use: a bias
+// add ([N]), an activation (relu, gelu, gelu_tanh), and a residual add that
+// no layer norm consumes (that one belongs to add_layer_norm).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PassDetail.h"
+
+namespace mlir::transfuse {
+#define GEN_PASS_DEF_TRANSFUSEFUSELINEAREPILOGUE
+#include "passes/Passes.h.inc"
+} // namespace mlir::transfuse
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+namespace {
+
+/// The single user of `v`, if it has exactly one use.
+Operation *soleUser(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
+
+/// For add(v, other) or add(other, v): the other operand.
+Value otherOperand(AddOp add, Value v) {
+  return add.getLhs() == v ? add.getRhs() : add.getLhs();
+}
+
+bool feedsLayerNorm(Value v) {
+  return llvm::any_of(v.getUsers(),
+                      [](Operation *u) { return isa<LayerNormOp, AddLayerNormOp>(u); });
+}
+
+struct FuseLinearEpiloguePass
+    : mlir::transfuse::impl::TransfuseFuseLinearEpilogueBase<FuseLinearEpiloguePass> {
+  using Base::Base;
+  explicit FuseLinearEpiloguePass(FusionReport *report) : report(report) {}
+
+  /// Rewrites one matmul; returns true when an epilogue was fused.
+  bool fuse(MatmulOp mm) {
+    Value x = mm.getLhs(), w = mm.getRhs();
+    int64_t n = mm.getType().getShape().back();
+    Value cur = mm.getResult(), bias, residual;
+    SmallVector<Operation *> absorbed;
+    std::string activation = "none";
+    // bias: add of a [N] vector
+    if (auto add = dyn_cast_or_null<AddOp>(soleUser(cur))) {
+      Value b = otherOperand(add, cur);
+      auto bt = cast<RankedTensorType>(b.getType());
+      if (bt.getRank() == 1 && bt.getDimSize(0) == n && add.getType() == cur.getType()) {
+        bias = b;
+        absorbed.push_back(add);
+        cur = add.getResult();
+      }
+    }
+    // activation
+    if (Operation *user = soleUser(cur)) {
+      if (isa<ReluOp>(user))
+        activation = "relu";
+      else if (auto g = dyn_cast<GeluOp>(user))
+        activation = g.getApproximate() == "tanh" ? "gelu_tanh" : "gelu";
+      if (activation != "none") {
+        absorbed.push_back(user);
+        cur = user->getResult(0);
+      }
+    }
+    // residual: an add whose result no layer norm consumes
+    if (auto add = dyn_cast_or_null<AddOp>(soleUser(cur))) {
+      Value r = otherOperand(add, cur);
+      if (add.getType() == cur.getType() && r != cur && !feedsLayerNorm(add.getResult())) {
+        residual = r;
+        absorbed.push_back(add);
+        cur = add.getResult();
+      }
+    }
+    Operation *last = absorbed.empty() ? mm.getOperation() : absorbed.back();
+    // The residual may be defined after the matmul: build at the last op.
+    OpBuilder b(last);
+    SmallVector<Location> locs = {mm.getLoc()};
+    for (Operation *op : absorbed)
+      locs.push_back(op->getLoc());
+    auto linear = LinearOp::create(b, b.getFusedLoc(locs), cur.getType(), x, w, bias, residual,
+                                   mm.getTransposeRhs() ? b.getUnitAttr() : UnitAttr(),
+                                   b.getStringAttr(activation));
+    cur.replaceAllUsesWith(linear.getResult());
+    for (Operation *op : llvm::reverse(absorbed))
+      op->erase();
+    mm.erase();
+    return !absorbed.empty();
+  }
+
+  void runOnOperation() override {
+    FusionRecorder recorder{"linear_epilogue", report, remarks};
+    SmallVector<MatmulOp> candidates;
+    getOperation().walk([&](MatmulOp mm) {
+      if (mm.getRhs().getType().getRank() == 2 && !mm.getTransposeLhs())
+        candidates.push_back(mm);
+    });
+    for (MatmulOp mm : candidates) {
+      Location loc = mm.getLoc();
+      if (fuse(mm))
+        recorder.fused(loc);
+      else
+        recorder.missed(loc, "no bias, activation or residual add follows the matmul "
+                             "(it runs as a plain linear)");
+    }
+  }
+
+  FusionReport *report = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mlir::transfuse::createFuseLinearEpiloguePass(FusionReport *report) {
+  return std::make_unique<FuseLinearEpiloguePass>(report);
+}

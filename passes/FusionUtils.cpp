@@ -1,0 +1,180 @@
+//===- FusionUtils.cpp - constants, dimension equality, recording ---------===//
+
+#include "passes/FusionUtils.h"
+
+#include "ir/TransfuseDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+std::optional<double> mlir::transfuse::constantScalar(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  if (!constant)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
+  if (!dense || dense.getNumElements() != 1)
+    return std::nullopt;
+  return (*dense.getValues<APFloat>().begin()).convertToDouble();
+}
+
+static bool isDynamic(Value v, int64_t axis) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.isDynamicDim(axis);
+}
+
+std::optional<DimEquality::Origin> DimEquality::indexOrigin(Value size) {
+  if (auto dim = size.getDefiningOp<DimOp>()) {
+    int64_t rank = dim.getInput().getType().getRank();
+    int64_t axis = (int64_t)dim.getAxis() < 0 ? (int64_t)dim.getAxis() + rank : dim.getAxis();
+    if (!isDynamic(dim.getInput(), axis))
+      return std::nullopt;
+    return origin(dim.getInput(), axis);
+  }
+  return std::nullopt;
+}
+
+std::optional<DimEquality::Origin> DimEquality::broadcastOrigin(ValueRange operands,
+                                                                int64_t axis, int64_t rank) {
+  std::optional<Origin> found;
+  for (Value operand : operands) {
+    auto t = dyn_cast<RankedTensorType>(operand.getType());
+    if (!t)
+      continue;
+    int64_t a = axis - (rank - t.getRank());
+    if (a < 0 || !t.isDynamicDim(a))
+      continue; // absent or static (1 broadcasts; N would have made the result static)
+    std::optional<Origin> o = origin(operand, a);
+    if (!o || (found && *found != *o))
+      return std::nullopt; // two dynamic sizes we cannot prove equal (one may be 1)
+    found = o;
+  }
+  return found;
+}
+
+std::optional<DimEquality::Origin> DimEquality::origin(Value v, int64_t axis) {
+  auto key = std::make_pair(v, axis);
+  if (auto it = memo.find(key); it != memo.end())
+    return it->second;
+  std::optional<Origin> result;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    // The batch contract (docs/ir.md): every dynamic dimension 0 of an entry
+    // point's arguments has one size, checked when a call starts.
+    Block *block = arg.getOwner();
+    if (axis == 0 && block->isEntryBlock() && isa<func::FuncOp>(block->getParentOp())) {
+      for (BlockArgument first : block->getArguments())
+        if (auto t = dyn_cast<RankedTensorType>(first.getType());
+            t && t.getRank() > 0 && t.isDynamicDim(0)) {
+          result = Origin{first, 0};
+          break;
+        }
+    } else {
+      result = Origin{v, axis};
+    }
+  } else {
+    Operation *op = v.getDefiningOp();
+    int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+    result = llvm::TypeSwitch<Operation *, std::optional<Origin>>(op)
+        .Case([&](TransposeOp t) { return origin(t.getInput(), t.getPermutation()[axis]); })
+        .Case([&](ReshapeOp r) -> std::optional<Origin> {
+          // The k-th dynamic dimension of the result is the k-th of the input.
+          auto out = r.getType(), in = r.getInput().getType();
+          int64_t k = 0;
+          for (int64_t d = 0; d < axis; ++d)
+            k += out.isDynamicDim(d);
+          for (int64_t d = 0; d < in.getRank(); ++d)
+            if (in.isDynamicDim(d) && k-- == 0)
+              return origin(r.getInput(), d);
+          return std::nullopt;
+        })
+        .Case<ReluOp, ExpOp, TanhOp, GeluOp, ScaleOp, SoftmaxOp, DropoutOp, LayerNormOp>(
+            [&](auto o) { return origin(o.getInput(), axis); })
+        .Case([&](AddLayerNormOp o) { return origin(o.getInput(), axis); })
+        .Case<AddOp, SubOp, MulOp, DivOp, SelectOp, FusedElementwiseOp>(
+            [&](Operation *o) { return broadcastOrigin(o->getOperands(), axis, rank); })
+        .Case([&](MatmulOp m) -> std::optional<Origin> {
+          int64_t lr = m.getLhs().getType().getRank(), rr = m.getRhs().getType().getRank();
+          if (axis < rank - 2) {
+            // Batch dimensions broadcast like elementwise operands.
+            std::optional<Origin> found;
+            for (auto [operand, r] : {std::pair{m.getLhs(), lr}, std::pair{m.getRhs(), rr}}) {
+              int64_t a = axis - (rank - r);
+              if (a < 0 || !isDynamic(operand, a))
+                continue;
+              std::optional<Origin> o = origin(operand, a);
+              if (!o || (found && *found != *o))
+                return std::nullopt;
+              found = o;
+            }
+            return found;
+          }
+          if (axis == rank - 2)
+            return origin(m.getLhs(), m.getTransposeLhs() ? lr - 1 : lr - 2);
+          return origin(m.getRhs(), m.getTransposeRhs() ? rr - 2 : rr - 1);
+        })
+        .Case([&](LinearOp l) -> std::optional<Origin> {
+          if (axis == rank - 1)
+            return std::nullopt;
+          return origin(l.getInput(), axis);
+        })
+        .Case([&](AttentionOp a) -> std::optional<Origin> {
+          return axis < 3 ? origin(a.getQuery(), axis) : std::nullopt;
+        })
+        .Case([&](GatherOp g) -> std::optional<Origin> {
+          if (axis < g.getIds().getType().getRank())
+            return origin(g.getIds(), axis);
+          return std::nullopt;
+        })
+        .Case([&](SliceOp s) -> std::optional<Origin> {
+          int64_t sliced = (int64_t)s.getAxis() < 0 ? (int64_t)s.getAxis() + rank : s.getAxis();
+          if (axis == sliced)
+            return s.getLength() ? indexOrigin(s.getLength()) : std::nullopt;
+          return origin(s.getInput(), axis);
+        })
+        .Case([&](SplitOp s) -> std::optional<Origin> { return origin(s.getInput(), axis); })
+        .Case([&](KeyPaddingMaskOp k) { return origin(k.getTokens(), axis); })
+        .Case([&](CausalMaskOp c) {
+          return indexOrigin(axis == 0 ? c.getQueryLen() : c.getKeyLen());
+        })
+        .Case([&](PositionalEncodingOp p) -> std::optional<Origin> {
+          return axis == 0 ? indexOrigin(p.getLength()) : std::nullopt;
+        })
+        .Default([](Operation *) { return std::nullopt; });
+  }
+  memo[key] = result;
+  return result;
+}
+
+bool DimEquality::equal(Value x, int64_t a, Value y, int64_t b) {
+  auto tx = cast<RankedTensorType>(x.getType()), ty = cast<RankedTensorType>(y.getType());
+  if (!tx.isDynamicDim(a) || !ty.isDynamicDim(b))
+    return !tx.isDynamicDim(a) && !ty.isDynamicDim(b) && tx.getDimSize(a) == ty.getDimSize(b);
+  std::optional<Origin> ox = origin(x, a), oy = origin(y, b);
+  return ox && oy && *ox == *oy;
+}
+
+bool DimEquality::equalsIndex(Value size, Value x, int64_t a) {
+  auto tx = cast<RankedTensorType>(x.getType());
+  if (!tx.isDynamicDim(a))
+    return false; // a static size is never given as an index here
+  std::optional<Origin> os = indexOrigin(size), ox = origin(x, a);
+  return os && ox && *os == *ox;
+}
+
+void FusionRecorder::fused(Location loc) const {
+  if (report)
+    report->fused(fusion);
+  if (remarks)
+    emitRemark(loc) << fusion << ": fused";
+}
+
+void FusionRecorder::missed(Location loc, const llvm::Twine &reason) const {
+  if (report)
+    report->missed(fusion, loc, reason.str());
+  if (remarks)
+    emitRemark(loc) << fusion << ": not fused: " << reason;
+}

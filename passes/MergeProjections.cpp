@@ -1,0 +1,175 @@
+//===- MergeProjections.cpp - --transfuse-merge-projections ---------------===//
+//
+// Plain projections of one input (x·Wᵢ [+ bᵢ], as matmul [+ add] or as a
+// linear without activation or residual) become one projection by the
+// concatenated weight, followed by a split: one GEMM with a wide N instead of
+// several narrow ones. Q/K/V of self-attention merge this way, and so do the
+// K/V projections of the encoder memory (across all decoder layers).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PassDetail.h"
+
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <map>
+
+namespace mlir::transfuse {
+#define GEN_PASS_DEF_TRANSFUSEMERGEPROJECTIONS
+#include "passes/Passes.h.inc"
+} // namespace mlir::transfuse
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+namespace {
+
+struct Projection {
+  Operation *op;      // the matmul or linear
+  Operation *biasAdd; // the matmul's bias add, if any
+  Value weight, bias, result;
+  int64_t n;
+};
+
+/// Recognizes a plain projection rooted at `op`.
+std::optional<Projection> asProjection(Operation *op) {
+  if (auto mm = dyn_cast<MatmulOp>(op)) {
+    if (mm.getRhs().getType().getRank() != 2 || mm.getTransposeLhs())
+      return std::nullopt;
+    Projection p{op, nullptr, mm.getRhs(), Value(), mm.getResult(),
+                 mm.getType().getShape().back()};
+    if (mm.getResult().hasOneUse())
+      if (auto add = dyn_cast<AddOp>(*mm.getResult().getUsers().begin())) {
+        Value b = add.getLhs() == mm.getResult() ? add.getRhs() : add.getLhs();
+        auto bt = cast<RankedTensorType>(b.getType());
+        if (bt.getRank() == 1 && bt.getDimSize(0) == p.n && add.getType() == mm.getType()) {
+          p.biasAdd = add;
+          p.bias = b;
+          p.result = add.getResult();
+        }
+      }
+    return p;
+  }
+  if (auto l = dyn_cast<LinearOp>(op)) {
+    if (l.getActivation() != "none" || l.getResidual())
+      return std::nullopt;
+    return Projection{op, nullptr, l.getWeight(), l.getBias(), l.getResult(),
+                      l.getType().getShape().back()};
+  }
+  return std::nullopt;
+}
+
+/// Makes `v` available before `point`: true when it already is, or when its
+/// computation is pure and can move there (weights sliced from a packed
+/// parameter are computed where each layer starts).
+bool hoistBefore(Value v, Operation *point) {
+  if (isa<BlockArgument>(v))
+    return true;
+  Operation *def = v.getDefiningOp();
+  if (def->getBlock() != point->getBlock())
+    return false;
+  if (def->isBeforeInBlock(point))
+    return true;
+  if (!isPure(def) || def->getNumRegions() != 0)
+    return false;
+  for (Value operand : def->getOperands())
+    if (!hoistBefore(operand, point))
+      return false;
+  def->moveBefore(point);
+  return true;
+}
+
+struct MergeProjectionsPass : mlir::transfuse::impl::TransfuseMergeProjectionsBase<MergeProjectionsPass> {
+  using Base::Base;
+  explicit MergeProjectionsPass(FusionReport *report) : report(report) {}
+
+  /// Group key: the input, the weight layout, linear vs matmul, bias presence.
+  using Key = std::tuple<void *, bool, bool, bool>;
+
+  void merge(ArrayRef<Projection> group, const FusionRecorder &recorder) {
+    Operation *first = group.front().op;
+    for (const Projection &p : group)
+      if (p.op->isBeforeInBlock(first))
+        first = p.op;
+    for (const Projection &p : group)
+      if (!hoistBefore(p.weight, first) || (p.bias && !hoistBefore(p.bias, first))) {
+        recorder.missed(p.op->getLoc(), "its weight or bias depends on values computed after "
+                                        "the other projections of the same input start");
+        return;
+      }
+    OpBuilder b(first);
+    SmallVector<Location> locs;
+    SmallVector<Value> weights, biases;
+    SmallVector<int64_t> sizes;
+    for (const Projection &p : group) {
+      locs.push_back(p.op->getLoc());
+      weights.push_back(p.weight);
+      if (p.bias)
+        biases.push_back(p.bias);
+      sizes.push_back(p.n);
+    }
+    Location loc = b.getFusedLoc(locs);
+    bool isLinear = isa<LinearOp>(first);
+    bool transposed = isLinear ? cast<LinearOp>(first).getTransposeWeight()
+                               : cast<MatmulOp>(first).getTransposeRhs();
+    Value x = first->getOperand(0);
+    // Weights are [N, K] when transposed (concatenate rows), else [K, N].
+    Value w = ConcatOp::create(b, loc, weights, transposed ? 0 : 1);
+    Value bias = biases.empty() ? Value() : ConcatOp::create(b, loc, biases, 0).getResult();
+    Value y;
+    if (isLinear) {
+      auto xt = cast<RankedTensorType>(x.getType());
+      SmallVector<int64_t> shape(xt.getShape().drop_back());
+      int64_t total = 0;
+      for (int64_t s : sizes)
+        total += s;
+      shape.push_back(total);
+      y = LinearOp::create(b, loc, RankedTensorType::get(shape, xt.getElementType()), x, w,
+                           bias, Value(), transposed ? b.getUnitAttr() : UnitAttr(),
+                           b.getStringAttr("none"));
+    } else {
+      y = MatmulOp::create(b, loc, x, w, false, transposed);
+      if (bias)
+        y = AddOp::create(b, loc, y, bias);
+    }
+    int64_t axis = cast<RankedTensorType>(y.getType()).getRank() - 1;
+    auto split = SplitOp::create(b, loc, y, axis, sizes);
+    for (auto [p, part] : llvm::zip(group, split.getResults())) {
+      Value(p.result).replaceAllUsesWith(part);
+      if (p.biasAdd)
+        p.biasAdd->erase();
+      p.op->erase();
+    }
+    recorder.fused(loc);
+  }
+
+  void runOnOperation() override {
+    FusionRecorder recorder{"projections", report, remarks};
+    std::map<Key, SmallVector<Projection>> groups;
+    SmallVector<Key> order;
+    getOperation().walk([&](Operation *op) {
+      std::optional<Projection> p = asProjection(op);
+      if (!p)
+        return;
+      bool transposed = isa<LinearOp>(op) ? cast<LinearOp>(op).getTransposeWeight()
+                                          : cast<MatmulOp>(op).getTransposeRhs();
+      Key key{op->getOperand(0).getAsOpaquePointer(), transposed, isa<LinearOp>(op),
+              static_cast<bool>(p->bias)};
+      auto &group = groups[key];
+      if (group.empty())
+        order.push_back(key);
+      group.push_back(*p);
+    });
+    for (const Key &key : order)
+      if (groups[key].size() > 1)
+        merge(groups[key], recorder);
+  }
+
+  FusionReport *report = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mlir::transfuse::createMergeProjectionsPass(FusionReport *report) {
+  return std::make_unique<MergeProjectionsPass>(report);
+}

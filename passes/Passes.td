@@ -1,0 +1,107 @@
+//===- Passes.td - transfuse passes ----------------------------*- tablegen -*-===//
+//
+// One pass, one file (passes/<Name>.cpp). Each fusion pass records what it
+// fused and why the rest did not into a FusionReport (the driver's --report),
+// or, with `remarks=true`, as remarks on the ops (lit tests use that).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_PASSES_TD
+#define TRANSFUSE_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+class FusionPass<string name, string summaryText>
+    : Pass<name, "mlir::ModuleOp"> {
+  let summary = summaryText;
+  let dependentDialects = ["mlir::transfuse::TransfuseDialect"];
+  let options = [
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark for every fused site and every candidate left alone">
+  ];
+}
+
+def TransfuseFuseAttention
+    : FusionPass<"transfuse-fuse-attention",
+                 "Fuse Q·Kᵀ scaling, masks, softmax (and dropout) and ·V into transfuse.attention"> {
+  let description = [{
+    Matches softmax(mask(scale·(Q·Kᵀ) + bias))·V, whatever way a graph writes
+    it: the scale as `scale`, `mul` or `div` by a constant, before or after
+    the matmul; masks by `select(keep, s, -inf)` or an additive `add`; Kᵀ as a
+    transpose flag or a permute (composed exactly, never assumed); dropout
+    after the softmax. Causal masks become `causal` and [B,1,1,Sk] masks
+    `key_padding` only when their sizes are proven to be Sq and Sk.
+
+    Before:
+      %s = transfuse.matmul %q, %k {transpose_rhs = true} ...
+      %t = transfuse.scale %s {factor = 0.125 : f64} ...
+      %m = transfuse.select %keep, %t, %ninf ...
+      %p = transfuse.softmax %m {axis = 3 : i64} ...
+      %o = transfuse.matmul %p, %v ...
+    After:
+      %o = transfuse.attention %q, %k, %v key_padding %kp {scale = 1.250000e-01 : f64} ...
+
+    Refused, with the reason in the report: softmax over another axis, a
+    non-constant scale, a mask that does not broadcast to the scores, a V
+    whose length is not provably K's, an intermediate with a second use.
+  }];
+}
+
+def TransfuseFuseAddLayerNorm
+    : FusionPass<"transfuse-fuse-add-layer-norm",
+                 "Fuse a residual add and the layer norm it feeds into transfuse.add_layer_norm"> {
+  let description = [{
+    Before:
+      %s = transfuse.add %x, %r ...
+      %y = transfuse.layer_norm %s, %g, %b {axis = 2 : i64, epsilon = ...} ...
+    After:
+      %y, %s = transfuse.add_layer_norm %x, %r, %g, %b {epsilon = ...} ...
+    The sum result replaces the add's other uses (the pre-LN residual stream).
+  }];
+}
+
+def TransfuseFuseLinearEpilogue
+    : FusionPass<"transfuse-fuse-linear-epilogue",
+                 "Turn matmuls by a weight into transfuse.linear with bias, activation and residual epilogues"> {
+  let description = [{
+    Before:
+      %y = transfuse.matmul %x, %w {transpose_rhs = true} ...
+      %z = transfuse.add %y, %b ...      // b: [N]
+      %a = transfuse.relu %z ...
+    After:
+      %a = transfuse.linear %x, %w bias %b {activation = "relu", transpose_weight} ...
+    A residual add is taken only when no layer norm consumes it: such an add
+    belongs to add_layer_norm, whatever order the passes run in.
+  }];
+}
+
+def TransfuseMergeProjections
+    : FusionPass<"transfuse-merge-projections",
+                 "Merge projections of one input (Q/K/V; cross-attention K/V) into one matmul"> {
+  let description = [{
+    Before:
+      %q = matmul(%x, %wq) + %bq;  %k = matmul(%x, %wk) + %bk;  %v = ...
+    After:
+      %w = transfuse.concat %wq, %wk, %wv ...;  %b = transfuse.concat ...
+      %qkv = matmul(%x, %w) + %b
+      %q, %k, %v = transfuse.split %qkv {axis = -1} ...
+    Every plain projection (no activation or residual) of the same input with
+    the same layout and bias presence joins one group; the encoder memory's
+    K/V projections of all decoder layers therefore become one matmul.
+  }];
+}
+
+def TransfuseFuseElementwise
+    : FusionPass<"transfuse-fuse-elementwise",
+                 "Fuse chains of elementwise ops into transfuse.fused_elementwise"> {
+  let description = [{
+    Groups a chain of same-shape elementwise ops whose intermediates have one
+    use (and scalar constants) into one region computed in one loop.
+    Before:
+      %a = transfuse.scale %e {factor = 22.6 : f64} ...
+      %b = transfuse.add %a, %pe ...
+    After:
+      %b = transfuse.fused_elementwise %e, %pe ... { scale; add; yield }
+  }];
+}
+
+#endif // TRANSFUSE_PASSES_TD

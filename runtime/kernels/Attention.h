@@ -1,0 +1,104 @@
+// Scaled dot-product attention, fp32:
+//
+//   O[b,h,i,:] = Σ_j softmax_j(scale · Q[b,h,i,:]·K[b,h,j,:] + mask(b,h,i,j)) · V[b,h,j,:]
+//
+// for Q [B,H,Sq,D], K and V [B,H,Sk,D], O [B,H,Sq,D]; self (Sq == Sk) or cross
+// attention (Sq != Sk). D (head_dim) is 1..256; 64 and 128 are the tuned cases.
+//
+// Layout: the last dimension (D) is contiguous; batch, head and row strides
+// are given in elements per tensor (AttentionTensor), so both the dense
+// [B,H,S,D] layout (the default: strides H·S·D, S·D, D) and the projection
+// layout [B,S,H,D] (strides S·H·D, D, H·D, no transpose needed after a fused QKV
+// GEMM) are accepted. Pointers need no alignment; O must not overlap Q, K, V.
+//
+// Masks (any combination):
+//   causal       bottom-right aligned: query i sees keys j <= i + Sk - Sq (the
+//                decode step of a KV cache sees everything);
+//   keyLengths   [B] int32: keys j >= keyLengths[b] are masked (key padding);
+//   keyMask      [B, Sk] uint8: keyMask[b·Sk + j] == 0 masks key j;
+//   additive     float, added to the scaled scores: mask(b,h,i,j) =
+//                additive[b·sB + h·sH + i·sQ + j] (strides 0 broadcast: [Sq,Sk]
+//                is sB = sH = 0, sQ = Sk); -inf masks.
+// A query row whose keys are all masked yields exactly 0 (never NaN).
+//
+// attention() is the fused, flash-attention-style kernel: per (b, h, tile of
+// 2 vectors of queries: 32 on AVX-512) it streams K and V in tiles of 32 keys
+// with an online softmax, so the Sq×Sk scores are never materialized; causal
+// key tiles wholly above the diagonal are skipped. Queries live in vector
+// lanes (Qᵀ and Oᵀ tiles), so the softmax needs no horizontal reductions.
+// Tasks (b, h, query tile) run on the thread pool; each writes disjoint rows
+// of O, so threaded results equal single-threaded ones bit for bit.
+//
+// attentionUnfused() is the reference composition the fusion replaces:
+// S = scale·Q·Kᵀ, masked row softmax, O = P·V, materializing S [Sq,Sk] per
+// (b, h), for comparison in tests and benchmarks.
+#ifndef TRANSFUSE_RUNTIME_KERNELS_ATTENTION_H
+#define TRANSFUSE_RUNTIME_KERNELS_ATTENTION_H
+
+#include "runtime/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace transfuse::rt {
+class ThreadPool;
+}
+
+namespace transfuse::kernels {
+
+// One of Q, K, V, O: element (b, h, s, d) at data[b·batchStride + h·headStride
+// + s·rowStride + d]. A zero stride triple means dense [B,H,S,D].
+struct AttentionTensor {
+  const float* data = nullptr;
+  size_t batchStride = 0, headStride = 0, rowStride = 0;
+};
+
+struct AttentionArgs {
+  size_t batch = 1, heads = 1, seqQ = 0, seqK = 0, headDim = 0;
+  AttentionTensor q, k, v;
+  float* out = nullptr;
+  size_t outBatchStride = 0, outHeadStride = 0, outRowStride = 0;  // 0: dense
+  float scale = 1.0f;  // usually 1/√headDim
+  bool causal = false;
+  const int32_t* keyLengths = nullptr;  // [B] or null
+  const uint8_t* keyMask = nullptr;     // [B, Sk] or null
+  const float* additive = nullptr;      // see the file comment
+  size_t additiveBatchStride = 0, additiveHeadStride = 0, additiveRowStride = 0;
+};
+
+// Fused attention. Errors: headDim outside 1..256, a missing tensor.
+rt::Status attention(const AttentionArgs& args, rt::ThreadPool* pool = nullptr);
+
+// Unfused attention (S materialized), same contract.
+rt::Status attentionUnfused(const AttentionArgs& args, rt::ThreadPool* pool = nullptr);
+
+// For `transfuse bench attention` (the driver prints; this only measures):
+// times attention on random data with the given shape and reports GFLOP/s
+// counted as 4·B·H·Sq·Sk·D (halved when causal), and the FMA peak measured in
+// the same run when the probe is available.
+struct AttentionBenchOptions {
+  size_t batch = 1, heads = 8, seq = 512, kvSeq = 0 /* 0: seq */, headDim = 64;
+  bool causal = false;
+  bool unfused = false;
+  int threads = 1;
+  double minSeconds = 0.5;  // measure at least this long (after one warm-up)
+};
+struct AttentionBenchResult {
+  AttentionBenchOptions options;
+  double seconds = 0;       // median time of one call
+  double flops = 0;         // counted flops of one call
+  double gflops = 0;
+  double peakGflops = 0;    // FMA peak for `threads` threads; 0 if not measured
+  double fractionOfPeak = 0;
+  int iterations = 0;
+  std::string target;       // Highway target used
+  rt::Status status;        // an error (bad options) leaves the figures 0
+};
+AttentionBenchResult runAttentionBench(const AttentionBenchOptions& options);
+// One JSON object: {"kernel":"attention", ..., "gflops":..., ...}.
+std::string attentionBenchToJson(const AttentionBenchResult& result);
+
+}  // namespace transfuse::kernels
+
+#endif  // TRANSFUSE_RUNTIME_KERNELS_ATTENTION_H

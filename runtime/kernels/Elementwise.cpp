@@ -1,0 +1,274 @@
+// Elementwise.h: activations, embedding, argmax, top-k. Per-target code lives
+// in this file (compiled once per target by foreach_target.h), built from the
+// generic maps of elementwise-inl.h.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/kernels/Elementwise.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include "runtime/kernels/elementwise-inl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+HWY_BEFORE_NAMESPACE();
+namespace transfuse::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+HWY_NOINLINE void GeluSpan(const float* x, float* y, size_t n) {
+  MapUnary(x, y, n, [](auto d, auto v) { return GeluErf(d, v); });
+}
+HWY_NOINLINE void GeluTanhSpan(const float* x, float* y, size_t n) {
+  MapUnary(x, y, n, [](auto d, auto v) { return GeluTanh(d, v); });
+}
+HWY_NOINLINE void ReluSpan(const float* x, float* y, size_t n) {
+  MapUnary(x, y, n, [](auto d, auto v) { return Relu(d, v); });
+}
+HWY_NOINLINE void ErfSpan(const float* x, float* y, size_t n) {
+  MapUnary(x, y, n, [](auto d, auto v) { return Erf(d, v); });
+}
+
+// out = row · scale (+ pe when pe is non-null).
+HWY_NOINLINE void ScaleAddRow(const float* row, float scale, const float* pe, float* out,
+                              size_t n) {
+  if (pe) {
+    MapBinary(row, pe, out, n, [scale](auto d, auto a, auto b) {
+      return hn::MulAdd(a, hn::Set(d, scale), b);
+    });
+  } else {
+    MapUnary(row, out, n, [scale](auto d, auto a) { return hn::Mul(a, hn::Set(d, scale)); });
+  }
+}
+
+// pe[2i] = sin(angle[i]), pe[2i+1] = cos(angle[i]) for i < half, with
+// angle[] already reduced to [-π, π] (Highway's Sin/Cos are accurate there);
+// an odd dim's last element is the sine of angle[half].
+HWY_NOINLINE void SinCosInterleave(const float* angle, size_t dim, float* pe) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const size_t pairs = (dim + 1) / 2;
+  HWY_ALIGN float s[64], c[64];
+  for (size_t i0 = 0; i0 < pairs; i0 += 64) {
+    const size_t m = std::min<size_t>(64, pairs - i0);
+    for (size_t i = 0; i < m; i += N) {
+      const auto a = (i + N <= m) ? hn::LoadU(d, angle + i0 + i)
+                                  : LoadTail(d, angle + i0 + i, m - i, 0.0f);
+      hn::Store(hn::Sin(d, a), d, s + i);
+      hn::Store(hn::Cos(d, a), d, c + i);
+    }
+    for (size_t i = 0; i < m; ++i) {
+      const size_t j = 2 * (i0 + i);
+      pe[j] = s[i];
+      if (j + 1 < dim) pe[j + 1] = c[i];
+    }
+  }
+}
+
+HWY_NOINLINE void ArgmaxRows(const float* logits, size_t width, int32_t* out, size_t r0,
+                             size_t r1) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  for (size_t r = r0; r < r1; ++r) {
+    const float* x = logits + r * width;
+    auto m0 = hn::Set(d, kNegInf), m1 = m0;
+    size_t i = 0;
+    for (; i + 2 * N <= width; i += 2 * N) {
+      m0 = hn::Max(m0, hn::LoadU(d, x + i));
+      m1 = hn::Max(m1, hn::LoadU(d, x + i + N));
+    }
+    for (; i + N <= width; i += N) m0 = hn::Max(m0, hn::LoadU(d, x + i));
+    if (i < width) m1 = hn::Max(m1, LoadTail(d, x + i, width - i, kNegInf));
+    const float mx = ReduceMaxF(d, hn::Max(m0, m1));
+    // The first index holding the maximum.
+    int32_t best = 0;
+    const auto vm = hn::Set(d, mx);
+    for (i = 0; i + N <= width; i += N) {
+      const intptr_t k = hn::FindFirstTrue(d, hn::Eq(hn::LoadU(d, x + i), vm));
+      if (k >= 0) break;
+    }
+    for (; i < width; ++i)
+      if (x[i] == mx) {
+        best = static_cast<int32_t>(i);
+        break;
+      }
+    out[r] = best;
+  }
+}
+
+// Any lane of x[i..i+N) greater than t?
+HWY_INLINE bool AnyGreater(const float* x, float t) {
+  const hn::ScalableTag<float> d;
+  return !hn::AllFalse(d, hn::Gt(hn::LoadU(d, x), hn::Set(d, t)));
+}
+
+HWY_NOINLINE void TopKRows(const float* logits, size_t width, size_t k, float* values,
+                           int32_t* indices, size_t r0, size_t r1) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  // A min-heap of the k best so far, worst on top. "a worse than b" means a
+  // lower value, or an equal value with a higher index. Scanning in index
+  // order, a later element equal to the worst is worse, so only x > worst
+  // enters once the heap is full; whole vectors with no such lane are skipped.
+  std::vector<std::pair<float, int32_t>> heap;
+  heap.reserve(k);
+  auto worse = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return a.first < b.first || (a.first == b.first && a.second > b.second);
+  };
+  auto cmp = [&](const auto& a, const auto& b) { return worse(b, a); };  // worst on top
+  for (size_t r = r0; r < r1; ++r) {
+    const float* x = logits + r * width;
+    heap.clear();
+    size_t i = 0;
+    for (; i < width && heap.size() < k; ++i) {
+      heap.emplace_back(x[i], static_cast<int32_t>(i));
+      std::push_heap(heap.begin(), heap.end(), cmp);
+    }
+    while (i < width) {
+      if (i + N <= width && !AnyGreater(x + i, heap.front().first)) {
+        i += N;
+        continue;
+      }
+      const size_t end = std::min(width, i + N);
+      for (; i < end; ++i) {
+        if (x[i] > heap.front().first) {
+          std::pop_heap(heap.begin(), heap.end(), cmp);
+          heap.back() = {x[i], static_cast<int32_t>(i)};
+          std::push_heap(heap.begin(), heap.end(), cmp);
+        }
+      }
+    }
+    std::sort(heap.begin(), heap.end(), cmp);  // best first
+    for (size_t j = 0; j < k; ++j) {
+      values[r * k + j] = heap[j].first;
+      indices[r * k + j] = heap[j].second;
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace transfuse::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/Parallel.h"
+
+#include <string>
+#include <vector>
+
+namespace transfuse::kernels {
+
+HWY_EXPORT(GeluSpan);
+HWY_EXPORT(GeluTanhSpan);
+HWY_EXPORT(ReluSpan);
+HWY_EXPORT(ErfSpan);
+HWY_EXPORT(ScaleAddRow);
+HWY_EXPORT(SinCosInterleave);
+HWY_EXPORT(ArgmaxRows);
+HWY_EXPORT(TopKRows);
+
+namespace {
+constexpr size_t kMapGrain = 16384;  // elements per task
+
+template <class Fn>
+void mapParallel(Fn* fn, const float* x, float* y, size_t n, rt::ThreadPool* pool) {
+  parallelFor(pool, n, kMapGrain, [&](size_t b, size_t e) { fn(x + b, y + b, e - b); });
+}
+}  // namespace
+
+void gelu(const float* x, float* y, size_t n, rt::ThreadPool* pool) {
+  mapParallel(HWY_DYNAMIC_DISPATCH(GeluSpan), x, y, n, pool);
+}
+void geluTanh(const float* x, float* y, size_t n, rt::ThreadPool* pool) {
+  mapParallel(HWY_DYNAMIC_DISPATCH(GeluTanhSpan), x, y, n, pool);
+}
+void relu(const float* x, float* y, size_t n, rt::ThreadPool* pool) {
+  mapParallel(HWY_DYNAMIC_DISPATCH(ReluSpan), x, y, n, pool);
+}
+void erf(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(ErfSpan)(x, y, n); }
+
+rt::Status embedding(const EmbeddingArgs& a, float* out, rt::ThreadPool* pool) {
+  const size_t tokens = a.batch * a.seq;
+  for (size_t t = 0; t < tokens; ++t) {
+    const int32_t id = a.ids[t];
+    if (id < 0 || static_cast<size_t>(id) >= a.vocab)
+      return rt::Status::error("token id " + std::to_string(id) + " at (batch " +
+                               std::to_string(t / a.seq) + ", position " +
+                               std::to_string(t % a.seq) + ") is out of range [0, " +
+                               std::to_string(a.vocab) + ")");
+  }
+  if (a.positional == Positional::kLearned && a.seq > 0 &&
+      a.positionOffset + a.seq > a.learnedRows)
+    return rt::Status::error("position " + std::to_string(a.positionOffset + a.seq - 1) +
+                             " is past the learned positional table's " +
+                             std::to_string(a.learnedRows) + " rows");
+  if (tokens == 0 || a.dim == 0) return rt::Status::ok();
+  const size_t dim = a.dim, pairs = (dim + 1) / 2;
+  // Inverse frequencies 10000^(-2i/dim), in double.
+  std::vector<double> invFreq(pairs);
+  for (size_t i = 0; i < pairs; ++i)
+    invFreq[i] = std::pow(10000.0, -static_cast<double>(2 * i) / static_cast<double>(dim));
+  auto* scaleAdd = HWY_DYNAMIC_DISPATCH(ScaleAddRow);
+  auto* sinCos = HWY_DYNAMIC_DISPATCH(SinCosInterleave);
+  // Positions are shared by the batch: one task per position s, all b.
+  parallelFor(pool, a.seq, std::max<size_t>(1, 4096 / dim), [&](size_t s0, size_t s1) {
+    std::vector<float> pe, angle;
+    if (a.positional == Positional::kSinusoidal) {
+      pe.resize(dim);
+      angle.resize(pairs);
+    }
+    for (size_t s = s0; s < s1; ++s) {
+      const size_t pos = a.positionOffset + s;
+      const float* peRow = nullptr;
+      if (a.positional == Positional::kSinusoidal) {
+        const double twoPi = 6.283185307179586476925;
+        for (size_t i = 0; i < pairs; ++i) {
+          const double ang = static_cast<double>(pos) * invFreq[i];
+          angle[i] = static_cast<float>(ang - twoPi * std::nearbyint(ang / twoPi));
+        }
+        sinCos(angle.data(), dim, pe.data());
+        peRow = pe.data();
+      } else if (a.positional == Positional::kLearned) {
+        peRow = a.learned + pos * dim;
+      }
+      for (size_t b = 0; b < a.batch; ++b) {
+        const size_t t = b * a.seq + s;
+        scaleAdd(a.table + static_cast<size_t>(a.ids[t]) * dim, a.scale, peRow,
+                 out + t * dim, dim);
+      }
+    }
+  });
+  return rt::Status::ok();
+}
+
+void argmax(const float* logits, size_t rows, size_t width, int32_t* out,
+            rt::ThreadPool* pool) {
+  if (rows == 0) return;
+  auto* fn = HWY_DYNAMIC_DISPATCH(ArgmaxRows);
+  parallelFor(pool, rows, rowGrain(width),
+              [&](size_t r0, size_t r1) { fn(logits, width, out, r0, r1); });
+}
+
+rt::Status topK(const float* logits, size_t rows, size_t width, size_t k, float* values,
+                int32_t* indices, rt::ThreadPool* pool) {
+  if (k > width)
+    return rt::Status::error("top-k: k = " + std::to_string(k) + " exceeds the row width " +
+                             std::to_string(width));
+  if (rows == 0 || k == 0) return rt::Status::ok();
+  auto* fn = HWY_DYNAMIC_DISPATCH(TopKRows);
+  parallelFor(pool, rows, rowGrain(width), [&](size_t r0, size_t r1) {
+    fn(logits, width, k, values, indices, r0, r1);
+  });
+  return rt::Status::ok();
+}
+
+}  // namespace transfuse::kernels
+#endif  // HWY_ONCE

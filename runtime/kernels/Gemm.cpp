@@ -1,0 +1,104 @@
+// GEMM entry points (Gemm.h): dynamic dispatch to the per-target code of
+// gemm-inl.h, compiled once per Highway target through foreach_target.h.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/kernels/Gemm.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include "runtime/kernels/gemm-inl.h"
+
+#if HWY_ONCE
+#include <hwy/aligned_allocator.h>
+#include <hwy/targets.h>
+
+#include <cassert>
+#include <vector>
+
+namespace transfuse::kernels {
+
+HWY_EXPORT(GemmPanelWidth);
+HWY_EXPORT(GemmKernelShape);
+HWY_EXPORT(PackBInto);
+HWY_EXPORT(GemmPacked);
+
+void PackedB::Free::operator()(float* p) const { hwy::FreeAlignedBytes(p, nullptr, nullptr); }
+
+PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB) {
+  PackedB out;
+  size_t mr, nr, kc, mc;
+  int64_t target;
+  HWY_DYNAMIC_DISPATCH(GemmKernelShape)(&mr, &nr, &kc, &mc, &target);
+  out.k = K;
+  out.n = N;
+  out.nr = nr;
+  out.kc = kc;
+  out.npad = (N + nr - 1) / nr * nr;
+  const size_t count = K * out.npad;
+  if (count == 0) return out;
+  out.data.reset(static_cast<float*>(hwy::AllocateAlignedBytes(count * sizeof(float), nullptr, nullptr)));
+  HWY_DYNAMIC_DISPATCH(PackBInto)(B, ldb, transB, &out);
+  return out;
+}
+
+void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
+          const PackedB& B, float* C, size_t ldc, const GemmEpilogue& epilogue,
+          rt::ThreadPool* pool) {
+  assert(B.k == K && B.n == N);
+  if (M == 0 || N == 0) return;
+  size_t mr, nr, kc, mc;
+  int64_t target;
+  HWY_DYNAMIC_DISPATCH(GemmKernelShape)(&mr, &nr, &kc, &mc, &target);
+  if (K != 0 && (B.nr != nr || B.kc != kc)) {
+    // Packed on another target (tests switch targets): unpack and repack.
+    std::vector<float> dense(K * N);
+    for (size_t k0 = 0; k0 < K; k0 += B.kc) {
+      const size_t kb = std::min(B.kc, K - k0);
+      for (size_t j = 0; j < N; ++j) {
+        const float* panel = B.data.get() + k0 * B.npad + (j / B.nr) * kb * B.nr;
+        for (size_t k = 0; k < kb; ++k) dense[(k0 + k) * N + j] = panel[k * B.nr + j % B.nr];
+      }
+    }
+    PackedB again = packB(dense.data(), K, N, N, false);
+    HWY_DYNAMIC_DISPATCH(GemmPacked)(M, N, K, A, lda, transA, &again, C, ldc, &epilogue, pool);
+    return;
+  }
+  HWY_DYNAMIC_DISPATCH(GemmPacked)(M, N, K, A, lda, transA, &B, C, ldc, &epilogue, pool);
+}
+
+void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
+          const float* B, size_t ldb, bool transB, float* C, size_t ldc,
+          const GemmEpilogue& epilogue, rt::ThreadPool* pool) {
+  if (M == 0 || N == 0) return;
+  PackedB packed = packB(B, K, N, ldb, transB);
+  gemm(M, N, K, A, lda, transA, packed, C, ldc, epilogue, pool);
+}
+
+GemmKernelInfo gemmKernelInfo() {
+  GemmKernelInfo info;
+  int64_t target;
+  HWY_DYNAMIC_DISPATCH(GemmKernelShape)(&info.mr, &info.nr, &info.kc, &info.mc, &target);
+  info.target = hwy::TargetName(target);
+  return info;
+}
+
+const char* activationName(Activation a) {
+  switch (a) {
+    case Activation::kNone: return "none";
+    case Activation::kRelu: return "relu";
+    case Activation::kGelu: return "gelu";
+    case Activation::kGeluTanh: return "gelu_tanh";
+  }
+  return "none";
+}
+
+std::optional<Activation> parseActivation(const std::string& name) {
+  for (Activation a : {Activation::kNone, Activation::kRelu, Activation::kGelu,
+                       Activation::kGeluTanh})
+    if (name == activationName(a)) return a;
+  return std::nullopt;
+}
+
+}  // namespace transfuse::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,106 @@
+// fp32 GEMM with a fused epilogue:
+//
+//   C[M,N] = act(A[M,K] · B[K,N] + bias[N]) + residual[M,N]
+//
+// all row-major with leading dimensions (element strides between rows):
+//   A(i,k) = A[i·lda + k]            (transA = false, lda >= K)
+//   A(i,k) = A[k·lda + i]            (transA = true:  A is stored as Aᵀ [K,M], lda >= M)
+//   B(k,j) = B[k·ldb + j]            (transB = false, ldb >= N)
+//   B(k,j) = B[j·ldb + k]            (transB = true:  B is stored as Bᵀ [N,K], ldb >= K)
+//   C(i,j) = C[i·ldc + j], residual(i,j) = residual[i·ldr + j]   (ldc, ldr >= N)
+// bias and residual are optional (null); act is none, relu, gelu (exact, with
+// the erf of Erf-inl.h) or gelu_tanh. Pointers need no alignment.
+//
+// B is packed once (packB; weights are packed when a model loads) into panels of
+// NR columns (NR = two vectors of the best Highway target: 32 floats on AVX-512,
+// 16 on AVX2, 8 on SSE4), blocked along K in blocks of Kc = 256 rows: the panel
+// for k-block [k0, k0+kb) and columns [p·NR, p·NR+NR) is kb×NR floats, k-major,
+// at data[k0·Npad + p·kb·NR] (Npad = N rounded up to NR; padding columns are 0).
+//
+// Algorithm (Goto/BLIS): for each k-block, for each block of <= Mc = 512 rows,
+// A's block is packed (rows of Kc, a copy for row-major A); then for each B
+// panel of the thread's share (kept in L1: 256×32×4 = 32 KiB on AVX-512) the
+// register-blocked micro-kernel (MR×NR accumulators: 14×32 on AVX-512, i.e. 28
+// zmm registers; 6×16 on AVX2) runs over every A micro-panel (the A block
+// stays in L2: <= 512 KiB). Row blocks are split evenly into micro-panels of
+// <= MR rows (64 rows: 5 tiles of 13/13/13/13/12, not 14+14+14+14+8), so no
+// tile is mostly empty; the last panel's columns are stored with masked
+// stores. No scalar loops in the compute.
+//
+// Numerics: each C element is Σ_k over k-blocks in order, each block an FMA
+// chain in k order, the block sums added to C in k-block order; the epilogue
+// is applied once after the last block. The order depends on nothing but K, so
+// results are bitwise identical for every thread count and tiling.
+//
+// Threads: the output is split into (row range × panel range) rectangles, one
+// per thread of the pool (panels first, rows when there are too few panels).
+// The pool may be null (single-threaded on the caller).
+//
+// Restrictions: C must not overlap A, B, bias or residual (residual == C, an
+// in-place residual add, is NOT supported when K > 256: C holds partial sums).
+#ifndef TRANSFUSE_RUNTIME_KERNELS_GEMM_H
+#define TRANSFUSE_RUNTIME_KERNELS_GEMM_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace transfuse::rt {
+class ThreadPool;
+}
+
+namespace transfuse::kernels {
+
+enum class Activation { kNone, kRelu, kGelu, kGeluTanh };
+
+// What is applied as C is stored (see the file comment).
+struct GemmEpilogue {
+  const float* bias = nullptr;      // [N] or null
+  Activation activation = Activation::kNone;
+  const float* residual = nullptr;  // [M, ldr] or null; must not overlap C
+  size_t ldr = 0;                   // 0 means N
+};
+
+// B packed into panels (see the file comment for the layout). Movable.
+struct PackedB {
+  size_t k = 0, n = 0;  // logical B is [k, n]
+  size_t nr = 0;        // panel width (floats) of the target that packed it
+  size_t kc = 0;        // K block
+  size_t npad = 0;      // n rounded up to nr
+  struct Free {
+    void operator()(float* p) const;
+  };
+  std::unique_ptr<float[], Free> data;  // k·npad floats, 64-byte aligned
+};
+
+// Packs B (see the file comment for B's layouts). K or N may be 0.
+PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB);
+
+// C = epilogue(A·B) with B packed by packB (B.k = K). If B was packed for a
+// target other than the one now dispatched to (only when targets are switched
+// in tests), B is repacked on the fly (slow path, allocates).
+void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
+          const PackedB& B, float* C, size_t ldc, const GemmEpilogue& epilogue = {},
+          rt::ThreadPool* pool = nullptr);
+
+// Convenience: packs B for this call (allocates; prefer packB for weights).
+void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
+          const float* B, size_t ldb, bool transB, float* C, size_t ldc,
+          const GemmEpilogue& epilogue = {}, rt::ThreadPool* pool = nullptr);
+
+// The micro-kernel shape on the target now dispatched to, for reports.
+struct GemmKernelInfo {
+  size_t mr, nr, kc, mc;
+  std::string target;
+};
+GemmKernelInfo gemmKernelInfo();
+
+// "none", "relu", "gelu", "gelu_tanh" <-> Activation.
+const char* activationName(Activation a);
+std::optional<Activation> parseActivation(const std::string& name);
+
+}  // namespace transfuse::kernels
+
+#endif  // TRANSFUSE_RUNTIME_KERNELS_GEMM_H

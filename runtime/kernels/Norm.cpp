@@ -1,0 +1,44 @@
+// Dispatch and threading for Norm.h; the per-target code is norm-inl.h.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/kernels/Norm.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include "runtime/kernels/norm-inl.h"
+
+#if HWY_ONCE
+#include "runtime/kernels/Norm.h"
+#include "runtime/kernels/Parallel.h"
+
+namespace transfuse::kernels {
+
+HWY_EXPORT(AddLayerNormRows);
+HWY_EXPORT(SoftmaxRows);
+
+void addLayerNorm(const float* x, const float* residual, const float* gamma,
+                  const float* beta, float* y, float* sum, size_t rows, size_t width,
+                  float eps, rt::ThreadPool* pool) {
+  if (rows == 0 || width == 0) return;
+  auto* fn = HWY_DYNAMIC_DISPATCH(AddLayerNormRows);
+  // About 32 KiB of row data per task: enough to hide the task overhead.
+  parallelFor(pool, rows, rowGrain(width), [&](size_t r0, size_t r1) {
+    fn(x, residual, gamma, beta, y, sum, width, eps, r0, r1);
+  });
+}
+
+void layerNorm(const float* x, const float* gamma, const float* beta, float* y,
+               size_t rows, size_t width, float eps, rt::ThreadPool* pool) {
+  addLayerNorm(x, nullptr, gamma, beta, y, nullptr, rows, width, eps, pool);
+}
+
+void softmax(const float* x, float* y, size_t rows, size_t width, rt::ThreadPool* pool) {
+  if (rows == 0 || width == 0) return;
+  auto* fn = HWY_DYNAMIC_DISPATCH(SoftmaxRows);
+  parallelFor(pool, rows, rowGrain(width),
+              [&](size_t r0, size_t r1) { fn(x, y, width, r0, r1); });
+}
+
+}  // namespace transfuse::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,429 @@
+// Per-target GEMM code (see Gemm.h for the formula, layouts and algorithm).
+// Included once per Highway target by Gemm.cpp through foreach_target.h; the
+// toggle guard below re-includes it per target.
+//
+// Blocking (fp32, AVX-512; other targets scale NR and MR with their vectors
+// and registers, Kc and Mc stay):
+//   NR = 2 vectors = 32 columns, MR <= 14 rows: 28 accumulators + 2 B vectors +
+//        1 broadcast = 31 of the 32 zmm registers. Per k: 2 loads of B, 14
+//        broadcast loads of A, 28 FMAs (14 cycles on two FMA ports).
+//   Kc = 256: a B panel (Kc×NR×4 = 32 KiB) stays in the 48 KiB L1d while a
+//        14-row A micro-panel (14 KiB) streams through it.
+//   Mc = 512: an A block (Mc×Kc×4 = 512 KiB) stays in the 2 MiB L2 while
+//        every B panel of the thread's share passes by.
+
+#if defined(TRANSFUSE_KERNELS_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TRANSFUSE_KERNELS_GEMM_INL_H_
+#undef TRANSFUSE_KERNELS_GEMM_INL_H_
+#else
+#define TRANSFUSE_KERNELS_GEMM_INL_H_
+#endif
+
+#include <hwy/aligned_allocator.h>
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "runtime/kernels/Erf-inl.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/kernels/Gemm.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace transfuse::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+namespace gemm {
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// Rows of the register tile: as many as the vector registers allow with two
+// accumulators per row, two B vectors and one broadcast.
+#if HWY_TARGET == HWY_SCALAR
+constexpr size_t kMaxMR = 4;
+#elif (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3) || HWY_ARCH_ARM_A64
+constexpr size_t kMaxMR = 14;  // 32 vector registers
+#else
+constexpr size_t kMaxMR = 6;  // 16 vector registers (SSE4, AVX2)
+#endif
+constexpr size_t kKc = 256;
+constexpr size_t kMc = 512;
+// Row stride of a packed A micro-panel (see PackA): Kc plus one cache line, so
+// that the rows of a tile do not all fall into the same L1 sets.
+constexpr size_t kAStride = kKc + 16;
+
+HWY_INLINE size_t NR() { return 2 * hn::Lanes(DF()); }
+
+// Loads the first n (< Lanes) floats of p, zeros in the other lanes, reading
+// nothing past p[n-1] (MaskedLoad is fault-free on AVX2/AVX-512 only).
+HWY_INLINE VF LoadN(DF d, const float* HWY_RESTRICT p, size_t n) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  return hn::MaskedLoad(hn::FirstN(d, n), d, p);
+#else
+  HWY_ALIGN float buf[hn::MaxLanes(DF())] = {};
+  std::memcpy(buf, p, n * sizeof(float));
+  return hn::Load(d, buf);
+#endif
+}
+
+// Stores the first n (< Lanes) lanes of v to p, touching nothing else.
+HWY_INLINE void StoreN(DF d, VF v, float* HWY_RESTRICT p, size_t n) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  hn::BlendedStore(v, hn::FirstN(d, n), d, p);
+#else
+  HWY_ALIGN float buf[hn::MaxLanes(DF())];
+  hn::Store(v, d, buf);
+  std::memcpy(p, buf, n * sizeof(float));
+#endif
+}
+
+// One register tile: C[MR, ncols] (+)= pa·pb (+ bias).
+//   pa: A micro-panel, MR rows of kb (pa[r·kAStride + k]; the stride is a
+//       compile-time constant, so every row is one displacement off one
+//       pointer and packing row-major A is a copy);
+//   pb: B panel, kb×NR k-major (pb[k·NR + j]), columns >= ncols are zero;
+//   accumulate: add C's current value (a partial sum of earlier k-blocks);
+//   bias: bias + tile column 0, or null (given for the last k-block only).
+// Each C element: ((C + Σ_k a·b) + bias), the sum an FMA chain in k order.
+template <size_t MR>
+HWY_NOINLINE void MicroTile(const float* HWY_RESTRICT pa, const float* HWY_RESTRICT pb,
+                            size_t kb, float* HWY_RESTRICT c, size_t ldc, size_t ncols,
+                            bool accumulate, const float* HWY_RESTRICT bias) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  VF acc0[MR], acc1[MR];
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < MR; ++r) {
+    acc0[r] = hn::Zero(d);
+    acc1[r] = hn::Zero(d);
+  }
+  HWY_UNROLL(2)
+  for (size_t k = 0; k < kb; ++k) {
+    const VF b0 = hn::Load(d, pb);
+    const VF b1 = hn::Load(d, pb + L);
+    HWY_UNROLL(16)
+    for (size_t r = 0; r < MR; ++r) {
+      const VF a = hn::Set(d, pa[r * kAStride]);
+      acc0[r] = hn::MulAdd(a, b0, acc0[r]);
+      acc1[r] = hn::MulAdd(a, b1, acc1[r]);
+    }
+    pa += 1;
+    pb += 2 * L;
+  }
+
+  if (ncols == 2 * L) {  // full tile
+    VF bias0 = hn::Zero(d), bias1 = hn::Zero(d);
+    if (bias) {
+      bias0 = hn::LoadU(d, bias);
+      bias1 = hn::LoadU(d, bias + L);
+    }
+    HWY_UNROLL(16)
+    for (size_t r = 0; r < MR; ++r) {
+      float* HWY_RESTRICT cr = c + r * ldc;
+      VF x0 = acc0[r], x1 = acc1[r];
+      if (accumulate) {
+        x0 = hn::Add(hn::LoadU(d, cr), x0);
+        x1 = hn::Add(hn::LoadU(d, cr + L), x1);
+      }
+      if (bias) {
+        x0 = hn::Add(x0, bias0);
+        x1 = hn::Add(x1, bias1);
+      }
+      hn::StoreU(x0, d, cr);
+      hn::StoreU(x1, d, cr + L);
+    }
+    return;
+  }
+  // Edge tile: ncols < NR valid columns, masked loads and stores.
+  const size_t n0 = std::min(ncols, L);
+  const size_t n1 = ncols - n0;  // 0 .. L-1
+  VF bias0 = hn::Zero(d), bias1 = hn::Zero(d);
+  if (bias) {
+    bias0 = n0 == L ? hn::LoadU(d, bias) : LoadN(d, bias, n0);
+    if (n1) bias1 = LoadN(d, bias + L, n1);
+  }
+  for (size_t r = 0; r < MR; ++r) {
+    float* HWY_RESTRICT cr = c + r * ldc;
+    VF x0 = acc0[r], x1 = acc1[r];
+    if (n0 == L) {
+      if (accumulate) x0 = hn::Add(hn::LoadU(d, cr), x0);
+      if (bias) x0 = hn::Add(x0, bias0);
+      hn::StoreU(x0, d, cr);
+    } else {
+      if (accumulate) x0 = hn::Add(LoadN(d, cr, n0), x0);
+      if (bias) x0 = hn::Add(x0, bias0);
+      StoreN(d, x0, cr, n0);
+    }
+    if (n1) {
+      if (accumulate) x1 = hn::Add(LoadN(d, cr + L, n1), x1);
+      if (bias) x1 = hn::Add(x1, bias1);
+      StoreN(d, x1, cr + L, n1);
+    }
+  }
+}
+
+using MicroFn = void (*)(const float*, const float*, size_t, float*, size_t, size_t, bool,
+                         const float*);
+
+template <size_t... I>
+HWY_INLINE const MicroFn* MicroTable(std::index_sequence<I...>) {
+  static const MicroFn table[] = {nullptr, &MicroTile<I + 1>...};
+  return table;
+}
+// kernels[h] handles tiles of h rows, 1 <= h <= kMaxMR.
+HWY_INLINE const MicroFn* MicroKernels() {
+  return MicroTable(std::make_index_sequence<kMaxMR>());
+}
+
+// x → act(x) (+ residual) over `rows` rows of `ncols` columns of C, in place.
+template <Activation kAct>
+HWY_NOINLINE void EpilogueRows(float* HWY_RESTRICT c, size_t ldc, size_t rows, size_t ncols,
+                               const float* HWY_RESTRICT res, size_t ldr) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  auto apply = [&](VF x) HWY_ATTR {
+    if constexpr (kAct == Activation::kRelu) return Relu(d, x);
+    if constexpr (kAct == Activation::kGelu) return GeluErf(d, x);
+    if constexpr (kAct == Activation::kGeluTanh) return GeluTanh(d, x);
+    return x;
+  };
+  for (size_t r = 0; r < rows; ++r) {
+    float* HWY_RESTRICT cr = c + r * ldc;
+    const float* HWY_RESTRICT rr = res ? res + r * ldr : nullptr;
+    size_t j = 0;
+    for (; j + L <= ncols; j += L) {
+      VF x = apply(hn::LoadU(d, cr + j));
+      if (rr) x = hn::Add(x, hn::LoadU(d, rr + j));
+      hn::StoreU(x, d, cr + j);
+    }
+    if (j < ncols) {
+      const size_t n = ncols - j;
+      VF x = apply(LoadN(d, cr + j, n));
+      if (rr) x = hn::Add(x, LoadN(d, rr + j, n));
+      StoreN(d, x, cr + j, n);
+    }
+  }
+}
+
+HWY_INLINE void Epilogue(Activation act, float* c, size_t ldc, size_t rows, size_t ncols,
+                         const float* res, size_t ldr) {
+  switch (act) {
+    case Activation::kNone:
+      if (res) EpilogueRows<Activation::kNone>(c, ldc, rows, ncols, res, ldr);
+      return;
+    case Activation::kRelu:
+      return EpilogueRows<Activation::kRelu>(c, ldc, rows, ncols, res, ldr);
+    case Activation::kGelu:
+      return EpilogueRows<Activation::kGelu>(c, ldc, rows, ncols, res, ldr);
+    case Activation::kGeluTanh:
+      return EpilogueRows<Activation::kGeluTanh>(c, ldc, rows, ncols, res, ldr);
+  }
+}
+
+// Packs rows [i0, i0+mc) × k-block [k0, k0+kb) of A: row i0 + r goes to
+// dst[r·kAStride + k] = A(i0 + r, k0 + k) (a tile of h rows starting at row
+// r0 is then dst + r0·kAStride). Row-major A is a copy per row; transposed A
+// is read a contiguous run of rows per k.
+HWY_INLINE void PackA(const float* HWY_RESTRICT A, size_t lda, bool transA, size_t i0,
+                      size_t mc, size_t k0, size_t kb, float* HWY_RESTRICT dst) {
+  if (!transA) {  // A(i,k) = A[i·lda + k]
+    for (size_t r = 0; r < mc; ++r)
+      std::memcpy(dst + r * kAStride, A + (i0 + r) * lda + k0, kb * sizeof(float));
+    return;
+  }
+  // A(i,k) = A[k·lda + i]: blocks of 8 rows so the writes stay in few lines.
+  for (size_t r0 = 0; r0 < mc; r0 += 8) {
+    const size_t rn = std::min<size_t>(8, mc - r0);
+    for (size_t k = 0; k < kb; ++k) {
+      const float* HWY_RESTRICT src = A + (k0 + k) * lda + i0 + r0;
+      for (size_t r = 0; r < rn; ++r) dst[(r0 + r) * kAStride + k] = src[r];
+    }
+  }
+}
+
+// Splits `rows` rows into the fewest tiles of <= kMaxMR rows, as evenly as
+// possible; returns the count.
+HWY_INLINE size_t SplitTiles(size_t rows, size_t* heights) {
+  const size_t n = (rows + kMaxMR - 1) / kMaxMR;
+  for (size_t t = 0; t < n; ++t) heights[t] = rows / n + (t < rows % n ? 1 : 0);
+  return n;
+}
+
+// Per-thread scratch for packed A (Mc rows of kAStride floats), allocated
+// once per thread.
+HWY_INLINE float* ScratchA() {
+  struct Buf {
+    hwy::AlignedFreeUniquePtr<float[]> p;
+  };
+  static thread_local Buf buf;
+  if (!buf.p) buf.p = hwy::AllocateAligned<float>(kMc * kAStride);
+  return buf.p.get();
+}
+
+struct Problem {
+  size_t M, N, K;
+  const float* A;
+  size_t lda;
+  bool transA;
+  const PackedB* B;
+  float* C;
+  size_t ldc;
+  GemmEpilogue ep;
+};
+
+// Computes C rows [m0, m1) × panels [p0, p1) (all of K).
+HWY_INLINE void GemmBlock(const Problem& P, size_t m0, size_t m1, size_t p0, size_t p1) {
+  if (m0 >= m1 || p0 >= p1) return;
+  const PackedB& B = *P.B;
+  const size_t nr = B.nr, npad = B.npad, kc = B.kc;
+  const MicroFn* kernels = MicroKernels();
+  float* pa = ScratchA();
+  size_t heights[kMc + 1];  // tile heights of one row block
+  const size_t rows = m1 - m0;
+  const size_t nblocks = (rows + kMc - 1) / kMc;
+  const bool hasEpilogue = P.ep.activation != Activation::kNone || P.ep.residual;
+  const size_t ldr = P.ep.ldr ? P.ep.ldr : P.N;
+
+  for (size_t k0 = 0; k0 < P.K; k0 += kc) {
+    const size_t kb = std::min(kc, P.K - k0);
+    const bool first = k0 == 0, last = k0 + kb == P.K;
+    size_t i0 = m0;
+    for (size_t b = 0; b < nblocks; ++b) {
+      const size_t mc = rows / nblocks + (b < rows % nblocks ? 1 : 0);
+      const size_t ntiles = SplitTiles(mc, heights);
+      PackA(P.A, P.lda, P.transA, i0, mc, k0, kb, pa);
+      for (size_t p = p0; p < p1; ++p) {
+        const float* pb = B.data.get() + k0 * npad + p * kb * nr;
+        const size_t j0 = p * nr;
+        const size_t ncols = std::min(nr, P.N - j0);
+        const float* bias = last && P.ep.bias ? P.ep.bias + j0 : nullptr;
+        const float* ta = pa;
+        size_t row = i0;
+        for (size_t t = 0; t < ntiles; ++t) {
+          const size_t h = heights[t];
+          float* c = P.C + row * P.ldc + j0;
+          kernels[h](ta, pb, kb, c, P.ldc, ncols, !first, bias);
+          if (last && hasEpilogue)
+            Epilogue(P.ep.activation, c, P.ldc, h, ncols,
+                     P.ep.residual ? P.ep.residual + row * ldr + j0 : nullptr, ldr);
+          ta += h * kAStride;
+          row += h;
+        }
+      }
+      i0 += mc;
+    }
+  }
+}
+
+}  // namespace gemm
+
+// ---- entry points (exported by Gemm.cpp) ----
+
+// The panel width this target packs B with.
+HWY_NOINLINE size_t GemmPanelWidth() { return gemm::NR(); }
+
+HWY_NOINLINE void GemmKernelShape(size_t* mr, size_t* nr, size_t* kc, size_t* mc,
+                                  int64_t* target) {
+  *target = HWY_TARGET;
+  *mr = gemm::kMaxMR;
+  *nr = gemm::NR();
+  *kc = gemm::kKc;
+  *mc = gemm::kMc;
+}
+
+// Fills out (k, n, nr, kc, npad set; data allocated by the caller with k·npad
+// floats) from B.
+HWY_NOINLINE void PackBInto(const float* HWY_RESTRICT B, size_t ldb, bool transB,
+                            PackedB* out) {
+  using namespace gemm;
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const size_t K = out->k, N = out->n, nr = out->nr, kc = out->kc, npad = out->npad;
+  float* HWY_RESTRICT data = out->data.get();
+  for (size_t k0 = 0; k0 < K; k0 += kc) {
+    const size_t kb = std::min(kc, K - k0);
+    for (size_t j0 = 0; j0 < npad; j0 += nr) {
+      float* HWY_RESTRICT dst = data + k0 * npad + (j0 / nr) * kb * nr;
+      const size_t ncols = std::min(nr, N - j0);
+      if (transB) {  // B(k,j) = B[j·ldb + k]
+        if (ncols < nr) std::memset(dst, 0, kb * nr * sizeof(float));
+        for (size_t j = 0; j < ncols; ++j) {
+          const float* HWY_RESTRICT src = B + (j0 + j) * ldb + k0;
+          for (size_t k = 0; k < kb; ++k) dst[k * nr + j] = src[k];
+        }
+      } else {  // B(k,j) = B[k·ldb + j]
+        for (size_t k = 0; k < kb; ++k) {
+          const float* HWY_RESTRICT src = B + (k0 + k) * ldb + j0;
+          float* HWY_RESTRICT row = dst + k * nr;
+          for (size_t j = 0; j < nr; j += L) {
+            const size_t n = ncols > j ? std::min(L, ncols - j) : 0;
+            const VF v = n == L ? hn::LoadU(d, src + j) : n ? LoadN(d, src + j, n) : hn::Zero(d);
+            hn::Store(v, d, row + j);
+          }
+        }
+      }
+    }
+  }
+}
+
+// C = epilogue(A·B); B packed for this target (B.nr == GemmPanelWidth()).
+HWY_NOINLINE void GemmPacked(size_t M, size_t N, size_t K, const float* A, size_t lda,
+                             bool transA, const PackedB* B, float* C, size_t ldc,
+                             const GemmEpilogue* ep, rt::ThreadPool* pool) {
+  using namespace gemm;
+  if (M == 0 || N == 0) return;
+  const size_t ldr = ep->ldr ? ep->ldr : N;
+  if (K == 0) {  // C = act(bias or 0) + residual
+    for (size_t i = 0; i < M; ++i) {
+      float* c = C + i * ldc;
+      if (ep->bias)
+        std::memcpy(c, ep->bias, N * sizeof(float));
+      else
+        std::memset(c, 0, N * sizeof(float));
+    }
+    Epilogue(ep->activation, C, ldc, M, N, ep->residual, ldr);
+    return;
+  }
+  const Problem P{M, N, K, A, lda, transA, B, C, ldc, *ep};
+  const size_t panels = (N + B->nr - 1) / B->nr;
+
+  // Threads: a grid tm × tn = T minimizing the largest share
+  // ceil(M/tm)·ceil(panels/tn); ties go to splitting N (each thread then
+  // packs the same A rows, which is cheap, instead of re-reading B).
+  size_t T = pool ? static_cast<size_t>(pool->numThreads()) : 1;
+  if (static_cast<double>(M) * N * K < 65536.0) T = 1;  // not worth a wake-up
+  size_t tm = 1, tn = 1;
+  {
+    size_t best = ~size_t{0};
+    for (size_t cand = T; cand >= 1; --cand) {
+      if (T % cand) continue;
+      const size_t m = T / cand;
+      const size_t cost = ((M + m - 1) / m) * ((panels + cand - 1) / cand);
+      if (cost < best) {
+        best = cost;
+        tn = cand;
+        tm = m;
+      }
+    }
+  }
+  auto task = [&](size_t t) {
+    const size_t im = t / tn, in = t % tn;
+    GemmBlock(P, M * im / tm, M * (im + 1) / tm, panels * in / tn, panels * (in + 1) / tn);
+  };
+  if (T == 1) {
+    task(0);
+    return;
+  }
+  pool->parallelFor(static_cast<int64_t>(tm * tn), [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) task(static_cast<size_t>(t));
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace transfuse::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // TRANSFUSE_KERNELS_GEMM_INL_H_ toggle guard

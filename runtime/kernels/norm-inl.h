@@ -1,0 +1,185 @@
+// Per-target row kernels of Norm.cpp: layer_norm, add+layer_norm, softmax.
+// Rows are contiguous (row r starts at r·width). Each function handles rows
+// [r0, r1), so callers split rows across threads. See Norm.h for the math.
+
+#if defined(TRANSFUSE_KERNELS_NORM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TRANSFUSE_KERNELS_NORM_INL_H_
+#undef TRANSFUSE_KERNELS_NORM_INL_H_
+#else
+#define TRANSFUSE_KERNELS_NORM_INL_H_
+#endif
+
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include "runtime/kernels/Common-inl.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+HWY_BEFORE_NAMESPACE();
+namespace transfuse::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// s[i] = a[i] + b[i] (b may be null: s = a, then s may alias a); returns Σ s.
+// s is also the scratch the later passes re-read from L1.
+HWY_INLINE float AddAndSum(const float* HWY_RESTRICT a, const float* b, float* s, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+  size_t i = 0;
+  if (b) {
+    for (; i + 2 * N <= n; i += 2 * N) {
+      const auto v0 = hn::Add(hn::LoadU(d, a + i), hn::LoadU(d, b + i));
+      const auto v1 = hn::Add(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N));
+      hn::StoreU(v0, d, s + i);
+      hn::StoreU(v1, d, s + i + N);
+      acc0 = hn::Add(acc0, v0);
+      acc1 = hn::Add(acc1, v1);
+    }
+    for (; i + N <= n; i += N) {
+      const auto v = hn::Add(hn::LoadU(d, a + i), hn::LoadU(d, b + i));
+      hn::StoreU(v, d, s + i);
+      acc0 = hn::Add(acc0, v);
+    }
+    if (i < n) {
+      const auto v = hn::Add(LoadTail(d, a + i, n - i, 0.0f), LoadTail(d, b + i, n - i, 0.0f));
+      StoreTail(d, v, s + i, n - i);
+      acc1 = hn::Add(acc1, v);
+    }
+  } else {
+    for (; i + 2 * N <= n; i += 2 * N) {
+      acc0 = hn::Add(acc0, hn::LoadU(d, a + i));
+      acc1 = hn::Add(acc1, hn::LoadU(d, a + i + N));
+    }
+    for (; i + N <= n; i += N) acc0 = hn::Add(acc0, hn::LoadU(d, a + i));
+    if (i < n) acc1 = hn::Add(acc1, LoadTail(d, a + i, n - i, 0.0f));
+  }
+  return ReduceSumF(d, hn::Add(acc0, acc1));
+}
+
+// Σ (x[i] - mean)².
+HWY_INLINE float SumSquaredDev(const float* HWY_RESTRICT x, size_t n, float mean) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto m = hn::Set(d, mean);
+  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const auto v0 = hn::Sub(hn::LoadU(d, x + i), m);
+    const auto v1 = hn::Sub(hn::LoadU(d, x + i + N), m);
+    acc0 = hn::MulAdd(v0, v0, acc0);
+    acc1 = hn::MulAdd(v1, v1, acc1);
+  }
+  for (; i + N <= n; i += N) {
+    const auto v = hn::Sub(hn::LoadU(d, x + i), m);
+    acc0 = hn::MulAdd(v, v, acc0);
+  }
+  if (i < n) {
+    const auto v = hn::Sub(LoadTail(d, x + i, n - i, mean), m);  // pad lanes give 0
+    acc1 = hn::MulAdd(v, v, acc1);
+  }
+  return ReduceSumF(d, hn::Add(acc0, acc1));
+}
+
+// y = (x - mean)·rstd·gamma + beta; gamma/beta may be null (1 and 0).
+HWY_INLINE void Normalize(const float* x, const float* HWY_RESTRICT gamma,
+                          const float* HWY_RESTRICT beta, float* y, size_t n,
+                          float mean, float rstd) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto vr = hn::Set(d, rstd);
+  // (x - mean)·rstd, not x·rstd - mean·rstd: the folded form loses the low
+  // bits when |mean| >> std (an ulp of mean·rstd, not of the result).
+  const auto vm = hn::Set(d, mean);
+  size_t i = 0;
+  auto one = [&](auto xv, size_t j, bool tail) {
+    auto v = hn::Mul(hn::Sub(xv, vm), vr);
+    if (gamma) v = hn::Mul(v, tail ? LoadTail(d, gamma + j, n - j, 0.0f) : hn::LoadU(d, gamma + j));
+    if (beta) v = hn::Add(v, tail ? LoadTail(d, beta + j, n - j, 0.0f) : hn::LoadU(d, beta + j));
+    return v;
+  };
+  for (; i + N <= n; i += N) hn::StoreU(one(hn::LoadU(d, x + i), i, false), d, y + i);
+  if (i < n) StoreTail(d, one(LoadTail(d, x + i, n - i, 0.0f), i, true), y + i, n - i);
+}
+
+// Rows [r0, r1) of y = LN(x + residual) (residual may be null); when sum is
+// non-null it receives x + residual. y may alias x (and sum may alias x).
+HWY_NOINLINE void AddLayerNormRows(const float* x, const float* residual,
+                                   const float* gamma, const float* beta, float* y,
+                                   float* sum, size_t width, float eps, size_t r0,
+                                   size_t r1) {
+  if (width == 0) return;
+  for (size_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * width;
+    const float* rr = residual ? residual + r * width : nullptr;
+    float* yr = y + r * width;
+    // Where the summed row lives for passes 2 and 3 (L1-resident).
+    float* sr = sum ? sum + r * width : (rr ? yr : nullptr);
+    const float* src = sr ? sr : xr;
+    if (!rr && sum) std::memcpy(sum + r * width, xr, width * sizeof(float));
+    const float total = AddAndSum(xr, rr, sr ? sr : yr, width);
+    const float mean = total / static_cast<float>(width);
+    const float var = SumSquaredDev(src, width, mean) / static_cast<float>(width);
+    const float rstd = 1.0f / std::sqrt(var + eps);
+    Normalize(src, gamma, beta, yr, width, mean, rstd);
+  }
+}
+
+// Rows [r0, r1) of y = softmax(x) along the row; a row whose maximum is -inf
+// (every entry -inf, i.e. fully masked) yields zeros. y may alias x.
+HWY_NOINLINE void SoftmaxRows(const float* x, float* y, size_t width, size_t r0, size_t r1) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  for (size_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * width;
+    float* yr = y + r * width;
+    auto m0 = hn::Set(d, kNegInf), m1 = m0;
+    size_t i = 0;
+    for (; i + 2 * N <= width; i += 2 * N) {
+      m0 = hn::Max(m0, hn::LoadU(d, xr + i));
+      m1 = hn::Max(m1, hn::LoadU(d, xr + i + N));
+    }
+    for (; i + N <= width; i += N) m0 = hn::Max(m0, hn::LoadU(d, xr + i));
+    if (i < width) m1 = hn::Max(m1, LoadTail(d, xr + i, width - i, kNegInf));
+    const float mx = ReduceMaxF(d, hn::Max(m0, m1));
+    if (!(mx > kNegInf)) {  // fully masked (or empty) row
+      for (size_t j = 0; j < width; ++j) yr[j] = 0.0f;
+      continue;
+    }
+    const auto vm = hn::Set(d, mx);
+    auto s0 = hn::Zero(d), s1 = hn::Zero(d);
+    i = 0;
+    for (; i + 2 * N <= width; i += 2 * N) {
+      const auto e0 = hn::Exp(d, hn::Sub(hn::LoadU(d, xr + i), vm));
+      const auto e1 = hn::Exp(d, hn::Sub(hn::LoadU(d, xr + i + N), vm));
+      hn::StoreU(e0, d, yr + i);
+      hn::StoreU(e1, d, yr + i + N);
+      s0 = hn::Add(s0, e0);
+      s1 = hn::Add(s1, e1);
+    }
+    for (; i + N <= width; i += N) {
+      const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, xr + i), vm));
+      hn::StoreU(e, d, yr + i);
+      s0 = hn::Add(s0, e);
+    }
+    if (i < width) {
+      const auto e = hn::Exp(d, hn::Sub(LoadTail(d, xr + i, width - i, kNegInf), vm));
+      StoreTail(d, e, yr + i, width - i);
+      s1 = hn::Add(s1, e);
+    }
+    const auto inv = hn::Set(d, 1.0f / ReduceSumF(d, hn::Add(s0, s1)));
+    i = 0;
+    for (; i + N <= width; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, yr + i), inv), d, yr + i);
+    for (; i < width; ++i) yr[i] *= hn::GetLane(inv);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace transfuse::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // toggle guard

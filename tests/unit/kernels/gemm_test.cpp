@@ -1,0 +1,293 @@
+// GEMM (runtime/kernels/Gemm.h) against a scalar reference with double
+// accumulation, on every Highway target compiled in (hwy::TestWithParamTarget
+// switches the dispatched target per test instance).
+//
+// Tolerance, per element (u = 2^-24, the fp32 unit roundoff):
+//   |C - ref| <= 1.2·(K + 2)·u·S + 8·u·(|x| + |residual|) + 1e-30
+// where S = Σ_k |A(i,k)|·|B(k,j)| (+ |bias_j|) and x = Σ_k A·B + bias is the
+// pre-activation value. The first term is the worst-case bound for a sum of K
+// products in any order (γ_{K+1}·S), times 1.2 for the largest slope of the
+// activations (gelu' <= 1.13); the second covers the activation's own error
+// (erf within 2.5e-7 absolute, i.e. < 4.5u·|x|/2 for gelu; tanh-gelu's
+// exp and division) and the final additions. Threaded results are checked
+// bitwise against single-threaded ones.
+
+#include "runtime/kernels/Gemm.h"
+
+#include "runtime/ThreadPool.h"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+#include <hwy/tests/hwy_gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace transfuse::kernels {
+namespace {
+
+using rt::ThreadPool;
+
+constexpr double kU = 1.0 / (1 << 24);
+
+struct Case {
+  size_t M, N, K;
+  bool transA = false, transB = false;
+  bool bias = false, residual = false;
+  Activation act = Activation::kNone;
+  size_t padA = 0, padB = 0, padC = 0, padR = 0;  // leading dimension - width
+  size_t offset = 0;  // floats each pointer is shifted by (1: misaligned)
+  std::string str() const {
+    return "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+           (transA ? " Aᵀ" : "") + (transB ? " Bᵀ" : "") + (bias ? " bias" : "") + " " +
+           activationName(act) + (residual ? " residual" : "") +
+           " pads=" + std::to_string(padA) + "," + std::to_string(padB) + "," +
+           std::to_string(padC) + "," + std::to_string(padR) +
+           " offset=" + std::to_string(offset);
+  }
+};
+
+// A buffer with `offset` floats before the data and random contents.
+struct Buffer {
+  std::vector<float> storage;
+  float* p = nullptr;
+  Buffer(size_t n, size_t offset, std::mt19937& rng) : storage(n + offset + 1) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& x : storage) x = dist(rng);
+    p = storage.data() + offset;
+  }
+};
+
+double activation(Activation act, double x) {
+  switch (act) {
+    case Activation::kNone: return x;
+    case Activation::kRelu: return x > 0 ? x : 0;
+    case Activation::kGelu: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::kGeluTanh:
+      return 0.5 * x *
+             (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  }
+  return x;
+}
+
+struct Operands {
+  Case c;
+  size_t lda, ldb, ldc, ldr;
+  Buffer A, B, bias, res;
+  Operands(const Case& cs, std::mt19937& rng)
+      : c(cs),
+        lda((cs.transA ? cs.M : cs.K) + cs.padA),
+        ldb((cs.transB ? cs.K : cs.N) + cs.padB),
+        ldc(cs.N + cs.padC),
+        ldr(cs.N + cs.padR),
+        A((cs.transA ? cs.K : cs.M) * lda, cs.offset, rng),
+        B((cs.transB ? cs.N : cs.K) * ldb, cs.offset, rng),
+        bias(cs.N, cs.offset, rng),
+        res(cs.M * ldr, cs.offset, rng) {}
+
+  float a(size_t i, size_t k) const { return c.transA ? A.p[k * lda + i] : A.p[i * lda + k]; }
+  float b(size_t k, size_t j) const { return c.transB ? B.p[j * ldb + k] : B.p[k * ldb + j]; }
+
+  GemmEpilogue epilogue() const {
+    GemmEpilogue ep;
+    ep.bias = c.bias ? bias.p : nullptr;
+    ep.activation = c.act;
+    ep.residual = c.residual ? res.p : nullptr;
+    ep.ldr = ldr;
+    return ep;
+  }
+
+  // Returns C (with ldc, `offset` floats in front), padding filled with NaN.
+  std::vector<float> run(ThreadPool* pool, bool prepacked = true) const {
+    std::vector<float> C(c.M * ldc + c.offset + 1, std::numeric_limits<float>::quiet_NaN());
+    float* Cp = C.data() + c.offset;
+    if (prepacked) {
+      PackedB pb = packB(B.p, c.K, c.N, ldb, c.transB);
+      gemm(c.M, c.N, c.K, A.p, lda, c.transA, pb, Cp, ldc, epilogue(), pool);
+    } else {
+      gemm(c.M, c.N, c.K, A.p, lda, c.transA, B.p, ldb, c.transB, Cp, ldc, epilogue(), pool);
+    }
+    return C;
+  }
+
+  // Checks C against the double reference and that the padding is untouched.
+  void check(const std::vector<float>& C) const {
+    const float* Cp = C.data() + c.offset;
+    int failures = 0;
+    for (size_t i = 0; i < c.M; ++i) {
+      for (size_t j = 0; j < ldc; ++j) {
+        const float got = Cp[i * ldc + j];
+        if (j >= c.N) {
+          if (!std::isnan(got) && ++failures <= 5)
+            ADD_FAILURE() << c.str() << ": padding C(" << i << "," << j << ") written";
+          continue;
+        }
+        double x = 0, s = 0;
+        for (size_t k = 0; k < c.K; ++k) {
+          x += static_cast<double>(a(i, k)) * b(k, j);
+          s += std::fabs(static_cast<double>(a(i, k)) * b(k, j));
+        }
+        if (c.bias) {
+          x += bias.p[j];
+          s += std::fabs(bias.p[j]);
+        }
+        double r = c.residual ? res.p[i * ldr + j] : 0.0;
+        double want = activation(c.act, x) + r;
+        double tol = 1.2 * (c.K + 2) * kU * s + 8 * kU * (std::fabs(x) + std::fabs(r)) + 1e-30;
+        if (!(std::fabs(got - want) <= tol) && ++failures <= 5)
+          ADD_FAILURE() << c.str() << ": C(" << i << "," << j << ") = " << got << ", want "
+                        << want << " ± " << tol;
+      }
+    }
+  }
+};
+
+class GemmTest : public hwy::TestWithParamTarget {};
+HWY_TARGET_INSTANTIATE_TEST_SUITE_P(GemmTest);
+
+const Activation kActs[] = {Activation::kNone, Activation::kRelu, Activation::kGelu,
+                            Activation::kGeluTanh};
+
+// Every (M, N, K) of a sample of 0..33 in each dimension; the variant (transposes,
+// epilogue, misalignment, leading dimensions) rotates with the case index so that
+// every variant meets every size class.
+TEST_P(GemmTest, SmallAndOddSizes) {
+  std::mt19937 rng(1);
+  const size_t ms[] = {0, 1, 2, 3, 5, 7, 13, 14, 15, 17, 29};
+  const size_t ns[] = {0, 1, 7, 15, 16, 17, 31, 32, 33};
+  const size_t ks[] = {0, 1, 2, 3, 17};
+  size_t index = 0;
+  for (size_t M : ms)
+    for (size_t N : ns)
+      for (size_t K : ks) {
+        Case c{M, N, K};
+        c.transA = index & 1;
+        c.transB = (index >> 1) & 1;
+        c.offset = (index >> 2) & 1;
+        c.act = kActs[(index / 3) % 4];
+        c.bias = (index % 5) != 0;
+        c.residual = (index % 7) < 3;
+        c.padA = index % 3;
+        c.padB = (index / 2) % 3;
+        c.padC = (index / 4) % 2;
+        c.padR = index % 2 ? 3 : 0;
+        ++index;
+        Operands op(c, rng);
+        op.check(op.run(nullptr));
+      }
+}
+
+// Every epilogue and transpose combination on tiles with ragged edges and
+// K around the 256 block: full and partial tiles, one and several k-blocks.
+TEST_P(GemmTest, EdgeTilesEveryEpilogue) {
+  std::mt19937 rng(2);
+  const size_t shapes[][3] = {{29, 47, 255}, {15, 65, 257}, {43, 33, 513}, {64, 63, 256}};
+  size_t index = 0;
+  for (const auto& s : shapes)
+    for (int t = 0; t < 4; ++t)
+      for (Activation act : kActs)
+        for (int epi = 0; epi < 2; ++epi) {
+          Case c{s[0], s[1], s[2]};
+          c.transA = t & 1;
+          c.transB = t >> 1;
+          c.act = act;
+          c.bias = epi == 1 || act != Activation::kNone;
+          c.residual = epi == 1;
+          c.offset = index & 1;
+          c.padA = c.padB = c.padC = c.padR = (index % 3) * 5;
+          ++index;
+          Operands op(c, rng);
+          op.check(op.run(nullptr));
+        }
+}
+
+// A large product, single- and multi-threaded, bitwise equal.
+TEST_P(GemmTest, LargeThreadedEqualsSerial) {
+  std::mt19937 rng(3);
+  ThreadPool pool(2);
+  Case cases[2] = {{300, 257, 513}, {300, 257, 513}};
+  cases[0].bias = true;
+  cases[0].act = Activation::kGelu;
+  cases[0].residual = true;
+  cases[0].offset = 1;
+  cases[1].transA = cases[1].transB = true;
+  cases[1].act = Activation::kGeluTanh;
+  cases[1].padA = 3;
+  cases[1].padC = 5;
+  for (const Case& c : cases) {
+    Operands op(c, rng);
+    std::vector<float> serial = op.run(nullptr);
+    op.check(serial);
+    std::vector<float> threaded = op.run(&pool);
+    ASSERT_EQ(serial.size(), threaded.size());
+    EXPECT_EQ(0, std::memcmp(serial.data(), threaded.data(), serial.size() * sizeof(float)))
+        << c.str();
+  }
+}
+
+// Threaded splits over N (wide) and over M (narrow N): bitwise equal to one
+// thread, with pools of 1, 2 and 3 threads.
+TEST_P(GemmTest, ThreadSplitsBitwiseEqual) {
+  std::mt19937 rng(4);
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  const size_t shapes[][3] = {{64, 512, 300}, {200, 20, 100}, {7, 1000, 40}, {97, 33, 600}};
+  for (const auto& s : shapes) {
+    Case c{s[0], s[1], s[2]};
+    c.bias = true;
+    c.act = Activation::kRelu;
+    Operands op(c, rng);
+    std::vector<float> serial = op.run(nullptr);
+    op.check(serial);
+    for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+      std::vector<float> threaded = op.run(pool);
+      EXPECT_EQ(0, std::memcmp(serial.data(), threaded.data(), serial.size() * sizeof(float)))
+          << c.str() << " threads=" << pool->numThreads();
+    }
+  }
+}
+
+// The convenience entry point that packs B per call gives the same result.
+TEST_P(GemmTest, UnpackedBEqualsPacked) {
+  std::mt19937 rng(5);
+  Case c{37, 70, 300};
+  c.transB = true;
+  c.bias = true;
+  c.act = Activation::kGelu;
+  Operands op(c, rng);
+  std::vector<float> packed = op.run(nullptr, true);
+  std::vector<float> unpacked = op.run(nullptr, false);
+  EXPECT_EQ(0, std::memcmp(packed.data(), unpacked.data(), packed.size() * sizeof(float)));
+  op.check(unpacked);
+}
+
+// B packed on one target and used on another (the panel widths differ) is
+// repacked on the fly, with the same result.
+TEST(GemmCrossTarget, PackedOnOneTargetRunOnAnother) {
+  std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  if (targets.size() < 2) GTEST_SKIP() << "one target only";
+  std::mt19937 rng(6);
+  Case c{20, 45, 270};
+  c.bias = true;
+  Operands op(c, rng);
+  hwy::SetSupportedTargetsForTest(targets.front());
+  PackedB pb = packB(op.B.p, c.K, c.N, op.ldb, c.transB);
+  for (int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    std::vector<float> C(c.M * op.ldc, std::numeric_limits<float>::quiet_NaN());
+    gemm(c.M, c.N, c.K, op.A.p, op.lda, c.transA, pb, C.data(), op.ldc, op.epilogue());
+    op.check(C);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(GemmNames, ActivationRoundTrip) {
+  for (Activation a : kActs) EXPECT_EQ(parseActivation(activationName(a)), a);
+  EXPECT_FALSE(parseActivation("swish").has_value());
+}
+
+}  // namespace
+}  // namespace transfuse::kernels

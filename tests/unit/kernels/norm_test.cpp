@@ -1,0 +1,150 @@
+// layer_norm, add+layer_norm and softmax (runtime/kernels/Norm.h) against
+// scalar references with double accumulation, on every Highway target compiled
+// in, over sizes 0..33, odd and large widths and misaligned pointers.
+// Tolerances: |y - ref| <= 1e-5 · (1 + |ref|) for layer norm (fp32 rounding of
+// the mean/variance over up to 4097 elements); softmax |p - ref| <= 2e-6·ref
+// + 1e-9 (Highway's Exp is within 1 ulp; the sum adds a few more).
+#include "runtime/ThreadPool.h"
+#include "runtime/kernels/Norm.h"
+#include "tests/unit/kernels/KernelTestUtil.h"
+
+#include <hwy/tests/hwy_gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace transfuse::kernels {
+namespace {
+
+using ktest::Buf;
+
+void refAddLN(const float* x, const float* res, const float* g, const float* be, size_t rows,
+              size_t w, float eps, std::vector<double>& y, std::vector<double>& s) {
+  y.assign(rows * w, 0);
+  s.assign(rows * w, 0);
+  for (size_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (size_t j = 0; j < w; ++j) {
+      // The sum is rounded to fp32 as the kernel's output is.
+      s[r * w + j] = static_cast<float>(x[r * w + j] + (res ? res[r * w + j] : 0.0f));
+      mean += s[r * w + j];
+    }
+    mean /= w;
+    for (size_t j = 0; j < w; ++j) var += (s[r * w + j] - mean) * (s[r * w + j] - mean);
+    var /= w;
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    for (size_t j = 0; j < w; ++j)
+      y[r * w + j] = (s[r * w + j] - mean) * rstd * (g ? g[j] : 1.0) + (be ? be[j] : 0.0);
+  }
+}
+
+class NormTest : public hwy::TestWithParamTarget {};
+HWY_TARGET_INSTANTIATE_TEST_SUITE_P(NormTest);
+
+TEST_P(NormTest, LayerNormAndAddLayerNorm) {
+  std::mt19937 rng(7);
+  for (size_t w : ktest::sweepSizes()) {
+    for (size_t mis : {0, 1, 3}) {
+      const size_t rows = 3;
+      Buf x(rows * w, mis), res(rows * w, (mis + 1) % 4), g(w, mis), be(w, mis),
+          y(rows * w, (mis + 2) % 4), s(rows * w, mis);
+      x.fill(rng, -3.0f, 5.0f);  // a non-zero mean
+      res.fill(rng, -1.0f, 1.0f);
+      g.fill(rng, 0.5f, 1.5f);
+      be.fill(rng, -0.5f, 0.5f);
+      std::vector<double> ry, rs;
+      for (int mode = 0; mode < 3; ++mode) {
+        // 0: layerNorm; 1: addLayerNorm with the sum; 2: without it, no gamma/beta.
+        const float* gp = mode == 2 ? nullptr : g.data();
+        const float* bp = mode == 2 ? nullptr : be.data();
+        if (mode == 0) {
+          layerNorm(x.data(), gp, bp, y.data(), rows, w, 1e-5f);
+          refAddLN(x.data(), nullptr, gp, bp, rows, w, 1e-5f, ry, rs);
+        } else {
+          addLayerNorm(x.data(), res.data(), gp, bp, y.data(), mode == 1 ? s.data() : nullptr,
+                       rows, w, 1e-5f);
+          refAddLN(x.data(), res.data(), gp, bp, rows, w, 1e-5f, ry, rs);
+        }
+        for (size_t i = 0; i < rows * w; ++i) {
+          ASSERT_NEAR(y[i], ry[i], 1e-5 * (1 + std::fabs(ry[i])))
+              << "w=" << w << " mis=" << mis << " mode=" << mode << " i=" << i;
+          if (mode == 1) ASSERT_EQ(s[i], static_cast<float>(rs[i]));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(NormTest, LayerNormInPlaceAndLargeMean) {
+  std::mt19937 rng(8);
+  const size_t rows = 4, w = 768;
+  Buf x(rows * w, 1);
+  x.fill(rng, 999.0f, 1001.0f);  // mean 1000, std ~0.6: E[x²]-μ² would cancel
+  std::vector<float> x0(x.data(), x.data() + rows * w);
+  std::vector<double> ry, rs;
+  refAddLN(x0.data(), nullptr, nullptr, nullptr, rows, w, 1e-5f, ry, rs);
+  layerNorm(x.data(), nullptr, nullptr, x.data(), rows, w, 1e-5f);
+  for (size_t i = 0; i < rows * w; ++i) ASSERT_NEAR(x[i], ry[i], 1e-3 * (1 + std::fabs(ry[i])));
+}
+
+void refSoftmax(const float* x, size_t rows, size_t w, std::vector<double>& y) {
+  y.assign(rows * w, 0);
+  for (size_t r = 0; r < rows; ++r) {
+    double mx = -INFINITY;
+    for (size_t j = 0; j < w; ++j) mx = std::max<double>(mx, x[r * w + j]);
+    if (mx == -INFINITY) continue;
+    double sum = 0;
+    for (size_t j = 0; j < w; ++j) sum += std::exp(x[r * w + j] - mx);
+    for (size_t j = 0; j < w; ++j) y[r * w + j] = std::exp(x[r * w + j] - mx) / sum;
+  }
+}
+
+TEST_P(NormTest, Softmax) {
+  std::mt19937 rng(9);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (size_t w : ktest::sweepSizes()) {
+    for (size_t mis : {0, 1, 2}) {
+      const size_t rows = 4;
+      Buf x(rows * w, mis), y(rows * w, (mis + 1) % 4);
+      x.fill(rng, -20.0f, 20.0f);
+      // Row 1: partially masked; row 2: fully masked.
+      for (size_t j = 0; j < w; j += 3) x[1 * w + j] = ninf;
+      for (size_t j = 0; j < w; ++j) x[2 * w + j] = ninf;
+      std::vector<double> ref;
+      refSoftmax(x.data(), rows, w, ref);
+      softmax(x.data(), y.data(), rows, w);
+      for (size_t i = 0; i < rows * w; ++i) {
+        ASSERT_FALSE(std::isnan(y[i]));
+        ASSERT_NEAR(y[i], ref[i], 2e-6 * ref[i] + 1e-9) << "w=" << w << " i=" << i;
+      }
+      for (size_t j = 0; j < w; ++j) ASSERT_EQ(y[2 * w + j], 0.0f);  // exactly 0
+      softmax(x.data(), x.data(), rows, w);  // in place
+      for (size_t i = 0; i < rows * w; ++i) ASSERT_EQ(x[i], y[i]);
+    }
+  }
+}
+
+TEST_P(NormTest, ThreadedEqualsSingleThreaded) {
+  std::mt19937 rng(10);
+  rt::ThreadPool pool(2);
+  for (size_t w : {7, 512, 2048}) {
+    const size_t rows = 301;
+    Buf x(rows * w), res(rows * w), g(w), be(w), y1(rows * w), y2(rows * w), s1(rows * w),
+        s2(rows * w);
+    x.fill(rng, -2, 2);
+    res.fill(rng, -2, 2);
+    g.fill(rng, 0, 2);
+    be.fill(rng, -1, 1);
+    addLayerNorm(x.data(), res.data(), g.data(), be.data(), y1.data(), s1.data(), rows, w, 1e-5f);
+    addLayerNorm(x.data(), res.data(), g.data(), be.data(), y2.data(), s2.data(), rows, w, 1e-5f,
+                 &pool);
+    for (size_t i = 0; i < rows * w; ++i) ASSERT_EQ(y1[i], y2[i]);
+    for (size_t i = 0; i < rows * w; ++i) ASSERT_EQ(s1[i], s2[i]);
+    softmax(x.data(), y1.data(), rows, w);
+    softmax(x.data(), y2.data(), rows, w, &pool);
+    for (size_t i = 0; i < rows * w; ++i) ASSERT_EQ(y1[i], y2[i]);
+  }
+}
+
+}  // namespace
+}  // namespace transfuse::kernels
