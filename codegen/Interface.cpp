@@ -181,7 +181,8 @@ static llvm::json::Array specsToJson(const std::vector<rt::TensorSpec> &specs) {
 llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module,
                                                const ModelInterface &mi,
                                                llvm::StringRef dir,
-                                               llvm::StringRef fusion) {
+                                               llvm::StringRef fusion,
+                                               llvm::json::Value report) {
   // Render everything first, so that nothing is written for a bad module.
   std::string mlirText;
   {
@@ -236,5 +237,14 @@ llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module,
     return err;
   path = dir;
   llvm::sys::path::append(path, "manifest.json");
-  return writeAtomically(path, manifestText);
+  if (auto err = writeAtomically(path, manifestText))
+    return err;
+  std::string reportText;
+  {
+    llvm::raw_string_ostream os(reportText);
+    os << llvm::formatv("{0:2}", report) << "\n";
+  }
+  path = dir;
+  llvm::sys::path::append(path, "report.json");
+  return writeAtomically(path, reportText);
 }

@@ -14,6 +14,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 namespace mlir::transfuse {
 
@@ -34,9 +35,11 @@ struct ModelInterface {
 /// a dynamic dimension without a maximum, ...).
 llvm::Expected<ModelInterface> extractInterface(ModuleOp module);
 
-/// Writes DIR/model.mlir and DIR/manifest.json (each atomically).
+/// Writes DIR/model.mlir, DIR/manifest.json and DIR/report.json (the fusion
+/// report), each atomically.
 llvm::Error writeMlirArtifact(ModuleOp module, const ModelInterface &interface,
-                              llvm::StringRef dir, llvm::StringRef fusion);
+                              llvm::StringRef dir, llvm::StringRef fusion,
+                              llvm::json::Value report);
 
 } // namespace mlir::transfuse
 

@@ -1,6 +1,7 @@
 //===- transfuse.cpp - the transfuse driver --------------------------------===//
 //
-//   transfuse compile MODEL -o DIR [--emit mlir] [--max-batch N] [--max-seq-len N]
+//   transfuse compile MODEL -o DIR [--emit mlir] [--fusion STRATEGY] [--report]
+//                     [--max-batch N] [--max-seq-len N]
 //   transfuse run DIR --inputs IN --outputs OUT [--backend reference] [--weights W] [--seed S]
 //                 [--f64-outputs]
 //   transfuse demo [--model MODEL] [--batch B] [--src-len S] [--tgt-len T] [--seed S]
@@ -13,6 +14,7 @@
 #include "codegen/Interface.h"
 #include "codegen/reference/Interpreter.h"
 #include "models/Models.h"
+#include "passes/Passes.h"
 #include "runtime/Safetensors.h"
 #include "runtime/WeightBinding.h"
 
@@ -140,14 +142,19 @@ int runCompile(const std::vector<std::string> &positional,
   std::string emit = flag(flags, "--emit", "mlir");
   if (emit != "mlir")
     die("--emit " + emit + " is not supported yet (supported: mlir)");
-  std::string fusion = flag(flags, "--fusion", "none");
-  if (fusion != "none")
-    die("--fusion " + fusion + " is not supported yet (supported: none)");
+  FusionStrategy strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "none")));
   MLIRContext context;
   auto module = orDie(loadModelDefinition(context, positional[0], buildOptions(flags)));
+  FusionReport report;
+  PassManager pm(&context);
+  buildFusionPipeline(pm, strategy, &report);
+  if (failed(pm.run(*module)))
+    die("the fusion pipeline failed on " + positional[0]);
   ModelInterface mi = orDie(extractInterface(*module));
-  if (auto err = writeMlirArtifact(*module, mi, out, fusion))
+  if (auto err = writeMlirArtifact(*module, mi, out, strategy.str(), report.toJson()))
     die(llvm::toString(std::move(err)));
+  if (flags.count("--report"))
+    llvm::outs() << report.format();
   size_t numOps = 0;
   module->walk([&](Operation *) { ++numOps; });
   int64_t numParams = 0;
@@ -289,10 +296,13 @@ int runDemo(const std::vector<std::string> &positional,
 int main(int argc, char **argv) {
   std::vector<Command> commands = {
       {"compile", "compile MODEL.json|MODEL.mlir -o DIR [options]",
-       "Builds or parses a model definition and writes DIR/model.mlir and DIR/manifest.json.",
+       "Builds or parses a model definition, runs the fusion strategy, and writes\n"
+       "DIR/model.mlir, DIR/manifest.json and DIR/report.json.",
        {{"-o", "DIR", "output directory (created if missing)"},
         {"--emit", "KIND", "what to write: mlir (default)"},
-        {"--fusion", "STRATEGY", "fusion strategy: none (default)"},
+        {"--fusion", "STRATEGY", "none (default), attention, layernorm, epilogue, projections, "
+                                 "elementwise or all; combine with '+'"},
+        {"--report", nullptr, "print what fused and why the rest did not (also DIR/report.json)"},
         {"--max-batch", "N", "maximum batch size (default 8; MLIR input: its own)"},
         {"--max-seq-len", "N", "maximum sequence length (default: the config's max_seq_len)"}},
        runCompile},

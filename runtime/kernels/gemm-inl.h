@@ -86,22 +86,31 @@ HWY_INLINE void StoreN(DF d, VF v, float* HWY_RESTRICT p, size_t n) {
 //       pointer and packing row-major A is a copy);
 //   pb: B panel, kb×NR k-major (pb[k·NR + j]), columns >= ncols are zero;
 //   accumulate: add C's current value (a partial sum of earlier k-blocks);
-//   bias: bias + tile column 0, or null (given for the last k-block only).
+//   bias: bias + tile column 0, or null (given for the last k-block only);
+//   pf, pfLines: cache lines to prefetch into L2 (one per k step, at most kb).
 // Each C element: ((C + Σ_k a·b) + bias), the sum an FMA chain in k order.
 template <size_t MR>
 HWY_NOINLINE void MicroTile(const float* HWY_RESTRICT pa, const float* HWY_RESTRICT pb,
                             size_t kb, float* HWY_RESTRICT c, size_t ldc, size_t ncols,
-                            bool accumulate, const float* HWY_RESTRICT bias) {
+                            bool accumulate, const float* HWY_RESTRICT bias,
+                            const float* pf, size_t pfLines) {
   const DF d;
   const size_t L = hn::Lanes(d);
+  // C's tile is touched only after the k loop: fetch its lines into L2 now
+  // (they are often in L3 or memory; into L1 they would be evicted by the
+  // 46 KiB of A and B the k loop reads).
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < MR; ++r) {
+    __builtin_prefetch(c + r * ldc, 0, 2);
+    __builtin_prefetch(c + r * ldc + 2 * L - 1, 0, 2);
+  }
   VF acc0[MR], acc1[MR];
   HWY_UNROLL(16)
   for (size_t r = 0; r < MR; ++r) {
     acc0[r] = hn::Zero(d);
     acc1[r] = hn::Zero(d);
   }
-  HWY_UNROLL(2)
-  for (size_t k = 0; k < kb; ++k) {
+  auto step = [&]() HWY_ATTR {
     const VF b0 = hn::Load(d, pb);
     const VF b1 = hn::Load(d, pb + L);
     HWY_UNROLL(16)
@@ -112,7 +121,17 @@ HWY_NOINLINE void MicroTile(const float* HWY_RESTRICT pa, const float* HWY_RESTR
     }
     pa += 1;
     pb += 2 * L;
+  };
+  // The first pfLines steps also prefetch one line each of what comes next
+  // (the next B panel) into L2.
+  const size_t npf = std::min(pfLines, kb);
+  HWY_UNROLL(2)
+  for (size_t k = 0; k < npf; ++k) {
+    __builtin_prefetch(pf + k * (64 / sizeof(float)), 0, 2);
+    step();
   }
+  HWY_UNROLL(2)
+  for (size_t k = npf; k < kb; ++k) step();
 
   if (ncols == 2 * L) {  // full tile
     VF bias0 = hn::Zero(d), bias1 = hn::Zero(d);
@@ -166,7 +185,7 @@ HWY_NOINLINE void MicroTile(const float* HWY_RESTRICT pa, const float* HWY_RESTR
 }
 
 using MicroFn = void (*)(const float*, const float*, size_t, float*, size_t, size_t, bool,
-                         const float*);
+                         const float*, const float*, size_t);
 
 template <size_t... I>
 HWY_INLINE const MicroFn* MicroTable(std::index_sequence<I...>) {
@@ -297,6 +316,23 @@ HWY_INLINE void GemmBlock(const Problem& P, size_t m0, size_t m1, size_t p0, siz
       PackA(P.A, P.lda, P.transA, i0, mc, k0, kb, pa);
       for (size_t p = p0; p < p1; ++p) {
         const float* pb = B.data.get() + k0 * npad + p * kb * nr;
+        // While this panel is in use, its tiles prefetch the next panel (B is
+        // read from L3 or memory, once per row block) into L2, in slices.
+        const bool lastPanel = p + 1 == p1;
+        const float* next = nullptr;
+        size_t nextLines = 0;
+        if (!lastPanel) {
+          next = pb + kb * nr;
+          nextLines = kb * nr * sizeof(float) / 64;
+        } else if (b + 1 < nblocks) {  // the next row block restarts at p0
+          next = B.data.get() + k0 * npad + p0 * kb * nr;
+          nextLines = kb * nr * sizeof(float) / 64;
+        } else if (!last) {  // the next k-block
+          const size_t kbn = std::min(kc, P.K - k0 - kb);
+          next = B.data.get() + (k0 + kb) * npad + p0 * kbn * nr;
+          nextLines = kbn * nr * sizeof(float) / 64;
+        }
+        const size_t slice = (nextLines + ntiles - 1) / ntiles;
         const size_t j0 = p * nr;
         const size_t ncols = std::min(nr, P.N - j0);
         const float* bias = last && P.ep.bias ? P.ep.bias + j0 : nullptr;
@@ -305,7 +341,9 @@ HWY_INLINE void GemmBlock(const Problem& P, size_t m0, size_t m1, size_t p0, siz
         for (size_t t = 0; t < ntiles; ++t) {
           const size_t h = heights[t];
           float* c = P.C + row * P.ldc + j0;
-          kernels[h](ta, pb, kb, c, P.ldc, ncols, !first, bias);
+          const size_t done = std::min(nextLines, t * slice);
+          kernels[h](ta, pb, kb, c, P.ldc, ncols, !first, bias,
+                     next + done * (64 / sizeof(float)), std::min(slice, nextLines - done));
           if (last && hasEpilogue)
             Epilogue(P.ep.activation, c, P.ldc, h, ncols,
                      P.ep.residual ? P.ep.residual + row * ldr + j0 : nullptr, ldr);

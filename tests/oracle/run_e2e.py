@@ -1,14 +1,19 @@
 #!/usr/bin/python3
-"""End-to-end check: the reference backend against the NumPy oracle.
+"""End-to-end check: the reference backend against the NumPy oracle, and
+every fusion strategy against the unfused graph.
 
-For one model config: `transfuse compile` it, draw random weights for every
+For one model config: `transfuse compile` it (unfused, and with each
+strategy of --fusion), draw random weights for every
 parameter in manifest.json (with alias copies, ignored buffers, a name prefix
 and an absent optional tensor where the model has them), draw token inputs
 with trailing padding at several dynamic sizes, run `transfuse run --backend
 reference`, run oracle.forward on the same files, and compare logits:
-max |ref - oracle| <= 1e-6 * max(1, max |logit|), both in fp64.
+max |ref - oracle| <= 1e-6 * max(1, max |logit|), both in fp64; a fused
+graph must match the unfused one within 1e-12 * max(1, max |logit|) (the
+fused ops compute the same fp64 sums; only rounding order may differ).
 
 usage: run_e2e.py --transfuse BIN --config CFG.json --workdir DIR [--seed N]
+                  [--fusion S1,S2,...]
 Exit code 0 on match, 1 on mismatch or error.
 """
 import argparse
@@ -63,11 +68,17 @@ def main():
     ap.add_argument("--config", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fusion", default="", help="comma-separated strategies to check too")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
-    art = os.path.join(args.workdir, "artifact")
-    subprocess.run([args.transfuse, "compile", args.config, "-o", art, "--emit", "mlir",
-                    "--max-batch", "4"], check=True)
+    strategies = ["none"] + [s for s in args.fusion.split(",") if s]
+    arts = {}
+    for strategy in strategies:
+        arts[strategy] = os.path.join(args.workdir, "artifact-" + strategy)
+        subprocess.run([args.transfuse, "compile", args.config, "-o", arts[strategy], "--emit",
+                        "mlir", "--max-batch", "4", "--fusion", strategy], check=True,
+                       stdout=subprocess.DEVNULL)
+    art = arts["none"]
     with open(os.path.join(art, "manifest.json")) as f:
         manifest = json.load(f)
     cfg = manifest["config"]
@@ -83,20 +94,30 @@ def main():
             inputs = {"tokens": random_tokens(rng, batch, tgt_len, cfg["vocab_size"], cfg["pad_id"])}
         wpath = os.path.join(args.workdir, f"weights{variant}.safetensors")
         ipath = os.path.join(args.workdir, f"inputs{variant}.safetensors")
-        opath = os.path.join(args.workdir, f"outputs{variant}.safetensors")
         safetensors_io.write(wpath, weights)
         safetensors_io.write(ipath, inputs)
-        subprocess.run([args.transfuse, "run", art, "--backend", "reference", "--weights", wpath,
-                        "--inputs", ipath, "--outputs", opath, "--f64-outputs"], check=True)
-        got = safetensors_io.read(opath)["logits"].astype(np.float64)
         want = oracle.forward(cfg, weights, inputs)
-        err = float(np.max(np.abs(got - want))) if got.shape == want.shape else float("inf")
-        tol = 1e-6 * max(1.0, float(np.max(np.abs(want))))
-        ok = np.isfinite(got).all() and err <= tol
-        failures += not ok
-        print(f"{os.path.basename(args.config)} B={batch} S={src_len} T={tgt_len}: "
-              f"shape {list(got.shape)} max abs err {err:.3e} (tolerance {tol:.3e}) "
-              f"{'ok' if ok else 'MISMATCH'}")
+        unfused = None
+        for strategy in strategies:
+            opath = os.path.join(args.workdir, f"outputs{variant}-{strategy}.safetensors")
+            subprocess.run([args.transfuse, "run", arts[strategy], "--backend", "reference",
+                            "--weights", wpath, "--inputs", ipath, "--outputs", opath,
+                            "--f64-outputs"], check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            got = safetensors_io.read(opath)["logits"].astype(np.float64)
+            scale = max(1.0, float(np.max(np.abs(want))))
+            checks = [("oracle", want, 1e-6 * scale)]
+            if unfused is not None:
+                checks.append(("unfused", unfused, 1e-12 * scale))
+            for name, ref, tol in checks:
+                err = float(np.max(np.abs(got - ref))) if got.shape == ref.shape else float("inf")
+                ok = np.isfinite(got).all() and err <= tol
+                failures += not ok
+                print(f"{os.path.basename(args.config)} fusion={strategy} B={batch} S={src_len} "
+                      f"T={tgt_len}: vs {name} max abs err {err:.3e} (tolerance {tol:.1e}) "
+                      f"{'ok' if ok else 'MISMATCH'}")
+            if unfused is None:
+                unfused = got
     return 1 if failures else 0
 
 

@@ -1,0 +1,208 @@
+// Benchmarks of the attention, normalization and elementwise kernels
+// (runtime/kernels: Attention.h, Norm.h, Elementwise.h), with the FMA peak
+// probe and a streaming copy measured in the same run.
+//
+//   build/bench/kernels_bench [--benchmark_filter=...]
+//       [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]
+//
+// Attention: B=1, H=8, Sq=Sk=512, D=64 (also D=128), fused vs unfused, with and
+// without the causal mask; args: causal/threads. Counters: GFLOPS counted as
+// 4·B·H·Sq·Sk·D (halved when causal) per call, and peak_frac = GFLOPS /
+// (one thread's measured FMA peak · threads).
+//
+// Bandwidth: add+layer_norm (x, residual in; y and the sum out), layer_norm,
+// softmax and gelu on rows of 512 and 2048, and a copy (std::memcpy) of one
+// tensor of the same size, at two sizes per tensor: 1 MiB (L2-resident, what a
+// transformer layer's activations are) and 64 MiB (beyond L2 and most of L3:
+// DRAM). args: width/MiB per tensor/threads. Counter bytes_per_second counts the
+// bytes the kernel must read and write once (add+LN: 4 tensors; softmax,
+// layer_norm, gelu, copy: 2 tensors).
+
+#include "runtime/ThreadPool.h"
+#include "runtime/kernels/Attention.h"
+#include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/FmaPeak.h"
+#include "runtime/kernels/Norm.h"
+
+#include <benchmark/benchmark.h>
+#include <hwy/aligned_allocator.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace tk = transfuse::kernels;
+namespace rt = transfuse::rt;
+
+namespace {
+
+double peakGflops() {
+  static double peak = tk::measureFmaPeak(0.3, 5).gflops;
+  return peak;
+}
+
+rt::ThreadPool* poolFor(int threads) {
+  if (threads <= 1) return nullptr;
+  static std::map<int, std::unique_ptr<rt::ThreadPool>> pools;
+  auto& p = pools[threads];
+  if (!p) p = std::make_unique<rt::ThreadPool>(threads);
+  return p.get();
+}
+
+hwy::AlignedFreeUniquePtr<float[]> randomBuf(size_t n, uint32_t seed, float lo = -1,
+                                             float hi = 1) {
+  auto p = hwy::AllocateAligned<float>(n);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (size_t i = 0; i < n; ++i) p[i] = u(rng);
+  return p;
+}
+
+// ---- attention ---------------------------------------------------------------
+
+void runAttention(benchmark::State& state, bool unfused, size_t D) {
+  const bool causal = state.range(0) != 0;
+  const int threads = static_cast<int>(state.range(1));
+  const size_t B = 1, H = 8, S = 512;
+  auto q = randomBuf(B * H * S * D, 1), k = randomBuf(B * H * S * D, 2),
+       v = randomBuf(B * H * S * D, 3), o = randomBuf(B * H * S * D, 4);
+  tk::AttentionArgs a;
+  a.batch = B;
+  a.heads = H;
+  a.seqQ = a.seqK = S;
+  a.headDim = D;
+  a.q.data = q.get();
+  a.k.data = k.get();
+  a.v.data = v.get();
+  a.out = o.get();
+  a.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  a.causal = causal;
+  rt::ThreadPool* pool = poolFor(threads);
+  for (auto _ : state) {
+    rt::Status st = unfused ? tk::attentionUnfused(a, pool) : tk::attention(a, pool);
+    benchmark::DoNotOptimize(st);
+    benchmark::ClobberMemory();
+  }
+  const double flops = 4.0 * B * H * S * S * D * (causal ? 0.5 : 1.0);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_GFLOPS"] = peakGflops() * threads;
+  state.counters["peak_frac"] = benchmark::Counter(
+      flops * 1e-9 / (peakGflops() * threads), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_AttentionFused(benchmark::State& s) { runAttention(s, false, 64); }
+void BM_AttentionUnfused(benchmark::State& s) { runAttention(s, true, 64); }
+void BM_AttentionFusedD128(benchmark::State& s) { runAttention(s, false, 128); }
+void BM_AttentionUnfusedD128(benchmark::State& s) { runAttention(s, true, 128); }
+
+void attentionArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"causal", "threads"});
+  for (int t : {1, 2})
+    for (int c : {0, 1}) b->Args({c, t});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(BM_AttentionFused)->Apply(attentionArgs);
+BENCHMARK(BM_AttentionUnfused)->Apply(attentionArgs);
+BENCHMARK(BM_AttentionFusedD128)->Apply(attentionArgs);
+BENCHMARK(BM_AttentionUnfusedD128)->Apply(attentionArgs);
+
+// ---- bandwidth ---------------------------------------------------------------
+
+struct RowShape {
+  size_t width, rows, n;
+  int threads;
+  explicit RowShape(benchmark::State& s)
+      : width(static_cast<size_t>(s.range(0))),
+        rows((static_cast<size_t>(s.range(1)) << 20) / 4 / width),
+        n(rows * width),
+        threads(static_cast<int>(s.range(2))) {}
+};
+
+void setBytes(benchmark::State& state, size_t bytesPerCall) {
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytesPerCall));
+}
+
+void BM_Copy(benchmark::State& state) {
+  RowShape r(state);
+  auto x = randomBuf(r.n, 1), y = randomBuf(r.n, 2);
+  rt::ThreadPool* pool = poolFor(r.threads);
+  for (auto _ : state) {
+    if (pool) {
+      pool->parallelFor(static_cast<int64_t>(r.n), [&](int64_t b, int64_t e, int) {
+        std::memcpy(y.get() + b, x.get() + b, (e - b) * sizeof(float));
+      });
+    } else {
+      std::memcpy(y.get(), x.get(), r.n * sizeof(float));
+    }
+    benchmark::ClobberMemory();
+  }
+  setBytes(state, 2 * r.n * sizeof(float));
+}
+
+void BM_AddLayerNorm(benchmark::State& state) {
+  RowShape r(state);
+  auto x = randomBuf(r.n, 1), res = randomBuf(r.n, 2), y = randomBuf(r.n, 3),
+       sum = randomBuf(r.n, 4), g = randomBuf(r.width, 5), be = randomBuf(r.width, 6);
+  rt::ThreadPool* pool = poolFor(r.threads);
+  for (auto _ : state) {
+    tk::addLayerNorm(x.get(), res.get(), g.get(), be.get(), y.get(), sum.get(), r.rows, r.width,
+                     1e-5f, pool);
+    benchmark::ClobberMemory();
+  }
+  setBytes(state, 4 * r.n * sizeof(float));
+}
+
+void BM_LayerNorm(benchmark::State& state) {
+  RowShape r(state);
+  auto x = randomBuf(r.n, 1), y = randomBuf(r.n, 3), g = randomBuf(r.width, 5),
+       be = randomBuf(r.width, 6);
+  rt::ThreadPool* pool = poolFor(r.threads);
+  for (auto _ : state) {
+    tk::layerNorm(x.get(), g.get(), be.get(), y.get(), r.rows, r.width, 1e-5f, pool);
+    benchmark::ClobberMemory();
+  }
+  setBytes(state, 2 * r.n * sizeof(float));
+}
+
+void BM_Softmax(benchmark::State& state) {
+  RowShape r(state);
+  auto x = randomBuf(r.n, 1, -10, 10), y = randomBuf(r.n, 3);
+  rt::ThreadPool* pool = poolFor(r.threads);
+  for (auto _ : state) {
+    tk::softmax(x.get(), y.get(), r.rows, r.width, pool);
+    benchmark::ClobberMemory();
+  }
+  setBytes(state, 2 * r.n * sizeof(float));
+}
+
+void BM_Gelu(benchmark::State& state) {
+  RowShape r(state);
+  auto x = randomBuf(r.n, 1, -5, 5), y = randomBuf(r.n, 3);
+  rt::ThreadPool* pool = poolFor(r.threads);
+  for (auto _ : state) {
+    tk::gelu(x.get(), y.get(), r.n, pool);
+    benchmark::ClobberMemory();
+  }
+  setBytes(state, 2 * r.n * sizeof(float));
+}
+
+void rowArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"width", "MiB", "threads"});
+  for (int t : {1, 2})
+    for (int mib : {1, 64})
+      for (int w : {512, 2048}) b->Args({w, mib, t});
+  b->UseRealTime();
+}
+BENCHMARK(BM_Copy)->Apply(rowArgs);
+BENCHMARK(BM_AddLayerNorm)->Apply(rowArgs);
+BENCHMARK(BM_LayerNorm)->Apply(rowArgs);
+BENCHMARK(BM_Softmax)->Apply(rowArgs);
+BENCHMARK(BM_Gelu)->Apply(rowArgs);
+
+}  // namespace
+
+BENCHMARK_MAIN();
