@@ -329,6 +329,32 @@ LogicalResult ReshapeOp::verify() {
 OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType())
     return getInput();
+  // reshape(reshape(x)) = reshape(x): both keep the dynamic dimensions' order.
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
+    if (inner.getInput().getType() == getType())
+      return inner.getInput();
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  return {};
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  ArrayRef<int64_t> perm = getPermutation();
+  // transpose(transpose(x, p), q) = transpose(x, p∘q): result[i] = x[p[q[i]]].
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    ArrayRef<int64_t> p = inner.getPermutation();
+    SmallVector<int64_t> composed;
+    for (int64_t q : perm)
+      composed.push_back(p[q]);
+    getInputMutable().assign(inner.getInput());
+    setPermutation(composed);
+    perm = getPermutation();
+    if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+      return getResult();
+  }
+  if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+    return getInput();
   return {};
 }
 

@@ -294,6 +294,7 @@ def Transfuse_TransposeOp : Transfuse_Op<"transpose", [
   let arguments = (ins TF_AnyTensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs TF_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
 }
 
 def Transfuse_ConcatOp : Transfuse_Op<"concat", [
