@@ -3,6 +3,7 @@
 #include "codegen/Interface.h"
 
 #include "ir/TransfuseDialect.h"
+#include "passes/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -88,6 +89,7 @@ llvm::Expected<ModelInterface> mlir::transfuse::extractInterface(ModuleOp module
         return spec.takeError();
       ep.outputs.push_back(std::move(*spec));
     }
+    ep.arenaBytes = planMemory(func).arenaSize;
     mi.entryPoints.push_back(std::move(ep));
   }
   if (mi.entryPoints.empty())
@@ -204,7 +206,8 @@ llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module,
   for (const auto &ep : mi.entryPoints)
     entryPoints.push_back(llvm::json::Object{{"name", ep.name},
                                              {"inputs", specsToJson(ep.inputs)},
-                                             {"outputs", specsToJson(ep.outputs)}});
+                                             {"outputs", specsToJson(ep.outputs)},
+                                             {"arena_bytes", ep.arenaBytes}});
   manifest["entry_points"] = std::move(entryPoints);
   llvm::json::Array params;
   for (const auto &p : mi.params) {

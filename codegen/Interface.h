@@ -21,6 +21,8 @@ namespace mlir::transfuse {
 struct EntryPoint {
   std::string name;
   std::vector<::transfuse::rt::TensorSpec> inputs, outputs;
+  /// Bytes of intermediate tensors at the maxima (passes/MemoryPlan.h).
+  int64_t arenaBytes = 0;
 };
 
 struct ModelInterface {

@@ -4,12 +4,15 @@
 
 #include "codegen/Interface.h"
 #include "codegen/reference/Interpreter.h"
+#include "ir/TransfuseDialect.h"
 #include "models/Models.h"
+#include "passes/MemoryPlan.h"
 #include "passes/Passes.h"
 #include "runtime/WeightBinding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
@@ -114,6 +117,82 @@ TEST(FusionEquivalence, AllStrategyKeepsLogitsOnTinyModels) {
     EXPECT_GT(maxAbs, 0.0) << config;
     EXPECT_LE(maxErr, 1e-12 * std::max(1.0, maxAbs)) << config;
   }
+}
+
+} // namespace
+
+namespace {
+
+/// The arena plan of the base model's forward at a fusion strategy.
+mlir::transfuse::MemoryPlan planBase(MLIRContext &context, const char *strategy,
+                                     OwningOpRef<ModuleOp> &module) {
+  auto loaded = loadModelDefinition(
+      context, std::string(TRANSFUSE_SOURCE_DIR) + "/models/transformer-base.json",
+      BuildOptions());
+  EXPECT_TRUE(static_cast<bool>(loaded));
+  module = std::move(*loaded);
+  PassManager pm(&context);
+  buildFusionPipeline(pm, *FusionStrategy::parse(strategy), nullptr);
+  EXPECT_TRUE(succeeded(pm.run(*module)));
+  return planMemory(module->lookupSymbol<func::FuncOp>("forward"));
+}
+
+void expectNoLiveOverlap(const mlir::transfuse::MemoryPlan &plan) {
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const auto &a = plan.buffers[i];
+    EXPECT_EQ(a.offset % kArenaAlignment, 0);
+    EXPECT_LE(a.offset + a.size, plan.arenaSize);
+    for (size_t j = i + 1; j < plan.buffers.size(); ++j) {
+      const auto &b = plan.buffers[j];
+      bool liveTogether = a.firstUse <= b.lastUse && b.firstUse <= a.lastUse;
+      bool sharesBytes = a.offset < b.offset + b.size && b.offset < a.offset + a.size;
+      EXPECT_FALSE(liveTogether && sharesBytes)
+          << "buffers " << i << " and " << j << " are live together and overlap";
+    }
+  }
+}
+
+TEST(MemoryPlan, NoTwoLiveBuffersOverlapAndFusionNeedsLessArena) {
+  MLIRContext context;
+  OwningOpRef<ModuleOp> unfusedModule, fusedModule;
+  auto unfused = planBase(context, "none", unfusedModule);
+  auto fused = planBase(context, "all", fusedModule);
+  expectNoLiveOverlap(unfused);
+  expectNoLiveOverlap(fused);
+  ASSERT_GT(unfused.buffers.size(), 100u);
+  // The plan reuses memory: far less than every buffer side by side.
+  int64_t total = 0;
+  for (const auto &b : unfused.buffers)
+    total += b.size;
+  EXPECT_LT(unfused.arenaSize, total / 4);
+  // Fused attention never materializes the [B, H, S, S] scores.
+  EXPECT_LT(fused.arenaSize, unfused.arenaSize);
+}
+
+TEST(MemoryPlan, SizesAtTheMaximaAndViewsShareTheirInput) {
+  MLIRContext context;
+  context.loadDialect<TransfuseDialect, func::FuncDialect>();
+  const char *source = R"mlir(
+    func.func @forward(%x: tensor<?x?x8xf32> {transfuse.name = "x"}) -> tensor<?x?x8xf32>
+        attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 3 : i64} {
+      %a = transfuse.relu %x : tensor<?x?x8xf32>
+      %b = transfuse.reshape %a : (tensor<?x?x8xf32>) -> tensor<?x?x2x4xf32>
+      %c = transfuse.exp %b : tensor<?x?x2x4xf32>
+      %d = transfuse.reshape %c : (tensor<?x?x2x4xf32>) -> tensor<?x?x8xf32>
+      %e = transfuse.tanh %d : tensor<?x?x8xf32>
+      return %e : tensor<?x?x8xf32>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  auto plan = planMemory(module->lookupSymbol<func::FuncOp>("forward"));
+  // relu and exp own buffers (the reshapes are views, tanh is the result):
+  // 2·3·8 floats = 192 bytes each, live together while exp reads relu's.
+  ASSERT_EQ(plan.buffers.size(), 2u);
+  EXPECT_EQ(plan.buffers[0].size, 192);
+  EXPECT_EQ(plan.buffers[1].size, 192);
+  EXPECT_EQ(plan.buffers[0].lastUse, 2); // read by exp through the view
+  EXPECT_EQ(plan.arenaSize, 384);
+  expectNoLiveOverlap(plan);
 }
 
 } // namespace

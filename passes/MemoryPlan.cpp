@@ -1,0 +1,103 @@
+//===- MemoryPlan.cpp - liveness-based buffer reuse -----------------------===//
+
+#include "passes/MemoryPlan.h"
+
+#include "ir/TransfuseDialect.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+namespace {
+
+int64_t alignUp(int64_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+int64_t bytesAtMaxima(RankedTensorType type, int64_t maxBatch, int64_t maxSeq) {
+  int64_t n = 1;
+  for (auto [d, size] : llvm::enumerate(type.getShape()))
+    n *= ShapedType::isDynamic(size) ? (d == 0 ? maxBatch : maxSeq) : size;
+  Type e = type.getElementType();
+  int64_t width = e.isInteger(1) ? 8 : e.getIntOrFloatBitWidth();
+  return n * (width / 8);
+}
+
+/// Values that need no arena memory of their own.
+bool ownsNoMemory(Operation *op) { return isa<ParamOp, ConstantOp, ReshapeOp, DimOp>(op); }
+
+} // namespace
+
+MemoryPlan mlir::transfuse::planMemory(func::FuncOp func) {
+  MemoryPlan plan;
+  Block &body = func.getBody().front();
+  auto attr = [&](StringRef name) {
+    auto a = func->getAttrOfType<IntegerAttr>(name);
+    return a ? a.getInt() : int64_t{1};
+  };
+  int64_t maxBatch = attr(kMaxBatchAttr), maxSeq = attr(kMaxSeqLenAttr);
+
+  llvm::DenseMap<Operation *, int64_t> position;
+  int64_t next = 0;
+  for (Operation &op : body)
+    position[&op] = next++;
+  // Reshapes are views: a value's storage is its root's.
+  auto root = [](Value v) {
+    while (auto r = v.getDefiningOp<ReshapeOp>())
+      v = r.getInput();
+    return v;
+  };
+  llvm::DenseSet<Value> returned;
+  for (Value v : body.getTerminator()->getOperands())
+    returned.insert(root(v));
+
+  llvm::DenseMap<Value, size_t> index;
+  for (Operation &op : body) {
+    if (ownsNoMemory(&op))
+      continue;
+    for (Value result : op.getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      if (!type || returned.contains(result))
+        continue;
+      index[result] = plan.buffers.size();
+      plan.buffers.push_back({result, 0, alignUp(bytesAtMaxima(type, maxBatch, maxSeq)),
+                              position[&op], position[&op]});
+    }
+  }
+  // Live until the last use of the value or of any view of it.
+  for (Operation &op : body)
+    for (Value operand : op.getOperands())
+      if (auto it = index.find(root(operand)); it != index.end())
+        plan.buffers[it->second].lastUse =
+            std::max(plan.buffers[it->second].lastUse, position[&op]);
+
+  // Greedy by size: place the largest first at the lowest free offset.
+  std::vector<size_t> order(plan.buffers.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return plan.buffers[a].size > plan.buffers[b].size;
+  });
+  std::vector<size_t> placed;
+  for (size_t i : order) {
+    PlannedBuffer &buf = plan.buffers[i];
+    std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end) overlapping in time
+    for (size_t j : placed) {
+      const PlannedBuffer &other = plan.buffers[j];
+      if (other.firstUse <= buf.lastUse && buf.firstUse <= other.lastUse)
+        busy.push_back({other.offset, other.offset + other.size});
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (auto [begin, end] : busy) {
+      if (offset + buf.size <= begin)
+        break;
+      offset = std::max(offset, end);
+    }
+    buf.offset = offset;
+    plan.arenaSize = std::max(plan.arenaSize, offset + buf.size);
+    placed.push_back(i);
+  }
+  return plan;
+}

@@ -1,0 +1,45 @@
+//===- MemoryPlan.h - liveness-based buffer reuse in one arena ------------===//
+//
+// Every intermediate tensor of an entry point gets a range of one arena,
+// sized for the compiled maxima; tensors whose live ranges do not overlap
+// share memory. Parameters live in the weights, results in the caller's
+// buffers, and a reshape is a view of its input (it extends the input's
+// range instead of taking memory).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_PASSES_MEMORYPLAN_H
+#define TRANSFUSE_PASSES_MEMORYPLAN_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <vector>
+
+namespace mlir::transfuse {
+
+struct PlannedBuffer {
+  Value value;
+  int64_t offset = 0, size = 0;     // bytes in the arena
+  int64_t firstUse = 0, lastUse = 0; // op positions in the body, inclusive
+};
+
+struct MemoryPlan {
+  int64_t arenaSize = 0;
+  std::vector<PlannedBuffer> buffers;
+};
+
+/// The byte alignment of every buffer (a cache line; AVX-512 friendly).
+inline constexpr int64_t kArenaAlignment = 64;
+
+/// Plans the arena of `func`. Dynamic dimensions take their maxima
+/// (`transfuse.max_batch` for dimension 0, `transfuse.max_seq_len` else).
+/// Placement is greedy by size: the largest buffers first, each at the lowest
+/// offset free during its live range.
+MemoryPlan planMemory(func::FuncOp func);
+
+/// Attribute names written by --transfuse-plan-memory.
+inline constexpr llvm::StringLiteral kArenaSizeAttr = "transfuse.arena_size";
+inline constexpr llvm::StringLiteral kArenaOffsetAttr = "transfuse.arena_offsets";
+
+} // namespace mlir::transfuse
+
+#endif // TRANSFUSE_PASSES_MEMORYPLAN_H
