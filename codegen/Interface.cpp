@@ -99,6 +99,8 @@ llvm::Expected<ModelInterface> mlir::transfuse::extractInterface(ModuleOp module
   Operation *failedOp = nullptr;
   std::string failure;
   module.walk([&](ParamOp op) {
+    if (op.getPrepared())
+      return; // an output of @prepare, not a weight
     auto type = op.getType();
     auto [it, inserted] = byName.try_emplace(op.getName(), mi.params.size());
     if (!inserted) {

@@ -27,7 +27,7 @@ Value GraphBuilder::param(StringRef name, ArrayRef<int64_t> shape, StringRef ini
   auto type = RankedTensorType::get(shape, b.getF32Type());
   auto op = ParamOp::create(b, loc, type, b.getStringAttr(name), b.getStringAttr(init),
                             fanIn ? b.getI64IntegerAttr(*fanIn) : IntegerAttr(),
-                            optional ? b.getUnitAttr() : UnitAttr());
+                            optional ? b.getUnitAttr() : UnitAttr(), /*prepared=*/UnitAttr());
   lastParam = op;
   params[name] = op.getResult();
   return op.getResult();

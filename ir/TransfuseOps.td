@@ -48,7 +48,8 @@ def Transfuse_ParamOp : Transfuse_Op<"param"> {
     ```
   }];
   let arguments = (ins StrAttr:$name, StrAttr:$init,
-                       OptionalAttr<I64Attr>:$fan_in, UnitAttr:$optional);
+                       OptionalAttr<I64Attr>:$fan_in, UnitAttr:$optional,
+                       UnitAttr:$prepared);
   let results = (outs TF_FloatTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;

@@ -39,12 +39,12 @@ struct FuseAddLayerNormPass : mlir::transfuse::impl::TransfuseFuseAddLayerNormBa
     if (axis != type.getRank() - 1)
       return std::string("normalizes more than the last dimension");
     auto add = ln.getInput().getDefiningOp<AddOp>();
-    if (!add)
-      return "its input is not a residual add (it comes from '" +
-             (ln.getInput().getDefiningOp()
-                  ? ln.getInput().getDefiningOp()->getName().getStringRef().str()
-                  : std::string("a function argument")) +
-             "')";
+    if (!add) {
+      Operation *def = ln.getInput().getDefiningOp();
+      return def ? "its input is not a residual add (it comes from '" +
+                       def->getName().getStringRef().str() + "')"
+                 : std::string("its input is not a residual add (it is a function argument)");
+    }
     // The operand with the sum's own type is the input; the other broadcasts.
     Value x = add.getLhs(), r = add.getRhs();
     if (x.getType() != add.getType())

@@ -116,11 +116,16 @@ std::optional<std::string> AttentionMatcher::walkScores() {
     if (isa<MulOp, DivOp>(def))
       return std::string("the scale is not a constant");
     if (auto add = dyn_cast<AddOp>(def)) {
-      auto isScores = [&](Value x) {
-        return x.getType() == add.getType() && x.getDefiningOp() &&
-               isa<MatmulOp, SelectOp, AddOp, ScaleOp, MulOp, DivOp>(x.getDefiningOp());
+      // The scores come from the matmul chain; the other operand is the mask.
+      auto fromChain = [](Value x) {
+        Operation *d = x.getDefiningOp();
+        return d && isa<MatmulOp, SelectOp, AddOp, ScaleOp, MulOp, DivOp>(d);
       };
-      Value scores = isScores(add.getLhs()) ? add.getLhs() : add.getRhs();
+      Value scores = fromChain(add.getLhs()) ? add.getLhs()
+                     : fromChain(add.getRhs()) ? add.getRhs()
+                                               : Value();
+      if (!scores)
+        return std::string("the scores are not computed by a matmul");
       Value bias = scores == add.getLhs() ? add.getRhs() : add.getLhs();
       if (scores.getType() != add.getType())
         return std::string("an additive mask that does not broadcast to the scores without growing them");

@@ -159,8 +159,15 @@ bool DimEquality::equal(Value x, int64_t a, Value y, int64_t b) {
 
 bool DimEquality::equalsIndex(Value size, Value x, int64_t a) {
   auto tx = cast<RankedTensorType>(x.getType());
-  if (!tx.isDynamicDim(a))
-    return false; // a static size is never given as an index here
+  if (!tx.isDynamicDim(a)) {
+    // A static size: the index must be `dim` of a static dimension as large.
+    auto dim = size.getDefiningOp<DimOp>();
+    if (!dim)
+      return false;
+    auto t = dim.getInput().getType();
+    int64_t axis = (int64_t)dim.getAxis() < 0 ? (int64_t)dim.getAxis() + t.getRank() : dim.getAxis();
+    return !t.isDynamicDim(axis) && t.getDimSize(axis) == tx.getDimSize(a);
+  }
   std::optional<Origin> os = indexOrigin(size), ox = origin(x, a);
   return os && ox && *os == *ox;
 }

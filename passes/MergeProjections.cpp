@@ -60,20 +60,21 @@ std::optional<Projection> asProjection(Operation *op) {
 }
 
 /// Makes `v` available before `point`: true when it already is, or when its
-/// computation is pure and can move there (weights sliced from a packed
-/// parameter are computed where each layer starts).
-bool hoistBefore(Value v, Operation *point) {
+/// computation is pure, does not depend on an op of the group being merged
+/// (`group`), and can move there (weights sliced from a packed parameter
+/// are computed where each layer starts).
+bool hoistBefore(Value v, Operation *point, const llvm::DenseSet<Operation *> &group) {
   if (isa<BlockArgument>(v))
     return true;
   Operation *def = v.getDefiningOp();
-  if (def->getBlock() != point->getBlock())
+  if (group.contains(def) || def->getBlock() != point->getBlock())
     return false;
   if (def->isBeforeInBlock(point))
     return true;
   if (!isPure(def) || def->getNumRegions() != 0)
     return false;
   for (Value operand : def->getOperands())
-    if (!hoistBefore(operand, point))
+    if (!hoistBefore(operand, point, group))
       return false;
   def->moveBefore(point);
   return true;
@@ -91,8 +92,15 @@ struct MergeProjectionsPass : mlir::transfuse::impl::TransfuseMergeProjectionsBa
     for (const Projection &p : group)
       if (p.op->isBeforeInBlock(first))
         first = p.op;
+    llvm::DenseSet<Operation *> members;
+    for (const Projection &p : group) {
+      members.insert(p.op);
+      if (p.biasAdd)
+        members.insert(p.biasAdd);
+    }
     for (const Projection &p : group)
-      if (!hoistBefore(p.weight, first) || (p.bias && !hoistBefore(p.bias, first))) {
+      if (!hoistBefore(p.weight, first, members) ||
+          (p.bias && !hoistBefore(p.bias, first, members))) {
         recorder.missed(p.op->getLoc(), "its weight or bias depends on values computed after "
                                         "the other projections of the same input start");
         return;

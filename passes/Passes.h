@@ -27,6 +27,9 @@ std::unique_ptr<Pass> createFuseLinearEpiloguePass(FusionReport *report);
 std::unique_ptr<Pass> createMergeProjectionsPass(FusionReport *report);
 std::unique_ptr<Pass> createFuseElementwisePass(FusionReport *report);
 
+/// The name of the entry point --transfuse-hoist-prepare creates.
+inline constexpr llvm::StringLiteral kPrepareFunction = "prepare";
+
 /// A fusion strategy: which fusions run. Named strategies are none,
 /// attention, layernorm, epilogue, projections, elementwise and all; names
 /// combine with '+' (attention+layernorm).
@@ -46,6 +49,11 @@ void buildCleanupPipeline(OpPassManager &pm);
 /// clean-up.
 void buildFusionPipeline(OpPassManager &pm, const FusionStrategy &strategy,
                          FusionReport *report);
+
+/// Adds what `transfuse compile` runs: the fusion pipeline of `strategy`,
+/// then the hoisting of weight-only work into @prepare, then clean-up.
+void buildCompilePipeline(OpPassManager &pm, const FusionStrategy &strategy,
+                          FusionReport *report);
 
 /// Registers the transfuse passes and pipelines with the global registry
 /// (for transfuse-opt), including `transfuse-fusion{strategy=...}`.

@@ -104,4 +104,14 @@ def TransfuseFuseElementwise
   }];
 }
 
+def TransfuseHoistPrepare : Pass<"transfuse-hoist-prepare", "mlir::ModuleOp"> {
+  let summary = "Hoist weight-only computations into a @prepare entry point run once at load";
+  let description = [{
+    Slicing packed weights, concatenating merged projection weights and other
+    pure work on parameters and constants moves into `@prepare`; the entry
+    points read its results as `transfuse.param "prepared.N" {prepared}`.
+  }];
+  let dependentDialects = ["mlir::transfuse::TransfuseDialect", "mlir::func::FuncDialect"];
+}
+
 #endif // TRANSFUSE_PASSES_TD

@@ -79,6 +79,13 @@ void transfuse::buildFusionPipeline(OpPassManager &pm, const FusionStrategy &s,
   buildCleanupPipeline(pm);
 }
 
+void transfuse::buildCompilePipeline(OpPassManager &pm, const FusionStrategy &s,
+                                     FusionReport *report) {
+  buildFusionPipeline(pm, s, report);
+  pm.addPass(createTransfuseHoistPrepare());
+  buildCleanupPipeline(pm);
+}
+
 namespace {
 struct FusionPipelineOptions : public PassPipelineOptions<FusionPipelineOptions> {
   Option<std::string> strategy{*this, "strategy",
@@ -92,14 +99,21 @@ void transfuse::registerTransfusePassesAndPipelines() {
   PassPipelineRegistration<>("transfuse-cleanup",
                              "Canonicalize and CSE a transfuse graph",
                              buildCleanupPipeline);
-  PassPipelineRegistration<FusionPipelineOptions>(
+  // Registered by hand so that a bad strategy fails the run.
+  registerPassPipeline(
       "transfuse-fusion", "The fusion pipeline of a strategy (as transfuse compile --fusion)",
-      [](OpPassManager &pm, const FusionPipelineOptions &options) {
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) -> LogicalResult {
+        FusionPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
         auto strategy = FusionStrategy::parse(options.strategy);
-        if (!strategy) {
-          llvm::errs() << llvm::toString(strategy.takeError()) << "\n";
-          return;
-        }
+        if (!strategy)
+          return errorHandler(llvm::toString(strategy.takeError()));
         buildFusionPipeline(pm, *strategy, nullptr);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
+        optHandler(FusionPipelineOptions());
       });
 }

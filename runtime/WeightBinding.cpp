@@ -152,12 +152,20 @@ StatusOr<std::map<std::string, Tensor>> bindWeights(const std::vector<ParamSpec>
   return out;
 }
 
+uint64_t paramStream(const std::string& name) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 std::map<std::string, Tensor> randomWeights(const std::vector<ParamSpec>& params, uint64_t seed) {
   std::map<std::string, Tensor> out;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const ParamSpec& p = params[i];
+  for (const ParamSpec& p : params) {
     Tensor t = Tensor::zeros(DType::F32, p.shape);
-    initTensor(t, p.init, p.fanIn, p.fanOut, seed, static_cast<uint64_t>(i));
+    initTensor(t, p.init, p.fanIn, p.fanOut, seed, paramStream(p.name));
     out[p.name] = std::move(t);
   }
   return out;

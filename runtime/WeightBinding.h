@@ -65,8 +65,12 @@ StatusOr<std::map<std::string, Tensor>> bindWeights(const std::vector<ParamSpec>
                                                    std::vector<std::string>* warnings);
 
 // F32 tensors for every param, each filled by initTensor(kind, fanIn, fanOut, seed,
-// index of the param in `params`).
+// paramStream(name)): a param's values depend on its name and the seed only,
+// not on its place in the table, so passes that reorder params keep them.
 std::map<std::string, Tensor> randomWeights(const std::vector<ParamSpec>& params, uint64_t seed);
+
+// The random stream of a parameter: the 64-bit FNV-1a hash of its name.
+uint64_t paramStream(const std::string& name);
 
 }  // namespace transfuse::rt
 

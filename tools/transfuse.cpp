@@ -147,7 +147,7 @@ int runCompile(const std::vector<std::string> &positional,
   auto module = orDie(loadModelDefinition(context, positional[0], buildOptions(flags)));
   FusionReport report;
   PassManager pm(&context);
-  buildFusionPipeline(pm, strategy, &report);
+  buildCompilePipeline(pm, strategy, &report);
   if (failed(pm.run(*module)))
     die("the fusion pipeline failed on " + positional[0]);
   ModelInterface mi = orDie(extractInterface(*module));

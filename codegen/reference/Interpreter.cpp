@@ -10,6 +10,7 @@
 
 #include "codegen/Interface.h"
 #include "ir/TransfuseDialect.h"
+#include "passes/Passes.h"
 #include "runtime/Philox.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -780,17 +781,35 @@ llvm::Expected<TensorMap> Interpreter::run(func::FuncOp func, const TensorMap &i
 
 } // namespace
 
+/// Runs one entry point of `mi` with `weights` as they are.
+static llvm::Expected<TensorMap> runEntry(func::FuncOp func, const ModelInterface &mi,
+                                          const TensorMap &weights, const TensorMap &inputs,
+                                          bool f64Outputs) {
+  for (const EntryPoint &ep : mi.entryPoints)
+    if (ep.name == func.getName())
+      return Interpreter(weights, f64Outputs).run(func, inputs, ep);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), "no entry point '%s'",
+                                 func.getName().str().c_str());
+}
+
 llvm::Expected<TensorMap> mlir::transfuse::reference::run(func::FuncOp func,
                                                           const TensorMap &weights,
                                                           const TensorMap &inputs,
                                                           bool f64Outputs) {
   auto module = func->getParentOfType<ModuleOp>();
-  auto interface = extractInterface(module);
-  if (!interface)
-    return interface.takeError();
-  for (const EntryPoint &ep : interface->entryPoints)
-    if (ep.name == func.getName())
-      return Interpreter(weights, f64Outputs).run(func, inputs, ep);
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), "no entry point '%s'",
-                                 func.getName().str().c_str());
+  auto mi = extractInterface(module);
+  if (!mi)
+    return mi.takeError();
+  // Weight-only work hoisted into @prepare runs first; its outputs are the
+  // `prepared` params of the other entry points.
+  auto prepare = module.lookupSymbol<func::FuncOp>(kPrepareFunction);
+  if (!prepare || prepare == func)
+    return runEntry(func, *mi, weights, inputs, f64Outputs);
+  auto prepared = runEntry(prepare, *mi, weights, {}, /*f64Outputs=*/false);
+  if (!prepared)
+    return prepared.takeError();
+  TensorMap all = weights;
+  for (auto &[name, tensor] : *prepared)
+    all[name] = std::move(tensor);
+  return runEntry(func, *mi, all, inputs, f64Outputs);
 }

@@ -73,12 +73,14 @@ rt::Status attention(const AttentionArgs& args, rt::ThreadPool* pool) {
   const size_t tiles = (a.seqQ + tile - 1) / tile;
   const size_t tasks = a.batch * a.heads * tiles;
   auto* task = HWY_DYNAMIC_DISPATCH(AttentionTask);
-  // Causal tiles are uneven (the last query tile sees every key): hand out the
-  // heaviest tiles (last in each head) first, one task at a time.
+  // Tasks run head by head, so one head's K and V (Sk·D·8 bytes: 256 KiB at
+  // Sk = 512, D = 64) stay in L2 across its query tiles; within a head the
+  // last (for causal, heaviest) query tile goes first, and threads take one
+  // task at a time, so the uneven causal tiles balance.
   auto run = [&](size_t t0, size_t t1) {
     for (size_t t = t0; t < t1; ++t) {
-      const size_t qt = tiles - 1 - t / (a.batch * a.heads);
-      const size_t bh = t % (a.batch * a.heads);
+      const size_t bh = t / tiles;
+      const size_t qt = tiles - 1 - t % tiles;
       task(a, bh / a.heads, bh % a.heads, qt * tile);
     }
   };

@@ -33,7 +33,6 @@ PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB) {
   out.k = K;
   out.n = N;
   out.nr = nr;
-  out.kc = kc;
   out.npad = (N + nr - 1) / nr * nr;
   const size_t count = K * out.npad;
   if (count == 0) return out;
@@ -50,15 +49,12 @@ void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
   size_t mr, nr, kc, mc;
   int64_t target;
   HWY_DYNAMIC_DISPATCH(GemmKernelShape)(&mr, &nr, &kc, &mc, &target);
-  if (K != 0 && (B.nr != nr || B.kc != kc)) {
+  if (K != 0 && B.nr != nr) {
     // Packed on another target (tests switch targets): unpack and repack.
     std::vector<float> dense(K * N);
-    for (size_t k0 = 0; k0 < K; k0 += B.kc) {
-      const size_t kb = std::min(B.kc, K - k0);
-      for (size_t j = 0; j < N; ++j) {
-        const float* panel = B.data.get() + k0 * B.npad + (j / B.nr) * kb * B.nr;
-        for (size_t k = 0; k < kb; ++k) dense[(k0 + k) * N + j] = panel[k * B.nr + j % B.nr];
-      }
+    for (size_t j = 0; j < N; ++j) {
+      const float* panel = B.data.get() + (j / B.nr) * K * B.nr + j % B.nr;
+      for (size_t k = 0; k < K; ++k) dense[k * N + j] = panel[k * B.nr];
     }
     PackedB again = packB(dense.data(), K, N, N, false);
     HWY_DYNAMIC_DISPATCH(GemmPacked)(M, N, K, A, lda, transA, &again, C, ldc, &epilogue, pool);

@@ -13,31 +13,36 @@
 //
 // B is packed once (packB; weights are packed when a model loads) into panels of
 // NR columns (NR = two vectors of the best Highway target: 32 floats on AVX-512,
-// 16 on AVX2, 8 on SSE4), blocked along K in blocks of Kc = 256 rows: the panel
-// for k-block [k0, k0+kb) and columns [p·NR, p·NR+NR) is kb×NR floats, k-major,
-// at data[k0·Npad + p·kb·NR] (Npad = N rounded up to NR; padding columns are 0).
+// 16 on AVX2, 8 on SSE4): panel p holds columns [p·NR, p·NR+NR) for all k,
+// k-major: B(k, p·NR + j) = data[p·K·NR + k·NR + j]; padding columns are 0.
 //
-// Algorithm (Goto/BLIS): for each k-block, for each block of <= Mc = 512 rows,
-// A's block is packed (rows of Kc, a copy for row-major A); then for each B
-// panel of the thread's share (kept in L1: 256×32×4 = 32 KiB on AVX-512) the
-// register-blocked micro-kernel (MR×NR accumulators: 14×32 on AVX-512, i.e. 28
-// zmm registers; 6×16 on AVX2) runs over every A micro-panel (the A block
-// stays in L2: <= 512 KiB). Row blocks are split evenly into micro-panels of
-// <= MR rows (64 rows: 5 tiles of 13/13/13/13/12, not 14+14+14+14+8), so no
-// tile is mostly empty; the last panel's columns are stored with masked
-// stores. No scalar loops in the compute.
+// Algorithm (Goto/BLIS family; numbers for AVX-512, see gemm-inl.h): rows
+// are cut into blocks of <= Mc = 512 rows whose packed A for all of K fits a
+// 1 MiB L2 budget (a copy per row for row-major A); for each B panel of the
+// thread's share, for each k-block of Kc = 256 (a 256×32×4 = 32 KiB sub-panel
+// that stays in L1), the register-blocked micro-kernel (MR×NR accumulators:
+// 14×32 on AVX-512, i.e. 28 zmm registers; 6×16 on AVX2) runs over every
+// tile of the row block, while the panel's C strip stays in L1/L2 and the
+// next sub-panel of B is prefetched into L2. Row blocks are split evenly into
+// tiles of <= MR rows (64 rows: 5 tiles of 13/13/13/13/12, not
+// 14+14+14+14+8), so no tile is mostly empty; the last panel's columns are
+// stored with masked stores. No scalar loops in the compute.
 //
 // Numerics: each C element is Σ_k over k-blocks in order, each block an FMA
 // chain in k order, the block sums added to C in k-block order; the epilogue
 // is applied once after the last block. The order depends on nothing but K, so
 // results are bitwise identical for every thread count and tiling.
 //
-// Threads: the output is split into (row range × panel range) rectangles, one
-// per thread of the pool (panels first, rows when there are too few panels).
-// The pool may be null (single-threaded on the caller).
+// Threads: the output is cut into work units (row block × run of panels, about
+// four per thread) that the pool's threads take dynamically, so a thread
+// slowed by another process takes fewer; a unit's result does not depend on
+// the thread. Products under 65536 multiply-adds run on the caller alone. The
+// pool may be null (single-threaded on the caller).
 //
 // Restrictions: C must not overlap A, B, bias or residual (residual == C, an
 // in-place residual add, is NOT supported when K > 256: C holds partial sums).
+// B's packed layout belongs to the target that packed it: gemm() repacks on
+// the fly (slow) if another target is dispatched to.
 #ifndef TRANSFUSE_RUNTIME_KERNELS_GEMM_H
 #define TRANSFUSE_RUNTIME_KERNELS_GEMM_H
 
@@ -67,7 +72,6 @@ struct GemmEpilogue {
 struct PackedB {
   size_t k = 0, n = 0;  // logical B is [k, n]
   size_t nr = 0;        // panel width (floats) of the target that packed it
-  size_t kc = 0;        // K block
   size_t npad = 0;      // n rounded up to nr
   struct Free {
     void operator()(float* p) const;

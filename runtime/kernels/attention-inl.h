@@ -2,18 +2,26 @@
 // pieces of the unfused path. See Attention.h for the contract. Strides in
 // AttentionArgs are already resolved (non-zero) when these functions run.
 //
-// Fused task (b, h, query tile of M = 2 vectors of queries):
-//   Qᵀ tile  qt[d·M + r]  = scale · Q[i0 + r, d]          (D × M, zero-padded)
-//   for key tiles [j0, j0 + 32) up to the last visible key:
-//     S[j·M + r]  = Σ_d K[j0 + j, d] · qt[d·M + r]            (QK micro-kernel:
-//                   8 keys × 2 vectors, 16 accumulators, K broadcast from its
-//                   rows in place)
-//     masks → S = -inf; m' = max(m, max_j S); α = exp(m - m');
-//     P = exp(S - m'); l = α·l + Σ_j P; Oᵀ ·= α (skipped when m' == m)
-//     Oᵀ[d·M + r] += Σ_j V[j0 + j, d] · P[j·M + r]             (PV micro-kernel:
-//                   8 rows of d × 2 vectors, V broadcast in place)
-//   O[i0 + r, d] = Oᵀ[d·M + r] / l[r]   (l == 0, a fully masked row: 0)
-// Every softmax statistic is per lane (per query), so no horizontal reduction.
+// Fused task (b, h, query tile of M = 2 vectors of queries, 32 on AVX-512):
+//   Qᵀ tile  qt[d·M + r] = scale·log2(e) · Q[i0 + r, d]   (D × M, zero-padded;
+//                          scores in log2 units, so softmax uses 2^x)
+//   for key tiles [j0, j0 + 64) up to the last visible key (causal: tiles
+//   wholly above the diagonal are never visited):
+//     S[j·M + r] = Σ_d K[j0 + j, d] · qt[d·M + r]     QKTile: micro-kernel of
+//                  8 keys × 2 query vectors (16 accumulators), K broadcast from
+//                  its rows in place; also returns the tile maximum per query
+//     masks → S = -inf (and + additive·log2 e)
+//     lazy reference maximum m (an integer, raised to ceil(max) only when a
+//     score exceeds m + 12): then α = 2^(m - m'), l ·= α, O-tile rows ·= α
+//     P = 2^(S - m) (Exp2Shifted, 10 instructions), l += Σ_j P
+//     O[r, :] += Σ_j P[j·M + r] · V[j0 + j, :]     PVTile: micro-kernel of
+//                  6 queries × 4 vectors of D (24 accumulators), P broadcast,
+//                  V rows loaded in place
+//   O[i0 + r, :] = O-tile[r, :] / l[r]   (l == 0, a fully masked row: 0)
+// Every softmax statistic is per lane (per query): no horizontal reductions;
+// the O tile is row-major, so the result is stored without a transpose.
+// QKTile and PVTile are separate (not inlined) functions so that their
+// register allocation is not disturbed by the softmax constants.
 
 #if defined(TRANSFUSE_KERNELS_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TRANSFUSE_KERNELS_ATTENTION_INL_H_
@@ -38,68 +46,196 @@ namespace transfuse::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr size_t kAttnKeyTile = 32;   // keys per tile
+constexpr size_t kAttnKeyBlock = 8;  // keys per QK micro-kernel call
+constexpr size_t kAttnKeyBlockFixed = 12;  // QKMicroFixed's block
+constexpr size_t kAttnKeyTile = 48;   // keys per tile (a multiple of the block)
 constexpr size_t kAttnMaxDim = 256;
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-// S rows [0, 8) of the tile: S[r·M + c·N + lane] = Σ_d k_r[d] · qt[d·M + c·N + lane].
-HWY_INLINE void QKMicro8(DF d, const float* HWY_RESTRICT qt, size_t M, size_t D,
-                         const float* const* krow, float* HWY_RESTRICT s) {
+// The same 2^(s - m) for a score s and an integer reference m, given
+// c = 1.5·2^23 + 127 - m: t = s + c rounds s - m to an integer n in place
+// (m being an integer, t - c = n + m exactly and r = s - (n + m) exactly), so
+// the subtraction s - m and the clamp disappear: 10 instructions. Results
+// below 2^-126 (and s = -inf, which makes t = -inf or r = NaN) are zeroed by
+// the final select.
+HWY_INLINE VF Exp2Shifted(DF d, VF s, VF c) {
+  const VF t = hn::Add(s, c);
+  const VF r = hn::Sub(s, hn::Sub(t, c));
+  return hn::IfThenZeroElse(hn::Not(hn::Ge(t, hn::Set(d, 12582912.0f + 1.0f))),
+                            Exp2Scaled(d, r, t));
+}
+
+// S rows [0, KB) of a key block: S[r·M + c·N + lane] = Σ_d k_r[d] · qt[d·M + c·N + lane]
+// (KB keys × 2 query vectors of accumulators: 24 registers for KB = 12).
+// Also folds the block's maximum per query into max0/max1 (rows past the
+// tile's end repeat a real key, so they never raise it).
+template <size_t KB>
+HWY_INLINE void QKMicro(DF d, const float* HWY_RESTRICT qt, size_t M, size_t D,
+                        const float* const* krow, float* HWY_RESTRICT s, VF& max0, VF& max1) {
   const size_t N = hn::Lanes(d);
-  const float *k0 = krow[0], *k1 = krow[1], *k2 = krow[2], *k3 = krow[3];
-  const float *k4 = krow[4], *k5 = krow[5], *k6 = krow[6], *k7 = krow[7];
-  VF a00 = hn::Zero(d), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
-     a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00,
-     a70 = a00, a71 = a00;
+  VF a0[KB], a1[KB];
+  const float* k[KB];
+#pragma GCC unroll 12
+  for (size_t r = 0; r < KB; ++r) {
+    a0[r] = hn::Zero(d);
+    a1[r] = hn::Zero(d);
+    k[r] = krow[r];
+  }
   for (size_t dd = 0; dd < D; ++dd) {
     const VF q0 = hn::Load(d, qt + dd * M);
     const VF q1 = hn::Load(d, qt + dd * M + N);
-#define TF_QK_ROW(r)                      \
-  {                                       \
-    const VF kv = hn::Set(d, k##r[dd]);   \
-    a##r##0 = hn::MulAdd(kv, q0, a##r##0); \
-    a##r##1 = hn::MulAdd(kv, q1, a##r##1); \
+#pragma GCC unroll 12
+    for (size_t r = 0; r < KB; ++r) {
+      const VF kv = hn::Set(d, k[r][dd]);
+      a0[r] = hn::MulAdd(kv, q0, a0[r]);
+      a1[r] = hn::MulAdd(kv, q1, a1[r]);
+    }
   }
-    TF_QK_ROW(0) TF_QK_ROW(1) TF_QK_ROW(2) TF_QK_ROW(3)
-    TF_QK_ROW(4) TF_QK_ROW(5) TF_QK_ROW(6) TF_QK_ROW(7)
-#undef TF_QK_ROW
+#pragma GCC unroll 12
+  for (size_t r = 0; r < KB; ++r) {
+    hn::Store(a0[r], d, s + r * M);
+    hn::Store(a1[r], d, s + r * M + N);
+    max0 = hn::Max(max0, a0[r]);
+    max1 = hn::Max(max1, a1[r]);
   }
-#define TF_QK_STORE(r)                      \
-  hn::Store(a##r##0, d, s + (r) * M);       \
-  hn::Store(a##r##1, d, s + (r) * M + N);
-  TF_QK_STORE(0) TF_QK_STORE(1) TF_QK_STORE(2) TF_QK_STORE(3)
-  TF_QK_STORE(4) TF_QK_STORE(5) TF_QK_STORE(6) TF_QK_STORE(7)
-#undef TF_QK_STORE
 }
 
-// Oᵀ rows [d0, d0 + KD): ot[(d0+r)·M + c·N + lane] += Σ_j v_j[d0 + r] · p[j·M + c·N + lane].
-template <size_t KD>
-HWY_INLINE void PVMicro(DF d, const float* HWY_RESTRICT p, size_t nk, const float* vbase,
-                        size_t vstride, size_t d0, float* HWY_RESTRICT ot, size_t M) {
+// O-tile rows [q0, q0 + R) (queries), vectors [c0, c0 + C) of D:
+//   o[(q0+r)·Dp + (c0+c)·N + lane] += Σ_j p[j·M + q0 + r] · V_j[(c0+c)·N + lane]
+// P is broadcast from the score tile, V rows are loaded in place.
+template <size_t R, size_t C>
+HWY_INLINE void PVMicro(DF d, const float* HWY_RESTRICT p, size_t nk, size_t M,
+                        const float* vbase, size_t vstride, size_t c0, size_t q0,
+                        float* HWY_RESTRICT o, size_t Dp) {
   const size_t N = hn::Lanes(d);
-  VF acc0[KD], acc1[KD];
+  VF acc[R][C];
 #pragma GCC unroll 8
-  for (size_t r = 0; r < KD; ++r) {
-    acc0[r] = hn::Load(d, ot + (d0 + r) * M);
-    acc1[r] = hn::Load(d, ot + (d0 + r) * M + N);
-  }
-  const float* vrow = vbase + d0;
-  for (size_t j = 0; j < nk; ++j, vrow += vstride) {
-    const VF p0 = hn::Load(d, p + j * M);
-    const VF p1 = hn::Load(d, p + j * M + N);
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (size_t c = 0; c < C; ++c) acc[r][c] = hn::Load(d, o + (q0 + r) * Dp + (c0 + c) * N);
+  const float* vrow = vbase + c0 * N;
+  const float* prow = p + q0;
+  for (size_t j = 0; j < nk; ++j, vrow += vstride, prow += M) {
+    VF v[C];
+#pragma GCC unroll 4
+    for (size_t c = 0; c < C; ++c) v[c] = hn::LoadU(d, vrow + c * N);
 #pragma GCC unroll 8
-    for (size_t r = 0; r < KD; ++r) {
-      const VF vv = hn::Set(d, vrow[r]);
-      acc0[r] = hn::MulAdd(vv, p0, acc0[r]);
-      acc1[r] = hn::MulAdd(vv, p1, acc1[r]);
+    for (size_t r = 0; r < R; ++r) {
+      const VF pv = hn::Set(d, prow[r]);
+#pragma GCC unroll 4
+      for (size_t c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(pv, v[c], acc[r][c]);
     }
   }
 #pragma GCC unroll 8
-  for (size_t r = 0; r < KD; ++r) {
-    hn::Store(acc0[r], d, ot + (d0 + r) * M);
-    hn::Store(acc1[r], d, ot + (d0 + r) * M + N);
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (size_t c = 0; c < C; ++c) hn::Store(acc[r][c], d, o + (q0 + r) * Dp + (c0 + c) * N);
+}
+
+// The last, partial vector of D (D % N lanes, at column c0·N) for rows [0, M).
+HWY_INLINE void PVPartial(DF d, const float* HWY_RESTRICT p, size_t nk, size_t M,
+                          const float* vbase, size_t vstride, size_t c0, size_t rem,
+                          float* HWY_RESTRICT o, size_t Dp) {
+  const size_t N = hn::Lanes(d);
+  for (size_t q = 0; q < M; ++q) {
+    VF acc = hn::Load(d, o + q * Dp + c0 * N);
+    for (size_t j = 0; j < nk; ++j)
+      acc = hn::MulAdd(hn::Set(d, p[j * M + q]),
+                       LoadTail(d, vbase + j * vstride + c0 * N, rem, 0.0f), acc);
+    hn::Store(acc, d, o + q * Dp + c0 * N);
+  }
+}
+
+// O-tile += P·V-tile over all rows and columns of D.
+template <size_t R>
+HWY_INLINE void PVRows(DF d, const float* p, size_t nk, size_t M, const float* vbase,
+                       size_t vstride, size_t D, size_t q0, float* o, size_t Dp) {
+  const size_t N = hn::Lanes(d);
+  const size_t full = D / N;
+  size_t c0 = 0;
+  for (; c0 + 4 <= full; c0 += 4) PVMicro<R, 4>(d, p, nk, M, vbase, vstride, c0, q0, o, Dp);
+  if (c0 + 2 <= full) {
+    PVMicro<R, 2>(d, p, nk, M, vbase, vstride, c0, q0, o, Dp);
+    c0 += 2;
+  }
+  if (c0 < full) PVMicro<R, 1>(d, p, nk, M, vbase, vstride, c0, q0, o, Dp);
+}
+
+// Not inlined: register allocation stays local to the micro-kernels (inlined
+// into AttentionTask, the softmax constants it keeps live caused spills).
+HWY_NOINLINE void PVTile(DF d, const float* p, size_t nk, size_t M, const float* vbase,
+                       size_t vstride, size_t D, float* o, size_t Dp) {
+  const size_t N = hn::Lanes(d);
+  size_t q0 = 0;
+  for (; q0 + 6 <= M; q0 += 6) PVRows<6>(d, p, nk, M, vbase, vstride, D, q0, o, Dp);
+  if (q0 + 4 <= M) {
+    PVRows<4>(d, p, nk, M, vbase, vstride, D, q0, o, Dp);
+    q0 += 4;
+  }
+  if (q0 + 2 <= M) {
+    PVRows<2>(d, p, nk, M, vbase, vstride, D, q0, o, Dp);
+    q0 += 2;
+  }
+  if (q0 < M) PVRows<1>(d, p, nk, M, vbase, vstride, D, q0, o, Dp);
+  if (D % N) PVPartial(d, p, nk, M, vbase, vstride, D / N, D % N, o, Dp);
+}
+
+// QKMicro for K rows at a fixed stride kD (dense K with D = kD): row r of the
+// block is at k0 + r·kD, an immediate displacement, so 12 keys need no
+// pointer registers (24 accumulators).
+template <size_t KB, size_t kD>
+HWY_INLINE void QKMicroFixed(DF d, const float* HWY_RESTRICT qt, size_t M, const float* k0,
+                             float* HWY_RESTRICT s, VF& max0, VF& max1) {
+  const size_t N = hn::Lanes(d);
+  VF a0[KB], a1[KB];
+#pragma GCC unroll 16
+  for (size_t r = 0; r < KB; ++r) a0[r] = a1[r] = hn::Zero(d);
+  for (size_t dd = 0; dd < kD; ++dd) {
+    const VF q0 = hn::Load(d, qt + dd * M);
+    const VF q1 = hn::Load(d, qt + dd * M + N);
+#pragma GCC unroll 16
+    for (size_t r = 0; r < KB; ++r) {
+      const VF kv = hn::Set(d, k0[r * kD + dd]);
+      a0[r] = hn::MulAdd(kv, q0, a0[r]);
+      a1[r] = hn::MulAdd(kv, q1, a1[r]);
+    }
+  }
+  VF m0 = max0, m1 = max1;
+#pragma GCC unroll 16
+  for (size_t r = 0; r < KB; ++r) {
+    hn::Store(a0[r], d, s + r * M);
+    hn::Store(a1[r], d, s + r * M + N);
+    m0 = hn::Max(m0, a0[r]);
+    m1 = hn::Max(m1, a1[r]);
+  }
+  max0 = m0;
+  max1 = m1;
+}
+
+template <size_t kD>
+HWY_INLINE bool QKTileFixed(DF d, const float* HWY_RESTRICT qt, size_t M, const float* kb,
+                            size_t j0, size_t nk, float* HWY_RESTRICT s, VF& t0, VF& t1) {
+  constexpr size_t KB = kAttnKeyBlockFixed;
+  if (nk % KB != 0) return false;
+  for (size_t jb = 0; jb < nk; jb += KB)
+    QKMicroFixed<KB, kD>(d, qt, M, kb + (j0 + jb) * kD, s + jb * M, t0, t1);
+  return true;
+}
+
+// S-tile (nk keys × M queries) = K-tile · Qᵀ; returns the per-query maxima in
+// t0/t1 (not inlined, for the same reason as PVTile).
+HWY_NOINLINE void QKTile(DF d, const float* HWY_RESTRICT qt, size_t M, size_t D,
+                         const float* kb, size_t kstride, size_t j0, size_t nk,
+                         float* HWY_RESTRICT s, VF& t0, VF& t1) {
+  if (kstride == D && D == 64 && QKTileFixed<64>(d, qt, M, kb, j0, nk, s, t0, t1)) return;
+  if (kstride == D && D == 128 && QKTileFixed<128>(d, qt, M, kb, j0, nk, s, t0, t1)) return;
+  constexpr size_t KB = kAttnKeyBlock;
+  for (size_t jb = 0; jb < nk; jb += KB) {
+    const float* krow[KB];
+    for (size_t r = 0; r < KB; ++r) krow[r] = kb + (j0 + std::min(jb + r, nk - 1)) * kstride;
+    QKMicro<KB>(d, qt, M, D, krow, s + jb * M, t0, t1);
   }
 }
 
@@ -119,6 +255,129 @@ HWY_INLINE size_t AttnKeyEnd(const AttentionArgs& a, size_t b, size_t i0, size_t
   return end;
 }
 
+// One query row i of head (b, h), with D in the vector lanes: the path for
+// tiles of few queries (a decode step with a KV cache, Sq = 1, or the last
+// rows of Sq), where the query-lane tile would leave most lanes idle.
+//   s_j = (scale·log2 e)·q·K_j (a dot product per key), masks, then per block
+//   of 64 keys the exact block maximum m' = max(m, max_j s_j): α = 2^(m - m'),
+//   l = α·l + Σ_j 2^(s_j - m'), o = α·o + Σ_j 2^(s_j - m')·V_j.
+HWY_NOINLINE void AttentionRow(const AttentionArgs& a, size_t b, size_t h, size_t i) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t D = a.headDim;
+  const size_t Dp = (D + N - 1) / N * N;
+  const size_t full = D / N, rem = D % N;
+  HWY_ALIGN float q[kAttnMaxDim + hn::MaxLanes(DF())];
+  HWY_ALIGN float o[kAttnMaxDim + hn::MaxLanes(DF())];
+  HWY_ALIGN float s[kAttnKeyTile];
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  constexpr float kLog2e = 1.44269504088896341f;
+  const float* qrow = a.q.data + b * a.q.batchStride + h * a.q.headStride + i * a.q.rowStride;
+  for (size_t dd = 0; dd < Dp; ++dd) {
+    q[dd] = dd < D ? qrow[dd] * a.scale * kLog2e : 0.0f;
+    o[dd] = 0.0f;
+  }
+  const float* kb = a.k.data + b * a.k.batchStride + h * a.k.headStride;
+  const float* vb = a.v.data + b * a.v.batchStride + h * a.v.headStride;
+  const uint8_t* kmask = a.keyMask ? a.keyMask + b * a.seqK : nullptr;
+  const float* add = a.additive ? a.additive + b * a.additiveBatchStride +
+                                      h * a.additiveHeadStride + i * a.additiveRowStride
+                                : nullptr;
+  const size_t kEnd = AttnKeyEnd(a, b, i, 1);  // exact for one row, causal included
+  float m = kNegInf, l = 0.0f;
+  for (size_t j0 = 0; j0 < kEnd; j0 += kAttnKeyTile) {
+    const size_t nk = std::min(kAttnKeyTile, kEnd - j0);
+    float bmax = kNegInf;
+    for (size_t j = 0; j < nk; ++j) {
+      const float* k = kb + (j0 + j) * a.k.rowStride;
+      VF acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+      size_t c = 0;
+      for (; c + 2 <= full; c += 2) {
+        acc0 = hn::MulAdd(hn::Load(d, q + c * N), hn::LoadU(d, k + c * N), acc0);
+        acc1 = hn::MulAdd(hn::Load(d, q + c * N + N), hn::LoadU(d, k + c * N + N), acc1);
+      }
+      if (c < full) acc0 = hn::MulAdd(hn::Load(d, q + c * N), hn::LoadU(d, k + c * N), acc0);
+      if (rem) acc1 = hn::MulAdd(hn::Load(d, q + full * N), LoadTail(d, k + full * N, rem, 0.0f), acc1);
+      float sj = ReduceSumF(d, hn::Add(acc0, acc1));
+      if (add) sj += add[(j0 + j)] * kLog2e;
+      if (kmask && kmask[j0 + j] == 0) sj = kNegInf;
+      s[j] = sj;
+      bmax = std::max(bmax, sj);
+    }
+    const float mn = std::max(m, bmax);
+    if (mn == kNegInf) continue;  // nothing visible yet
+    if (mn != m) {
+      const float alpha = m == kNegInf ? 0.0f : std::exp2(m - mn);
+      l *= alpha;
+      const VF al = hn::Set(d, alpha);
+      for (size_t c = 0; c < Dp; c += N) hn::Store(hn::Mul(hn::Load(d, o + c), al), d, o + c);
+      m = mn;
+    }
+    const VF vm = hn::Set(d, m);
+    VF sum = hn::Zero(d);
+    size_t j = 0;
+    for (; j + N <= nk; j += N) {
+      const VF p = Exp2Fast(d, hn::Sub(hn::Load(d, s + j), vm));
+      hn::Store(p, d, s + j);
+      sum = hn::Add(sum, p);
+    }
+    if (j < nk) {
+      const VF p = Exp2Fast(d, hn::Sub(LoadTail(d, s + j, nk - j, kNegInf), vm));
+      StoreTail(d, p, s + j, nk - j);
+      sum = hn::Add(sum, p);
+    }
+    l += ReduceSumF(d, sum);
+    // o += Σ_j p_j·V_j, four vectors of D at a time in registers, two keys
+    // interleaved (independent FMA chains), summed at the end.
+    const float* vt = vb + j0 * a.v.rowStride;
+    const size_t vs = a.v.rowStride;
+    size_t c = 0;
+    for (; c + 4 <= full; c += 4) {
+      VF e0 = hn::Load(d, o + c * N), e1 = hn::Load(d, o + c * N + N);
+      VF e2 = hn::Load(d, o + c * N + 2 * N), e3 = hn::Load(d, o + c * N + 3 * N);
+      VF f0 = hn::Zero(d), f1 = f0, f2 = f0, f3 = f0;
+      size_t jj = 0;
+      for (; jj + 2 <= nk; jj += 2) {
+        const float* v0 = vt + jj * vs + c * N;
+        const float* v1 = v0 + vs;
+        const VF p0 = hn::Set(d, s[jj]), p1 = hn::Set(d, s[jj + 1]);
+        e0 = hn::MulAdd(p0, hn::LoadU(d, v0), e0);
+        e1 = hn::MulAdd(p0, hn::LoadU(d, v0 + N), e1);
+        e2 = hn::MulAdd(p0, hn::LoadU(d, v0 + 2 * N), e2);
+        e3 = hn::MulAdd(p0, hn::LoadU(d, v0 + 3 * N), e3);
+        f0 = hn::MulAdd(p1, hn::LoadU(d, v1), f0);
+        f1 = hn::MulAdd(p1, hn::LoadU(d, v1 + N), f1);
+        f2 = hn::MulAdd(p1, hn::LoadU(d, v1 + 2 * N), f2);
+        f3 = hn::MulAdd(p1, hn::LoadU(d, v1 + 3 * N), f3);
+      }
+      if (jj < nk) {
+        const float* v0 = vt + jj * vs + c * N;
+        const VF p0 = hn::Set(d, s[jj]);
+        e0 = hn::MulAdd(p0, hn::LoadU(d, v0), e0);
+        e1 = hn::MulAdd(p0, hn::LoadU(d, v0 + N), e1);
+        e2 = hn::MulAdd(p0, hn::LoadU(d, v0 + 2 * N), e2);
+        e3 = hn::MulAdd(p0, hn::LoadU(d, v0 + 3 * N), e3);
+      }
+      hn::Store(hn::Add(e0, f0), d, o + c * N);
+      hn::Store(hn::Add(e1, f1), d, o + c * N + N);
+      hn::Store(hn::Add(e2, f2), d, o + c * N + 2 * N);
+      hn::Store(hn::Add(e3, f3), d, o + c * N + 3 * N);
+    }
+    for (; c < full + (rem ? 1 : 0); ++c) {
+      VF e = hn::Load(d, o + c * N);
+      for (size_t jj = 0; jj < nk; ++jj) {
+        const float* v = vt + jj * vs + c * N;
+        const VF vv = c < full ? hn::LoadU(d, v) : LoadTail(d, v, rem, 0.0f);
+        e = hn::MulAdd(hn::Set(d, s[jj]), vv, e);
+      }
+      hn::Store(e, d, o + c * N);
+    }
+  }
+  float* orow = a.out + b * a.outBatchStride + h * a.outHeadStride + i * a.outRowStride;
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (size_t dd = 0; dd < D; ++dd) orow[dd] = o[dd] * inv;
+}
+
 // One fused task: queries [i0, i0 + M) of head (b, h).
 HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size_t i0) {
   const DF d;
@@ -126,24 +385,46 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
   const size_t M = 2 * N;
   const size_t D = a.headDim;
   const size_t nq = std::min(M, a.seqQ - i0);
+  if (nq <= M / 4) {  // few queries: one row at a time, D in the lanes
+    for (size_t r = 0; r < nq; ++r) AttentionRow(a, b, h, i0 + r);
+    return;
+  }
   constexpr size_t kMaxM = 2 * hn::MaxLanes(DF());
   HWY_ALIGN float qt[kAttnMaxDim * kMaxM];
-  HWY_ALIGN float ot[kAttnMaxDim * kMaxM];
+  HWY_ALIGN float ot[kAttnMaxDim * kMaxM];  // the O tile, [M][Dp]
   HWY_ALIGN float s[kAttnKeyTile * kMaxM];
   HWY_ALIGN float lanebuf[kMaxM];
   const float kNegInf = -std::numeric_limits<float>::infinity();
 
-  // Qᵀ, pre-scaled; padding queries are 0.
+  // Qᵀ, pre-scaled by scale·log2 e (scores in log2 units, for Exp2Fast);
+  // padding queries are 0. Full tiles gather a column of M
+  // query rows per d (vector gathers instead of D·M scalar transposes).
   const float* qb = a.q.data + b * a.q.batchStride + h * a.q.headStride;
-  for (size_t r = 0; r < M; ++r) {
-    if (r < nq) {
-      const float* qrow = qb + (i0 + r) * a.q.rowStride;
-      for (size_t dd = 0; dd < D; ++dd) qt[dd * M + r] = qrow[dd] * a.scale;
-    } else {
-      for (size_t dd = 0; dd < D; ++dd) qt[dd * M + r] = 0.0f;
+  constexpr float kLog2e = 1.44269504088896341f;
+  const float qscale = a.scale * kLog2e;
+  const hn::RebindToSigned<DF> di;
+  const bool gatherOk = a.q.rowStride * M < (size_t{1} << 30);
+  if (nq == M && gatherOk) {
+    const auto idx0 = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(a.q.rowStride)));
+    const auto idx1 = hn::Add(idx0, hn::Set(di, static_cast<int32_t>(N * a.q.rowStride)));
+    const VF sc = hn::Set(d, qscale);
+    const float* q0 = qb + i0 * a.q.rowStride;
+    for (size_t dd = 0; dd < D; ++dd) {
+      hn::Store(hn::Mul(hn::GatherIndex(d, q0 + dd, idx0), sc), d, qt + dd * M);
+      hn::Store(hn::Mul(hn::GatherIndex(d, q0 + dd, idx1), sc), d, qt + dd * M + N);
+    }
+  } else {
+    for (size_t r = 0; r < M; ++r) {
+      if (r < nq) {
+        const float* qrow = qb + (i0 + r) * a.q.rowStride;
+        for (size_t dd = 0; dd < D; ++dd) qt[dd * M + r] = qrow[dd] * qscale;
+      } else {
+        for (size_t dd = 0; dd < D; ++dd) qt[dd * M + r] = 0.0f;
+      }
     }
   }
-  for (size_t i = 0; i < D * M; i += N) hn::Store(hn::Zero(d), d, ot + i);
+  const size_t Dp = (D + N - 1) / N * N;
+  for (size_t i = 0; i < M * Dp; i += N) hn::Store(hn::Zero(d), d, ot + i);
   VF m0 = hn::Set(d, kNegInf), m1 = m0, l0 = hn::Zero(d), l1 = l0;
 
   const float* kb = a.k.data + b * a.k.batchStride + h * a.k.headStride;
@@ -162,18 +443,15 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
       if (!any) continue;
     }
     // S = Qᵀ-tile against 8 keys at a time; a partial block repeats its last key.
-    for (size_t jb = 0; jb < nk; jb += 8) {
-      const float* krow[8];
-      for (size_t r = 0; r < 8; ++r)
-        krow[r] = kb + (j0 + std::min(jb + r, nk - 1)) * a.k.rowStride;
-      QKMicro8(d, qt, M, D, krow, s + jb * M);
-    }
+    VF t0 = hn::Set(d, kNegInf), t1 = t0;  // the tile's maximum per query
+    QKTile(d, qt, M, D, kb, a.k.rowStride, j0, nk, s, t0, t1);
     // Masks.
     const bool causalPartial =
         a.causal && static_cast<ptrdiff_t>(j0 + nk - 1) > static_cast<ptrdiff_t>(i0) + off;
     const bool anyMask = causalPartial || kmask || a.additive;
     if (anyMask) {
       const VF ninf = hn::Set(d, kNegInf);
+      t0 = t1 = ninf;  // recomputed over the masked scores
       for (size_t j = 0; j < nk; ++j) {
         float* sj = s + j * M;
         VF s0 = hn::Load(d, sj), s1 = hn::Load(d, sj + N);
@@ -181,14 +459,15 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
           const float* ab = a.additive + b * a.additiveBatchStride + h * a.additiveHeadStride +
                             (j0 + j);
           if (a.additiveRowStride == 0) {
-            const VF add = hn::Set(d, ab[0]);
+            const VF add = hn::Set(d, ab[0] * kLog2e);
             s0 = hn::Add(s0, add);
             s1 = hn::Add(s1, add);
           } else {
             for (size_t r = 0; r < M; ++r)
               lanebuf[r] = r < nq ? ab[(i0 + r) * a.additiveRowStride] : 0.0f;
-            s0 = hn::Add(s0, hn::Load(d, lanebuf));
-            s1 = hn::Add(s1, hn::Load(d, lanebuf + N));
+            const VF l2e = hn::Set(d, kLog2e);
+            s0 = hn::MulAdd(hn::Load(d, lanebuf), l2e, s0);
+            s1 = hn::MulAdd(hn::Load(d, lanebuf + N), l2e, s1);
           }
         }
         if (causalPartial) {
@@ -198,36 +477,48 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
           s1 = hn::IfThenElse(hn::Lt(qidx1, lim), ninf, s1);
         }
         if (kmask && kmask[j0 + j] == 0) s0 = s1 = ninf;
+        t0 = hn::Max(t0, s0);
+        t1 = hn::Max(t1, s1);
         hn::Store(s0, d, sj);
         hn::Store(s1, d, sj + N);
       }
     }
-    // Online softmax, per query lane.
-    VF t0 = hn::Set(d, kNegInf), t1 = t0;
-    for (size_t j = 0; j < nk; ++j) {
-      t0 = hn::Max(t0, hn::Load(d, s + j * M));
-      t1 = hn::Max(t1, hn::Load(d, s + j * M + N));
-    }
-    const VF mn0 = hn::Max(m0, t0), mn1 = hn::Max(m1, t1);
+    // Online softmax, per query lane, with a lazy reference maximum m: it is
+    // raised (and O, l rescaled by α = 2^(m - m')) only when a score exceeds
+    // m + 12, so P = 2^(S - m) <= 2^12 and the rescale runs a few times per
+    // row instead of at every tile whose maximum grew. O / l is unchanged by
+    // the choice of m.
     const VF ninf = hn::Set(d, kNegInf);
-    const VF ms0 = hn::IfThenZeroElse(hn::Eq(mn0, ninf), mn0);
-    const VF ms1 = hn::IfThenZeroElse(hn::Eq(mn1, ninf), mn1);
-    if (!hn::AllTrue(d, hn::And(hn::Eq(mn0, m0), hn::Eq(mn1, m1)))) {
-      const VF al0 = hn::Exp(d, hn::Sub(m0, ms0));
-      const VF al1 = hn::Exp(d, hn::Sub(m1, ms1));
+    const VF kLazy = hn::Set(d, 12.0f);
+    const auto grow0 = hn::Gt(t0, hn::Add(m0, kLazy));
+    const auto grow1 = hn::Gt(t1, hn::Add(m1, kLazy));
+    if (!hn::AllFalse(d, hn::Or(grow0, grow1))) {
+      // m' = ceil(max(m, tile max)): an integer, for Exp2Shifted.
+      const VF mn0 = hn::Ceil(hn::Max(m0, t0)), mn1 = hn::Ceil(hn::Max(m1, t1));
+      const VF al0 = Exp2Fast(d, hn::Sub(m0, hn::IfThenZeroElse(hn::Eq(mn0, ninf), mn0)));
+      const VF al1 = Exp2Fast(d, hn::Sub(m1, hn::IfThenZeroElse(hn::Eq(mn1, ninf), mn1)));
       l0 = hn::Mul(l0, al0);
       l1 = hn::Mul(l1, al1);
-      for (size_t dd = 0; dd < D; ++dd) {
-        hn::Store(hn::Mul(hn::Load(d, ot + dd * M), al0), d, ot + dd * M);
-        hn::Store(hn::Mul(hn::Load(d, ot + dd * M + N), al1), d, ot + dd * M + N);
+      hn::Store(al0, d, lanebuf);
+      hn::Store(al1, d, lanebuf + N);
+      for (size_t q = 0; q < M; ++q) {
+        if (lanebuf[q] == 1.0f) continue;
+        const VF al = hn::Set(d, lanebuf[q]);
+        for (size_t c = 0; c < Dp; c += N)
+          hn::Store(hn::Mul(hn::Load(d, ot + q * Dp + c), al), d, ot + q * Dp + c);
       }
       m0 = mn0;
       m1 = mn1;
     }
+    // c = shift - m (m = 0 for lanes with nothing seen yet: their scores are
+    // all -inf, which Exp2Shifted maps to 0).
+    const VF kShift = hn::Set(d, 12582912.0f + 127.0f);
+    const VF c0 = hn::Sub(kShift, hn::IfThenZeroElse(hn::Eq(m0, ninf), m0));
+    const VF c1 = hn::Sub(kShift, hn::IfThenZeroElse(hn::Eq(m1, ninf), m1));
     VF sum0 = hn::Zero(d), sum1 = sum0;
     for (size_t j = 0; j < nk; ++j) {
-      const VF p0 = hn::Exp(d, hn::Sub(hn::Load(d, s + j * M), ms0));
-      const VF p1 = hn::Exp(d, hn::Sub(hn::Load(d, s + j * M + N), ms1));
+      const VF p0 = Exp2Shifted(d, hn::Load(d, s + j * M), c0);
+      const VF p1 = Exp2Shifted(d, hn::Load(d, s + j * M + N), c1);
       hn::Store(p0, d, s + j * M);
       hn::Store(p1, d, s + j * M + N);
       sum0 = hn::Add(sum0, p0);
@@ -235,30 +526,21 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
     }
     l0 = hn::Add(l0, sum0);
     l1 = hn::Add(l1, sum1);
-    // Oᵀ += Vᵀ-tile · P.
-    const float* vt = vb + j0 * a.v.rowStride;
-    size_t d0 = 0;
-    for (; d0 + 8 <= D; d0 += 8) PVMicro<8>(d, s, nk, vt, a.v.rowStride, d0, ot, M);
-    if (d0 + 4 <= D) {
-      PVMicro<4>(d, s, nk, vt, a.v.rowStride, d0, ot, M);
-      d0 += 4;
-    }
-    if (d0 + 2 <= D) {
-      PVMicro<2>(d, s, nk, vt, a.v.rowStride, d0, ot, M);
-      d0 += 2;
-    }
-    if (d0 < D) PVMicro<1>(d, s, nk, vt, a.v.rowStride, d0, ot, M);
+    // O-tile += P · V-tile.
+    PVTile(d, s, nk, M, vb + j0 * a.v.rowStride, a.v.rowStride, D, ot, Dp);
   }
 
-  // O = Oᵀ / l, transposed back; fully masked queries (l == 0) get 0.
+  // O = O-tile / l; fully masked queries (l == 0) get 0.
   const VF one = hn::Set(d, 1.0f);
-  const VF inv0 = hn::IfThenElseZero(hn::Gt(l0, hn::Zero(d)), hn::Div(one, l0));
-  const VF inv1 = hn::IfThenElseZero(hn::Gt(l1, hn::Zero(d)), hn::Div(one, l1));
+  hn::Store(hn::IfThenElseZero(hn::Gt(l0, hn::Zero(d)), hn::Div(one, l0)), d, lanebuf);
+  hn::Store(hn::IfThenElseZero(hn::Gt(l1, hn::Zero(d)), hn::Div(one, l1)), d, lanebuf + N);
   float* obase = a.out + b * a.outBatchStride + h * a.outHeadStride + i0 * a.outRowStride;
-  for (size_t dd = 0; dd < D; ++dd) {
-    hn::Store(hn::Mul(hn::Load(d, ot + dd * M), inv0), d, lanebuf);
-    hn::Store(hn::Mul(hn::Load(d, ot + dd * M + N), inv1), d, lanebuf + N);
-    for (size_t r = 0; r < nq; ++r) obase[r * a.outRowStride + dd] = lanebuf[r];
+  for (size_t q = 0; q < nq; ++q) {
+    const VF inv = hn::Set(d, lanebuf[q]);
+    float* orow = obase + q * a.outRowStride;
+    size_t c = 0;
+    for (; c + N <= D; c += N) hn::StoreU(hn::Mul(hn::Load(d, ot + q * Dp + c), inv), d, orow + c);
+    if (c < D) StoreTail(d, hn::Mul(hn::Load(d, ot + q * Dp + c), inv), orow + c, D - c);
   }
 }
 

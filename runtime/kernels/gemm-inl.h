@@ -7,10 +7,18 @@
 //   NR = 2 vectors = 32 columns, MR <= 14 rows: 28 accumulators + 2 B vectors +
 //        1 broadcast = 31 of the 32 zmm registers. Per k: 2 loads of B, 14
 //        broadcast loads of A, 28 FMAs (14 cycles on two FMA ports).
-//   Kc = 256: a B panel (Kc×NR×4 = 32 KiB) stays in the 48 KiB L1d while a
-//        14-row A micro-panel (14 KiB) streams through it.
-//   Mc = 512: an A block (Mc×Kc×4 = 512 KiB) stays in the 2 MiB L2 while
-//        every B panel of the thread's share passes by.
+//   Kc = 256: a B sub-panel (Kc×NR×4 = 32 KiB) stays in the 48 KiB L1d while
+//        a 14-row A micro-panel (14 KiB) streams through it from L2 (measured:
+//        Kc = 128 and 192 were slower, more C traffic for no L1 gain).
+//   Mc <= 512 rows and packed A for all of K <= 1 MiB (kABudget): the A row
+//        block stays in the 2 MiB L2 while the B panels pass by (1024³: 240
+//        rows; K = 2048: 120 rows).
+//   The C strip of a panel (rows × 32) stays in L1/L2 across the k-blocks,
+//   so C is read from memory once; the next B sub-panel (usually in L3 or
+//   memory: weights are read once per row block) is prefetched into L2 in
+//   slices by the tiles working on the current one, and each tile's C lines
+//   are prefetched into L2 before its k loop. Measured on this machine, the
+//   B prefetch took 128×2048×2048 from 125 to 151 GFLOP/s on one thread.
 
 #if defined(TRANSFUSE_KERNELS_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TRANSFUSE_KERNELS_GEMM_INL_H_
@@ -23,7 +31,9 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "runtime/kernels/Erf-inl.h"
@@ -51,6 +61,8 @@ constexpr size_t kMaxMR = 6;  // 16 vector registers (SSE4, AVX2)
 #endif
 constexpr size_t kKc = 256;
 constexpr size_t kMc = 512;
+// Bytes of packed A (a row block for all of K) meant to stay in L2.
+constexpr size_t kABudget = (1 << 20) / sizeof(float);
 // Row stride of a packed A micro-panel (see PackA): Kc plus one cache line, so
 // that the rows of a tile do not all fall into the same L1 sets.
 constexpr size_t kAStride = kKc + 16;
@@ -203,10 +215,27 @@ HWY_NOINLINE void EpilogueRows(float* HWY_RESTRICT c, size_t ldc, size_t rows, s
                                const float* HWY_RESTRICT res, size_t ldr) {
   const DF d;
   const size_t L = hn::Lanes(d);
+  // The gelus are evaluated on a clamped x so that their exp never returns a
+  // subnormal (each one costs a ~150-cycle microcode assist; with GEMM
+  // outputs of magnitude ~10, a fifth of them did, and the epilogue took
+  // longer than the 1024³ product). Outside the clamp the result is exact to
+  // fp32: gelu(x) = x for x > 13 (erfc(13/√2) < 1e-37) and 0 for x < -13
+  // (|gelu| < 1e-36); gelu_tanh(x) = x for x > 9 (1 + e^-66 rounds to 1).
+  // NaN stays NaN.
   auto apply = [&](VF x) HWY_ATTR {
     if constexpr (kAct == Activation::kRelu) return Relu(d, x);
-    if constexpr (kAct == Activation::kGelu) return GeluErf(d, x);
-    if constexpr (kAct == Activation::kGeluTanh) return GeluTanh(d, x);
+    if constexpr (kAct == Activation::kGelu) {
+      const VF lim = hn::Set(d, 13.0f);
+      const VF y = GeluErf(d, hn::Min(hn::Max(x, hn::Neg(lim)), lim));
+      const VF big = hn::IfThenElse(hn::Gt(x, lim), x, y);
+      return hn::IfThenElse(hn::Lt(x, hn::Neg(lim)), hn::Zero(d),
+                            hn::IfThenElse(hn::Eq(x, x), big, x));
+    }
+    if constexpr (kAct == Activation::kGeluTanh) {
+      const VF lim = hn::Set(d, 9.0f);
+      const VF y = GeluTanh(d, hn::Min(x, lim));
+      return hn::IfThenElse(hn::Gt(x, lim), x, hn::IfThenElse(hn::Eq(x, x), y, x));
+    }
     return x;
   };
   for (size_t r = 0; r < rows; ++r) {
@@ -271,16 +300,29 @@ HWY_INLINE size_t SplitTiles(size_t rows, size_t* heights) {
   return n;
 }
 
-// Per-thread scratch for packed A (Mc rows of kAStride floats), allocated
-// once per thread.
-HWY_INLINE float* ScratchA() {
-  struct Buf {
-    hwy::AlignedFreeUniquePtr<float[]> p;
-  };
-  static thread_local Buf buf;
-  if (!buf.p) buf.p = hwy::AllocateAligned<float>(kMc * kAStride);
-  return buf.p.get();
+// Per-thread packed A, grown (never shrunk) to the largest block seen: no
+// allocation per call in steady state. It remembers which row block of which
+// call it holds, so consecutive work units of one row block pack A once.
+struct ScratchA {
+  hwy::AlignedFreeUniquePtr<float[]> p;
+  size_t size = 0;
+  uint64_t call = 0;  // 0: holds nothing
+  size_t i0 = 0;
+  float* get(size_t floats) {
+    if (size < floats) {
+      p = hwy::AllocateAligned<float>(floats);
+      size = floats;
+      call = 0;
+    }
+    return p.get();
+  }
+};
+HWY_INLINE ScratchA& ThreadScratchA() {
+  static thread_local ScratchA scratch;
+  return scratch;
 }
+// Distinguishes calls (A may change between calls at the same address).
+inline std::atomic<uint64_t> gCallCounter{0};
 
 struct Problem {
   size_t M, N, K;
@@ -291,67 +333,74 @@ struct Problem {
   float* C;
   size_t ldc;
   GemmEpilogue ep;
+  uint64_t call;  // unique per GemmPacked call, > 0
+  size_t nkb;     // k-blocks of kKc
+  size_t panels;  // B panels
 };
 
-// Computes C rows [m0, m1) × panels [p0, p1) (all of K).
-HWY_INLINE void GemmBlock(const Problem& P, size_t m0, size_t m1, size_t p0, size_t p1) {
-  if (m0 >= m1 || p0 >= p1) return;
+// One work unit: C rows [i0, i0+mc) × panels [p0, p1) (all of K). Loop nest:
+//   pack A of the row block for every k-block (stays in L2; skipped when
+//   this thread's scratch already holds it)
+//   panel (K×NR of B, read from L3/memory once per row block)
+//     k-block (Kc×NR of B in L1)
+//       tile (<= MR rows: the micro-kernel; the C strip of the panel,
+//             rows×NR, stays in L1/L2 across k-blocks)
+// Each tile prefetches a slice of the next B sub-panel into L2.
+HWY_INLINE void GemmUnit(const Problem& P, size_t i0, size_t mc, size_t p0, size_t p1) {
   const PackedB& B = *P.B;
-  const size_t nr = B.nr, npad = B.npad, kc = B.kc;
+  const size_t nr = B.nr, K = P.K, nkb = P.nkb;
   const MicroFn* kernels = MicroKernels();
-  float* pa = ScratchA();
-  size_t heights[kMc + 1];  // tile heights of one row block
-  const size_t rows = m1 - m0;
-  const size_t nblocks = (rows + kMc - 1) / kMc;
+  ScratchA& scratch = ThreadScratchA();
+  float* pa = scratch.get(mc * nkb * kAStride);
+  if (scratch.call != P.call || scratch.i0 != i0) {
+    for (size_t kbi = 0; kbi < nkb; ++kbi) {
+      const size_t k0 = kbi * kKc;
+      PackA(P.A, P.lda, P.transA, i0, mc, k0, std::min(kKc, K - k0), pa + kbi * mc * kAStride);
+    }
+    scratch.call = P.call;
+    scratch.i0 = i0;
+  }
+  size_t heights[kMc + 1];  // tile heights of the row block
+  const size_t ntiles = SplitTiles(mc, heights);
   const bool hasEpilogue = P.ep.activation != Activation::kNone || P.ep.residual;
   const size_t ldr = P.ep.ldr ? P.ep.ldr : P.N;
+  const size_t lineFloats = 64 / sizeof(float);
+  auto subPanel = [&](size_t p, size_t k0) { return B.data.get() + p * K * nr + k0 * nr; };
 
-  for (size_t k0 = 0; k0 < P.K; k0 += kc) {
-    const size_t kb = std::min(kc, P.K - k0);
-    const bool first = k0 == 0, last = k0 + kb == P.K;
-    size_t i0 = m0;
-    for (size_t b = 0; b < nblocks; ++b) {
-      const size_t mc = rows / nblocks + (b < rows % nblocks ? 1 : 0);
-      const size_t ntiles = SplitTiles(mc, heights);
-      PackA(P.A, P.lda, P.transA, i0, mc, k0, kb, pa);
-      for (size_t p = p0; p < p1; ++p) {
-        const float* pb = B.data.get() + k0 * npad + p * kb * nr;
-        // While this panel is in use, its tiles prefetch the next panel (B is
-        // read from L3 or memory, once per row block) into L2, in slices.
-        const bool lastPanel = p + 1 == p1;
-        const float* next = nullptr;
-        size_t nextLines = 0;
-        if (!lastPanel) {
-          next = pb + kb * nr;
-          nextLines = kb * nr * sizeof(float) / 64;
-        } else if (b + 1 < nblocks) {  // the next row block restarts at p0
-          next = B.data.get() + k0 * npad + p0 * kb * nr;
-          nextLines = kb * nr * sizeof(float) / 64;
-        } else if (!last) {  // the next k-block
-          const size_t kbn = std::min(kc, P.K - k0 - kb);
-          next = B.data.get() + (k0 + kb) * npad + p0 * kbn * nr;
-          nextLines = kbn * nr * sizeof(float) / 64;
-        }
-        const size_t slice = (nextLines + ntiles - 1) / ntiles;
-        const size_t j0 = p * nr;
-        const size_t ncols = std::min(nr, P.N - j0);
-        const float* bias = last && P.ep.bias ? P.ep.bias + j0 : nullptr;
-        const float* ta = pa;
-        size_t row = i0;
-        for (size_t t = 0; t < ntiles; ++t) {
-          const size_t h = heights[t];
-          float* c = P.C + row * P.ldc + j0;
-          const size_t done = std::min(nextLines, t * slice);
-          kernels[h](ta, pb, kb, c, P.ldc, ncols, !first, bias,
-                     next + done * (64 / sizeof(float)), std::min(slice, nextLines - done));
-          if (last && hasEpilogue)
-            Epilogue(P.ep.activation, c, P.ldc, h, ncols,
-                     P.ep.residual ? P.ep.residual + row * ldr + j0 : nullptr, ldr);
-          ta += h * kAStride;
-          row += h;
-        }
+  for (size_t p = p0; p < p1; ++p) {
+    const size_t j0 = p * nr;
+    const size_t ncols = std::min(nr, P.N - j0);
+    for (size_t kbi = 0; kbi < nkb; ++kbi) {
+      const size_t k0 = kbi * kKc, kb = std::min(kKc, K - k0);
+      const bool first = kbi == 0, last = kbi + 1 == nkb;
+      const float* pb = subPanel(p, k0);
+      // The sub-panel used next: the next k-block of this panel (contiguous:
+      // panel-major layout), else the next panel's first.
+      const float* next = nullptr;
+      size_t nextLines = 0;
+      if (!last) {
+        next = pb + kb * nr;
+        nextLines = std::min(kKc, K - k0 - kb) * nr / lineFloats;
+      } else if (p + 1 < P.panels) {  // beyond p1: likely this thread's next unit
+        next = subPanel(p + 1, 0);
+        nextLines = std::min(kKc, K) * nr / lineFloats;
       }
-      i0 += mc;
+      const size_t slice = (nextLines + ntiles - 1) / ntiles;
+      const float* bias = last && P.ep.bias ? P.ep.bias + j0 : nullptr;
+      const float* ta = pa + kbi * mc * kAStride;
+      size_t row = i0;
+      for (size_t t = 0; t < ntiles; ++t) {
+        const size_t h = heights[t];
+        float* c = P.C + row * P.ldc + j0;
+        const size_t done = std::min(nextLines, t * slice);
+        kernels[h](ta, pb, kb, c, P.ldc, ncols, !first, bias, next + done * lineFloats,
+                   std::min(slice, nextLines - done));
+        if (last && hasEpilogue)
+          Epilogue(P.ep.activation, c, P.ldc, h, ncols,
+                   P.ep.residual ? P.ep.residual + row * ldr + j0 : nullptr, ldr);
+        ta += h * kAStride;
+        row += h;
+      }
     }
   }
 }
@@ -372,19 +421,20 @@ HWY_NOINLINE void GemmKernelShape(size_t* mr, size_t* nr, size_t* kc, size_t* mc
   *mc = gemm::kMc;
 }
 
-// Fills out (k, n, nr, kc, npad set; data allocated by the caller with k·npad
-// floats) from B.
+// Fills out (k, n, nr, npad set; data allocated by the caller with k·npad
+// floats) from B: panel p holds B(k, p·nr + j) at data[p·k·nr + k·nr + j].
 HWY_NOINLINE void PackBInto(const float* HWY_RESTRICT B, size_t ldb, bool transB,
                             PackedB* out) {
   using namespace gemm;
   const DF d;
   const size_t L = hn::Lanes(d);
-  const size_t K = out->k, N = out->n, nr = out->nr, kc = out->kc, npad = out->npad;
+  const size_t K = out->k, N = out->n, nr = out->nr, npad = out->npad;
   float* HWY_RESTRICT data = out->data.get();
-  for (size_t k0 = 0; k0 < K; k0 += kc) {
-    const size_t kb = std::min(kc, K - k0);
+  // Blocks of 256 k so that transposed B is read in cache-friendly strips.
+  for (size_t k0 = 0; k0 < K; k0 += 256) {
+    const size_t kb = std::min<size_t>(256, K - k0);
     for (size_t j0 = 0; j0 < npad; j0 += nr) {
-      float* HWY_RESTRICT dst = data + k0 * npad + (j0 / nr) * kb * nr;
+      float* HWY_RESTRICT dst = data + (j0 / nr) * K * nr + k0 * nr;
       const size_t ncols = std::min(nr, N - j0);
       if (transB) {  // B(k,j) = B[j·ldb + k]
         if (ncols < nr) std::memset(dst, 0, kb * nr * sizeof(float));
@@ -425,38 +475,40 @@ HWY_NOINLINE void GemmPacked(size_t M, size_t N, size_t K, const float* A, size_
     Epilogue(ep->activation, C, ldc, M, N, ep->residual, ldr);
     return;
   }
-  const Problem P{M, N, K, A, lda, transA, B, C, ldc, *ep};
-  const size_t panels = (N + B->nr - 1) / B->nr;
-
-  // Threads: a grid tm × tn = T minimizing the largest share
-  // ceil(M/tm)·ceil(panels/tn); ties go to splitting N (each thread then
-  // packs the same A rows, which is cheap, instead of re-reading B).
+  const size_t nkb = (K + kKc - 1) / kKc;
+  const Problem P{M, N, K, A, lda, transA, B, C, ldc, *ep,
+                  gCallCounter.fetch_add(1, std::memory_order_relaxed) + 1, nkb,
+                  (N + B->nr - 1) / B->nr};
+  const size_t panels = P.panels;
   size_t T = pool ? static_cast<size_t>(pool->numThreads()) : 1;
   if (static_cast<double>(M) * N * K < 65536.0) T = 1;  // not worth a wake-up
-  size_t tm = 1, tn = 1;
-  {
-    size_t best = ~size_t{0};
-    for (size_t cand = T; cand >= 1; --cand) {
-      if (T % cand) continue;
-      const size_t m = T / cand;
-      const size_t cost = ((M + m - 1) / m) * ((panels + cand - 1) / cand);
-      if (cost < best) {
-        best = cost;
-        tn = cand;
-        tm = m;
-      }
-    }
+
+  // Work units: row blocks × chunks of panels, handed out dynamically (a
+  // thread slowed down by another process on its core then just takes fewer);
+  // which thread computes a unit never changes its result. Row blocks: the
+  // fewest whose packed A (all of K) fits the L2 budget, more when there are
+  // too few panels to keep T threads busy; panel chunks: about 4 per thread.
+  const size_t mcMax = std::max(kMaxMR, std::min(kMc, kABudget / (nkb * kAStride)));
+  size_t nblocks = (M + mcMax - 1) / mcMax;
+  if (T > 1 && nblocks * panels < 4 * T) {
+    const size_t maxBlocks = (M + kMaxMR - 1) / kMaxMR;  // one tile each
+    nblocks = std::min(maxBlocks, std::max(nblocks, (4 * T + panels - 1) / panels));
   }
-  auto task = [&](size_t t) {
-    const size_t im = t / tn, in = t % tn;
-    GemmBlock(P, M * im / tm, M * (im + 1) / tm, panels * in / tn, panels * (in + 1) / tn);
+  const size_t chunksPerBlock =
+      T == 1 ? 1 : std::min(panels, std::max<size_t>(1, (4 * T + nblocks - 1) / nblocks));
+  const size_t units = nblocks * chunksPerBlock;
+  auto unit = [&](size_t u) {
+    const size_t b = u / chunksPerBlock, c = u % chunksPerBlock;
+    const size_t i0 = M * b / nblocks, i1 = M * (b + 1) / nblocks;
+    const size_t q0 = panels * c / chunksPerBlock, q1 = panels * (c + 1) / chunksPerBlock;
+    if (i0 < i1 && q0 < q1) GemmUnit(P, i0, i1 - i0, q0, q1);
   };
   if (T == 1) {
-    task(0);
+    for (size_t u = 0; u < units; ++u) unit(u);
     return;
   }
-  pool->parallelFor(static_cast<int64_t>(tm * tn), [&](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) task(static_cast<size_t>(t));
+  pool->parallelForChunked(static_cast<int64_t>(units), 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t u = b; u < e; ++u) unit(static_cast<size_t>(u));
   });
 }
 

@@ -150,24 +150,40 @@ HWY_NOINLINE void SoftmaxRows(const float* x, float* y, size_t width, size_t r0,
       for (size_t j = 0; j < width; ++j) yr[j] = 0.0f;
       continue;
     }
-    const auto vm = hn::Set(d, mx);
+    // exp(x - max) = 2^(x·log2 e - k) with the integer k = ceil(max·log2 e)
+    // (so every result is <= 1 and the maximum's is >= 1/2): t = x·log2 e + c
+    // with c = 1.5·2^23 + 127 - k rounds x·log2 e - k to an integer n in the
+    // low mantissa bits (2^n is one shift), and r = x·log2 e - (n + k) comes
+    // from one FMA with the exact product, so r carries a single rounding.
+    // The polynomial is Exp2Fast's (Common-inl.h): ~2 ulp in all, about half
+    // the instructions of hn::Exp. Results below 2^-126 are flushed to 0.
+    const auto l2e = hn::Set(d, 1.44269504088896341f);
+    const float k = std::ceil(mx * 1.44269504088896341f);
+    const auto c = hn::Set(d, 12582912.0f + 127.0f - k);
+    const auto cmin = hn::Set(d, 12582912.0f + 1.0f);
+    auto ex = [&](auto v) {
+      const auto t = hn::MulAdd(v, l2e, c);
+      const auto u = hn::Sub(t, c);  // n + k, exact
+      const auto r = hn::MulSub(v, l2e, u);
+      return hn::IfThenZeroElse(hn::Not(hn::Ge(t, cmin)), Exp2Scaled(d, r, t));
+    };
     auto s0 = hn::Zero(d), s1 = hn::Zero(d);
     i = 0;
     for (; i + 2 * N <= width; i += 2 * N) {
-      const auto e0 = hn::Exp(d, hn::Sub(hn::LoadU(d, xr + i), vm));
-      const auto e1 = hn::Exp(d, hn::Sub(hn::LoadU(d, xr + i + N), vm));
+      const auto e0 = ex(hn::LoadU(d, xr + i));
+      const auto e1 = ex(hn::LoadU(d, xr + i + N));
       hn::StoreU(e0, d, yr + i);
       hn::StoreU(e1, d, yr + i + N);
       s0 = hn::Add(s0, e0);
       s1 = hn::Add(s1, e1);
     }
     for (; i + N <= width; i += N) {
-      const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, xr + i), vm));
+      const auto e = ex(hn::LoadU(d, xr + i));
       hn::StoreU(e, d, yr + i);
       s0 = hn::Add(s0, e);
     }
     if (i < width) {
-      const auto e = hn::Exp(d, hn::Sub(LoadTail(d, xr + i, width - i, kNegInf), vm));
+      const auto e = ex(LoadTail(d, xr + i, width - i, kNegInf));
       StoreTail(d, e, yr + i, width - i);
       s1 = hn::Add(s1, e);
     }

@@ -235,6 +235,55 @@ TEST_P(AttentionTest, ThreadedEqualsSingleThreaded) {
   checkAgainstReference({2, 3, 90, 90, 64, kCausal | kKeyMask}, &pool);
 }
 
+// Scores that grow along the keys (the running maximum rises at every tile,
+// exercising the lazy rescale) and scores spanning hundreds (softmax weights
+// down to exp(-300), far below fp32's range).
+TEST_P(AttentionTest, GrowingAndLargeScores) {
+  for (float slope : {0.05f, 0.5f, 5.0f}) {
+    for (bool causal : {false, true}) {
+      const size_t S = 200, D = 16;
+      std::mt19937 rng(12);
+      Problem pr{1, 1, S, S, D, causal ? kCausal : kNoMask};
+      Data data(pr, rng);
+      for (size_t j = 0; j < S; ++j)
+        for (size_t d = 0; d < D; ++d) {
+          data.q[j * D + d] = 1.0f + 0.01f * d;
+          data.k[j * D + d] = slope * static_cast<float>(j) * (d % 2 ? 1.0f : 0.5f);
+        }
+      const std::vector<double> ref = data.reference();
+      Buf o(data.q.size());
+      AttentionArgs a = data.args;
+      a.out = o.data();
+      ASSERT_TRUE(attention(a).isOk());
+      for (size_t i = 0; i < o.size(); ++i)
+        ASSERT_NEAR(o[i], ref[i], 2e-5 * (1 + std::fabs(ref[i])))
+            << "slope=" << slope << " causal=" << causal << " i=" << i;
+    }
+  }
+}
+
+TEST(AttentionBench, RunsAndFormatsJson) {
+  AttentionBenchOptions o;
+  o.batch = 1;
+  o.heads = 2;
+  o.seq = 40;
+  o.kvSeq = 20;
+  o.headDim = 16;
+  o.causal = true;
+  o.threads = 2;
+  o.minSeconds = 0.01;
+  AttentionBenchResult r = runAttentionBench(o);
+  ASSERT_TRUE(r.status.isOk()) << r.status.message();
+  EXPECT_GT(r.gflops, 0);
+  EXPECT_DOUBLE_EQ(r.flops, 4.0 * 2 * 40 * 20 * 16 * 0.5);
+  const std::string json = attentionBenchToJson(r);
+  EXPECT_NE(json.find("\"gflops\":"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"kv_seq\":20"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"causal\":true"), std::string::npos) << json;
+  o.headDim = 300;
+  EXPECT_FALSE(runAttentionBench(o).status.isOk());
+}
+
 TEST(AttentionErrors, BadHeadDim) {
   AttentionArgs a;
   a.headDim = 257;
