@@ -4,6 +4,8 @@
 //                     [--max-batch N] [--max-seq-len N]
 //   transfuse run DIR --inputs IN --outputs OUT [--backend reference] [--weights W] [--seed S]
 //                 [--f64-outputs]
+//   transfuse bench gemm|attention [--m M --n N --k K --epilogue E | --batch B --heads H
+//                   --seq S --kv-seq S2 --head-dim D --causal --unfused] --threads T [--json]
 //   transfuse demo [--model MODEL] [--batch B] [--src-len S] [--tgt-len T] [--seed S]
 //
 // Errors: one message naming the file, tensor or flag, exit code 1, and no
@@ -16,6 +18,8 @@
 #include "models/Models.h"
 #include "passes/Passes.h"
 #include "runtime/Safetensors.h"
+#include "runtime/kernels/Attention.h"
+#include "runtime/kernels/GemmBench.h"
 #include "runtime/WeightBinding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,6 +38,7 @@
 using namespace mlir;
 using namespace mlir::transfuse;
 namespace rt = ::transfuse::rt;
+namespace tk = ::transfuse::kernels;
 
 namespace {
 
@@ -212,6 +217,71 @@ int runRun(const std::vector<std::string> &positional,
 }
 
 //===----------------------------------------------------------------------===//
+// bench: kernels on their own (benchmarks of models come with codegen)
+//===----------------------------------------------------------------------===//
+
+int runBench(const std::vector<std::string> &positional,
+             const std::map<std::string, std::string> &flags) {
+  if (positional.size() != 1 || (positional[0] != "gemm" && positional[0] != "attention"))
+    die("bench expects a kernel: gemm or attention");
+  bool json = flags.count("--json") != 0;
+  int threads = (int)intFlag(flags, "--threads", 1);
+  if (threads < 1)
+    die("flag --threads must be >= 1");
+  auto only = [&](std::initializer_list<const char *> allowed) {
+    for (const auto &[name, value] : flags)
+      if (name != "--json" && name != "--threads" && name != "--min-seconds" &&
+          llvm::none_of(allowed, [&](const char *a) { return name == a; }))
+        die("flag " + name + " does not apply to 'bench " + positional[0] + "'");
+  };
+  double minSeconds = 0.5;
+  if (auto it = flags.find("--min-seconds"); it != flags.end())
+    if (llvm::StringRef(it->second).getAsDouble(minSeconds) || minSeconds <= 0)
+      die("flag --min-seconds expects a positive number, got '" + it->second + "'");
+  if (positional[0] == "gemm") {
+    only({"--m", "--n", "--k", "--epilogue"});
+    tk::GemmBenchOptions o;
+    o.m = intFlag(flags, "--m", 1024);
+    o.n = intFlag(flags, "--n", 1024);
+    o.k = intFlag(flags, "--k", 1024);
+    o.epilogue = flag(flags, "--epilogue", "none");
+    o.threads = threads;
+    o.minSeconds = minSeconds;
+    tk::GemmBenchResult r = orDie(tk::runGemmBench(o));
+    llvm::outs() << (json ? tk::gemmBenchJson(r) : tk::gemmBenchText(r)) << "\n";
+    return 0;
+  }
+  only({"--batch", "--heads", "--seq", "--kv-seq", "--head-dim", "--causal", "--unfused"});
+  tk::AttentionBenchOptions o;
+  o.batch = intFlag(flags, "--batch", 1);
+  o.heads = intFlag(flags, "--heads", 8);
+  o.seq = intFlag(flags, "--seq", 512);
+  o.kvSeq = intFlag(flags, "--kv-seq", 0);
+  o.headDim = intFlag(flags, "--head-dim", 64);
+  o.causal = flags.count("--causal") != 0;
+  o.unfused = flags.count("--unfused") != 0;
+  o.threads = threads;
+  o.minSeconds = minSeconds;
+  tk::AttentionBenchResult r = tk::runAttentionBench(o);
+  if (!r.status.isOk())
+    die(r.status.message());
+  if (json) {
+    llvm::outs() << tk::attentionBenchToJson(r) << "\n";
+  } else {
+    llvm::outs() << "attention B=" << o.batch << " H=" << o.heads << " Sq=" << o.seq
+                 << " Sk=" << (o.kvSeq ? o.kvSeq : o.seq) << " D=" << o.headDim
+                 << (o.causal ? " causal" : "") << (o.unfused ? " unfused" : " fused") << ", "
+                 << threads << " thread(s), " << r.target << ": "
+                 << llvm::format("%.1f GFLOP/s", r.gflops);
+    if (r.peakGflops > 0)
+      llvm::outs() << llvm::format(", %.1f%% of peak (%.1f GFLOP/s)", 100 * r.fractionOfPeak,
+                                   r.peakGflops);
+    llvm::outs() << "\n";
+  }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
 // demo: the README's main job
 //===----------------------------------------------------------------------===//
 
@@ -316,6 +386,24 @@ int main(int argc, char **argv) {
         {"--entry", "NAME", "entry point (default forward)"},
         {"--f64-outputs", nullptr, "write float outputs as F64, as the reference backend computes them"}},
        runRun},
+      {"bench", "bench gemm|attention [options]",
+       "Measures a kernel: GFLOP/s and the fraction of this machine's FMA peak, probed in\n"
+       "the same run. Attention counts 4·B·H·Sq·Sk·D flops, halved when causal.",
+       {{"--m", "M", "gemm: rows of A and C (default 1024)"},
+        {"--n", "N", "gemm: columns of B and C (default 1024)"},
+        {"--k", "K", "gemm: the contraction (default 1024)"},
+        {"--epilogue", "E", "gemm: none, bias, relu, gelu, gelu_tanh or residual"},
+        {"--batch", "B", "attention: batch (default 1)"},
+        {"--heads", "H", "attention: heads (default 8)"},
+        {"--seq", "S", "attention: query length (default 512)"},
+        {"--kv-seq", "S2", "attention: key length (default: --seq)"},
+        {"--head-dim", "D", "attention: head size (default 64)"},
+        {"--causal", nullptr, "attention: causal mask, bottom-right aligned"},
+        {"--unfused", nullptr, "attention: QKᵀ GEMM, masked softmax, ·V GEMM instead of fused"},
+        {"--threads", "T", "threads (default 1)"},
+        {"--min-seconds", "S", "measure for at least this long (default 0.5)"},
+        {"--json", nullptr, "print one JSON object (with a gflops field)"}},
+       runBench},
       {"demo", "demo [options]",
        "Builds the paper's base Transformer (embedded config), draws random weights and\n"
        "tokens, and runs one forward pass on the reference backend, printing what it did.",
