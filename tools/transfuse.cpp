@@ -266,7 +266,7 @@ int runBench(const std::vector<std::string> &positional,
   if (!r.status.isOk())
     die(r.status.message());
   if (json) {
-    llvm::outs() << tk::attentionBenchToJson(r) << "\n";
+    llvm::outs() << tk::attentionBenchJson(r) << "\n";
   } else {
     llvm::outs() << "attention B=" << o.batch << " H=" << o.heads << " Sq=" << o.seq
                  << " Sk=" << (o.kvSeq ? o.kvSeq : o.seq) << " D=" << o.headDim

@@ -199,7 +199,7 @@ AttentionBenchResult runAttentionBench(const AttentionBenchOptions& o) {
   return r;
 }
 
-std::string attentionBenchToJson(const AttentionBenchResult& r) {
+std::string attentionBenchJson(const AttentionBenchResult& r) {
   const AttentionBenchOptions& o = r.options;
   char buf[1024];
   std::snprintf(buf, sizeof(buf),

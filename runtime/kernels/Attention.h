@@ -22,7 +22,7 @@
 // A query row whose keys are all masked yields exactly 0 (never NaN).
 //
 // attention() is the fused, flash-attention-style kernel: per (b, h, tile of
-// 2 vectors of queries: 32 on AVX-512) it streams K and V in tiles of 64 keys
+// 2 vectors of queries: 32 on AVX-512) it streams K and V in tiles of 72 keys
 // with an online softmax, so the Sq×Sk scores are never materialized; causal
 // key tiles wholly above the diagonal are skipped. Queries live in vector
 // lanes of the score tile, so the softmax needs no horizontal reductions (see
@@ -103,7 +103,7 @@ struct AttentionBenchResult {
 };
 AttentionBenchResult runAttentionBench(const AttentionBenchOptions& options);
 // One JSON object: {"kernel":"attention", ..., "gflops":..., ...}.
-std::string attentionBenchToJson(const AttentionBenchResult& result);
+std::string attentionBenchJson(const AttentionBenchResult& result);
 
 }  // namespace transfuse::kernels
 

@@ -5,11 +5,13 @@
 // Fused task (b, h, query tile of M = 2 vectors of queries, 32 on AVX-512):
 //   Qᵀ tile  qt[d·M + r] = scale·log2(e) · Q[i0 + r, d]   (D × M, zero-padded;
 //                          scores in log2 units, so softmax uses 2^x)
-//   for key tiles [j0, j0 + 64) up to the last visible key (causal: tiles
+//   for key tiles [j0, j0 + 72) up to the last visible key (causal: tiles
 //   wholly above the diagonal are never visited):
 //     S[j·M + r] = Σ_d K[j0 + j, d] · qt[d·M + r]     QKTile: micro-kernel of
-//                  8 keys × 2 query vectors (16 accumulators), K broadcast from
-//                  its rows in place; also returns the tile maximum per query
+//                  12 keys × 2 query vectors (24 accumulators) for dense K with
+//                  D = 64 or 128 (rows at immediate offsets), else 8 keys × 2
+//                  vectors with a pointer per key row; K broadcast from its rows
+//                  in place; also returns the tile maximum per query
 //     masks → S = -inf (and + additive·log2 e)
 //     lazy reference maximum m (an integer, raised to ceil(max) only when a
 //     score exceeds m + 12): then α = 2^(m - m'), l ·= α, O-tile rows ·= α
@@ -48,7 +50,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr size_t kAttnKeyBlock = 8;  // keys per QK micro-kernel call
 constexpr size_t kAttnKeyBlockFixed = 12;  // QKMicroFixed's block
-constexpr size_t kAttnKeyTile = 48;   // keys per tile (a multiple of the block)
+constexpr size_t kAttnKeyTile = 72;   // keys per tile (a multiple of both blocks)
 constexpr size_t kAttnMaxDim = 256;
 
 using DF = hn::ScalableTag<float>;
@@ -214,14 +216,16 @@ HWY_INLINE void QKMicroFixed(DF d, const float* HWY_RESTRICT qt, size_t M, const
   max1 = m1;
 }
 
+// Blocks of kAttnKeyBlockFixed keys of a dense K tile; returns how many keys
+// were done (a multiple of the block; the caller does the rest).
 template <size_t kD>
-HWY_INLINE bool QKTileFixed(DF d, const float* HWY_RESTRICT qt, size_t M, const float* kb,
-                            size_t j0, size_t nk, float* HWY_RESTRICT s, VF& t0, VF& t1) {
+HWY_INLINE size_t QKTileFixed(DF d, const float* HWY_RESTRICT qt, size_t M, const float* kb,
+                              size_t j0, size_t nk, float* HWY_RESTRICT s, VF& t0, VF& t1) {
   constexpr size_t KB = kAttnKeyBlockFixed;
-  if (nk % KB != 0) return false;
-  for (size_t jb = 0; jb < nk; jb += KB)
+  size_t jb = 0;
+  for (; jb + KB <= nk; jb += KB)
     QKMicroFixed<KB, kD>(d, qt, M, kb + (j0 + jb) * kD, s + jb * M, t0, t1);
-  return true;
+  return jb;
 }
 
 // S-tile (nk keys × M queries) = K-tile · Qᵀ; returns the per-query maxima in
@@ -229,10 +233,11 @@ HWY_INLINE bool QKTileFixed(DF d, const float* HWY_RESTRICT qt, size_t M, const 
 HWY_NOINLINE void QKTile(DF d, const float* HWY_RESTRICT qt, size_t M, size_t D,
                          const float* kb, size_t kstride, size_t j0, size_t nk,
                          float* HWY_RESTRICT s, VF& t0, VF& t1) {
-  if (kstride == D && D == 64 && QKTileFixed<64>(d, qt, M, kb, j0, nk, s, t0, t1)) return;
-  if (kstride == D && D == 128 && QKTileFixed<128>(d, qt, M, kb, j0, nk, s, t0, t1)) return;
+  size_t done = 0;
+  if (kstride == D && D == 64) done = QKTileFixed<64>(d, qt, M, kb, j0, nk, s, t0, t1);
+  if (kstride == D && D == 128) done = QKTileFixed<128>(d, qt, M, kb, j0, nk, s, t0, t1);
   constexpr size_t KB = kAttnKeyBlock;
-  for (size_t jb = 0; jb < nk; jb += KB) {
+  for (size_t jb = done; jb < nk; jb += KB) {
     const float* krow[KB];
     for (size_t r = 0; r < KB; ++r) krow[r] = kb + (j0 + std::min(jb + r, nk - 1)) * kstride;
     QKMicro<KB>(d, qt, M, D, krow, s + jb * M, t0, t1);
@@ -392,7 +397,8 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
   constexpr size_t kMaxM = 2 * hn::MaxLanes(DF());
   HWY_ALIGN float qt[kAttnMaxDim * kMaxM];
   HWY_ALIGN float ot[kAttnMaxDim * kMaxM];  // the O tile, [M][Dp]
-  HWY_ALIGN float s[kAttnKeyTile * kMaxM];
+  // Score tile; a last partial 8-key block may write up to 7 rows past nk.
+  HWY_ALIGN float s[(kAttnKeyTile + kAttnKeyBlock) * kMaxM];
   HWY_ALIGN float lanebuf[kMaxM];
   const float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -513,12 +519,25 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
     // c = shift - m (m = 0 for lanes with nothing seen yet: their scores are
     // all -inf, which Exp2Shifted maps to 0).
     const VF kShift = hn::Set(d, 12582912.0f + 127.0f);
-    const VF c0 = hn::Sub(kShift, hn::IfThenZeroElse(hn::Eq(m0, ninf), m0));
-    const VF c1 = hn::Sub(kShift, hn::IfThenZeroElse(hn::Eq(m1, ninf), m1));
+    const VF ms0 = hn::IfThenZeroElse(hn::Eq(m0, ninf), m0);
+    const VF ms1 = hn::IfThenZeroElse(hn::Eq(m1, ninf), m1);
+    const VF c0 = hn::Sub(kShift, ms0);
+    const VF c1 = hn::Sub(kShift, ms1);
+    // The shifter needs |m| < 2^22 (scores below ~1.45e6 in natural units);
+    // larger ones (garbage inputs) take the plain 2^(s - m).
+    const VF kBig = hn::Set(d, 2097152.0f);
+    const bool shifted =
+        hn::AllTrue(d, hn::And(hn::Lt(hn::Abs(ms0), kBig), hn::Lt(hn::Abs(ms1), kBig)));
     VF sum0 = hn::Zero(d), sum1 = sum0;
     for (size_t j = 0; j < nk; ++j) {
-      const VF p0 = Exp2Shifted(d, hn::Load(d, s + j * M), c0);
-      const VF p1 = Exp2Shifted(d, hn::Load(d, s + j * M + N), c1);
+      VF p0, p1;
+      if (HWY_LIKELY(shifted)) {
+        p0 = Exp2Shifted(d, hn::Load(d, s + j * M), c0);
+        p1 = Exp2Shifted(d, hn::Load(d, s + j * M + N), c1);
+      } else {
+        p0 = Exp2Fast(d, hn::Sub(hn::Load(d, s + j * M), ms0));
+        p1 = Exp2Fast(d, hn::Sub(hn::Load(d, s + j * M + N), ms1));
+      }
       hn::Store(p0, d, s + j * M);
       hn::Store(p1, d, s + j * M + N);
       sum0 = hn::Add(sum0, p0);

@@ -50,6 +50,17 @@ HWY_INLINE float AddAndSum(const float* HWY_RESTRICT a, const float* b, float* s
       acc1 = hn::Add(acc1, v);
     }
   } else {
+    // Four independent chains: a row of 512 is only 32 vectors, so the add
+    // latency, not the loads, would bound two.
+    auto acc2 = hn::Zero(d), acc3 = hn::Zero(d);
+    for (; i + 4 * N <= n; i += 4 * N) {
+      acc0 = hn::Add(acc0, hn::LoadU(d, a + i));
+      acc1 = hn::Add(acc1, hn::LoadU(d, a + i + N));
+      acc2 = hn::Add(acc2, hn::LoadU(d, a + i + 2 * N));
+      acc3 = hn::Add(acc3, hn::LoadU(d, a + i + 3 * N));
+    }
+    acc0 = hn::Add(acc0, acc2);
+    acc1 = hn::Add(acc1, acc3);
     for (; i + 2 * N <= n; i += 2 * N) {
       acc0 = hn::Add(acc0, hn::LoadU(d, a + i));
       acc1 = hn::Add(acc1, hn::LoadU(d, a + i + N));
@@ -65,8 +76,20 @@ HWY_INLINE float SumSquaredDev(const float* HWY_RESTRICT x, size_t n, float mean
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const auto m = hn::Set(d, mean);
-  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
   size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    const auto v0 = hn::Sub(hn::LoadU(d, x + i), m);
+    const auto v1 = hn::Sub(hn::LoadU(d, x + i + N), m);
+    const auto v2 = hn::Sub(hn::LoadU(d, x + i + 2 * N), m);
+    const auto v3 = hn::Sub(hn::LoadU(d, x + i + 3 * N), m);
+    acc0 = hn::MulAdd(v0, v0, acc0);
+    acc1 = hn::MulAdd(v1, v1, acc1);
+    acc2 = hn::MulAdd(v2, v2, acc2);
+    acc3 = hn::MulAdd(v3, v3, acc3);
+  }
+  acc0 = hn::Add(acc0, acc2);
+  acc1 = hn::Add(acc1, acc3);
   for (; i + 2 * N <= n; i += 2 * N) {
     const auto v0 = hn::Sub(hn::LoadU(d, x + i), m);
     const auto v1 = hn::Sub(hn::LoadU(d, x + i + N), m);
@@ -137,8 +160,16 @@ HWY_NOINLINE void SoftmaxRows(const float* x, float* y, size_t width, size_t r0,
   for (size_t r = r0; r < r1; ++r) {
     const float* xr = x + r * width;
     float* yr = y + r * width;
-    auto m0 = hn::Set(d, kNegInf), m1 = m0;
+    auto m0 = hn::Set(d, kNegInf), m1 = m0, m2 = m0, m3 = m0;
     size_t i = 0;
+    for (; i + 4 * N <= width; i += 4 * N) {
+      m0 = hn::Max(m0, hn::LoadU(d, xr + i));
+      m1 = hn::Max(m1, hn::LoadU(d, xr + i + N));
+      m2 = hn::Max(m2, hn::LoadU(d, xr + i + 2 * N));
+      m3 = hn::Max(m3, hn::LoadU(d, xr + i + 3 * N));
+    }
+    m0 = hn::Max(m0, m2);
+    m1 = hn::Max(m1, m3);
     for (; i + 2 * N <= width; i += 2 * N) {
       m0 = hn::Max(m0, hn::LoadU(d, xr + i));
       m1 = hn::Max(m1, hn::LoadU(d, xr + i + N));
@@ -161,7 +192,14 @@ HWY_NOINLINE void SoftmaxRows(const float* x, float* y, size_t width, size_t r0,
     const float k = std::ceil(mx * 1.44269504088896341f);
     const auto c = hn::Set(d, 12582912.0f + 127.0f - k);
     const auto cmin = hn::Set(d, 12582912.0f + 1.0f);
+    // The shifter needs |k| < 2^22; rows with |max| > 2^21/log2 e (~1.45e6,
+    // not a real logit) take the plain path.
+    // The exactness of r needs a fused multiply-add: targets without one
+    // (SSE4 and below) take the plain path too.
+    const bool shifted = HWY_NATIVE_FMA && std::fabs(k) < 2097152.0f;
+    const auto vm = hn::Set(d, mx);
     auto ex = [&](auto v) {
+      if (HWY_UNLIKELY(!shifted)) return Exp2Fast(d, hn::Mul(hn::Sub(v, vm), l2e));
       const auto t = hn::MulAdd(v, l2e, c);
       const auto u = hn::Sub(t, c);  // n + k, exact
       const auto r = hn::MulSub(v, l2e, u);

@@ -124,6 +124,21 @@ TEST_P(NormTest, Softmax) {
   }
 }
 
+// Logits far beyond any real model's (the exp's shifter needs |max| < 1.4e6;
+// larger rows take a plain path) and rows mixing -inf with huge values.
+TEST_P(NormTest, SoftmaxHugeLogits) {
+  for (float base : {-3e7f, -1e6f, 1e6f, 2e6f, 3e7f}) {
+    const size_t w = 37;
+    std::vector<float> x(w), y(w);
+    for (size_t j = 0; j < w; ++j) x[j] = base + static_cast<float>(j % 5) * std::fabs(base) * 1e-6f;
+    x[3] = -INFINITY;
+    std::vector<double> ref;
+    refSoftmax(x.data(), 1, w, ref);
+    softmax(x.data(), y.data(), 1, w);
+    for (size_t j = 0; j < w; ++j) ASSERT_NEAR(y[j], ref[j], 2e-6 * ref[j] + 1e-9) << base;
+  }
+}
+
 TEST_P(NormTest, ThreadedEqualsSingleThreaded) {
   std::mt19937 rng(10);
   rt::ThreadPool pool(2);
