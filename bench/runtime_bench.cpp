@@ -2,7 +2,7 @@
 // in backward, so their cost matters), F16/BF16 -> F32 conversion and
 // safetensors loading (a model load reads every weight once).
 //
-//   build/bench/transfuse_bench [--benchmark_filter=...]
+//   build/bench/runtime_bench [--benchmark_filter=...]
 
 #include "runtime/Philox.h"
 #include "runtime/Safetensors.h"
