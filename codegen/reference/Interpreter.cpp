@@ -476,7 +476,7 @@ LogicalResult Interpreter::evalAttention(AttentionOp op) {
       return fail(op, "bias " + str(get(op.getBias()).shape) + " does not broadcast to the scores " + str(s.shape));
     s = std::move(biased);
   }
-  int64_t B = s.shape[0], H = s.shape[1], Sq = s.shape[2], Sk = s.shape[3];
+  int64_t B = s.shape[0], Sq = s.shape[2], Sk = s.shape[3];
   const double ninf = -std::numeric_limits<double>::infinity();
   auto applyMask = [&](const Buf &keep) -> LogicalResult {
     Buf masked;
@@ -507,7 +507,6 @@ LogicalResult Interpreter::evalAttention(AttentionOp op) {
   }
   if (op.getMask() && failed(applyMask(get(op.getMask()))))
     return failure();
-  (void)H;
   softmaxInPlace(s, 3);
   if (double rate = op.getDropoutRate().convertToDouble(); rate > 0.0)
     dropoutInPlace(s, rate, op.getDropoutSeed(), 0, op.getDropoutStream());
