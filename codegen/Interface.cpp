@@ -3,6 +3,7 @@
 #include "codegen/Interface.h"
 
 #include "ir/TransfuseDialect.h"
+#include "passes/FusionUtils.h"
 #include "passes/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,9 +39,14 @@ static std::optional<rt::DType> dtypeOf(Type t) {
   return std::nullopt;
 }
 
+/// The spec of argument `index` (`returned` null) or of the result whose
+/// returned value is `returned`. An argument's dynamic dimension 0 is bounded
+/// by max_batch and its others by max_seq_len; a result's dimensions by the
+/// maximum of the argument dimension they come from.
 static llvm::Expected<rt::TensorSpec> specOf(func::FuncOp func, Type type,
                                              DictionaryAttr attrs, unsigned index,
-                                             bool isInput) {
+                                             Value returned, DimEquality &dims) {
+  bool isInput = !returned;
   const char *what = isInput ? "argument" : "result";
   auto tensor = dyn_cast<RankedTensorType>(type);
   auto dtype = tensor ? dtypeOf(tensor.getElementType()) : std::nullopt;
@@ -59,13 +65,18 @@ static llvm::Expected<rt::TensorSpec> specOf(func::FuncOp func, Type type,
       spec.maxShape.push_back(size);
       continue;
     }
-    IntegerAttr bound = d == 0 ? maxBatch : maxSeq;
+    bool batch = d == 0;
+    IntegerAttr bound = batch ? maxBatch : maxSeq;
     if (!bound)
       return errorAt(func, llvm::Twine("@") + func.getName() + " has a dynamic dimension " +
                                llvm::Twine(d) + " in " + what + " '" + spec.name + "' but no " +
-                               (d == 0 ? kMaxBatchAttr : kMaxSeqLenAttr) + " attribute");
+                               (batch ? kMaxBatchAttr : kMaxSeqLenAttr) + " attribute");
+    int64_t max = bound.getInt();
+    if (returned)
+      max = dims.maximum(returned, d, maxBatch ? maxBatch.getInt() : 1,
+                         maxSeq ? maxSeq.getInt() : 1);
     spec.shape.push_back(-1);
-    spec.maxShape.push_back(bound.getInt());
+    spec.maxShape.push_back(max);
   }
   return spec;
 }
@@ -77,19 +88,22 @@ llvm::Expected<ModelInterface> mlir::transfuse::extractInterface(ModuleOp module
       continue;
     EntryPoint ep;
     ep.name = func.getName().str();
+    DimEquality dims;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto spec = specOf(func, func.getArgument(i).getType(), func.getArgAttrDict(i), i, true);
+      auto spec = specOf(func, func.getArgument(i).getType(), func.getArgAttrDict(i), i,
+                         Value(), dims);
       if (!spec)
         return spec.takeError();
       ep.inputs.push_back(std::move(*spec));
     }
+    Operation *terminator = func.getBody().front().getTerminator();
     for (unsigned i = 0; i < func.getNumResults(); ++i) {
-      auto spec = specOf(func, func.getResultTypes()[i], func.getResultAttrDict(i), i, false);
+      auto spec = specOf(func, func.getResultTypes()[i], func.getResultAttrDict(i), i,
+                         terminator->getOperand(i), dims);
       if (!spec)
         return spec.takeError();
       ep.outputs.push_back(std::move(*spec));
     }
-    ep.arenaBytes = planMemory(func).arenaSize;
     mi.entryPoints.push_back(std::move(ep));
   }
   if (mi.entryPoints.empty())
@@ -148,26 +162,43 @@ llvm::Expected<ModelInterface> mlir::transfuse::extractInterface(ModuleOp module
   return mi;
 }
 
-/// Writes `contents` to `path` through a temporary file and a rename.
-static llvm::Error writeAtomically(llvm::StringRef path, llvm::StringRef contents) {
-  std::string tmp = (path + ".tmp").str();
-  {
+/// Writes each (name, contents) into `dir` as a set: every file goes to a
+/// temporary name first and is renamed only when all were written, so an
+/// error leaves no partial artifact behind.
+static llvm::Error writeFiles(llvm::StringRef dir,
+                              ArrayRef<std::pair<const char *, std::string>> files) {
+  SmallVector<std::string> written;
+  auto cleanup = [&] {
+    for (const std::string &tmp : written)
+      llvm::sys::fs::remove(tmp);
+  };
+  for (const auto &[name, contents] : files) {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, name);
+    std::string tmp = (path + ".tmp").str();
     std::error_code ec;
     llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
+    if (!ec) {
+      written.push_back(tmp);
+      os << contents;
+      os.close();
+      if (os.has_error())
+        ec = os.error();
+    }
+    if (ec) {
+      cleanup();
       return llvm::createStringError(ec, "cannot write '%s': %s", tmp.c_str(),
                                      ec.message().c_str());
-    os << contents;
-    os.close();
-    if (os.has_error()) {
-      llvm::sys::fs::remove(tmp);
-      return llvm::createStringError(os.error(), "cannot write '%s'", tmp.c_str());
     }
   }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
-    return llvm::createStringError(ec, "cannot write '%s': %s", path.str().c_str(),
-                                   ec.message().c_str());
+  for (const auto &[name, contents] : files) {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, name);
+    if (std::error_code ec = llvm::sys::fs::rename(path + ".tmp", path)) {
+      cleanup();
+      return llvm::createStringError(ec, "cannot write '%s': %s", path.c_str(),
+                                     ec.message().c_str());
+    }
   }
   return llvm::Error::success();
 }
@@ -209,7 +240,7 @@ llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module,
     entryPoints.push_back(llvm::json::Object{{"name", ep.name},
                                              {"inputs", specsToJson(ep.inputs)},
                                              {"outputs", specsToJson(ep.outputs)},
-                                             {"arena_bytes", ep.arenaBytes}});
+                                             {"arena_bytes", planMemory(module.lookupSymbol<func::FuncOp>(ep.name)).arenaSize}});
   manifest["entry_points"] = std::move(entryPoints);
   llvm::json::Array params;
   for (const auto &p : mi.params) {
@@ -233,23 +264,15 @@ llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module,
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
   }
 
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
-    return llvm::createStringError(ec, "cannot create output directory '%s': %s",
-                                   dir.str().c_str(), ec.message().c_str());
-  llvm::SmallString<256> path(dir);
-  llvm::sys::path::append(path, "model.mlir");
-  if (auto err = writeAtomically(path, mlirText))
-    return err;
-  path = dir;
-  llvm::sys::path::append(path, "manifest.json");
-  if (auto err = writeAtomically(path, manifestText))
-    return err;
   std::string reportText;
   {
     llvm::raw_string_ostream os(reportText);
     os << llvm::formatv("{0:2}", report) << "\n";
   }
-  path = dir;
-  llvm::sys::path::append(path, "report.json");
-  return writeAtomically(path, reportText);
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return llvm::createStringError(ec, "cannot create output directory '%s': %s",
+                                   dir.str().c_str(), ec.message().c_str());
+  return writeFiles(dir, {{"model.mlir", std::move(mlirText)},
+                          {"manifest.json", std::move(manifestText)},
+                          {"report.json", std::move(reportText)}});
 }

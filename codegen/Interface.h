@@ -21,8 +21,6 @@ namespace mlir::transfuse {
 struct EntryPoint {
   std::string name;
   std::vector<::transfuse::rt::TensorSpec> inputs, outputs;
-  /// Bytes of intermediate tensors at the maxima (passes/MemoryPlan.h).
-  int64_t arenaBytes = 0;
 };
 
 struct ModelInterface {
@@ -37,8 +35,9 @@ struct ModelInterface {
 /// a dynamic dimension without a maximum, ...).
 llvm::Expected<ModelInterface> extractInterface(ModuleOp module);
 
-/// Writes DIR/model.mlir, DIR/manifest.json and DIR/report.json (the fusion
-/// report), each atomically.
+/// Writes DIR/model.mlir, DIR/manifest.json (with each entry point's arena
+/// bytes, passes/MemoryPlan.h) and DIR/report.json (the fusion report); all
+/// are written to temporary names first, then renamed.
 llvm::Error writeMlirArtifact(ModuleOp module, const ModelInterface &interface,
                               llvm::StringRef dir, llvm::StringRef fusion,
                               llvm::json::Value report);

@@ -24,6 +24,8 @@ public:
                                    key.str().c_str(), what.str().c_str());
   }
 
+  /// An integer in [min, 2^24]: every size of a model fits, and products of
+  /// a few of them cannot overflow int64.
   llvm::Error readInt(llvm::StringRef key, int64_t &out, int64_t min) {
     const Value *v = obj.get(key);
     if (!v)
@@ -31,11 +33,13 @@ public:
     std::optional<int64_t> i = v->getAsInteger();
     if (!i)
       return error(key, "expected an integer");
-    if (*i < min)
-      return error(key, llvm::formatv("must be >= {0}, got {1}", min, *i));
+    if (*i < min || *i > kMaxSize)
+      return error(key, llvm::formatv("must be in [{0}, {1}], got {2}", min, kMaxSize, *i));
     out = *i;
     return llvm::Error::success();
   }
+
+  static constexpr int64_t kMaxSize = int64_t{1} << 24;
 
   llvm::Error readDouble(llvm::StringRef key, double &out) {
     const Value *v = obj.get(key);

@@ -232,6 +232,7 @@ Value swapLastTwo(OpBuilder &b, Location loc, Operand o) {
 }
 
 LogicalResult AttentionMatcher::rewrite(std::string &reason) {
+  Operation *last = pv->getPrevNode(); // everything built goes after it
   OpBuilder b(pv);
   Location loc = b.getFusedLoc({qk.getLoc(), softmax.getLoc(), pv.getLoc()});
   Value query = swapLastTwo(b, loc, q), key = swapLastTwo(b, loc, k),
@@ -255,7 +256,10 @@ LogicalResult AttentionMatcher::rewrite(std::string &reason) {
       b.getI64IntegerAttr(dropout ? (int64_t)dropout.getStream() : 0));
   if (failed(att.verify())) {
     reason = "internal: the fused op does not verify";
-    att.erase();
+    // Erase it and what was built for it (transposes, reshape, bias), which
+    // all sit between `last` and the ·V matmul.
+    while (pv->getPrevNode() != last)
+      pv->getPrevNode()->erase();
     return failure();
   }
   pv.getResult().replaceAllUsesWith(att.getResult());

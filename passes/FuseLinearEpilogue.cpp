@@ -94,7 +94,8 @@ struct FuseLinearEpiloguePass
     FusionRecorder recorder{"linear_epilogue", report, remarks};
     SmallVector<MatmulOp> candidates;
     getOperation().walk([&](MatmulOp mm) {
-      if (mm.getRhs().getType().getRank() == 2 && !mm.getTransposeLhs())
+      if (mm.getRhs().getType().getRank() == 2 && !mm.getTransposeLhs() &&
+          !ShapedType::isDynamic(mm.getType().getShape().back()))
         candidates.push_back(mm);
     });
     for (MatmulOp mm : candidates) {

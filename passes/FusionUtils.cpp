@@ -172,6 +172,13 @@ bool DimEquality::equalsIndex(Value size, Value x, int64_t a) {
   return os && ox && *os == *ox;
 }
 
+int64_t DimEquality::maximum(Value v, int64_t axis, int64_t maxBatch, int64_t maxSeqLen) {
+  std::optional<Origin> o = origin(v, axis);
+  if (!o)
+    return std::max(maxBatch, maxSeqLen);
+  return o->second == 0 ? maxBatch : maxSeqLen;
+}
+
 void FusionRecorder::fused(Location loc) const {
   if (report)
     report->fused(fusion);

@@ -31,6 +31,10 @@ public:
   bool equal(Value x, int64_t a, Value y, int64_t b);
   /// True when the index value `size` provably equals dimension `a` of `x`.
   bool equalsIndex(Value size, Value x, int64_t a);
+  /// The compiled maximum of dynamic dimension `axis` of `v`: max_batch when
+  /// it comes from dimension 0 of an entry point's argument, max_seq_len from
+  /// any other argument dimension, the larger of the two when unknown.
+  int64_t maximum(Value v, int64_t axis, int64_t maxBatch, int64_t maxSeqLen);
 
 private:
   using Origin = std::pair<Value, int64_t>;

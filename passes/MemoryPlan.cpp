@@ -3,25 +3,36 @@
 #include "passes/MemoryPlan.h"
 
 #include "ir/TransfuseDialect.h"
+#include "passes/FusionUtils.h"
 
 #include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::transfuse;
 
 namespace {
 
-int64_t alignUp(int64_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+int64_t alignUp(int64_t n) {
+  if (n > std::numeric_limits<int64_t>::max() - kArenaAlignment)
+    return std::numeric_limits<int64_t>::max() / kArenaAlignment * kArenaAlignment;
+  return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
 
-int64_t bytesAtMaxima(RankedTensorType type, int64_t maxBatch, int64_t maxSeq) {
-  int64_t n = 1;
-  for (auto [d, size] : llvm::enumerate(type.getShape()))
-    n *= ShapedType::isDynamic(size) ? (d == 0 ? maxBatch : maxSeq) : size;
+/// Bytes of `v` with every dynamic dimension at its maximum; saturates at
+/// INT64_MAX instead of overflowing.
+int64_t bytesAtMaxima(Value v, DimEquality &dims, int64_t maxBatch, int64_t maxSeq) {
+  auto type = cast<RankedTensorType>(v.getType());
   Type e = type.getElementType();
-  int64_t width = e.isInteger(1) ? 8 : e.getIntOrFloatBitWidth();
-  return n * (width / 8);
+  int64_t n = e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8;
+  for (auto [d, size] : llvm::enumerate(type.getShape())) {
+    int64_t extent = ShapedType::isDynamic(size) ? dims.maximum(v, d, maxBatch, maxSeq) : size;
+    if (__builtin_mul_overflow(n, extent, &n))
+      return std::numeric_limits<int64_t>::max();
+  }
+  return n;
 }
 
 /// Values that need no arena memory of their own.
@@ -52,6 +63,7 @@ MemoryPlan mlir::transfuse::planMemory(func::FuncOp func) {
   for (Value v : body.getTerminator()->getOperands())
     returned.insert(root(v));
 
+  DimEquality dims;
   llvm::DenseMap<Value, size_t> index;
   for (Operation &op : body) {
     if (ownsNoMemory(&op))
@@ -61,7 +73,7 @@ MemoryPlan mlir::transfuse::planMemory(func::FuncOp func) {
       if (!type || returned.contains(result))
         continue;
       index[result] = plan.buffers.size();
-      plan.buffers.push_back({result, 0, alignUp(bytesAtMaxima(type, maxBatch, maxSeq)),
+      plan.buffers.push_back({result, 0, alignUp(bytesAtMaxima(result, dims, maxBatch, maxSeq)),
                               position[&op], position[&op]});
     }
   }

@@ -30,15 +30,13 @@ struct MemoryPlan {
 /// The byte alignment of every buffer (a cache line; AVX-512 friendly).
 inline constexpr int64_t kArenaAlignment = 64;
 
-/// Plans the arena of `func`. Dynamic dimensions take their maxima
-/// (`transfuse.max_batch` for dimension 0, `transfuse.max_seq_len` else).
+/// Plans the arena of `func`. Dynamic dimensions take their maxima: the
+/// function's `transfuse.max_batch` for sizes that come from dimension 0 of
+/// an argument, `transfuse.max_seq_len` for other argument dimensions
+/// (DimEquality::maximum follows each size to its origin).
 /// Placement is greedy by size: the largest buffers first, each at the lowest
 /// offset free during its live range.
 MemoryPlan planMemory(func::FuncOp func);
-
-/// Attribute names written by --transfuse-plan-memory.
-inline constexpr llvm::StringLiteral kArenaSizeAttr = "transfuse.arena_size";
-inline constexpr llvm::StringLiteral kArenaOffsetAttr = "transfuse.arena_offsets";
 
 } // namespace mlir::transfuse
 

@@ -34,8 +34,9 @@ struct Projection {
 /// Recognizes a plain projection rooted at `op`.
 std::optional<Projection> asProjection(Operation *op) {
   if (auto mm = dyn_cast<MatmulOp>(op)) {
-    if (mm.getRhs().getType().getRank() != 2 || mm.getTransposeLhs())
-      return std::nullopt;
+    if (mm.getRhs().getType().getRank() != 2 || mm.getTransposeLhs() ||
+        ShapedType::isDynamic(mm.getType().getShape().back()))
+      return std::nullopt; // not a projection by a weight
     Projection p{op, nullptr, mm.getRhs(), Value(), mm.getResult(),
                  mm.getType().getShape().back()};
     if (mm.getResult().hasOneUse())

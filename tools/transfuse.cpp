@@ -23,6 +23,7 @@
 #include "runtime/WeightBinding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -72,14 +73,18 @@ void printHelp(const Command &c) {
   llvm::outs() << llvm::left_justify("  --help", 26) << " show this help\n";
 }
 
+/// The integer value of a flag in [min, max], or `fallback` when absent.
 int64_t intFlag(const std::map<std::string, std::string> &flags, const std::string &name,
-                int64_t fallback) {
+                int64_t fallback, int64_t min = 0, int64_t max = int64_t{1} << 30) {
   auto it = flags.find(name);
   if (it == flags.end())
     return fallback;
   int64_t v;
   if (llvm::StringRef(it->second).getAsInteger(10, v))
     die("flag " + name + " expects an integer, got '" + it->second + "'");
+  if (v < min || v > max)
+    die("flag " + name + " must be in [" + llvm::Twine(min) + ", " + llvm::Twine(max) +
+        "], got " + llvm::Twine(v));
   return v;
 }
 
@@ -105,11 +110,8 @@ T orDie(rt::StatusOr<T> value) {
 
 BuildOptions buildOptions(const std::map<std::string, std::string> &flags) {
   BuildOptions o;
-  o.maxBatch = intFlag(flags, "--max-batch", 0);
-  o.maxSeqLen = intFlag(flags, "--max-seq-len", 0);
-  for (const char *name : {"--max-batch", "--max-seq-len"})
-    if (flags.count(name) && intFlag(flags, name, 0) < 1)
-      die(llvm::Twine("flag ") + name + " must be >= 1");
+  o.maxBatch = intFlag(flags, "--max-batch", 0, 1, 1 << 16);
+  o.maxSeqLen = intFlag(flags, "--max-seq-len", 0, 1, 1 << 20);
   return o;
 }
 
@@ -153,8 +155,16 @@ int runCompile(const std::vector<std::string> &positional,
   FusionReport report;
   PassManager pm(&context);
   buildCompilePipeline(pm, strategy, &report);
-  if (failed(pm.run(*module)))
-    die("the fusion pipeline failed on " + positional[0]);
+  std::string diagnostics;
+  {
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error)
+        diagnostics += "\n  " + d.str();
+      return success();
+    });
+    if (failed(pm.run(*module)))
+      die("compiling " + positional[0] + " failed:" + diagnostics);
+  }
   ModelInterface mi = orDie(extractInterface(*module));
   if (auto err = writeMlirArtifact(*module, mi, out, strategy.str(), report.toJson()))
     die(llvm::toString(std::move(err)));
@@ -201,7 +211,7 @@ int runRun(const std::vector<std::string> &positional,
   for (const std::string &name : inputFile.names())
     inputs[name] = orDie(inputFile.read(name));
   reference::TensorMap weights =
-      loadWeights(mi, flag(flags, "--weights"), (uint64_t)intFlag(flags, "--seed", 0));
+      loadWeights(mi, flag(flags, "--weights"), (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX));
   reference::TensorMap outputs =
       orDie(reference::run(func, weights, inputs, flags.count("--f64-outputs") != 0));
 
@@ -225,9 +235,7 @@ int runBench(const std::vector<std::string> &positional,
   if (positional.size() != 1 || (positional[0] != "gemm" && positional[0] != "attention"))
     die("bench expects a kernel: gemm or attention");
   bool json = flags.count("--json") != 0;
-  int threads = (int)intFlag(flags, "--threads", 1);
-  if (threads < 1)
-    die("flag --threads must be >= 1");
+  int threads = (int)intFlag(flags, "--threads", 1, 1, 256);
   auto only = [&](std::initializer_list<const char *> allowed) {
     for (const auto &[name, value] : flags)
       if (name != "--json" && name != "--threads" && name != "--min-seconds" &&
@@ -241,9 +249,9 @@ int runBench(const std::vector<std::string> &positional,
   if (positional[0] == "gemm") {
     only({"--m", "--n", "--k", "--epilogue"});
     tk::GemmBenchOptions o;
-    o.m = intFlag(flags, "--m", 1024);
-    o.n = intFlag(flags, "--n", 1024);
-    o.k = intFlag(flags, "--k", 1024);
+    o.m = intFlag(flags, "--m", 1024, 1, 1 << 16);
+    o.n = intFlag(flags, "--n", 1024, 1, 1 << 16);
+    o.k = intFlag(flags, "--k", 1024, 1, 1 << 16);
     o.epilogue = flag(flags, "--epilogue", "none");
     o.threads = threads;
     o.minSeconds = minSeconds;
@@ -253,11 +261,11 @@ int runBench(const std::vector<std::string> &positional,
   }
   only({"--batch", "--heads", "--seq", "--kv-seq", "--head-dim", "--causal", "--unfused"});
   tk::AttentionBenchOptions o;
-  o.batch = intFlag(flags, "--batch", 1);
-  o.heads = intFlag(flags, "--heads", 8);
-  o.seq = intFlag(flags, "--seq", 512);
-  o.kvSeq = intFlag(flags, "--kv-seq", 0);
-  o.headDim = intFlag(flags, "--head-dim", 64);
+  o.batch = intFlag(flags, "--batch", 1, 1, 1 << 10);
+  o.heads = intFlag(flags, "--heads", 8, 1, 1 << 10);
+  o.seq = intFlag(flags, "--seq", 512, 1, 1 << 16);
+  o.kvSeq = intFlag(flags, "--kv-seq", 0, 1, 1 << 16);
+  o.headDim = intFlag(flags, "--head-dim", 64, 1, 1 << 12);
   o.causal = flags.count("--causal") != 0;
   o.unfused = flags.count("--unfused") != 0;
   o.threads = threads;
@@ -289,13 +297,17 @@ int runDemo(const std::vector<std::string> &positional,
             const std::map<std::string, std::string> &flags) {
   if (!positional.empty())
     die("demo takes no positional arguments");
-  int64_t batch = intFlag(flags, "--batch", 2), srcLen = intFlag(flags, "--src-len", 12),
-          tgtLen = intFlag(flags, "--tgt-len", 10);
-  uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0);
+  int64_t batch = intFlag(flags, "--batch", 2, 1, 1 << 10),
+          srcLen = intFlag(flags, "--src-len", 12, 1, 1 << 16),
+          tgtLen = intFlag(flags, "--tgt-len", 10, 1, 1 << 16);
+  uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
   MLIRContext context;
   BuildOptions options;
-  options.maxBatch = std::max<int64_t>(batch, 1);
+  options.maxBatch = batch;
+  options.maxSeqLen = std::max(srcLen, tgtLen);
   std::string modelPath = flag(flags, "--model");
+  if (!modelPath.empty() && !llvm::StringRef(modelPath).ends_with(".json"))
+    die("demo runs the built-in architectures: --model takes a JSON config");
   auto t0 = std::chrono::steady_clock::now();
   OwningOpRef<ModuleOp> module;
   if (modelPath.empty()) {
@@ -322,7 +334,7 @@ int runDemo(const std::vector<std::string> &positional,
   const EntryPoint &ep = mi.entryPoints.front();
   // Random tokens; the last sequence of the batch ends in padding.
   llvm::json::Value config = orDie(llvm::json::parse(mi.configJson));
-  auto *cfg = config.getAsObject();
+  auto *cfg = config.getAsObject(); // written by buildModel: every key is there
   auto padId = cfg->getInteger("pad_id");
   std::mt19937_64 rng(seed);
   reference::TensorMap inputs;
@@ -332,11 +344,15 @@ int runDemo(const std::vector<std::string> &positional,
     int64_t vocab = *cfg->getInteger(isSrc ? "src_vocab_size"
                                      : spec.name == "tokens" ? "vocab_size" : "tgt_vocab_size");
     rt::Tensor t = rt::Tensor::zeros(rt::DType::I32, {batch, len});
-    std::uniform_int_distribution<int32_t> dist(4, (int32_t)vocab - 1);
+    std::uniform_int_distribution<int32_t> dist(0, (int32_t)vocab - 1);
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t i = 0; i < len; ++i)
+      for (int64_t i = 0; i < len; ++i) {
+        int32_t id = dist(rng);
+        if (padId && id == *padId) // padding only at the end of the last sequence
+          id = (id + 1) % (int32_t)vocab;
         t.data<int32_t>()[b * len + i] =
-            padId && b == batch - 1 && i >= len - len / 4 ? (int32_t)*padId : dist(rng);
+            padId && b == batch - 1 && i >= len - len / 4 ? (int32_t)*padId : id;
+      }
     llvm::outs() << "input      " << spec.name << " I32" << rt::shapeToString(t.shape)
                  << (padId ? " (last sequence padded)" : "") << "\n";
     inputs[spec.name] = std::move(t);

@@ -565,11 +565,13 @@ LogicalResult Interpreter::eval(Operation *op) {
         auto it = weights.find(p.getName().str());
         if (it == weights.end())
           return fail(op, "no weights for parameter '" + p.getName() + "'");
-        const rt::Tensor &t = it->second;
+        const rt::Tensor &t = it->second; // F32 weights; F64 outputs of @prepare
         Buf r;
         r.shape.assign(t.shape.begin(), t.shape.end());
-        const float *src = t.data<float>();
-        r.data.assign(src, src + t.numElements());
+        if (t.dtype == rt::DType::F64)
+          r.data.assign(t.data<double>(), t.data<double>() + t.numElements());
+        else
+          r.data.assign(t.data<float>(), t.data<float>() + t.numElements());
         set(p.getResult(), std::move(r));
         return success();
       })
@@ -715,6 +717,11 @@ llvm::Expected<TensorMap> Interpreter::run(func::FuncOp func, const TensorMap &i
     return llvm::createStringError(llvm::inconvertibleErrorCode(), s.message());
   for (auto [arg, spec] : llvm::zip(func.getArguments(), ep.inputs)) {
     const rt::Tensor &t = inputs.at(spec.name);
+    if (t.dtype != rt::DType::I32 && t.dtype != rt::DType::Bool &&
+        t.dtype != rt::DType::F32 && t.dtype != rt::DType::F64)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "input '%s': the reference backend reads F32, F64, I32 "
+                                     "and BOOL inputs only", spec.name.c_str());
     Buf b;
     b.shape.assign(t.shape.begin(), t.shape.end());
     int64_t n = t.numElements();
@@ -724,11 +731,6 @@ llvm::Expected<TensorMap> Interpreter::run(func::FuncOp func, const TensorMap &i
                   : t.dtype == rt::DType::Bool ? (double)t.data<uint8_t>()[i]
                   : t.dtype == rt::DType::F64 ? t.data<double>()[i]
                                               : (double)t.data<float>()[i];
-    if (t.dtype != rt::DType::I32 && t.dtype != rt::DType::Bool &&
-        t.dtype != rt::DType::F32 && t.dtype != rt::DType::F64)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "input '%s': the reference backend reads F32, F64, I32 "
-                                     "and BOOL inputs only", spec.name.c_str());
     argNames[arg] = spec.name;
     set(arg, std::move(b));
   }
@@ -804,7 +806,7 @@ llvm::Expected<TensorMap> mlir::transfuse::reference::run(func::FuncOp func,
   auto prepare = module.lookupSymbol<func::FuncOp>(kPrepareFunction);
   if (!prepare || prepare == func)
     return runEntry(func, *mi, weights, inputs, f64Outputs);
-  auto prepared = runEntry(prepare, *mi, weights, {}, /*f64Outputs=*/false);
+  auto prepared = runEntry(prepare, *mi, weights, {}, /*f64Outputs=*/true);
   if (!prepared)
     return prepared.takeError();
   TensorMap all = weights;

@@ -148,15 +148,16 @@ void expectBad(const std::string &base, const BadValue &bad) {
 TEST(ModelConfigTest, BadValuesOfCommonKeysNameFileAndKey) {
   const BadValue cases[] = {
       {"d_model", "\"512\"", "expected an integer"},
-      {"d_model", "0", "must be >= 1, got 0"},
-      {"d_model", "-8", "must be >= 1, got -8"},
+      {"d_model", "0", "must be in [1, 16777216], got 0"},
+      {"d_model", "-8", "must be in [1, 16777216], got -8"},
+      {"d_model", "99999999999", "must be in [1, 16777216], got 99999999999"},
       {"d_model", "1.5", "expected an integer"},
       {"num_heads", "true", "expected an integer"},
-      {"num_heads", "0", "must be >= 1"},
+      {"num_heads", "0", "must be in [1, 16777216]"},
       {"d_ff", "null", "expected an integer"},
-      {"d_ff", "0", "must be >= 1"},
+      {"d_ff", "0", "must be in [1, 16777216]"},
       {"max_seq_len", "[]", "expected an integer"},
-      {"max_seq_len", "0", "must be >= 1"},
+      {"max_seq_len", "0", "must be in [1, 16777216]"},
       {"dropout", "\"0.1\"", "expected a number"},
       {"dropout", "1.0", "must be in [0, 1)"},
       {"dropout", "-0.5", "must be in [0, 1)"},
@@ -171,10 +172,10 @@ TEST(ModelConfigTest, BadValuesOfCommonKeysNameFileAndKey) {
       {"tie_output", "0", "expected true or false"},
       {"positional", "\"rotary\"", "expected one of sinusoidal, learned"},
       {"positional", "{}", "expected one of sinusoidal, learned"},
-      {"pad_id", "-1", "must be >= 0"},
+      {"pad_id", "-1", "must be in [0, 16777216]"},
       {"pad_id", "\"1\"", "expected an integer"},
       {"pad_id", "100", "outside the vocabulary [0, 100)"},
-      {"bos_id", "-2", "must be >= 0"},
+      {"bos_id", "-2", "must be in [0, 16777216]"},
       {"bos_id", "100", "outside the vocabulary [0, 100)"},
       {"bos_id", "2.5", "expected an integer"},
       {"eos_id", "false", "expected an integer"},
@@ -187,31 +188,31 @@ TEST(ModelConfigTest, BadValuesOfCommonKeysNameFileAndKey) {
 TEST(ModelConfigTest, BadValuesOfEncoderDecoderKeys) {
   const std::string arch = R"("architecture": "encoder_decoder")";
   const BadValue cases[] = {
-      {"num_encoder_layers", "0", "must be >= 1"},
+      {"num_encoder_layers", "0", "must be in [1, 16777216]"},
       {"num_encoder_layers", "\"6\"", "expected an integer"},
-      {"num_decoder_layers", "-1", "must be >= 1"},
+      {"num_decoder_layers", "-1", "must be in [1, 16777216]"},
       {"num_decoder_layers", "6.5", "expected an integer"},
       {"share_embeddings", "\"true\"", "expected true or false"},
   };
   for (const BadValue &bad : cases)
     expectBad(kEncDec, bad);
   // Vocabulary sizes (each given once, with the other valid).
-  expectBad(arch + R"(, "tgt_vocab_size": 10)", {"src_vocab_size", "0", "must be >= 1"});
+  expectBad(arch + R"(, "tgt_vocab_size": 10)", {"src_vocab_size", "0", "must be in [1, 16777216]"});
   expectBad(arch + R"(, "tgt_vocab_size": 10)", {"src_vocab_size", "\"10\"", "expected an integer"});
-  expectBad(arch + R"(, "src_vocab_size": 10)", {"tgt_vocab_size", "-3", "must be >= 1"});
+  expectBad(arch + R"(, "src_vocab_size": 10)", {"tgt_vocab_size", "-3", "must be in [1, 16777216]"});
   expectBad(arch + R"(, "src_vocab_size": 10)", {"tgt_vocab_size", "null", "expected an integer"});
 }
 
 TEST(ModelConfigTest, BadValuesOfDecoderOnlyKeys) {
   const BadValue cases[] = {
-      {"num_layers", "0", "must be >= 1"},
+      {"num_layers", "0", "must be in [1, 16777216]"},
       {"num_layers", "\"12\"", "expected an integer"},
       {"pad_id", "60000", "outside the vocabulary [0, 60000)"},
       {"bos_id", "60000", "outside the vocabulary [0, 60000)"},
   };
   for (const BadValue &bad : cases)
     expectBad(kDecOnly, bad);
-  expectBad(R"("architecture": "decoder_only")", {"vocab_size", "0", "must be >= 1"});
+  expectBad(R"("architecture": "decoder_only")", {"vocab_size", "0", "must be in [1, 16777216]"});
   expectBad(R"("architecture": "decoder_only")", {"vocab_size", "[1]", "expected an integer"});
 }
 
