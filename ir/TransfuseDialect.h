@@ -31,6 +31,18 @@ inline constexpr llvm::StringLiteral kMaxSeqLenAttr = "transfuse.max_seq_len";
 LogicalResult broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
                               SmallVectorImpl<int64_t> &out, std::string &error);
 
+/// A verified axis attribute made non-negative (I64Attr reads as uint64_t;
+/// a negative axis counts from the end).
+inline int64_t normalizedAxis(uint64_t attr, int64_t rank) {
+  int64_t axis = static_cast<int64_t>(attr);
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// True when two sizes may be equal at run time: either is dynamic, or they are.
+inline bool compatibleSizes(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
 /// True for ops a fused_elementwise body may hold: the elementwise math
 /// (add, sub, mul, div, scale, relu, gelu, exp, tanh, select) and constants.
 bool isElementwise(Operation *op);

@@ -14,10 +14,6 @@ using namespace mlir::transfuse;
 
 namespace {
 
-bool compatible(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
-}
-
 /// True when `from` broadcasts (NumPy rules) to exactly `to`.
 bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   SmallVector<int64_t> out;
@@ -25,7 +21,7 @@ bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   if (failed(broadcastShapes(from, to, out, error)) || out.size() != to.size())
     return false;
   for (auto [a, b] : llvm::zip(out, to))
-    if (!compatible(a, b) || (!ShapedType::isDynamic(b) && ShapedType::isDynamic(a)))
+    if (!compatibleSizes(a, b) || (!ShapedType::isDynamic(b) && ShapedType::isDynamic(a)))
       return false;
   return true;
 }
@@ -41,13 +37,13 @@ LogicalResult AttentionOp::verify() {
   if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType())
     return emitOpError("query, key and value element types differ");
   for (int64_t d : {0, 1})
-    if (!compatible(q.getDimSize(d), k.getDimSize(d)) ||
-        !compatible(q.getDimSize(d), v.getDimSize(d)))
+    if (!compatibleSizes(q.getDimSize(d), k.getDimSize(d)) ||
+        !compatibleSizes(q.getDimSize(d), v.getDimSize(d)))
       return emitOpError("query, key and value differ in ") << (d ? "heads" : "batch");
-  if (!compatible(q.getDimSize(3), k.getDimSize(3)))
+  if (!compatibleSizes(q.getDimSize(3), k.getDimSize(3)))
     return emitOpError("query head size ") << q.getDimSize(3) << " differs from key's "
                                            << k.getDimSize(3);
-  if (!compatible(k.getDimSize(2), v.getDimSize(2)))
+  if (!compatibleSizes(k.getDimSize(2), v.getDimSize(2)))
     return emitOpError("key length ") << k.getDimSize(2) << " differs from value's "
                                       << v.getDimSize(2);
   SmallVector<int64_t> expected = {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2),
@@ -59,8 +55,8 @@ LogicalResult AttentionOp::verify() {
                                  k.getDimSize(2)};
   if (auto kp = getKeyPadding()) {
     auto t = kp.getType();
-    if (t.getRank() != 2 || !compatible(t.getDimSize(0), q.getDimSize(0)) ||
-        !compatible(t.getDimSize(1), k.getDimSize(2)))
+    if (t.getRank() != 2 || !compatibleSizes(t.getDimSize(0), q.getDimSize(0)) ||
+        !compatibleSizes(t.getDimSize(1), k.getDimSize(2)))
       return emitOpError("key_padding must be [B, Sk], got ") << t;
   }
   if (auto m = getMask())
@@ -106,7 +102,7 @@ LogicalResult LinearOp::verify() {
     return emitOpError("element types differ");
   int64_t k = getTransposeWeight() ? w.getDimSize(1) : w.getDimSize(0);
   int64_t n = getTransposeWeight() ? w.getDimSize(0) : w.getDimSize(1);
-  if (!compatible(x.getShape().back(), k))
+  if (!compatibleSizes(x.getShape().back(), k))
     return emitOpError("input has K=") << x.getShape().back() << " but the weight has K=" << k;
   SmallVector<int64_t> expected(x.getShape().drop_back());
   expected.push_back(n);
@@ -114,7 +110,7 @@ LogicalResult LinearOp::verify() {
     return emitOpError("result must be ")
            << RankedTensorType::get(expected, x.getElementType()) << ", got " << r;
   if (auto b = getBias())
-    if (b.getType().getRank() != 1 || !compatible(b.getType().getDimSize(0), n) ||
+    if (b.getType().getRank() != 1 || !compatibleSizes(b.getType().getDimSize(0), n) ||
         b.getType().getElementType() != x.getElementType())
       return emitOpError("bias must be [") << n << "], got " << b.getType();
   if (auto res = getResidual())

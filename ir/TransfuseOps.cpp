@@ -31,11 +31,6 @@ std::string fmt(ArrayRef<int64_t> shape) {
   return s.empty() ? "scalar" : s;
 }
 
-/// True when two sizes may be equal at run time.
-bool compatible(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
-}
-
 /// Normalizes a possibly negative axis; fails with a diagnostic, naming the
 /// axis as written, when it is outside [-rank, rank).
 LogicalResult normalizeAxis(std::optional<Location> loc, int64_t &axis,
@@ -125,7 +120,7 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   int64_t kl = tl ? ls[lr - 2] : ls[lr - 1];
   int64_t kr = tr ? rs[rr - 1] : rs[rr - 2];
   int64_t n = tr ? rs[rr - 2] : rs[rr - 1];
-  if (!compatible(kl, kr))
+  if (!compatibleSizes(kl, kr))
     return emitOptionalError(loc, "contraction sizes differ: lhs ", fmt(ls),
                              " has K=", kl, ", rhs ", fmt(rs), " has K=", kr);
   SmallVector<int64_t> batch;
@@ -407,7 +402,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
         shape[d] = ShapedType::isDynamic(shape[d]) || ShapedType::isDynamic(size)
                        ? ShapedType::kDynamic
                        : shape[d] + size;
-      } else if (!compatible(shape[d], size)) {
+      } else if (!compatibleSizes(shape[d], size)) {
         return emitOptionalError(loc, "input ", i + 1, " has size ", size,
                                  " in dimension ", d, ", expected ", shape[d]);
       } else if (ShapedType::isDynamic(shape[d])) {
@@ -426,8 +421,7 @@ OpFoldResult ConcatOp::fold(FoldAdaptor) {
       split.getInput().getType() != getType())
     return {};
   int64_t rank = getType().getRank();
-  auto norm = [rank](int64_t a) { return a < 0 ? a + rank : a; };
-  if (norm((int64_t)getAxis()) != norm((int64_t)split.getAxis()))
+  if (normalizedAxis(getAxis(), rank) != normalizedAxis(split.getAxis(), rank))
     return {};
   for (auto [input, piece] : llvm::zip(getInputs(), split.getResults()))
     if (input != piece)

@@ -33,10 +33,7 @@ struct FuseAddLayerNormPass : mlir::transfuse::impl::TransfuseFuseAddLayerNormBa
   /// Fuses one site or returns why not.
   std::optional<std::string> fuse(LayerNormOp ln) {
     auto type = ln.getType();
-    int64_t axis = (int64_t)ln.getAxis();
-    if (axis < 0)
-      axis += type.getRank();
-    if (axis != type.getRank() - 1)
+    if (normalizedAxis(ln.getAxis(), type.getRank()) != type.getRank() - 1)
       return std::string("normalizes more than the last dimension");
     auto add = ln.getInput().getDefiningOp<AddOp>();
     if (!add) {

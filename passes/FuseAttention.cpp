@@ -213,9 +213,7 @@ std::optional<std::string> AttentionMatcher::classifyMasks() {
 
 std::optional<std::string> AttentionMatcher::match() {
   auto type = softmax.getType();
-  int64_t axis = (int64_t)softmax.getAxis();
-  if (axis < 0)
-    axis += type.getRank();
+  int64_t axis = normalizedAxis(softmax.getAxis(), type.getRank());
   if (axis != type.getRank() - 1)
     return "softmax over axis " + std::to_string(axis) + ", not the last (key) axis";
   if (auto reason = walkScores())

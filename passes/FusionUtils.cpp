@@ -30,7 +30,7 @@ static bool isDynamic(Value v, int64_t axis) {
 std::optional<DimEquality::Origin> DimEquality::indexOrigin(Value size) {
   if (auto dim = size.getDefiningOp<DimOp>()) {
     int64_t rank = dim.getInput().getType().getRank();
-    int64_t axis = (int64_t)dim.getAxis() < 0 ? (int64_t)dim.getAxis() + rank : dim.getAxis();
+    int64_t axis = normalizedAxis(dim.getAxis(), rank);
     if (!isDynamic(dim.getInput(), axis))
       return std::nullopt;
     return origin(dim.getInput(), axis);
@@ -130,7 +130,7 @@ std::optional<DimEquality::Origin> DimEquality::origin(Value v, int64_t axis) {
           return std::nullopt;
         })
         .Case([&](SliceOp s) -> std::optional<Origin> {
-          int64_t sliced = (int64_t)s.getAxis() < 0 ? (int64_t)s.getAxis() + rank : s.getAxis();
+          int64_t sliced = normalizedAxis(s.getAxis(), rank);
           if (axis == sliced)
             return s.getLength() ? indexOrigin(s.getLength()) : std::nullopt;
           return origin(s.getInput(), axis);
@@ -165,7 +165,7 @@ bool DimEquality::equalsIndex(Value size, Value x, int64_t a) {
     if (!dim)
       return false;
     auto t = dim.getInput().getType();
-    int64_t axis = (int64_t)dim.getAxis() < 0 ? (int64_t)dim.getAxis() + t.getRank() : dim.getAxis();
+    int64_t axis = normalizedAxis(dim.getAxis(), t.getRank());
     return !t.isDynamicDim(axis) && t.getDimSize(axis) == tx.getDimSize(a);
   }
   std::optional<Origin> os = indexOrigin(size), ox = origin(x, a);

@@ -108,6 +108,17 @@ T orDie(rt::StatusOr<T> value) {
   return std::move(*value);
 }
 
+/// "761 ops, 182 parameters (63119496 weights)"
+std::string describe(ModuleOp module, const ModelInterface &mi) {
+  size_t ops = 0;
+  module->walk([&](Operation *) { ++ops; });
+  int64_t weights = 0;
+  for (const auto &p : mi.params)
+    weights += std::accumulate(p.shape.begin(), p.shape.end(), int64_t{1}, std::multiplies<>());
+  return std::to_string(ops) + " ops, " + std::to_string(mi.params.size()) + " parameters (" +
+         std::to_string(weights) + " weights)";
+}
+
 BuildOptions buildOptions(const std::map<std::string, std::string> &flags) {
   BuildOptions o;
   o.maxBatch = intFlag(flags, "--max-batch", 0, 1, 1 << 16);
@@ -170,13 +181,8 @@ int runCompile(const std::vector<std::string> &positional,
     die(llvm::toString(std::move(err)));
   if (flags.count("--report"))
     llvm::outs() << report.format();
-  size_t numOps = 0;
-  module->walk([&](Operation *) { ++numOps; });
-  int64_t numParams = 0;
-  for (const auto &p : mi.params)
-    numParams += std::accumulate(p.shape.begin(), p.shape.end(), int64_t{1}, std::multiplies<>());
-  llvm::outs() << "compiled " << positional[0] << ": " << numOps << " ops, " << mi.params.size()
-               << " parameters (" << numParams << " weights) -> " << out << "/model.mlir, "
+  llvm::outs() << "compiled " << positional[0] << ": " << describe(*module, mi) << " -> "
+               << out << "/model.mlir, "
                << out << "/manifest.json\n";
   return 0;
 }
@@ -319,14 +325,8 @@ int runDemo(const std::vector<std::string> &positional,
   }
   ModelInterface mi = orDie(extractInterface(*module));
   auto t1 = std::chrono::steady_clock::now();
-  size_t numOps = 0;
-  module->walk([&](Operation *) { ++numOps; });
-  int64_t numWeights = 0;
-  for (const auto &p : mi.params)
-    numWeights += std::accumulate(p.shape.begin(), p.shape.end(), int64_t{1}, std::multiplies<>());
   llvm::outs() << "model      " << modelPath << "\n"
-               << "graph      " << numOps << " ops, " << mi.params.size() << " parameters, "
-               << numWeights << " weights (built in "
+               << "graph      " << describe(*module, mi) << " (built in "
                << llvm::format("%.3f", std::chrono::duration<double>(t1 - t0).count())
                << " s)\n";
 

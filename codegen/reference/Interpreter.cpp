@@ -47,12 +47,6 @@ Shape stridesOf(ArrayRef<int64_t> shape) {
   return s;
 }
 
-/// A verified axis attribute (I64Attr reads as uint64_t), made non-negative.
-int64_t axisOf(uint64_t attr, size_t rank) {
-  int64_t axis = static_cast<int64_t>(attr);
-  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
-}
-
 std::string str(ArrayRef<int64_t> shape) {
   return rt::shapeToString(std::vector<int64_t>(shape.begin(), shape.end()));
 }
@@ -359,7 +353,7 @@ LogicalResult Interpreter::evalTranspose(TransposeOp op) {
 
 LogicalResult Interpreter::evalConcat(ConcatOp op) {
   const Buf &first = get(op.getInputs().front());
-  int64_t axis = axisOf(op.getAxis(), first.shape.size());
+  int64_t axis = normalizedAxis(op.getAxis(), (int64_t)first.shape.size());
   Buf r;
   r.shape = first.shape;
   r.shape[axis] = 0;
@@ -401,7 +395,7 @@ static Buf sliceAxis(const Buf &in, int64_t axis, int64_t start, int64_t size) {
 
 LogicalResult Interpreter::evalSplit(SplitOp op) {
   const Buf &in = get(op.getInput());
-  int64_t axis = axisOf(op.getAxis(), in.shape.size());
+  int64_t axis = normalizedAxis(op.getAxis(), (int64_t)in.shape.size());
   int64_t start = 0;
   for (auto [result, size] : llvm::zip(op.getResults(), op.getSizes())) {
     set(result, sliceAxis(in, axis, start, size));
@@ -412,7 +406,7 @@ LogicalResult Interpreter::evalSplit(SplitOp op) {
 
 LogicalResult Interpreter::evalSlice(SliceOp op) {
   const Buf &in = get(op.getInput());
-  int64_t axis = axisOf(op.getAxis(), in.shape.size());
+  int64_t axis = normalizedAxis(op.getAxis(), (int64_t)in.shape.size());
   int64_t start = op.getStart();
   int64_t size = op.getLength() ? indices[op.getLength()] : *op.getSize();
   if (size < 0 || start + size > in.shape[axis])
@@ -578,7 +572,7 @@ LogicalResult Interpreter::eval(Operation *op) {
       .Case([&](ConstantOp c) { return evalConstant(c); })
       .Case([&](DimOp d) {
         const Shape &shape = get(d.getInput()).shape;
-        indices[d.getResult()] = shape[axisOf(d.getAxis(), shape.size())];
+        indices[d.getResult()] = shape[normalizedAxis(d.getAxis(), (int64_t)shape.size())];
         return success();
       })
       .Case([&](GatherOp g) { return evalGather(g); })
@@ -635,13 +629,13 @@ LogicalResult Interpreter::eval(Operation *op) {
       })
       .Case([&](SoftmaxOp s) {
         Buf r = get(s.getInput());
-        softmaxInPlace(r, axisOf(s.getAxis(), r.shape.size()));
+        softmaxInPlace(r, normalizedAxis(s.getAxis(), (int64_t)r.shape.size()));
         set(s.getResult(), std::move(r));
         return success();
       })
       .Case([&](LayerNormOp l) {
         Buf r = get(l.getInput());
-        int64_t axis = axisOf(l.getAxis(), r.shape.size());
+        int64_t axis = normalizedAxis(l.getAxis(), (int64_t)r.shape.size());
         layerNormInPlace(r, get(l.getGamma()), get(l.getBeta()),
                          numel(ArrayRef<int64_t>(r.shape).drop_front(axis)),
                          l.getEpsilon().convertToDouble());
