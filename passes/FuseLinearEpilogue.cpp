@@ -40,20 +40,16 @@ struct FuseLinearEpiloguePass
   /// Rewrites one matmul; returns true when an epilogue was fused.
   bool fuse(MatmulOp mm) {
     Value x = mm.getLhs(), w = mm.getRhs();
-    int64_t n = mm.getType().getShape().back();
     Value cur = mm.getResult(), bias, residual;
     SmallVector<Operation *> absorbed;
     std::string activation = "none";
     // bias: add of a [N] vector
-    if (auto add = dyn_cast_or_null<AddOp>(soleUser(cur))) {
-      Value b = otherOperand(add, cur);
-      auto bt = cast<RankedTensorType>(b.getType());
-      if (bt.getRank() == 1 && bt.getDimSize(0) == n && add.getType() == cur.getType()) {
+    if (auto add = dyn_cast_or_null<AddOp>(soleUser(cur)))
+      if (Value b = biasOf(add, cur)) {
         bias = b;
         absorbed.push_back(add);
         cur = add.getResult();
       }
-    }
     // activation
     if (Operation *user = soleUser(cur)) {
       if (isa<ReluOp>(user))

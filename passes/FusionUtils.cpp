@@ -98,20 +98,8 @@ std::optional<DimEquality::Origin> DimEquality::origin(Value v, int64_t axis) {
             [&](Operation *o) { return broadcastOrigin(o->getOperands(), axis, rank); })
         .Case([&](MatmulOp m) -> std::optional<Origin> {
           int64_t lr = m.getLhs().getType().getRank(), rr = m.getRhs().getType().getRank();
-          if (axis < rank - 2) {
-            // Batch dimensions broadcast like elementwise operands.
-            std::optional<Origin> found;
-            for (auto [operand, r] : {std::pair{m.getLhs(), lr}, std::pair{m.getRhs(), rr}}) {
-              int64_t a = axis - (rank - r);
-              if (a < 0 || !isDynamic(operand, a))
-                continue;
-              std::optional<Origin> o = origin(operand, a);
-              if (!o || (found && *found != *o))
-                return std::nullopt;
-              found = o;
-            }
-            return found;
-          }
+          if (axis < rank - 2) // batch dimensions broadcast like elementwise operands
+            return broadcastOrigin({m.getLhs(), m.getRhs()}, axis, rank);
           if (axis == rank - 2)
             return origin(m.getLhs(), m.getTransposeLhs() ? lr - 1 : lr - 2);
           return origin(m.getRhs(), m.getTransposeRhs() ? rr - 2 : rr - 1);
@@ -170,6 +158,16 @@ bool DimEquality::equalsIndex(Value size, Value x, int64_t a) {
   }
   std::optional<Origin> os = indexOrigin(size), ox = origin(x, a);
   return os && ox && *os == *ox;
+}
+
+Value mlir::transfuse::biasOf(AddOp add, Value product) {
+  Value bias = add.getLhs() == product ? add.getRhs() : add.getLhs();
+  auto pt = cast<RankedTensorType>(product.getType());
+  auto bt = cast<RankedTensorType>(bias.getType());
+  if (bias == product || add.getType() != pt || bt.getRank() != 1 ||
+      bt.getDimSize(0) != pt.getShape().back() || ShapedType::isDynamic(bt.getDimSize(0)))
+    return Value();
+  return bias;
 }
 
 int64_t DimEquality::maximum(Value v, int64_t axis, int64_t maxBatch, int64_t maxSeqLen) {

@@ -22,6 +22,12 @@ namespace mlir::transfuse {
 /// The value of a constant with one element (any shape of ones).
 std::optional<double> constantScalar(Value v);
 
+class AddOp;
+
+/// For `add` = `product` + b with b a [N] vector (N the product's last
+/// dimension) and the product's type: b (a bias). Null otherwise.
+Value biasOf(AddOp add, Value product);
+
 /// Proves run-time equality of tensor dimensions. Entry-point arguments
 /// share one batch size (docs/ir.md), so their dynamic dimensions 0 are one.
 class DimEquality {

@@ -40,15 +40,12 @@ std::optional<Projection> asProjection(Operation *op) {
     Projection p{op, nullptr, mm.getRhs(), Value(), mm.getResult(),
                  mm.getType().getShape().back()};
     if (mm.getResult().hasOneUse())
-      if (auto add = dyn_cast<AddOp>(*mm.getResult().getUsers().begin())) {
-        Value b = add.getLhs() == mm.getResult() ? add.getRhs() : add.getLhs();
-        auto bt = cast<RankedTensorType>(b.getType());
-        if (bt.getRank() == 1 && bt.getDimSize(0) == p.n && add.getType() == mm.getType()) {
+      if (auto add = dyn_cast<AddOp>(*mm.getResult().getUsers().begin()))
+        if (Value b = biasOf(add, mm.getResult())) {
           p.biasAdd = add;
           p.bias = b;
           p.result = add.getResult();
         }
-      }
     return p;
   }
   if (auto l = dyn_cast<LinearOp>(op)) {
