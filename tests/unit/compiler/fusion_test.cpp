@@ -214,3 +214,28 @@ TEST(MemoryPlan, SizesAtTheMaximaAndViewsShareTheirInput) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(MemoryPlan, SequenceFirstTensorsTakeTheSequenceMaximum) {
+  MLIRContext context;
+  context.loadDialect<TransfuseDialect, func::FuncDialect>();
+  // pe is [S, 8] with S from dimension 1 of the input: dimension 0 of pe is a
+  // sequence length (max 5), not a batch (max 2).
+  const char *source = R"mlir(
+    func.func @forward(%x: tensor<?x?x8xf32> {transfuse.name = "x"}) -> tensor<?x?x8xf32>
+        attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 5 : i64} {
+      %s = transfuse.dim %x, 1 : tensor<?x?x8xf32>
+      %pe = transfuse.positional_encoding %s : tensor<?x8xf32>
+      %y = transfuse.add %x, %pe : (tensor<?x?x8xf32>, tensor<?x8xf32>) -> tensor<?x?x8xf32>
+      return %y : tensor<?x?x8xf32>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  auto plan = planMemory(module->lookupSymbol<func::FuncOp>("forward"));
+  ASSERT_EQ(plan.buffers.size(), 1u);
+  EXPECT_EQ(plan.buffers[0].size, 5 * 8 * 4 + 64 - (5 * 8 * 4) % 64); // aligned to 64
+  EXPECT_EQ(plan.arenaSize, plan.buffers[0].size);
+}
+
+} // namespace
