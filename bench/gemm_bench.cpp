@@ -6,6 +6,16 @@
 //   OPENBLAS_CORETYPE=SkylakeX build/bench/gemm_bench [--benchmark_filter=...]
 //       [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]
 //
+// This VM's two vCPUs are disturbed by the host: single runs swing by 30%
+// (1024³ one thread: 105 or 155 GFLOP/s for minutes at a time, with the FMA
+// peak unchanged), and the second vCPU is at times mostly taken (two threads
+// then run at one thread's rate). Other work in the VM counts too: with
+// sched_autogroup on, a build at nice 19 started from another session still
+// gets an equal share of a CPU against the benchmark's session. Compare with
+// --benchmark_enable_random_interleaving=true and several repetitions, so
+// that ours and OpenBLAS see the same disturbances, and prefer the max (or
+// check the cv) over a single median.
+//
 // OpenBLAS reads OPENBLAS_CORETYPE when it loads, so set it in the environment
 // (the core it chose is printed in the context as openblas_core). Shapes:
 // 1024³; transformer shapes M (tokens) in {64, 128, 256, 512} × K, N in

@@ -19,8 +19,11 @@
 //       called once per chunk. For uneven work.
 //
 // Cost: no allocation per call (fn is type-erased by reference, the job lives
-// in the pool). Idle workers spin for about 100 µs after a loop, then sleep on a
-// condition variable, so back-to-back loops do not pay a wake-up.
+// in the pool). Idle workers wait about 100 µs for the next loop, then sleep on
+// a condition variable, so back-to-back loops do not pay a wake-up. Waiting
+// threads (idle workers, and the caller waiting for the workers) spin for 2 µs,
+// then yield the CPU on every check: on a machine with other load the caller
+// and a worker may share a CPU, and pure spinning then cost ~100 µs a loop.
 //
 // Concurrency: parallelFor may be called from several threads on one pool; the
 // calls are serialized by a mutex (each one still uses every thread). A call

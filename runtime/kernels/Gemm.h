@@ -17,12 +17,12 @@
 // k-major: B(k, p·NR + j) = data[p·K·NR + k·NR + j]; padding columns are 0.
 //
 // Algorithm (Goto/BLIS family; numbers for AVX-512, see gemm-inl.h): rows
-// are cut into blocks of <= Mc = 512 rows whose packed A for all of K fits a
+// are cut into blocks of <= Mc = 128 rows whose packed A for all of K fits a
 // 1 MiB L2 budget (a copy per row for row-major A); for each B panel of the
 // thread's share, for each k-block of Kc = 256 (a 256×32×4 = 32 KiB sub-panel
 // that stays in L1), the register-blocked micro-kernel (MR×NR accumulators:
 // 14×32 on AVX-512, i.e. 28 zmm registers; 6×16 on AVX2) runs over every
-// tile of the row block, while the panel's C strip stays in L1/L2 and the
+// tile of the row block, while the panel's C strip stays in L1 and the
 // next sub-panel of B is prefetched into L2. Row blocks are split evenly into
 // tiles of <= MR rows (64 rows: 5 tiles of 13/13/13/13/12, not
 // 14+14+14+14+8), so no tile is mostly empty; the last panel's columns are
@@ -33,11 +33,14 @@
 // is applied once after the last block. The order depends on nothing but K, so
 // results are bitwise identical for every thread count and tiling.
 //
-// Threads: the output is cut into work units (row block × run of panels, about
-// four per thread) that the pool's threads take dynamically, so a thread
-// slowed by another process takes fewer; a unit's result does not depend on
-// the thread. Products under 65536 multiply-adds run on the caller alone. The
-// pool may be null (single-threaded on the caller).
+// Threads: each thread owns a region of C (a range of rows when every thread
+// gets >= 128 rows, else a range of B panels) and computes it a few panels at
+// a time from the front; a thread done with its own region steals from the
+// back of the others' (so a thread slowed by another process does less, and
+// two threads write neighbouring C columns only at region edges and one
+// steal point). A unit's result does not depend on the thread. Products under
+// 2^20 multiply-adds per thread use fewer threads (under 2^21: the caller
+// alone). The pool may be null (single-threaded on the caller).
 //
 // Restrictions: C must not overlap A, B, bias or residual (residual == C, an
 // in-place residual add, is NOT supported when K > 256: C holds partial sums).

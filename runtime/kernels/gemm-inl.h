@@ -10,9 +10,15 @@
 //   Kc = 256: a B sub-panel (Kc×NR×4 = 32 KiB) stays in the 48 KiB L1d while
 //        a 14-row A micro-panel (14 KiB) streams through it from L2 (measured:
 //        Kc = 128 and 192 were slower, more C traffic for no L1 gain).
-//   Mc <= 512 rows and packed A for all of K <= 1 MiB (kABudget): the A row
-//        block stays in the 2 MiB L2 while the B panels pass by (1024³: 240
-//        rows; K = 2048: 120 rows).
+//   Mc <= 128 rows and packed A for all of K <= 1 MiB (kABudget): the A row
+//        block stays in the 2 MiB L2 while the B panels pass by (K = 512 or
+//        1024: 128 rows; K = 2048: 120 rows), and the block's C strip of a
+//        panel (Mc×NR×4 = 16 KiB) stays in L1 beside the 32 KiB B sub-panel
+//        across the k-blocks. Measured (one thread, K = 512, N = 37000, where
+//        C is not otherwise cached): Mc = 256 → 128 took M = 256 from 145 to
+//        156 GFLOP/s and M = 512 from 144 to 154; shapes whose C stays in L2
+//        (N <= 2048, 1024³) were unchanged, although B is re-read from L3
+//        once per 128 rows (1/64 byte per flop).
 //   The C strip of a panel (rows × 32) stays in L1/L2 across the k-blocks,
 //   so C is read from memory once; the next B sub-panel (usually in L3 or
 //   memory: weights are read once per row block) is prefetched into L2 in
@@ -60,12 +66,18 @@ constexpr size_t kMaxMR = 14;  // 32 vector registers
 constexpr size_t kMaxMR = 6;  // 16 vector registers (SSE4, AVX2)
 #endif
 constexpr size_t kKc = 256;
-constexpr size_t kMc = 512;
+constexpr size_t kMc = 128;
 // Bytes of packed A (a row block for all of K) meant to stay in L2.
 constexpr size_t kABudget = (1 << 20) / sizeof(float);
 // Row stride of a packed A micro-panel (see PackA): Kc plus one cache line, so
 // that the rows of a tile do not all fall into the same L1 sets.
 constexpr size_t kAStride = kKc + 16;
+// Multiply-adds per thread below which fewer threads are used, the least work
+// a thread claims at a time, and the fewest rows per thread for splitting C
+// by rows (see GemmPacked).
+constexpr double kMinMacsPerThread = 1 << 20;
+constexpr size_t kMinUnitMacs = 1 << 18;
+constexpr size_t kMinRowsPerThread = 128;
 
 HWY_INLINE size_t NR() { return 2 * hn::Lanes(DF()); }
 
@@ -464,34 +476,118 @@ HWY_NOINLINE void GemmPacked(size_t M, size_t N, size_t K, const float* A, size_
                   (N + B->nr - 1) / B->nr};
   const size_t panels = P.panels;
   size_t T = pool ? static_cast<size_t>(pool->numThreads()) : 1;
-  if (static_cast<double>(M) * N * K < 65536.0) T = 1;  // not worth a wake-up
+  // Below ~1M multiply-adds (about 10 µs on one core) a second thread gains
+  // less than the hand-off costs (waking a sleeping worker alone is ~50 µs).
+  const double macs = static_cast<double>(M) * N * K;
+  T = std::min(T, static_cast<size_t>(std::max(1.0, macs / kMinMacsPerThread)));
 
-  // Work units: row blocks × chunks of panels, handed out dynamically (a
-  // thread slowed down by another process on its core then just takes fewer);
-  // which thread computes a unit never changes its result. Row blocks: the
-  // fewest whose packed A (all of K) fits the L2 budget, more when there are
-  // too few panels to keep T threads busy; panel chunks: about 4 per thread.
+  // Row blocks: the fewest whose packed A (all of K) fits the L2 budget, more
+  // when there are too few panels to give T threads several units each.
   const size_t mcMax = std::max(kMaxMR, std::min(kMc, kABudget / (nkb * kAStride)));
   size_t nblocks = (M + mcMax - 1) / mcMax;
   if (T > 1 && nblocks * panels < 4 * T) {
     const size_t maxBlocks = (M + kMaxMR - 1) / kMaxMR;  // one tile each
     nblocks = std::min(maxBlocks, std::max(nblocks, (4 * T + panels - 1) / panels));
   }
-  const size_t chunksPerBlock =
-      T == 1 ? 1 : std::min(panels, std::max<size_t>(1, (4 * T + nblocks - 1) / nblocks));
-  const size_t units = nblocks * chunksPerBlock;
-  auto unit = [&](size_t u) {
-    const size_t b = u / chunksPerBlock, c = u % chunksPerBlock;
-    const size_t i0 = M * b / nblocks, i1 = M * (b + 1) / nblocks;
-    const size_t q0 = panels * c / chunksPerBlock, q1 = panels * (c + 1) / chunksPerBlock;
-    if (i0 < i1 && q0 < q1) GemmUnit(P, i0, i1 - i0, q0, q1);
+  auto blockRows = [&](size_t b, size_t* i0) {
+    *i0 = M * b / nblocks;
+    return M * (b + 1) / nblocks - *i0;
   };
   if (T == 1) {
-    for (size_t u = 0; u < units; ++u) unit(u);
+    for (size_t b = 0; b < nblocks; ++b) {
+      size_t i0;
+      const size_t mc = blockRows(b, &i0);
+      if (mc) GemmUnit(P, i0, mc, 0, panels);
+    }
     return;
   }
-  pool->parallelForChunked(static_cast<int64_t>(units), 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t u = b; u < e; ++u) unit(static_cast<size_t>(u));
+
+  // Threads: thread t owns one region of C, a range of rows (when each
+  // thread gets >= kMinRowsPerThread rows) or else a range of panels for all
+  // rows, cut into row blocks as above. It computes its region a few panels
+  // at a time, in order (row block by row block), from the front; a thread
+  // that has finished its own region steals from the back of the others'.
+  // Why: units of one region share the thread's packed A, two threads meet
+  // in C only at region edges and one steal point (threads writing
+  // interleaved panel runs of the same rows shared C's cache lines at every
+  // run boundary when C is not 64-byte aligned: 4% at 64×512×512), and a
+  // thread slowed by another process just loses more of its region to the
+  // others. Which thread computes a unit never changes its result.
+  const bool byRows = M >= kMinRowsPerThread * T;
+  struct Region {
+    size_t row0, rows, nb, q0, np;  // rows, its row blocks, panels [q0, q0+np)
+    size_t chunk;                   // panels per claim
+  };
+  struct alignas(64) Cursor {
+    // front | back << 32, in items (block·np + panel; < 2^32 for any C that
+    // fits in memory: an item is >= 14×32 floats of C).
+    std::atomic<uint64_t> v;
+  };
+  constexpr size_t kMaxThreads = 256;
+  T = std::min(T, kMaxThreads);
+  Region regions[kMaxThreads];
+  Cursor cursors[kMaxThreads];
+  for (size_t t = 0; t < T; ++t) {
+    Region& r = regions[t];
+    if (byRows) {
+      r.row0 = M * t / T;
+      r.rows = M * (t + 1) / T - r.row0;
+      r.nb = (r.rows + mcMax - 1) / mcMax;
+      r.q0 = 0;
+      r.np = panels;
+    } else {
+      r.row0 = 0;
+      r.rows = M;
+      r.nb = nblocks;
+      r.q0 = panels * t / T;
+      r.np = panels * (t + 1) / T - r.q0;
+    }
+    const size_t blockRows = r.nb ? (r.rows + r.nb - 1) / r.nb : 1;
+    r.chunk = std::max<size_t>(1, kMinUnitMacs / (blockRows * K * B->nr));
+    const uint64_t items = static_cast<uint64_t>(r.nb) * r.np;
+    cursors[t].v.store(items << 32, std::memory_order_relaxed);
+  }
+  // Computes items [f, e) of region t (within one row block).
+  auto compute = [&](size_t t, size_t f, size_t e) {
+    const Region& r = regions[t];
+    const size_t b = f / r.np;
+    const size_t i0 = r.row0 + r.rows * b / r.nb, i1 = r.row0 + r.rows * (b + 1) / r.nb;
+    GemmUnit(P, i0, i1 - i0, r.q0 + f % r.np, r.q0 + (e - 1) % r.np + 1);
+  };
+  // Claims up to a chunk from the front (own) or back (steal) of region t,
+  // not crossing a row block; false when it is empty.
+  auto claim = [&](size_t t, bool front, size_t* f, size_t* e) {
+    const Region& r = regions[t];
+    uint64_t cur = cursors[t].v.load(std::memory_order_relaxed);
+    for (;;) {
+      const size_t lo = cur & 0xffffffffu, hi = cur >> 32;
+      if (lo >= hi) return false;
+      size_t a, z;
+      if (front) {
+        a = lo;
+        z = std::min({hi, lo + r.chunk, (lo / r.np + 1) * r.np});
+      } else {
+        z = hi;
+        a = std::max({lo, hi - std::min(hi, r.chunk), (hi - 1) / r.np * r.np});
+      }
+      const uint64_t next = front ? (uint64_t{hi} << 32) | z : (uint64_t{a} << 32) | lo;
+      if (cursors[t].v.compare_exchange_weak(cur, next, std::memory_order_relaxed)) {
+        *f = a;
+        *e = z;
+        return true;
+      }
+    }
+  };
+  pool->parallelFor(static_cast<int64_t>(T), [&](int64_t tb, int64_t te, int) {
+    for (int64_t ti = tb; ti < te; ++ti) {
+      const size_t t = static_cast<size_t>(ti);
+      size_t f, e;
+      while (claim(t, true, &f, &e)) compute(t, f, e);
+      for (size_t k = 1; k < T; ++k) {
+        const size_t v = (t + k) % T;
+        while (claim(v, false, &f, &e)) compute(v, f, e);
+      }
+    }
   });
 }
 

@@ -230,11 +230,16 @@ TEST_P(GemmTest, LargeThreadedEqualsSerial) {
 }
 
 // Threaded splits over N (wide) and over M (narrow N): bitwise equal to one
-// thread, with pools of 1, 2 and 3 threads.
+// thread, with pools of 1, 2 and 3 threads. The small shapes run on one
+// thread (under kMinMacsPerThread); the larger ones split C by panels
+// ({64,512,300}, {30,3000,64}), by rows ({400,70,300}: >= 128 rows per
+// thread), or have fewer panels than threads ({100,20,1100}: one panel, so
+// the other threads' regions are empty and they only steal).
 TEST_P(GemmTest, ThreadSplitsBitwiseEqual) {
   std::mt19937 rng(4);
   ThreadPool pool1(1), pool2(2), pool3(3);
-  const size_t shapes[][3] = {{64, 512, 300}, {200, 20, 100}, {7, 1000, 40}, {97, 33, 600}};
+  const size_t shapes[][3] = {{64, 512, 300}, {200, 20, 100}, {7, 1000, 40},  {97, 33, 600},
+                              {30, 3000, 64}, {400, 70, 300}, {100, 20, 1100}};
   for (const auto& s : shapes) {
     Case c{s[0], s[1], s[2]};
     c.bias = true;
