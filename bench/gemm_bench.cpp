@@ -24,7 +24,7 @@
 // Ours_PackPerCall packs B inside the timed call, as OpenBLAS does.
 
 #include "runtime/ThreadPool.h"
-#include "runtime/kernels/FmaPeak.h"
+#include "bench/lib/FmaPeak.h"
 #include "runtime/kernels/Gemm.h"
 
 #include <benchmark/benchmark.h>

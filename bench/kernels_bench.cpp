@@ -22,7 +22,7 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Attention.h"
 #include "runtime/kernels/Elementwise.h"
-#include "runtime/kernels/FmaPeak.h"
+#include "bench/lib/FmaPeak.h"
 #include "runtime/kernels/Norm.h"
 
 #include <benchmark/benchmark.h>

@@ -18,8 +18,8 @@
 #include "models/Models.h"
 #include "passes/Passes.h"
 #include "runtime/Safetensors.h"
-#include "runtime/kernels/Attention.h"
-#include "runtime/kernels/GemmBench.h"
+#include "bench/lib/AttentionBench.h"
+#include "bench/lib/GemmBench.h"
 #include "runtime/WeightBinding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

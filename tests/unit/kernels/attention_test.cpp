@@ -7,6 +7,7 @@
 // products of up to 256 terms and softmax sums of up to 700 terms); fused
 // against unfused: the same bound (both are checked against the reference).
 #include "runtime/ThreadPool.h"
+#include "bench/lib/AttentionBench.h"
 #include "runtime/kernels/Attention.h"
 #include "tests/unit/kernels/KernelTestUtil.h"
 

@@ -3,8 +3,8 @@
 // with as many accumulators as the registers allow (24 on AVX-512's 32
 // registers, 12 on 16-register targets), so that neither FMA latency nor loads
 // limit it. Kernel benchmarks report their GFLOP/s as a fraction of it.
-#ifndef TRANSFUSE_RUNTIME_KERNELS_FMAPEAK_H
-#define TRANSFUSE_RUNTIME_KERNELS_FMAPEAK_H
+#ifndef TRANSFUSE_BENCH_LIB_FMAPEAK_H
+#define TRANSFUSE_BENCH_LIB_FMAPEAK_H
 
 #include <cstddef>
 #include <string>
@@ -23,4 +23,4 @@ FmaPeak measureFmaPeak(double seconds = 0.2, int repeats = 5);
 
 }  // namespace transfuse::kernels
 
-#endif  // TRANSFUSE_RUNTIME_KERNELS_FMAPEAK_H
+#endif  // TRANSFUSE_BENCH_LIB_FMAPEAK_H

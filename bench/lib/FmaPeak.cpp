@@ -2,7 +2,7 @@
 // once per Highway target by foreach_target.h.
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "runtime/kernels/FmaPeak.cpp"
+#define HWY_TARGET_INCLUDE "bench/lib/FmaPeak.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
 #include <hwy/highway.h>
@@ -46,7 +46,7 @@ HWY_NOINLINE float FmaChains(uint64_t iters, size_t* lanes, size_t* chains) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "runtime/kernels/FmaPeak.h"
+#include "bench/lib/FmaPeak.h"
 #include "runtime/kernels/Targets.h"
 
 #include <algorithm>

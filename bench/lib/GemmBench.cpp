@@ -1,10 +1,10 @@
 // runGemmBench and its formatting (GemmBench.h).
 
-#include "runtime/kernels/GemmBench.h"
+#include "bench/lib/GemmBench.h"
 
 #include "runtime/Json.h"
 #include "runtime/ThreadPool.h"
-#include "runtime/kernels/FmaPeak.h"
+#include "bench/lib/FmaPeak.h"
 #include "runtime/kernels/Gemm.h"
 
 #include <algorithm>

@@ -4,8 +4,8 @@
 // (2·M·N·K per call, median of the timed calls) and the fraction of the
 // machine's FMA peak (measureFmaPeak, in the same run, times T threads).
 // The driver parses flags and prints; this layer only measures.
-#ifndef TRANSFUSE_RUNTIME_KERNELS_GEMMBENCH_H
-#define TRANSFUSE_RUNTIME_KERNELS_GEMMBENCH_H
+#ifndef TRANSFUSE_BENCH_LIB_GEMMBENCH_H
+#define TRANSFUSE_BENCH_LIB_GEMMBENCH_H
 
 #include "runtime/Status.h"
 
@@ -54,4 +54,4 @@ std::string gemmBenchText(const GemmBenchResult& result);
 
 }  // namespace transfuse::kernels
 
-#endif  // TRANSFUSE_RUNTIME_KERNELS_GEMMBENCH_H
+#endif  // TRANSFUSE_BENCH_LIB_GEMMBENCH_H
