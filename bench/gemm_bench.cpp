@@ -24,7 +24,7 @@
 // Ours_PackPerCall packs B inside the timed call, as OpenBLAS does.
 
 #include "runtime/ThreadPool.h"
-#include "bench/lib/FmaPeak.h"
+#include "bench/lib/BenchUtil.h"
 #include "runtime/kernels/Gemm.h"
 
 #include <benchmark/benchmark.h>
@@ -43,18 +43,6 @@ namespace rt = transfuse::rt;
 
 namespace {
 
-double peakGflops() {
-  static double peak = tk::measureFmaPeak(0.3, 5).gflops;
-  return peak;
-}
-
-rt::ThreadPool* poolFor(int threads) {
-  static std::map<int, std::unique_ptr<rt::ThreadPool>> pools;
-  auto& p = pools[threads];
-  if (!p) p = std::make_unique<rt::ThreadPool>(threads);
-  return p.get();
-}
-
 struct Operands {
   size_t m, n, k;
   std::vector<float> A, B, C;
@@ -71,7 +59,7 @@ void setCounters(benchmark::State& state, size_t m, size_t n, size_t k, int thre
   state.counters["GFLOPS"] =
       benchmark::Counter(flops * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["peak_frac"] = benchmark::Counter(
-      flops * 1e-9 * state.iterations() / (peakGflops() * threads), benchmark::Counter::kIsRate);
+      flops * 1e-9 * state.iterations() / (tk::cachedFmaPeakGflops() * threads), benchmark::Counter::kIsRate);
 }
 
 void BM_FmaPeak(benchmark::State& state) {
@@ -86,7 +74,7 @@ void BM_Ours_Prepacked(benchmark::State& state) {
   const size_t m = state.range(0), n = state.range(1), k = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   Operands op(m, n, k);
-  rt::ThreadPool* pool = poolFor(threads);
+  rt::ThreadPool* pool = tk::benchPool(threads);
   tk::PackedB packed = tk::packB(op.B.data(), k, n, n, false);
   for (auto _ : state) {
     tk::gemm(m, n, k, op.A.data(), k, false, packed, op.C.data(), n, {}, pool);
@@ -100,7 +88,7 @@ void BM_Ours_PackPerCall(benchmark::State& state) {
   const size_t m = state.range(0), n = state.range(1), k = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   Operands op(m, n, k);
-  rt::ThreadPool* pool = poolFor(threads);
+  rt::ThreadPool* pool = tk::benchPool(threads);
   for (auto _ : state) {
     tk::gemm(m, n, k, op.A.data(), k, false, op.B.data(), n, false, op.C.data(), n, {}, pool);
     benchmark::DoNotOptimize(op.C.data());
@@ -115,7 +103,7 @@ void BM_Ours_BiasGelu(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(3));
   Operands op(m, n, k);
   std::vector<float> bias(n, 0.25f);
-  rt::ThreadPool* pool = poolFor(threads);
+  rt::ThreadPool* pool = tk::benchPool(threads);
   tk::PackedB packed = tk::packB(op.B.data(), k, n, n, false);
   tk::GemmEpilogue ep;
   ep.bias = bias.data();
@@ -183,7 +171,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("gemm_kernel", tk::gemmKernelInfo().target + " " +
                                                  std::to_string(tk::gemmKernelInfo().mr) + "x" +
                                                  std::to_string(tk::gemmKernelInfo().nr));
-  benchmark::AddCustomContext("fma_peak_gflops_per_thread", std::to_string(peakGflops()));
+  benchmark::AddCustomContext("fma_peak_gflops_per_thread", std::to_string(tk::cachedFmaPeakGflops()));
 #ifdef TRANSFUSE_HAVE_OPENBLAS
   benchmark::AddCustomContext("openblas_core", openblas_get_corename());
 #endif

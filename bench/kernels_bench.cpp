@@ -22,7 +22,7 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Attention.h"
 #include "runtime/kernels/Elementwise.h"
-#include "bench/lib/FmaPeak.h"
+#include "bench/lib/BenchUtil.h"
 #include "runtime/kernels/Norm.h"
 
 #include <benchmark/benchmark.h>
@@ -39,19 +39,6 @@ namespace tk = transfuse::kernels;
 namespace rt = transfuse::rt;
 
 namespace {
-
-double peakGflops() {
-  static double peak = tk::measureFmaPeak(0.3, 5).gflops;
-  return peak;
-}
-
-rt::ThreadPool* poolFor(int threads) {
-  if (threads <= 1) return nullptr;
-  static std::map<int, std::unique_ptr<rt::ThreadPool>> pools;
-  auto& p = pools[threads];
-  if (!p) p = std::make_unique<rt::ThreadPool>(threads);
-  return p.get();
-}
 
 hwy::AlignedFreeUniquePtr<float[]> randomBuf(size_t n, uint32_t seed, float lo = -1,
                                              float hi = 1) {
@@ -81,7 +68,7 @@ void runAttention(benchmark::State& state, bool unfused, size_t D) {
   a.out = o.get();
   a.scale = 1.0f / std::sqrt(static_cast<float>(D));
   a.causal = causal;
-  rt::ThreadPool* pool = poolFor(threads);
+  rt::ThreadPool* pool = tk::benchPool(threads);
   for (auto _ : state) {
     rt::Status st = unfused ? tk::attentionUnfused(a, pool) : tk::attention(a, pool);
     benchmark::DoNotOptimize(st);
@@ -90,9 +77,9 @@ void runAttention(benchmark::State& state, bool unfused, size_t D) {
   const double flops = 4.0 * B * H * S * S * D * (causal ? 0.5 : 1.0);
   state.counters["GFLOPS"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["peak_GFLOPS"] = peakGflops() * threads;
+  state.counters["peak_GFLOPS"] = tk::cachedFmaPeakGflops() * threads;
   state.counters["peak_frac"] = benchmark::Counter(
-      flops * 1e-9 / (peakGflops() * threads), benchmark::Counter::kIsIterationInvariantRate);
+      flops * 1e-9 / (tk::cachedFmaPeakGflops() * threads), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_AttentionFused(benchmark::State& s) { runAttention(s, false, 64); }
@@ -130,7 +117,7 @@ void setBytes(benchmark::State& state, size_t bytesPerCall) {
 void BM_Copy(benchmark::State& state) {
   RowShape r(state);
   auto x = randomBuf(r.n, 1), y = randomBuf(r.n, 2);
-  rt::ThreadPool* pool = poolFor(r.threads);
+  rt::ThreadPool* pool = tk::benchPool(r.threads);
   for (auto _ : state) {
     if (pool) {
       pool->parallelFor(static_cast<int64_t>(r.n), [&](int64_t b, int64_t e, int) {
@@ -148,7 +135,7 @@ void BM_AddLayerNorm(benchmark::State& state) {
   RowShape r(state);
   auto x = randomBuf(r.n, 1), res = randomBuf(r.n, 2), y = randomBuf(r.n, 3),
        sum = randomBuf(r.n, 4), g = randomBuf(r.width, 5), be = randomBuf(r.width, 6);
-  rt::ThreadPool* pool = poolFor(r.threads);
+  rt::ThreadPool* pool = tk::benchPool(r.threads);
   for (auto _ : state) {
     tk::addLayerNorm(x.get(), res.get(), g.get(), be.get(), y.get(), sum.get(), r.rows, r.width,
                      1e-5f, pool);
@@ -161,7 +148,7 @@ void BM_LayerNorm(benchmark::State& state) {
   RowShape r(state);
   auto x = randomBuf(r.n, 1), y = randomBuf(r.n, 3), g = randomBuf(r.width, 5),
        be = randomBuf(r.width, 6);
-  rt::ThreadPool* pool = poolFor(r.threads);
+  rt::ThreadPool* pool = tk::benchPool(r.threads);
   for (auto _ : state) {
     tk::layerNorm(x.get(), g.get(), be.get(), y.get(), r.rows, r.width, 1e-5f, pool);
     benchmark::ClobberMemory();
@@ -172,7 +159,7 @@ void BM_LayerNorm(benchmark::State& state) {
 void BM_Softmax(benchmark::State& state) {
   RowShape r(state);
   auto x = randomBuf(r.n, 1, -10, 10), y = randomBuf(r.n, 3);
-  rt::ThreadPool* pool = poolFor(r.threads);
+  rt::ThreadPool* pool = tk::benchPool(r.threads);
   for (auto _ : state) {
     tk::softmax(x.get(), y.get(), r.rows, r.width, pool);
     benchmark::ClobberMemory();
@@ -183,7 +170,7 @@ void BM_Softmax(benchmark::State& state) {
 void BM_Gelu(benchmark::State& state) {
   RowShape r(state);
   auto x = randomBuf(r.n, 1, -5, 5), y = randomBuf(r.n, 3);
-  rt::ThreadPool* pool = poolFor(r.threads);
+  rt::ThreadPool* pool = tk::benchPool(r.threads);
   for (auto _ : state) {
     tk::gelu(x.get(), y.get(), r.n, pool);
     benchmark::ClobberMemory();
