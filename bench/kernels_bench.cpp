@@ -178,6 +178,50 @@ void BM_Gelu(benchmark::State& state) {
   setBytes(state, 2 * r.n * sizeof(float));
 }
 
+// Embedding of B·S = 8·64 tokens from the base model's 37000×512 table, ·√d
+// plus sinusoidal positions: bytes = the rows read + the output written.
+void BM_Embedding(benchmark::State& state) {
+  const size_t batch = 8, seq = 64, vocab = 37000, dim = 512;
+  const int threads = static_cast<int>(state.range(0));
+  auto table = randomBuf(vocab * dim, 1), out = randomBuf(batch * seq * dim, 2);
+  std::vector<int32_t> ids(batch * seq);
+  std::mt19937 rng(3);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % vocab);
+  tk::EmbeddingArgs a;
+  a.ids = ids.data();
+  a.batch = batch;
+  a.seq = seq;
+  a.table = table.get();
+  a.vocab = vocab;
+  a.dim = dim;
+  a.scale = std::sqrt(static_cast<float>(dim));
+  a.positional = tk::Positional::kSinusoidal;
+  rt::ThreadPool* pool = tk::benchPool(threads);
+  for (auto _ : state) {
+    if (!tk::embedding(a, out.get(), pool).isOk()) state.SkipWithError("embedding failed");
+    benchmark::ClobberMemory();
+  }
+  setBytes(state, 2 * batch * seq * dim * sizeof(float));
+}
+BENCHMARK(BM_Embedding)->ArgNames({"threads"})->Arg(1)->Arg(2)->UseRealTime();
+
+// argmax and top-5 over logits rows of the 37000-word vocabulary (a decoding
+// step of a batch of 8 with beam 4: 32 rows): bytes = the logits read.
+void BM_ArgmaxTopK(benchmark::State& state) {
+  const size_t rows = 32, width = 37000, k = static_cast<size_t>(state.range(0));
+  auto logits = randomBuf(rows * width, 1, -10, 10), values = randomBuf(rows * 8, 2);
+  std::vector<int32_t> indices(rows * 8);
+  for (auto _ : state) {
+    if (k == 1)
+      tk::argmax(logits.get(), rows, width, indices.data());
+    else if (!tk::topK(logits.get(), rows, width, k, values.get(), indices.data()).isOk())
+      state.SkipWithError("topK failed");
+    benchmark::ClobberMemory();
+  }
+  setBytes(state, rows * width * sizeof(float));
+}
+BENCHMARK(BM_ArgmaxTopK)->ArgNames({"k"})->Arg(1)->Arg(5)->UseRealTime();
+
 void rowArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"width", "KiB", "threads"});
   for (int t : {1, 2})
