@@ -25,7 +25,8 @@ HWY_EXPORT(GemmPacked);
 
 void PackedB::Free::operator()(float* p) const { hwy::FreeAlignedBytes(p, nullptr, nullptr); }
 
-PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB) {
+PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB,
+              rt::ThreadPool* pool) {
   PackedB out;
   size_t mr, nr, kc, mc;
   int64_t target;
@@ -37,7 +38,15 @@ PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB) {
   const size_t count = K * out.npad;
   if (count == 0) return out;
   out.data.reset(static_cast<float*>(hwy::AllocateAlignedBytes(count * sizeof(float), nullptr, nullptr)));
-  HWY_DYNAMIC_DISPATCH(PackBInto)(B, ldb, transB, &out);
+  const size_t panels = out.npad / nr;
+  if (!pool || pool->numThreads() <= 1) {
+    HWY_DYNAMIC_DISPATCH(PackBInto)(B, ldb, transB, &out, 0, panels);
+    return out;
+  }
+  pool->parallelFor(static_cast<int64_t>(panels), [&](int64_t begin, int64_t end, int) {
+    HWY_DYNAMIC_DISPATCH(PackBInto)(B, ldb, transB, &out, static_cast<size_t>(begin),
+                                    static_cast<size_t>(end));
+  });
   return out;
 }
 

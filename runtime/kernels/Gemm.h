@@ -83,7 +83,10 @@ struct PackedB {
 };
 
 // Packs B (see the file comment for B's layouts). K or N may be 0.
-PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB);
+// Packs over the pool's threads when one is given (panels are independent);
+// the packed data does not depend on the thread count.
+PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB,
+              rt::ThreadPool* pool = nullptr);
 
 // C = epilogue(A·B) with B packed by packB (B.k = K). If B was packed for a
 // target other than the one now dispatched to (only when targets are switched

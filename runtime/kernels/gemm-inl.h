@@ -416,10 +416,11 @@ HWY_NOINLINE void GemmKernelShape(size_t* mr, size_t* nr, size_t* kc, size_t* mc
   *mc = gemm::kMc;
 }
 
-// Fills out (k, n, nr, npad set; data allocated by the caller with k·npad
-// floats) from B: panel p holds B(k, p·nr + j) at data[p·k·nr + k·nr + j].
+// Fills panels [p0, p1) of out (k, n, nr, npad set; data allocated by the
+// caller with k·npad floats) from B: panel p holds B(k, p·nr + j) at
+// data[p·k·nr + k·nr + j]. Disjoint panel ranges may be packed concurrently.
 HWY_NOINLINE void PackBInto(const float* HWY_RESTRICT B, size_t ldb, bool transB,
-                            PackedB* out) {
+                            PackedB* out, size_t p0, size_t p1) {
   using namespace gemm;
   const DF d;
   const size_t L = hn::Lanes(d);
@@ -428,7 +429,7 @@ HWY_NOINLINE void PackBInto(const float* HWY_RESTRICT B, size_t ldb, bool transB
   // Blocks of 256 k so that transposed B is read in cache-friendly strips.
   for (size_t k0 = 0; k0 < K; k0 += 256) {
     const size_t kb = std::min<size_t>(256, K - k0);
-    for (size_t j0 = 0; j0 < npad; j0 += nr) {
+    for (size_t j0 = p0 * nr; j0 < std::min(npad, p1 * nr); j0 += nr) {
       float* HWY_RESTRICT dst = data + (j0 / nr) * K * nr + k0 * nr;
       const size_t ncols = std::min(nr, N - j0);
       if (transB) {  // B(k,j) = B[j·ldb + k]

@@ -269,6 +269,26 @@ TEST_P(GemmTest, UnpackedBEqualsPacked) {
   op.check(unpacked);
 }
 
+// Packing over threads gives the same panels as packing on one thread, for
+// both layouts of B and a partial last panel.
+TEST_P(GemmTest, ThreadedPackingEqualsSerial) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const size_t K = 300, N = 1000;  // 1000 is not a multiple of any panel width
+  std::vector<float> b(K * N);
+  for (float& x : b) x = u(rng);
+  rt::ThreadPool pool(3);
+  for (bool transB : {false, true}) {
+    const size_t ldb = transB ? K : N;
+    PackedB serial = packB(b.data(), K, N, ldb, transB);
+    PackedB threaded = packB(b.data(), K, N, ldb, transB, &pool);
+    ASSERT_EQ(serial.npad, threaded.npad);
+    EXPECT_EQ(0, std::memcmp(serial.data.get(), threaded.data.get(),
+                             K * serial.npad * sizeof(float)))
+        << "transB=" << transB;
+  }
+}
+
 // B packed on one target and used on another (the panel widths differ) is
 // repacked on the fly, with the same result.
 TEST(GemmCrossTarget, PackedOnOneTargetRunOnAnother) {
