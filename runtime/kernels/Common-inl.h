@@ -48,6 +48,34 @@ HWY_INLINE float ReduceMaxF(D d, hn::Vec<D> v) {
   return hn::GetLane(hn::MaxOfLanes(d, v));
 }
 
+// Folds a[0..n) into one vector with `op` (an add or a max of two vectors)
+// over four independent chains: a row of 512 floats is only 32 AVX-512
+// vectors, so one or two chains would be bound by the op's latency, not the
+// loads. Tail lanes past n read as `identity`. Reduce the result across lanes
+// with ReduceSumF / ReduceMaxF.
+template <class D, class Op>
+HWY_INLINE hn::Vec<D> FoldRow(D d, const float* HWY_RESTRICT a, size_t n, float identity,
+                              const Op& op) {
+  const size_t N = hn::Lanes(d);
+  auto acc0 = hn::Set(d, identity), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    acc0 = op(acc0, hn::LoadU(d, a + i));
+    acc1 = op(acc1, hn::LoadU(d, a + i + N));
+    acc2 = op(acc2, hn::LoadU(d, a + i + 2 * N));
+    acc3 = op(acc3, hn::LoadU(d, a + i + 3 * N));
+  }
+  acc0 = op(acc0, acc2);
+  acc1 = op(acc1, acc3);
+  for (; i + 2 * N <= n; i += 2 * N) {
+    acc0 = op(acc0, hn::LoadU(d, a + i));
+    acc1 = op(acc1, hn::LoadU(d, a + i + N));
+  }
+  for (; i + N <= n; i += N) acc0 = op(acc0, hn::LoadU(d, a + i));
+  if (i < n) acc1 = op(acc1, LoadTail(d, a + i, n - i, identity));
+  return op(acc0, acc1);
+}
+
 // 2^x for softmax arguments (x = (s - max)·log2 e <= 0 in row softmax; x <= 12
 // in attention, whose scores are kept in log2 units) and -inf:
 // x = n + r with n = round(x) (the 1.5·2^23 shifter, which also leaves n + 127

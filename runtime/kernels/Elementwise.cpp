@@ -78,19 +78,13 @@ HWY_NOINLINE void ArgmaxRows(const float* logits, size_t width, int32_t* out, si
   const float kNegInf = -std::numeric_limits<float>::infinity();
   for (size_t r = r0; r < r1; ++r) {
     const float* x = logits + r * width;
-    auto m0 = hn::Set(d, kNegInf), m1 = m0;
-    size_t i = 0;
-    for (; i + 2 * N <= width; i += 2 * N) {
-      m0 = hn::Max(m0, hn::LoadU(d, x + i));
-      m1 = hn::Max(m1, hn::LoadU(d, x + i + N));
-    }
-    for (; i + N <= width; i += N) m0 = hn::Max(m0, hn::LoadU(d, x + i));
-    if (i < width) m1 = hn::Max(m1, LoadTail(d, x + i, width - i, kNegInf));
-    const float mx = ReduceMaxF(d, hn::Max(m0, m1));
+    const float mx = ReduceMaxF(
+        d, FoldRow(d, x, width, kNegInf, [](auto a, auto b) HWY_ATTR { return hn::Max(a, b); }));
     // The first index holding the maximum.
     int32_t best = 0;
     const auto vm = hn::Set(d, mx);
-    for (i = 0; i + N <= width; i += N) {
+    size_t i = 0;
+    for (; i + N <= width; i += N) {
       const intptr_t k = hn::FindFirstTrue(d, hn::Eq(hn::LoadU(d, x + i), vm));
       if (k >= 0) break;
     }

@@ -10,6 +10,8 @@
 #include "runtime/kernels/gemm-inl.h"
 
 #if HWY_ONCE
+#include "runtime/kernels/Parallel.h"
+
 #include <hwy/aligned_allocator.h>
 #include <hwy/targets.h>
 
@@ -38,14 +40,8 @@ PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB,
   const size_t count = K * out.npad;
   if (count == 0) return out;
   out.data.reset(static_cast<float*>(hwy::AllocateAlignedBytes(count * sizeof(float), nullptr, nullptr)));
-  const size_t panels = out.npad / nr;
-  if (!pool || pool->numThreads() <= 1) {
-    HWY_DYNAMIC_DISPATCH(PackBInto)(B, ldb, transB, &out, 0, panels);
-    return out;
-  }
-  pool->parallelFor(static_cast<int64_t>(panels), [&](int64_t begin, int64_t end, int) {
-    HWY_DYNAMIC_DISPATCH(PackBInto)(B, ldb, transB, &out, static_cast<size_t>(begin),
-                                    static_cast<size_t>(end));
+  parallelFor(pool, out.npad / nr, /*grain=*/1, [&](size_t begin, size_t end) {
+    HWY_DYNAMIC_DISPATCH(PackBInto)(B, ldb, transB, &out, begin, end);
   });
   return out;
 }

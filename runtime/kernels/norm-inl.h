@@ -49,26 +49,10 @@ HWY_INLINE float AddAndSum(const float* HWY_RESTRICT a, const float* b, float* s
       StoreTail(d, v, s + i, n - i);
       acc1 = hn::Add(acc1, v);
     }
-  } else {
-    // Four independent chains: a row of 512 is only 32 vectors, so the add
-    // latency, not the loads, would bound two.
-    auto acc2 = hn::Zero(d), acc3 = hn::Zero(d);
-    for (; i + 4 * N <= n; i += 4 * N) {
-      acc0 = hn::Add(acc0, hn::LoadU(d, a + i));
-      acc1 = hn::Add(acc1, hn::LoadU(d, a + i + N));
-      acc2 = hn::Add(acc2, hn::LoadU(d, a + i + 2 * N));
-      acc3 = hn::Add(acc3, hn::LoadU(d, a + i + 3 * N));
-    }
-    acc0 = hn::Add(acc0, acc2);
-    acc1 = hn::Add(acc1, acc3);
-    for (; i + 2 * N <= n; i += 2 * N) {
-      acc0 = hn::Add(acc0, hn::LoadU(d, a + i));
-      acc1 = hn::Add(acc1, hn::LoadU(d, a + i + N));
-    }
-    for (; i + N <= n; i += N) acc0 = hn::Add(acc0, hn::LoadU(d, a + i));
-    if (i < n) acc1 = hn::Add(acc1, LoadTail(d, a + i, n - i, 0.0f));
+    return ReduceSumF(d, hn::Add(acc0, acc1));
   }
-  return ReduceSumF(d, hn::Add(acc0, acc1));
+  return ReduceSumF(d, FoldRow(d, a, n, 0.0f,
+                               [](auto x, auto y) HWY_ATTR { return hn::Add(x, y); }));
 }
 
 // Σ (x[i] - mean)².
@@ -160,23 +144,8 @@ HWY_NOINLINE void SoftmaxRows(const float* x, float* y, size_t width, size_t r0,
   for (size_t r = r0; r < r1; ++r) {
     const float* xr = x + r * width;
     float* yr = y + r * width;
-    auto m0 = hn::Set(d, kNegInf), m1 = m0, m2 = m0, m3 = m0;
-    size_t i = 0;
-    for (; i + 4 * N <= width; i += 4 * N) {
-      m0 = hn::Max(m0, hn::LoadU(d, xr + i));
-      m1 = hn::Max(m1, hn::LoadU(d, xr + i + N));
-      m2 = hn::Max(m2, hn::LoadU(d, xr + i + 2 * N));
-      m3 = hn::Max(m3, hn::LoadU(d, xr + i + 3 * N));
-    }
-    m0 = hn::Max(m0, m2);
-    m1 = hn::Max(m1, m3);
-    for (; i + 2 * N <= width; i += 2 * N) {
-      m0 = hn::Max(m0, hn::LoadU(d, xr + i));
-      m1 = hn::Max(m1, hn::LoadU(d, xr + i + N));
-    }
-    for (; i + N <= width; i += N) m0 = hn::Max(m0, hn::LoadU(d, xr + i));
-    if (i < width) m1 = hn::Max(m1, LoadTail(d, xr + i, width - i, kNegInf));
-    const float mx = ReduceMaxF(d, hn::Max(m0, m1));
+    const float mx = ReduceMaxF(
+        d, FoldRow(d, xr, width, kNegInf, [](auto a, auto b) HWY_ATTR { return hn::Max(a, b); }));
     if (!(mx > kNegInf)) {  // fully masked (or empty) row
       for (size_t j = 0; j < width; ++j) yr[j] = 0.0f;
       continue;
@@ -206,7 +175,7 @@ HWY_NOINLINE void SoftmaxRows(const float* x, float* y, size_t width, size_t r0,
       return hn::IfThenZeroElse(hn::Not(hn::Ge(t, cmin)), Exp2Scaled(d, r, t));
     };
     auto s0 = hn::Zero(d), s1 = hn::Zero(d);
-    i = 0;
+    size_t i = 0;
     for (; i + 2 * N <= width; i += 2 * N) {
       const auto e0 = ex(hn::LoadU(d, xr + i));
       const auto e1 = ex(hn::LoadU(d, xr + i + N));
