@@ -4,30 +4,47 @@
 
 namespace transfuse::rt {
 
-Status validateInputs(const std::vector<TensorSpec>& specs,
-                      const std::map<std::string, Tensor>& inputs) {
-  for (const auto& [name, tensor] : inputs) {
+namespace {
+
+std::string shapeOf(const TensorRef& t) {
+  return shapeToString(std::vector<int64_t>(t.shape, t.shape + t.rank));
+}
+
+}  // namespace
+
+Status validateInputs(const std::vector<TensorSpec>& specs, const TensorRef* inputs,
+                      size_t numInputs, std::vector<size_t>* order) {
+  for (size_t i = 0; i < numInputs; ++i) {
+    const std::string_view name = inputs[i].name;
     bool known = false;
     for (const TensorSpec& s : specs) known |= s.name == name;
     if (!known) {
       std::string expected;
       for (const TensorSpec& s : specs) expected += (expected.empty() ? "'" : ", '") + s.name + "'";
-      return Status::error("input '" + name + "' is not an input of the model (expected " +
+      return Status::error("input '" + std::string(name) + "' is not an input of the model (expected " +
                            expected + ")");
     }
+    for (size_t j = 0; j < i; ++j)
+      if (inputs[j].name == name)
+        return Status::error("input '" + std::string(name) + "' is given twice");
   }
-  const Tensor* batchFrom = nullptr;
+  std::vector<size_t> found(specs.size());
+  const TensorRef* batchFrom = nullptr;
   std::string batchName;
-  for (const TensorSpec& s : specs) {
-    auto it = inputs.find(s.name);
-    if (it == inputs.end()) return Status::error("missing input '" + s.name + "'");
-    const Tensor& t = it->second;
+  for (size_t si = 0; si < specs.size(); ++si) {
+    const TensorSpec& s = specs[si];
+    size_t at = numInputs;
+    for (size_t i = 0; i < numInputs && at == numInputs; ++i)
+      if (inputs[i].name == s.name) at = i;
+    if (at == numInputs) return Status::error("missing input '" + s.name + "'");
+    found[si] = at;
+    const TensorRef& t = inputs[at];
     if (t.dtype != s.dtype)
       return Status::error("input '" + s.name + "' has dtype " + dtypeName(t.dtype) +
                            ", expected " + dtypeName(s.dtype));
-    if (t.shape.size() != s.shape.size())
-      return Status::error("input '" + s.name + "' has rank " + std::to_string(t.shape.size()) +
-                           " (shape " + shapeToString(t.shape) + "), expected rank " +
+    if (t.rank != s.shape.size())
+      return Status::error("input '" + s.name + "' has rank " + std::to_string(t.rank) +
+                           " (shape " + shapeOf(t) + "), expected rank " +
                            std::to_string(s.shape.size()));
     for (size_t d = 0; d < s.shape.size(); ++d) {
       int64_t got = t.shape[d];
@@ -50,7 +67,17 @@ Status validateInputs(const std::vector<TensorSpec>& specs,
       batchName = s.name;
     }
   }
+  if (order) *order = std::move(found);
   return Status::ok();
+}
+
+Status validateInputs(const std::vector<TensorSpec>& specs,
+                      const std::map<std::string, Tensor>& inputs) {
+  std::vector<TensorRef> refs;
+  refs.reserve(inputs.size());
+  for (const auto& [name, tensor] : inputs)
+    refs.push_back(TensorRef{name, tensor.dtype, tensor.shape.data(), tensor.shape.size()});
+  return validateInputs(specs, refs.data(), refs.size());
 }
 
 }  // namespace transfuse::rt

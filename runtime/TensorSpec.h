@@ -10,8 +10,10 @@
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
 
+#include <cstddef>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace transfuse::rt {
@@ -28,6 +30,23 @@ struct TensorSpec {
 // first problem is returned as an error naming the tensor.
 Status validateInputs(const std::vector<TensorSpec>& specs,
                       const std::map<std::string, Tensor>& inputs);
+
+// A caller's tensor as validation sees it: a name, a dtype and a shape of
+// `rank` dimensions (borrowed; no data). The C ABI (runtime/exec) validates
+// tf_tensor arrays through it.
+struct TensorRef {
+  std::string_view name;
+  DType dtype = DType::F32;
+  const int64_t* shape = nullptr;
+  size_t rank = 0;
+};
+
+// The same checks (and messages) on `numInputs` borrowed tensors, where a name
+// may also appear twice (an error: "input 'x' is given twice"). On success,
+// when `order` is non-null, (*order)[i] is the index in `inputs` of specs[i].
+// The map form above is this function on the map's entries in key order.
+Status validateInputs(const std::vector<TensorSpec>& specs, const TensorRef* inputs,
+                      size_t numInputs, std::vector<size_t>* order = nullptr);
 
 }  // namespace transfuse::rt
 

@@ -15,6 +15,10 @@
 
 #include "codegen/Interface.h"
 #include "codegen/reference/Interpreter.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/host/CompiledModel.h"
+#include "runtime/kernels/Targets.h"
+#include "tools/ModelTools.h"
 #include "models/Models.h"
 #include "passes/Passes.h"
 #include "runtime/Safetensors.h"
@@ -157,33 +161,52 @@ int runCompile(const std::vector<std::string> &positional,
   std::string out = flag(flags, "-o");
   if (out.empty())
     die("compile needs an output directory: -o DIR");
-  std::string emit = flag(flags, "--emit", "mlir");
-  if (emit != "mlir")
-    die("--emit " + emit + " is not supported yet (supported: mlir)");
+  std::string target = flag(flags, "--target", "cpu");
+  if (target != "cpu")
+    die("--target " + target + " is not supported (supported: cpu)");
+  tools::Emit emit = orDie(tools::parseEmit(flag(flags, "--emit", "shared")));
+  bool verify = flags.count("--verify") != 0;
+  if (verify && emit != tools::Emit::kShared)
+    die("--verify runs the compiled library: use it with --emit shared (the default)");
+  double tolerance = 1e-3;
+  if (auto it = flags.find("--tolerance"); it != flags.end())
+    if (llvm::StringRef(it->second).getAsDouble(tolerance) || !(tolerance > 0))
+      die("flag --tolerance expects a positive number, got '" + it->second + "'");
   FusionStrategy strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "none")));
+  cpu::BuildOptions build;
+  build.cxx = flag(flags, "--cxx");
   MLIRContext context;
   auto module = orDie(loadModelDefinition(context, positional[0], buildOptions(flags)));
+  // The reference runs the IR as built: the verification compares the
+  // compiled code with the unfused fp64 semantics.
+  OwningOpRef<ModuleOp> original = verify ? OwningOpRef<ModuleOp>(module->clone()) : nullptr;
   FusionReport report;
-  PassManager pm(&context);
-  buildCompilePipeline(pm, strategy, &report);
-  std::string diagnostics;
-  {
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
-      if (d.getSeverity() == DiagnosticSeverity::Error)
-        diagnostics += "\n  " + d.str();
-      return success();
-    });
-    if (failed(pm.run(*module)))
-      die("compiling " + positional[0] + " failed:" + diagnostics);
-  }
-  ModelInterface mi = orDie(extractInterface(*module));
-  if (auto err = writeMlirArtifact(*module, mi, out, strategy.str(), report.toJson()))
-    die(llvm::toString(std::move(err)));
+  auto result = tools::compileModule(*module, strategy, out, emit, build, &report);
+  if (!result)
+    die("compiling " + positional[0] + " failed: " + llvm::toString(result.takeError()));
   if (flags.count("--report"))
     llvm::outs() << report.format();
-  llvm::outs() << "compiled " << positional[0] << ": " << describe(*module, mi) << " -> "
-               << out << "/model.mlir, "
-               << out << "/manifest.json\n";
+  static const char *written[] = {"model.mlir", "model.cpp", "libmodel.so", "libmodel.a", "model"};
+  llvm::outs() << "compiled " << positional[0] << " (fusion " << strategy.str() << ", "
+               << llvm::format("%.1f", result->seconds) << " s): " << describe(*module, result->interface)
+               << " -> " << out << "/" << written[(int)emit] << "\n";
+  if (!verify)
+    return 0;
+  uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
+  auto cases = orDie(tools::verifyArtifact(*original, result->interface, out, seed));
+  bool ok = true;
+  for (const tools::VerifyCase &c : cases) {
+    double bound = tolerance * std::max(1.0, c.maxAbsReference);
+    bool pass = c.maxAbsError <= bound;
+    ok &= pass;
+    llvm::outs() << llvm::format("verify B=%lld S=%lld T=%lld: max |compiled - reference| = %.3g "
+                                 "(max |reference| %.3g, bound %.3g) %s\n",
+                                 (long long)c.batch, (long long)c.srcLen, (long long)c.tgtLen,
+                                 c.maxAbsError, c.maxAbsReference, bound, pass ? "ok" : "FAILED");
+  }
+  if (!ok)
+    die("the compiled model differs from the reference backend beyond --tolerance " +
+        flag(flags, "--tolerance", "1e-3") + " (relative to max(1, max |reference|))");
   return 0;
 }
 
@@ -191,44 +214,64 @@ int runCompile(const std::vector<std::string> &positional,
 // run
 //===----------------------------------------------------------------------===//
 
+/// Writes `outputs` to `path` and says so.
+void writeOutputs(const std::string &path, const std::map<std::string, rt::Tensor> &outputs) {
+  std::vector<std::pair<std::string, const rt::Tensor *>> list;
+  for (const auto &[name, tensor] : outputs)
+    list.emplace_back(name, &tensor);
+  if (rt::Status s = rt::writeSafetensors(path, list); !s.isOk())
+    die(s.message());
+  for (const auto &[name, tensor] : outputs)
+    llvm::outs() << "wrote " << name << " " << rt::dtypeName(tensor.dtype)
+                 << rt::shapeToString(tensor.shape) << " to " << path << "\n";
+}
+
 int runRun(const std::vector<std::string> &positional,
            const std::map<std::string, std::string> &flags) {
   if (positional.size() != 1)
     die("run expects one compiled model directory");
-  std::string backend = flag(flags, "--backend", "reference");
-  if (backend != "reference")
-    die("--backend " + backend + " is not supported yet (supported: reference)");
+  std::string backend = flag(flags, "--backend", "compiled");
+  if (backend != "reference" && backend != "compiled")
+    die("--backend " + backend + " is not one of compiled, reference");
   std::string inputsPath = flag(flags, "--inputs"), outputsPath = flag(flags, "--outputs");
   if (inputsPath.empty() || outputsPath.empty())
     die("run needs --inputs IN.safetensors and --outputs OUT.safetensors");
-  llvm::SmallString<256> mlirPath(positional[0]);
-  llvm::sys::path::append(mlirPath, "model.mlir");
-  if (!llvm::sys::fs::exists(mlirPath))
-    die("'" + positional[0] + "' is not a compiled model directory (no model.mlir)");
-
-  MLIRContext context;
-  auto module = orDie(loadModelDefinition(context, mlirPath, BuildOptions()));
-  ModelInterface mi = orDie(extractInterface(*module));
   std::string entry = flag(flags, "--entry", "forward");
-  func::FuncOp func = entryFunc(*module, entry);
-
+  uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
   rt::SafetensorsFile inputFile = orDie(rt::SafetensorsFile::open(inputsPath));
   reference::TensorMap inputs;
   for (const std::string &name : inputFile.names())
     inputs[name] = orDie(inputFile.read(name));
-  reference::TensorMap weights =
-      loadWeights(mi, flag(flags, "--weights"), (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX));
-  reference::TensorMap outputs =
-      orDie(reference::run(func, weights, inputs, flags.count("--f64-outputs") != 0));
 
-  std::vector<std::pair<std::string, const rt::Tensor *>> list;
-  for (const auto &[name, tensor] : outputs)
-    list.emplace_back(name, &tensor);
-  if (rt::Status s = rt::writeSafetensors(outputsPath, list); !s.isOk())
-    die(s.message());
-  for (const auto &[name, tensor] : outputs)
-    llvm::outs() << "wrote " << name << " " << rt::dtypeName(tensor.dtype)
-                 << rt::shapeToString(tensor.shape) << " to " << outputsPath << "\n";
+  if (backend == "compiled") {
+    if (flags.count("--f64-outputs"))
+      die("--f64-outputs applies to --backend reference");
+    llvm::SmallString<256> lib(positional[0]);
+    llvm::sys::path::append(lib, "libmodel.so");
+    if (!llvm::sys::fs::exists(lib))
+      die("'" + positional[0] + "' has no libmodel.so (compiled with --emit mlir or cpp?); "
+          "compile it for the cpu target or run it with --backend reference");
+    rt::LoadOptions load;
+    load.weightsPath = flag(flags, "--weights");
+    load.seed = seed;
+    load.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
+    auto model = orDie(rt::CompiledModel::load(lib.str().str(), load));
+    writeOutputs(outputsPath, orDie(model->run(entry, inputs)));
+    return 0;
+  }
+  if (flags.count("--threads"))
+    die("--threads applies to --backend compiled");
+  llvm::SmallString<256> mlirPath(positional[0]);
+  llvm::sys::path::append(mlirPath, "model.mlir");
+  if (!llvm::sys::fs::exists(mlirPath))
+    die("'" + positional[0] + "' is not a compiled model directory (no model.mlir)");
+  MLIRContext context;
+  auto module = orDie(loadModelDefinition(context, mlirPath, BuildOptions()));
+  ModelInterface mi = orDie(extractInterface(*module));
+  func::FuncOp func = entryFunc(*module, entry);
+  reference::TensorMap weights = loadWeights(mi, flag(flags, "--weights"), seed);
+  writeOutputs(outputsPath,
+               orDie(reference::run(func, weights, inputs, flags.count("--f64-outputs") != 0)));
   return 0;
 }
 
@@ -236,10 +279,80 @@ int runRun(const std::vector<std::string> &positional,
 // bench: kernels on their own (benchmarks of models come with codegen)
 //===----------------------------------------------------------------------===//
 
+/// `bench model MODEL`: one row per fusion strategy, compiled and timed in
+/// this run, side by side.
+int runBenchModel(const std::vector<std::string> &positional,
+                  const std::map<std::string, std::string> &flags) {
+  if (positional.size() != 2)
+    die("bench model expects one model definition: bench model MODEL.json");
+  for (const auto &[name, value] : flags)
+    if (name != "--json" && name != "--threads" && name != "--min-seconds" && name != "--batch" &&
+        name != "--src-len" && name != "--tgt-len" && name != "--fusion" && name != "--cxx")
+      die("flag " + name + " does not apply to 'bench model'");
+  tools::BenchOptions o;
+  o.batch = intFlag(flags, "--batch", 8, 1, 1 << 12);
+  o.srcLen = intFlag(flags, "--src-len", 64, 1, 1 << 16);
+  o.tgtLen = intFlag(flags, "--tgt-len", 64, 1, 1 << 16);
+  o.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
+  o.build.cxx = flag(flags, "--cxx");
+  if (auto it = flags.find("--min-seconds"); it != flags.end())
+    if (llvm::StringRef(it->second).getAsDouble(o.minSeconds) || o.minSeconds < 0)
+      die("flag --min-seconds expects a number >= 0, got '" + it->second + "'");
+  llvm::SmallVector<llvm::StringRef> names;
+  std::string list = flag(flags, "--fusion", "none,attention,layernorm,epilogue,projections,all");
+  llvm::StringRef(list).split(names, ',');
+  std::vector<FusionStrategy> strategies;
+  for (llvm::StringRef n : names)
+    strategies.push_back(orDie(FusionStrategy::parse(n.trim())));
+  bool json = flags.count("--json") != 0;
+  int threads = o.threads > 0 ? o.threads : rt::ThreadPool::hardwareThreads();
+  if (!json)
+    llvm::outs() << "bench model " << positional[1] << ": B=" << o.batch << " S=" << o.srcLen
+                 << " T=" << o.tgtLen << ", " << threads << " thread(s), "
+                 << tk::bestTargetName() << "\n"
+                 << llvm::format("%-28s %10s %10s %10s %8s %9s %9s %9s\n", "strategy",
+                                 "median ms", "min ms", "arena MB", "kernels", "GFLOP",
+                                 "GFLOP/s", "compile s");
+  llvm::json::Array rows;
+  for (const FusionStrategy &strategy : strategies) {
+    tools::BenchRow r = orDie(tools::benchStrategy(positional[1], strategy, o));
+    double gflops = r.gflop / (r.medianMs / 1e3);
+    if (json) {
+      rows.push_back(llvm::json::Object{{"strategy", r.strategy},
+                                        {"median_ms", r.medianMs},
+                                        {"min_ms", r.minMs},
+                                        {"arena_bytes", r.arenaBytes},
+                                        {"kernel_calls", r.kernelCalls},
+                                        {"gflop", r.gflop},
+                                        {"gflops", gflops},
+                                        {"runs", r.runs},
+                                        {"compile_seconds", r.compileSeconds}});
+      continue;
+    }
+    llvm::outs() << llvm::format("%-28s %10.2f %10.2f %10.1f %8lld %9.2f %9.1f %9.1f\n",
+                                 r.strategy.c_str(), r.medianMs, r.minMs, r.arenaBytes / 1048576.0,
+                                 (long long)r.kernelCalls, r.gflop, gflops, r.compileSeconds);
+    llvm::outs().flush();
+  }
+  if (json) {
+    llvm::json::Object out{{"model", positional[1]},
+                           {"batch", o.batch},
+                           {"src_len", o.srcLen},
+                           {"tgt_len", o.tgtLen},
+                           {"threads", threads},
+                           {"target", tk::bestTargetName()},
+                           {"rows", std::move(rows)}};
+    llvm::outs() << llvm::json::Value(std::move(out)) << "\n";
+  }
+  return 0;
+}
+
 int runBench(const std::vector<std::string> &positional,
              const std::map<std::string, std::string> &flags) {
+  if (!positional.empty() && positional[0] == "model")
+    return runBenchModel(positional, flags);
   if (positional.size() != 1 || (positional[0] != "gemm" && positional[0] != "attention"))
-    die("bench expects a kernel: gemm or attention");
+    die("bench expects gemm, attention or model MODEL");
   bool json = flags.count("--json") != 0;
   int threads = (int)intFlag(flags, "--threads", 1, 1, 256);
   auto only = [&](std::initializer_list<const char *> allowed) {
@@ -385,7 +498,13 @@ int main(int argc, char **argv) {
        "Builds or parses a model definition, runs the fusion strategy, and writes\n"
        "DIR/model.mlir, DIR/manifest.json and DIR/report.json.",
        {{"-o", "DIR", "output directory (created if missing)"},
-        {"--emit", "KIND", "what to write: mlir (default)"},
+        {"--target", "NAME", "cpu (default, the only target so far)"},
+        {"--emit", "KIND", "shared (default: libmodel.so), static (libmodel.a), exe, cpp or mlir"},
+        {"--cxx", "PATH", "C++ compiler for the artifact (default: $TRANSFUSE_CXX, else clang++-22)"},
+        {"--verify", nullptr, "run the compiled model against the reference backend, random "
+                              "weights and padded inputs; exit 1 past the tolerance"},
+        {"--tolerance", "X", "--verify: max |error| / max(1, max |reference|) (default 1e-3)"},
+        {"--seed", "N", "--verify: seed of weights and inputs (default 0)"},
         {"--fusion", "STRATEGY", "none (default), attention, layernorm, epilogue, projections, "
                                  "elementwise or all; combine with '+'"},
         {"--report", nullptr, "print what fused and why the rest did not (also DIR/report.json)"},
@@ -396,28 +515,37 @@ int main(int argc, char **argv) {
        "Runs an entry point of a compiled model on named input tensors.",
        {{"--inputs", "FILE", "input tensors (safetensors), named as in manifest.json"},
         {"--outputs", "FILE", "where to write the output tensors (safetensors)"},
-        {"--backend", "NAME", "reference (default): the fp64 interpreter"},
+        {"--backend", "NAME", "compiled (default): DIR/libmodel.so; reference: the fp64 interpreter"},
+        {"--threads", "T", "compiled: threads (default: one per hardware thread)"},
         {"--weights", "FILE", "weights (safetensors); random from --seed when absent"},
         {"--seed", "N", "seed of the random weights (default 0)"},
         {"--entry", "NAME", "entry point (default forward)"},
         {"--f64-outputs", nullptr, "write float outputs as F64, as the reference backend computes them"}},
        runRun},
-      {"bench", "bench gemm|attention [options]",
+      {"bench", "bench gemm|attention|model MODEL [options]",
        "Measures a kernel: GFLOP/s and the fraction of this machine's FMA peak, probed in\n"
-       "the same run. Attention counts 4·B·H·Sq·Sk·D flops, halved when causal.",
+       "the same run. Attention counts 4·B·H·Sq·Sk·D flops, halved when causal.\n"
+       "`bench model MODEL` compiles the model once per fusion strategy and times its\n"
+       "forward pass: median and min latency, arena, kernel calls, GFLOP/s (all matmul\n"
+       "FLOPs, causal attention counted in full).",
        {{"--m", "M", "gemm: rows of A and C (default 1024)"},
         {"--n", "N", "gemm: columns of B and C (default 1024)"},
         {"--k", "K", "gemm: the contraction (default 1024)"},
         {"--epilogue", "E", "gemm: none, bias, relu, gelu, gelu_tanh or residual"},
-        {"--batch", "B", "attention: batch (default 1)"},
+        {"--batch", "B", "attention: batch (default 1); model: batch (default 8)"},
+        {"--src-len", "S", "model: source length (default 64)"},
+        {"--tgt-len", "T", "model: target length (default 64)"},
+        {"--fusion", "LIST", "model: strategies, comma-separated (default "
+                             "none,attention,layernorm,epilogue,projections,all)"},
+        {"--cxx", "PATH", "model: C++ compiler for the artifacts"},
         {"--heads", "H", "attention: heads (default 8)"},
         {"--seq", "S", "attention: query length (default 512)"},
         {"--kv-seq", "S2", "attention: key length (default: --seq)"},
         {"--head-dim", "D", "attention: head size (default 64)"},
         {"--causal", nullptr, "attention: causal mask, bottom-right aligned"},
         {"--unfused", nullptr, "attention: QKᵀ GEMM, masked softmax, ·V GEMM instead of fused"},
-        {"--threads", "T", "threads (default 1)"},
-        {"--min-seconds", "S", "measure for at least this long (default 0.5)"},
+        {"--threads", "T", "threads (default 1; model: one per hardware thread)"},
+        {"--min-seconds", "S", "measure for at least this long (default 0.5; model: 2)"},
         {"--json", nullptr, "print one JSON object (with a gflops field)"}},
        runBench},
       {"demo", "demo [options]",

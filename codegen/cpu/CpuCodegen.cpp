@@ -1,0 +1,1058 @@
+//===- CpuCodegen.cpp - fused IR to C++ over the runtime kernels ----------===//
+//
+// One Emitter per entry point walks the body in order and writes one
+// statement per op. Values live in the caller's inputs and outputs, in the
+// parameter table, in constant arrays, or at their arena offsets; a reshape
+// is a view. Every dynamic size is an expression over the inputs' dynamic
+// dimensions (DimExprs), so shapes, strides and FLOP counts are computed
+// once per call from the input shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cpu/CpuCodegen.h"
+
+#include "codegen/cpu/ToolchainConfig.h"
+#include "runtime/exec/model.h"
+#include "ir/TransfuseDialect.h"
+#include "passes/MemoryPlan.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+
+using namespace mlir;
+using namespace mlir::transfuse;
+namespace rt = ::transfuse::rt;
+
+namespace {
+
+std::string locOf(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  op->getLoc().print(os);
+  return s;
+}
+
+/// A C++ string literal.
+std::string quote(StringRef s) {
+  std::string r = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      r += '\\';
+    if (c == '\n') {
+      r += "\\n";
+      continue;
+    }
+    r += c;
+  }
+  return r + "\"";
+}
+
+/// An exact C++ float literal.
+std::string floatLit(double v) {
+  if (std::isnan(v))
+    return "std::numeric_limits<float>::quiet_NaN()";
+  if (std::isinf(v))
+    return v < 0 ? "-std::numeric_limits<float>::infinity()"
+                 : "std::numeric_limits<float>::infinity()";
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.9gf", (double)(float)v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos)
+    s.insert(s.size() - 1, ".0");
+  return s;
+}
+
+const char *cType(Type t) {
+  if (t.isF32()) return "float";
+  if (t.isInteger(32)) return "int32_t";
+  if (t.isInteger(1)) return "uint8_t";
+  return nullptr;
+}
+
+int64_t elemSize(Type t) { return t.isInteger(1) ? 1 : t.getIntOrFloatBitWidth() / 8; }
+
+/// Run-time sizes as C++ expressions over the dynamic dimensions of the
+/// entry point's arguments (named a<arg>_<dim>).
+class DimExprs {
+public:
+  explicit DimExprs(func::FuncOp func) : func(func) {}
+
+  /// Dimension `d` of `v`; empty (and `error` set) when not derivable.
+  std::string dim(Value v, int64_t d) {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (!type.isDynamicDim(d))
+      return std::to_string(type.getDimSize(d));
+    auto key = std::make_pair(v, d);
+    if (auto it = memo.find(key); it != memo.end())
+      return it->second;
+    std::string e = derive(v, d);
+    if (e.empty() && error.empty())
+      error = "cannot derive the run-time size of dimension " + std::to_string(d) + " of a value";
+    return memo[key] = e;
+  }
+
+  /// An index value (transfuse.dim).
+  std::string index(Value v) {
+    if (auto d = v.getDefiningOp<DimOp>()) {
+      auto type = cast<RankedTensorType>(d.getInput().getType());
+      return dim(d.getInput(), normalizedAxis(d.getAxis(), type.getRank()));
+    }
+    if (error.empty())
+      error = "only sizes from transfuse.dim are supported as index values";
+    return "";
+  }
+
+  /// The number of elements of `v`: static sizes folded.
+  std::string numel(Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    int64_t n = 1;
+    std::string e;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      if (type.isDynamicDim(d))
+        e += (e.empty() ? "" : " * ") + dim(v, d);
+      else
+        n *= type.getDimSize(d);
+    }
+    if (e.empty())
+      return std::to_string(n);
+    return n == 1 ? "(" + e + ")" : "(" + std::to_string(n) + " * " + e + ")";
+  }
+
+  /// "exec::Shape{...}" of `v`.
+  std::string shape(Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    std::string s = "exec::Shape{";
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      s += (d ? ", " : "") + dim(v, d);
+    return s + "}";
+  }
+
+  /// The product of dimensions [from, to) of `v`.
+  std::string product(Value v, int64_t from, int64_t to) {
+    std::string e;
+    int64_t n = 1;
+    auto type = cast<RankedTensorType>(v.getType());
+    for (int64_t d = from; d < to; ++d) {
+      if (type.isDynamicDim(d))
+        e += (e.empty() ? "" : " * ") + dim(v, d);
+      else
+        n *= type.getDimSize(d);
+    }
+    if (e.empty())
+      return std::to_string(n);
+    return n == 1 ? "(" + e + ")" : "(" + std::to_string(n) + " * " + e + ")";
+  }
+
+  /// Declarations of the argument sizes used, reading `shapes` (an
+  /// `const int64_t* const*` expression).
+  std::string declarations(StringRef shapes) const {
+    std::string s;
+    for (const auto &entry : used) {
+      std::string arg = std::to_string(entry.first.first), d = std::to_string(entry.first.second);
+      s += "  [[maybe_unused]] const int64_t a" + arg + "_" + d + " = " + shapes.str() + "[" +
+           arg + "][" + d + "];\n";
+    }
+    return s;
+  }
+
+  std::string error;
+
+private:
+  std::string derive(Value v, int64_t d);
+  /// The common size of the operands' dimensions that broadcast into
+  /// dimension `d` of a result of rank `rank`.
+  std::string broadcast(ValueRange operands, int64_t d, int64_t rank) {
+    llvm::SmallVector<std::string> exprs;
+    for (Value o : operands) {
+      auto t = dyn_cast<RankedTensorType>(o.getType());
+      if (!t)
+        continue;
+      int64_t od = d - (rank - t.getRank());
+      if (od < 0 || !t.isDynamicDim(od))
+        continue;
+      std::string e = dim(o, od);
+      if (!llvm::is_contained(exprs, e))
+        exprs.push_back(e);
+    }
+    if (exprs.empty())
+      return "";
+    std::string e = exprs.front();
+    for (size_t i = 1; i < exprs.size(); ++i)
+      e = "std::max<int64_t>(" + e + ", " + exprs[i] + ")";
+    return e;
+  }
+
+  func::FuncOp func;
+  std::map<std::pair<unsigned, int64_t>, bool> used;
+  llvm::DenseMap<std::pair<Value, int64_t>, std::string> memo;
+};
+
+std::string DimExprs::derive(Value v, int64_t d) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (arg.getOwner()->getParentOp() != func)
+      return "";
+    used[{arg.getArgNumber(), d}] = true;
+    return "a" + std::to_string(arg.getArgNumber()) + "_" + std::to_string(d);
+  }
+  Operation *op = v.getDefiningOp();
+  int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+  auto axisOf = [&](int64_t axis, Value input) {
+    return normalizedAxis(axis, cast<RankedTensorType>(input.getType()).getRank());
+  };
+  return llvm::TypeSwitch<Operation *, std::string>(op)
+      .Case([&](ReshapeOp r) -> std::string {
+        // The k-th dynamic dimension of the result is the input's k-th.
+        auto out = r.getType();
+        int64_t k = 0;
+        for (int64_t i = 0; i < d; ++i)
+          k += out.isDynamicDim(i);
+        auto in = r.getInput().getType();
+        for (int64_t i = 0; i < in.getRank(); ++i)
+          if (in.isDynamicDim(i) && k-- == 0)
+            return dim(r.getInput(), i);
+        return "";
+      })
+      .Case([&](TransposeOp t) { return dim(t.getInput(), t.getPermutation()[d]); })
+      .Case([&](GatherOp g) { return dim(g.getIds(), d); })
+      .Case([&](MatmulOp m) -> std::string {
+        int64_t rl = m.getLhs().getType().getRank(), rr = m.getRhs().getType().getRank();
+        if (d == rank - 2)
+          return dim(m.getLhs(), m.getTransposeLhs() ? rl - 1 : rl - 2);
+        if (d == rank - 1)
+          return dim(m.getRhs(), m.getTransposeRhs() ? rr - 2 : rr - 1);
+        // Batch dimensions broadcast (right-aligned on the batch part).
+        llvm::SmallVector<std::string> exprs;
+        for (auto [o, r] : {std::pair{m.getLhs(), rl}, std::pair{m.getRhs(), rr}}) {
+          int64_t od = d - (rank - 2 - (r - 2));
+          auto t = cast<RankedTensorType>(o.getType());
+          if (od >= 0 && t.isDynamicDim(od))
+            exprs.push_back(dim(o, od));
+        }
+        if (exprs.empty())
+          return "";
+        return exprs.size() == 1 || exprs[0] == exprs[1]
+                   ? exprs[0]
+                   : "std::max<int64_t>(" + exprs[0] + ", " + exprs[1] + ")";
+      })
+      .Case([&](LinearOp l) { return dim(l.getInput(), d); })
+      .Case([&](AttentionOp a) { return dim(a.getQuery(), d); })
+      .Case([&](SplitOp s) { return dim(s.getInput(), d); })
+      .Case([&](SliceOp s) -> std::string {
+        if (d == axisOf(s.getAxis(), s.getInput()) && s.getLength())
+          return index(s.getLength());
+        return dim(s.getInput(), d);
+      })
+      .Case([&](ConcatOp c) -> std::string {
+        if (d != axisOf(c.getAxis(), c.getInputs().front()))
+          return dim(c.getInputs().front(), d);
+        std::string e;
+        for (Value in : c.getInputs())
+          e += (e.empty() ? "(" : " + ") + dim(in, d);
+        return e + ")";
+      })
+      .Case([&](KeyPaddingMaskOp k) { return dim(k.getTokens(), d); })
+      .Case([&](CausalMaskOp c) { return index(d == 0 ? c.getQueryLen() : c.getKeyLen()); })
+      .Case([&](PositionalEncodingOp p) { return index(p.getLength()); })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) -> std::string {
+        auto in = r.getInput().getType();
+        llvm::SmallVector<bool> reduced(in.getRank(), false);
+        for (int64_t a : r.getAxes())
+          reduced[normalizedAxis(a, in.getRank())] = true;
+        int64_t k = 0;
+        for (int64_t i = 0; i < in.getRank(); ++i) {
+          if (reduced[i] && !r.getKeepDims())
+            continue;
+          if (k++ == d)
+            return dim(r.getInput(), i);
+        }
+        return "";
+      })
+      // Elementwise, normalizations, masks: broadcast over the operands.
+      .Default([&](Operation *o) { return broadcast(o->getOperands(), d, rank); });
+}
+
+/// What one entry point needs from the rest of the model.
+struct ModelTables {
+  llvm::StringMap<int> paramIndex;               // name -> param table index
+  std::vector<std::pair<int, bool>> packs;       // (param, transB)
+  std::vector<std::array<int64_t, 2>> packShape; // (k, n)
+  int pack(int param, bool transB, int64_t k, int64_t n) {
+    for (size_t i = 0; i < packs.size(); ++i)
+      if (packs[i] == std::make_pair(param, transB))
+        return (int)i;
+    packs.push_back({param, transB});
+    packShape.push_back({k, n});
+    return (int)packs.size() - 1;
+  }
+};
+
+/// Writes one entry point: its run, output-shape and FLOP functions.
+class Emitter {
+public:
+  Emitter(func::FuncOp func, const EntryPoint &ep, ModelTables &tables, std::string &kernels,
+          std::string &constants, int &counter)
+      : func(func), ep(ep), tables(tables), dims(func), kernels(kernels),
+        constants(constants), counter(counter) {}
+
+  llvm::Error emit(std::string &out);
+  int64_t arenaBytes = 0, kernelCalls = 0;
+
+private:
+  llvm::Error fail(Operation *op, const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   locOf(op) + ": '" + op->getName().getStringRef().str() +
+                                       "': " + message.str() + " (cpu target)");
+  }
+  /// A typed pointer expression to the storage of `v`.
+  std::string ptr(Value v);
+  std::string in(Value v) { return ptr(v); }
+  void line(const std::string &s) { body += "  " + s + "\n"; }
+  void call(const std::string &s) {
+    line(s);
+    ++kernelCalls;
+  }
+  void checked(const std::string &s) {
+    line("if (rt::Status s = " + s + "; !s.isOk()) return s;");
+    ++kernelCalls;
+  }
+  void flops(const std::string &e) { flopTerms += "  f += " + e + ";\n"; }
+  llvm::Error emitOp(Operation *op);
+  llvm::Error emitLinear(Operation *op, Value x, Value w, bool transW, Value bias,
+                         StringRef act, Value residual, Value result);
+  llvm::Error emitAttention(AttentionOp op);
+  llvm::Error emitFused(FusedElementwiseOp op);
+  std::string constant(ConstantOp op, llvm::Error &err);
+  std::string nameOf(Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return "input '" + ep.inputs[arg.getArgNumber()].name + "'";
+    return "an operand";
+  }
+
+  func::FuncOp func;
+  const EntryPoint &ep;
+  ModelTables &tables;
+  DimExprs dims;
+  std::string &kernels, &constants;
+  int &counter;
+  MemoryPlan plan;
+  llvm::DenseMap<Value, int64_t> offsets;        // arena values
+  llvm::DenseMap<Value, unsigned> outputOwned;   // results written in place
+  llvm::DenseMap<Value, std::string> constNames;
+  std::string body, flopTerms;
+};
+
+Value rootOf(Value v) {
+  while (auto r = v.getDefiningOp<ReshapeOp>())
+    v = r.getInput();
+  return v;
+}
+
+std::string Emitter::ptr(Value v) {
+  Value root = rootOf(v);
+  auto type = cast<RankedTensorType>(root.getType());
+  std::string t = cType(type.getElementType());
+  if (auto arg = dyn_cast<BlockArgument>(root))
+    return "static_cast<const " + t + "*>(c.inputs[" + std::to_string(arg.getArgNumber()) + "])";
+  if (auto p = root.getDefiningOp<ParamOp>())
+    return "c.params[" + std::to_string(tables.paramIndex.lookup(p.getName())) + "]";
+  if (auto it = constNames.find(root); it != constNames.end())
+    return it->second;
+  if (auto it = outputOwned.find(root); it != outputOwned.end())
+    return "static_cast<" + t + "*>(c.outputs[" + std::to_string(it->second) + "])";
+  if (auto it = offsets.find(root); it != offsets.end())
+    return "reinterpret_cast<" + t + "*>(c.arena + " + std::to_string(it->second) + ")";
+  return "nullptr /* no storage */";
+}
+
+std::string Emitter::constant(ConstantOp op, llvm::Error &err) {
+  auto attr = dyn_cast<DenseElementsAttr>(op.getValue());
+  Type e = op.getType().getElementType();
+  if (!attr || !cType(e)) {
+    err = fail(op, "only dense f32, i32 and i1 constants are supported");
+    return "";
+  }
+  std::string name = "kConst" + std::to_string(counter++);
+  std::string s = "const " + std::string(cType(e)) + " " + name + "[] = {";
+  int64_t i = 0;
+  if (isa<FloatType>(e)) {
+    for (const APFloat &v : attr.getValues<APFloat>())
+      s += (i++ % 8 ? ", " : "\n    ") + floatLit(v.convertToDouble());
+  } else {
+    for (const APInt &v : attr.getValues<APInt>())
+      s += (i++ % 16 ? ", " : "\n    ") +
+           std::to_string(e.isInteger(1) ? (int64_t)v.getBoolValue() : v.getSExtValue());
+  }
+  constants += s + "};\n";
+  return name;
+}
+
+llvm::Error Emitter::emit(std::string &out) {
+  Block &block = func.getBody().front();
+  plan = planMemory(func);
+  arenaBytes = plan.arenaSize;
+  for (const PlannedBuffer &b : plan.buffers)
+    offsets[b.value] = b.offset;
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  // Results computed by an op are written straight into the caller's buffer;
+  // others (an input, a parameter, a value returned twice) are copied.
+  llvm::SmallVector<std::pair<unsigned, Value>> copies;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    Value root = rootOf(v);
+    Operation *def = root.getDefiningOp();
+    if (def && !isa<ParamOp, ConstantOp>(def) && !outputOwned.count(root))
+      outputOwned[root] = i;
+    else
+      copies.push_back({(unsigned)i, v});
+  }
+  for (Operation &op : block.without_terminator())
+    if (llvm::Error e = emitOp(&op))
+      return e;
+  for (auto [i, v] : copies) {
+    auto type = cast<RankedTensorType>(v.getType());
+    call("exec::copyBytes(" + ptr(v) + ", c.outputs[" + std::to_string(i) + "], " +
+         dims.numel(v) + " * " + std::to_string(elemSize(type.getElementType())) + ");");
+  }
+  if (!dims.error.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "@" + func.getName().str() + ": " + dims.error + " (cpu target)");
+
+  std::string fn = func.getName().str();
+  std::string shapes;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto type = cast<RankedTensorType>(v.getType());
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      shapes += "  out[" + std::to_string(i) + "][" + std::to_string(d) + "] = " + dims.dim(v, d) + ";\n";
+  }
+  std::string decl = dims.declarations("c.inputShapes");
+  out += "rt::Status run_" + fn + "(const exec::Call& c) {\n" + decl + body +
+         "  return rt::Status::ok();\n}\n\n";
+  out += "void shapes_" + fn + "([[maybe_unused]] const int64_t* const* in, "
+         "[[maybe_unused]] int64_t* const* out) {\n" +
+         dims.declarations("in") + shapes + "}\n\n";
+  out += "double flops_" + fn + "([[maybe_unused]] const int64_t* const* in) {\n" +
+         dims.declarations("in") + "  double f = 0;\n" + flopTerms + "  return f;\n}\n\n";
+  return llvm::Error::success();
+}
+
+std::string binaryName(Operation *op) {
+  if (isa<AddOp>(op)) return "kAdd";
+  if (isa<SubOp>(op)) return "kSub";
+  if (isa<MulOp>(op)) return "kMul";
+  return "kDiv";
+}
+
+llvm::Error Emitter::emitOp(Operation *op) {
+  auto res = [&](unsigned i = 0) { return op->getResult(i); };
+  return llvm::TypeSwitch<Operation *, llvm::Error>(op)
+      .Case<ParamOp, DimOp, ReshapeOp>([](auto) { return llvm::Error::success(); })
+      .Case([&](ConstantOp c) -> llvm::Error {
+        llvm::Error err = llvm::Error::success();
+        std::string name = constant(c, err);
+        if (err)
+          return err;
+        if (outputOwned.count(c.getResult()))
+          return fail(op, "a returned constant is not supported");
+        constNames[c.getResult()] = name;
+        return llvm::Error::success();
+      })
+      .Case([&](GatherOp g) {
+        auto table = g.getTable().getType();
+        checked("exec::gather(" + in(g.getTable()) + ", " + std::to_string(table.getDimSize(0)) +
+                ", " + std::to_string(table.getDimSize(1)) + ", " + in(g.getIds()) + ", " +
+                dims.shape(g.getIds()) + ", " + quote(nameOf(g.getIds())) + ", " + ptr(res()) + ")");
+        return llvm::Error::success();
+      })
+      .Case([&](MatmulOp m) -> llvm::Error {
+        Value rhs = rootOf(m.getRhs());
+        auto rt = m.getRhs().getType();
+        if (rhs.getDefiningOp<ParamOp>() && rt.getRank() == 2 && !m.getTransposeLhs())
+          return emitLinear(op, m.getLhs(), m.getRhs(), m.getTransposeRhs(), Value(), "none",
+                            Value(), res());
+        auto lt = m.getLhs().getType();
+        int64_t k = lt.getDimSize(m.getTransposeLhs() ? lt.getRank() - 2 : lt.getRank() - 1);
+        std::string kExpr = dims.dim(m.getLhs(), m.getTransposeLhs() ? lt.getRank() - 2 : lt.getRank() - 1);
+        (void)k;
+        call("exec::matmul(" + in(m.getLhs()) + ", " + dims.shape(m.getLhs()) + ", " +
+             (m.getTransposeLhs() ? "true" : "false") + ", " + in(m.getRhs()) + ", " +
+             dims.shape(m.getRhs()) + ", " + (m.getTransposeRhs() ? "true" : "false") + ", " +
+             ptr(res()) + ", " + dims.shape(res()) + ", c.pool);");
+        flops("2.0 * " + dims.numel(res()) + " * " + kExpr);
+        return llvm::Error::success();
+      })
+      .Case<AddOp, SubOp, MulOp, DivOp>([&](auto b) {
+        call("exec::binary(exec::BinaryOp::" + binaryName(op) + ", " + in(b.getLhs()) + ", " +
+             dims.shape(b.getLhs()) + ", " + in(b.getRhs()) + ", " + dims.shape(b.getRhs()) +
+             ", " + ptr(res()) + ", " + dims.shape(res()) + ", c.pool);");
+        return llvm::Error::success();
+      })
+      .Case([&](ScaleOp s) {
+        call("exec::scale(" + in(s.getInput()) + ", " + floatLit(s.getFactor().convertToDouble()) +
+             ", " + ptr(res()) + ", " + dims.numel(res()) + ", c.pool);");
+        return llvm::Error::success();
+      })
+      .Case<ReluOp, ExpOp, TanhOp, GeluOp>([&](auto u) {
+        std::string kind = isa<ReluOp>(op)  ? "kRelu"
+                           : isa<ExpOp>(op) ? "kExp"
+                           : isa<TanhOp>(op) ? "kTanh"
+                           : cast<GeluOp>(op).getApproximate() == "tanh" ? "kGeluTanh"
+                                                                         : "kGelu";
+        call("exec::unary(exec::UnaryOp::" + kind + ", " + in(u.getInput()) + ", " + ptr(res()) +
+             ", " + dims.numel(res()) + ", c.pool);");
+        return llvm::Error::success();
+      })
+      .Case([&](SelectOp s) {
+        call("exec::select(" + in(s.getCond()) + ", " + dims.shape(s.getCond()) + ", " +
+             in(s.getOnTrue()) + ", " + dims.shape(s.getOnTrue()) + ", " + in(s.getOnFalse()) +
+             ", " + dims.shape(s.getOnFalse()) + ", " + ptr(res()) + ", " + dims.shape(res()) + ");");
+        return llvm::Error::success();
+      })
+      .Case([&](SoftmaxOp s) {
+        auto t = s.getInput().getType();
+        call("exec::softmax(" + in(s.getInput()) + ", " + dims.shape(s.getInput()) + ", " +
+             std::to_string(normalizedAxis(s.getAxis(), t.getRank())) + ", " + ptr(res()) +
+             ", c.pool);");
+        return llvm::Error::success();
+      })
+      .Case([&](LayerNormOp l) {
+        auto t = l.getInput().getType();
+        int64_t axis = normalizedAxis(l.getAxis(), t.getRank());
+        call("kernels::layerNorm(" + in(l.getInput()) + ", " + in(l.getGamma()) + ", " +
+             in(l.getBeta()) + ", " + ptr(res()) + ", " + dims.product(l.getInput(), 0, axis) +
+             ", " + dims.product(l.getInput(), axis, t.getRank()) + ", " +
+             floatLit(l.getEpsilon().convertToDouble()) + ", c.pool);");
+        return llvm::Error::success();
+      })
+      .Case([&](AddLayerNormOp l) -> llvm::Error {
+        auto t = l.getInput().getType();
+        if (t != l.getResidual().getType())
+          return fail(op, "a broadcast residual is not supported");
+        std::string sum = l.getSum().use_empty() ? "nullptr" : ptr(l.getSum());
+        call("kernels::addLayerNorm(" + in(l.getInput()) + ", " + in(l.getResidual()) + ", " +
+             in(l.getGamma()) + ", " + in(l.getBeta()) + ", " + ptr(l.getResult()) + ", " + sum +
+             ", " + dims.product(l.getInput(), 0, t.getRank() - 1) + ", " +
+             std::to_string(t.getDimSize(t.getRank() - 1)) + ", " +
+             floatLit(l.getEpsilon().convertToDouble()) + ", c.pool);");
+        return llvm::Error::success();
+      })
+      .Case([&](LinearOp l) {
+        return emitLinear(op, l.getInput(), l.getWeight(), l.getTransposeWeight(), l.getBias(),
+                          l.getActivation(), l.getResidual(), res());
+      })
+      .Case([&](AttentionOp a) { return emitAttention(a); })
+      .Case([&](FusedElementwiseOp f) { return emitFused(f); })
+      .Case([&](TransposeOp t) {
+        std::string perm;
+        for (int64_t p : t.getPermutation())
+          perm += (perm.empty() ? "" : ", ") + std::to_string(p);
+        call("exec::transpose(" + in(t.getInput()) + ", " + dims.shape(t.getInput()) +
+             ", std::array<int64_t, " + std::to_string(t.getPermutation().size()) + ">{" + perm +
+             "}.data(), " + ptr(res()) + ", " +
+             std::to_string(elemSize(t.getType().getElementType())) + ");");
+        return llvm::Error::success();
+      })
+      .Case([&](ConcatOp cc) {
+        std::string ptrs, shapes;
+        for (Value v : cc.getInputs()) {
+          ptrs += (ptrs.empty() ? "" : ", ") + in(v);
+          shapes += (shapes.empty() ? "" : ", ") + dims.shape(v);
+        }
+        auto t = cc.getType();
+        line("{");
+        line("  const void* ins[] = {" + ptrs + "};");
+        line("  const exec::Shape shapes[] = {" + shapes + "};");
+        call("  exec::concat(ins, shapes, " + std::to_string(cc.getInputs().size()) + ", " +
+             std::to_string(normalizedAxis(cc.getAxis(), t.getRank())) + ", " + ptr(res()) + ", " +
+             std::to_string(elemSize(t.getElementType())) + ");");
+        line("}");
+        return llvm::Error::success();
+      })
+      .Case([&](SplitOp s) {
+        auto t = s.getInput().getType();
+        int64_t axis = normalizedAxis(s.getAxis(), t.getRank()), start = 0;
+        for (auto [r, size] : llvm::zip(s.getResults(), s.getSizes())) {
+          if (!r.use_empty())
+            call("exec::slice(" + in(s.getInput()) + ", " + dims.shape(s.getInput()) + ", " +
+                 std::to_string(axis) + ", " + std::to_string(start) + ", " + std::to_string(size) +
+                 ", " + ptr(r) + ", " + std::to_string(elemSize(t.getElementType())) + ");");
+          start += size;
+        }
+        return llvm::Error::success();
+      })
+      .Case([&](SliceOp s) {
+        auto t = s.getInput().getType();
+        int64_t axis = normalizedAxis(s.getAxis(), t.getRank());
+        call("exec::slice(" + in(s.getInput()) + ", " + dims.shape(s.getInput()) + ", " +
+             std::to_string(axis) + ", " + std::to_string(s.getStart()) + ", " +
+             dims.dim(res(), axis) + ", " + ptr(res()) + ", " +
+             std::to_string(elemSize(t.getElementType())) + ");");
+        return llvm::Error::success();
+      })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) {
+        auto t = r.getInput().getType();
+        uint32_t mask = 0;
+        for (int64_t a : r.getAxes())
+          mask |= 1u << normalizedAxis(a, t.getRank());
+        std::string kind = isa<ReduceSumOp>(op) ? "kSum" : isa<ReduceMeanOp>(op) ? "kMean" : "kMax";
+        call("exec::reduce(exec::ReduceOp::" + kind + ", " + in(r.getInput()) + ", " +
+             dims.shape(r.getInput()) + ", " + std::to_string(mask) + "u, " + ptr(res()) + ");");
+        return llvm::Error::success();
+      })
+      .Case([&](KeyPaddingMaskOp k) {
+        call("exec::keyPaddingMask(" + in(k.getTokens()) + ", " + dims.numel(k.getTokens()) + ", " +
+             std::to_string(k.getPadId()) + ", " + ptr(res()) + ");");
+        return llvm::Error::success();
+      })
+      .Case([&](CausalMaskOp m) {
+        call("exec::causalMask(" + dims.index(m.getQueryLen()) + ", " + dims.index(m.getKeyLen()) +
+             ", " + ptr(res()) + ");");
+        return llvm::Error::success();
+      })
+      .Case([&](PositionalEncodingOp p) {
+        std::string offset = p.getOffset() ? dims.index(p.getOffset()) : "0";
+        call("exec::positionalEncoding(" + dims.index(p.getLength()) + ", " + offset + ", " +
+             std::to_string(p.getType().getDimSize(1)) + ", " + ptr(res()) + ");");
+        return llvm::Error::success();
+      })
+      .Default([&](Operation *) { return fail(op, "is not supported"); });
+}
+
+llvm::Error Emitter::emitLinear(Operation *op, Value x, Value w, bool transW, Value bias,
+                                StringRef act, Value residual, Value result) {
+  auto xt = cast<RankedTensorType>(x.getType()), wt = cast<RankedTensorType>(w.getType());
+  auto rt = cast<RankedTensorType>(result.getType());
+  if (wt.getRank() != 2)
+    return fail(op, "a weight of rank " + llvm::Twine(wt.getRank()) + " is not supported");
+  int64_t k = xt.getDimSize(xt.getRank() - 1), n = rt.getDimSize(rt.getRank() - 1);
+  if (ShapedType::isDynamic(k) || ShapedType::isDynamic(n))
+    return fail(op, "dynamic contraction or output sizes are not supported");
+  if (residual && residual.getType() != result.getType())
+    return fail(op, "a broadcast residual is not supported");
+  std::string m = dims.product(x, 0, xt.getRank() - 1);
+  static const llvm::StringMap<std::string> acts = {{"none", "kNone"},
+                                                    {"relu", "kRelu"},
+                                                    {"gelu", "kGelu"},
+                                                    {"gelu_tanh", "kGeluTanh"}};
+  auto a = acts.find(act);
+  if (a == acts.end())
+    return fail(op, "activation '" + act + "' is not supported");
+  std::string epi = "kernels::GemmEpilogue{" + (bias ? in(bias) : std::string("nullptr")) +
+                    ", kernels::Activation::" + a->second + ", " +
+                    (residual ? in(residual) : std::string("nullptr")) + ", 0}";
+  std::string sizes = m + ", " + std::to_string(n) + ", " + std::to_string(k);
+  if (auto p = rootOf(w).getDefiningOp<ParamOp>()) {
+    int pack = tables.pack(tables.paramIndex.lookup(p.getName()), transW, k, n);
+    call("kernels::gemm(" + sizes + ", " + in(x) + ", " + std::to_string(k) +
+         ", false, *c.packed[" + std::to_string(pack) + "], " + ptr(result) + ", " +
+         std::to_string(n) + ", " + epi + ", c.pool);");
+  } else {
+    call("kernels::gemm(" + sizes + ", " + in(x) + ", " + std::to_string(k) + ", false, " + in(w) +
+         ", " + std::to_string(transW ? k : n) + ", " + (transW ? "true" : "false") + ", " +
+         ptr(result) + ", " + std::to_string(n) + ", " + epi + ", c.pool);");
+  }
+  flops("2.0 * " + m + " * " + std::to_string(n * k));
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::emitAttention(AttentionOp op) {
+  if (op.getMask())
+    return fail(op, "a boolean mask operand is not supported (causal and key_padding are)");
+  if (op.getDropoutRate().convertToDouble() > 0.0)
+    return fail(op, "attention dropout (training) is not supported");
+  Value q = op.getQuery(), k = op.getKey();
+  int64_t headDim = cast<RankedTensorType>(q.getType()).getDimSize(3);
+  std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(k, 2);
+  line("{");
+  line("  kernels::AttentionArgs args;");
+  line("  args.batch = " + b + "; args.heads = " + h + "; args.seqQ = " + sq +
+       "; args.seqK = " + sk + "; args.headDim = " + std::to_string(headDim) + ";");
+  line("  args.q.data = " + in(q) + "; args.k.data = " + in(k) + "; args.v.data = " +
+       in(op.getValue()) + ";");
+  line("  args.out = " + ptr(op.getResult()) + ";");
+  line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
+  if (op.getCausal())
+    line("  args.causal = true;");
+  if (Value kp = op.getKeyPadding())
+    line("  args.keyMask = " + in(kp) + ";");
+  if (Value bias = op.getBias()) {
+    // [.., Sq, Sk] broadcast to [B, H, Sq, Sk]: stride 0 where broadcast.
+    auto t = cast<RankedTensorType>(bias.getType());
+    std::string strides[3] = {"0", "0", "0"};
+    std::string inner = dims.dim(bias, t.getRank() - 1);
+    int64_t slot = 2;
+    for (int64_t d = t.getRank() - 2; d >= 0 && slot >= 0; --d, --slot) {
+      bool one = !t.isDynamicDim(d) && t.getDimSize(d) == 1;
+      if (!one)
+        strides[slot] = inner;
+      inner = "(" + inner + " * " + dims.dim(bias, d) + ")";
+    }
+    line("  args.additive = " + in(bias) + ";");
+    line("  args.additiveBatchStride = " + strides[0] + "; args.additiveHeadStride = " +
+         strides[1] + "; args.additiveRowStride = " + strides[2] + ";");
+  }
+  checked("  kernels::attention(args, c.pool)");
+  line("}");
+  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
+  return llvm::Error::success();
+}
+
+/// A fused_elementwise region becomes a Highway function over rows of the
+/// result's last dimension. Each input is the full shape, a trailing block
+/// of it repeated over the leading rows ([S, D] into [B, S, D]), or one value.
+llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
+  auto rt = op.getType();
+  if (!rt.getElementType().isF32())
+    return fail(op, "only f32 regions are supported");
+  int64_t width = rt.getDimSize(rt.getRank() - 1);
+  if (ShapedType::isDynamic(width))
+    return fail(op, "a dynamic last dimension is not supported");
+  std::string name = "fe" + std::to_string(counter++);
+  std::string k = "void " + name +
+                  "(const float* const* in, const int64_t* period, float* out, int64_t r0, "
+                  "int64_t r1) {\n  const hn::ScalableTag<float> d;\n  const size_t N = hn::Lanes(d);\n"
+                  "  constexpr size_t W = " + std::to_string(width) + ";\n" +
+                  "  for (int64_t r = r0; r < r1; ++r) {\n";
+  Block &body = op.getBody().front();
+  std::string periods;
+  llvm::DenseMap<Value, std::string> vec; // SSA value -> C++ expression builder
+  std::string loads, tailLoads, compute;
+  for (auto [i, input] : llvm::enumerate(op.getInputs())) {
+    auto t = cast<RankedTensorType>(input.getType());
+    std::string idx = std::to_string(i);
+    if (!t.getElementType().isF32())
+      return fail(op, "only f32 inputs are supported");
+    bool splat = t.hasStaticShape() && t.getNumElements() == 1;
+    bool full = t == rt;
+    bool trailing = !full && t.getRank() <= rt.getRank();
+    for (int64_t d = 0; trailing && d < t.getRank(); ++d) {
+      int64_t od = rt.getRank() - t.getRank() + d;
+      trailing = t.getDimSize(d) == rt.getDimSize(od) &&
+                 (!t.isDynamicDim(d) || dims.dim(input, d) == dims.dim(op.getResult(), od));
+    }
+    if (!splat && !full && !trailing)
+      return fail(op, "input " + llvm::Twine(i) + " broadcasts in a way the cpu target does not support");
+    std::string v = "x" + idx;
+    if (splat) {
+      k += "    const auto " + v + "s = hn::Set(d, in[" + idx + "][0]);\n";
+      periods += (periods.empty() ? "" : ", ") + std::string("1");
+      loads += "      const auto " + v + " = " + v + "s;\n";
+      tailLoads += "      const auto " + v + " = " + v + "s;\n";
+    } else {
+      k += "    const float* p" + idx + " = in[" + idx + "] + (r % period[" + idx + "]) * W;\n";
+      std::string rows = full ? dims.product(op.getResult(), 0, rt.getRank() - 1)
+                              : dims.product(input, 0, t.getRank() - 1);
+      periods += (periods.empty() ? "" : ", ") + rows;
+      loads += "      const auto " + v + " = hn::LoadU(d, p" + idx + " + j);\n";
+      tailLoads += "      const auto " + v + " = tk::LoadTail(d, p" + idx + " + j, W - j, 0.0f);\n";
+    }
+    vec[body.getArgument(i)] = v;
+  }
+  int tmp = 0;
+  for (Operation &inner : body.without_terminator()) {
+    std::string v = "t" + std::to_string(tmp++), e;
+    auto arg = [&](unsigned i) { return vec.lookup(inner.getOperand(i)); };
+    if (auto c = dyn_cast<ConstantOp>(inner)) {
+      auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+      if (!attr || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
+        return fail(&inner, "only splat f32 constants are supported in a fused region");
+      e = "hn::Set(d, " + floatLit(attr.getSplatValue<APFloat>().convertToDouble()) + ")";
+    } else if (isa<AddOp>(inner)) {
+      e = "hn::Add(" + arg(0) + ", " + arg(1) + ")";
+    } else if (isa<SubOp>(inner)) {
+      e = "hn::Sub(" + arg(0) + ", " + arg(1) + ")";
+    } else if (isa<MulOp>(inner)) {
+      e = "hn::Mul(" + arg(0) + ", " + arg(1) + ")";
+    } else if (isa<DivOp>(inner)) {
+      e = "hn::Div(" + arg(0) + ", " + arg(1) + ")";
+    } else if (auto s = dyn_cast<ScaleOp>(inner)) {
+      e = "hn::Mul(" + arg(0) + ", hn::Set(d, " + floatLit(s.getFactor().convertToDouble()) + "))";
+    } else if (isa<ReluOp>(inner)) {
+      e = "hn::Max(" + arg(0) + ", hn::Zero(d))";
+    } else if (isa<ExpOp>(inner)) {
+      e = "hn::Exp(d, " + arg(0) + ")";
+    } else if (isa<TanhOp>(inner)) {
+      e = "hn::Tanh(d, " + arg(0) + ")";
+    } else if (auto g = dyn_cast<GeluOp>(inner)) {
+      e = std::string(g.getApproximate() == "tanh" ? "tk::GeluTanh" : "tk::GeluErf") + "(d, " +
+          arg(0) + ")";
+    } else {
+      return fail(&inner, "is not supported in a fused region");
+    }
+    compute += "      const auto " + v + " = " + e + ";\n";
+    vec[inner.getResult(0)] = v;
+  }
+  std::string y = vec.lookup(cast<YieldOp>(body.getTerminator()).getValue());
+  k += "    float* o = out + r * W;\n    size_t j = 0;\n    for (; j + N <= W; j += N) {\n" + loads +
+       compute + "      hn::StoreU(" + y + ", d, o + j);\n    }\n    if (j < W) {\n" + tailLoads +
+       compute + "      tk::StoreTail(d, " + y + ", o + j, W - j);\n    }\n  }\n}\n";
+  kernels += k;
+
+  std::string ins;
+  for (Value v : op.getInputs())
+    ins += (ins.empty() ? "" : ", ") + in(v);
+  std::string rows = dims.product(op.getResult(), 0, rt.getRank() - 1);
+  line("{");
+  line("  const float* ins[] = {" + ins + "};");
+  line("  const int64_t period[] = {" + periods + "};");
+  line("  float* out = " + ptr(op.getResult()) + ";");
+  call("  exec::parallelRows(c.pool, " + rows + ", [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(" +
+       name + ")(ins, period, out, r0, r1); });");
+  line("}");
+  return llvm::Error::success();
+}
+
+/// C++ initializer of a TensorDesc.
+std::string tensorDesc(const rt::TensorSpec &s) {
+  std::string shape, max;
+  for (size_t i = 0; i < s.shape.size(); ++i) {
+    shape += (i ? ", " : "") + std::to_string(s.shape[i]);
+    max += (i ? ", " : "") + std::to_string(s.maxShape[i]);
+  }
+  return "{" + quote(s.name) + ", " + std::to_string((int)s.dtype) + ", " +
+         std::to_string(s.shape.size()) + ", {" + shape + "}, {" + max + "}}";
+}
+
+std::string stringArray(const std::string &name, const std::vector<std::string> &items) {
+  std::string s = "const char* const " + name + "[] = {";
+  for (const std::string &i : items)
+    s += quote(i) + ", ";
+  return s + "nullptr};\n";
+}
+
+} // namespace
+
+llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
+                                                              const ModelInterface &mi,
+                                                              StringRef fusion) {
+  if (mi.entryPoints.size() > 64)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "too many entry points");
+  ModelTables tables;
+  // The param table: weights (the interface's order), then prepared params.
+  std::string params;
+  for (const rt::ParamSpec &p : mi.params) {
+    tables.paramIndex[p.name] = (int)tables.paramIndex.size();
+    std::string shape;
+    for (size_t i = 0; i < p.shape.size(); ++i)
+      shape += (i ? ", " : "") + std::to_string(p.shape[i]);
+    params += "    {" + quote(p.name) + ", " + std::to_string(p.shape.size()) + ", {" + shape +
+              "}, " + quote(rt::initKindName(p.init)) + ", " + std::to_string(p.fanIn) + ", " +
+              std::to_string(p.fanOut) + ", " + (p.optional ? "true" : "false") + ", false},\n";
+  }
+  auto prepare = module.lookupSymbol<func::FuncOp>(kPrepareFunction);
+  module.walk([&](ParamOp p) {
+    if (!p.getPrepared() || tables.paramIndex.count(p.getName()))
+      return;
+    tables.paramIndex[p.getName()] = (int)tables.paramIndex.size();
+    std::string shape;
+    for (int64_t i = 0; i < p.getType().getRank(); ++i)
+      shape += (i ? ", " : "") + std::to_string(p.getType().getDimSize(i));
+    params += "    {" + quote(p.getName()) + ", " + std::to_string(p.getType().getRank()) +
+              ", {" + shape + "}, \"zeros\", 0, 0, false, true},\n";
+  });
+
+  std::string kernels, constants, functions, entryTables;
+  int counter = 0;
+  std::string entries, prepareDesc = "nullptr";
+  for (const EntryPoint &ep : mi.entryPoints) {
+    auto func = module.lookupSymbol<func::FuncOp>(ep.name);
+    Emitter emitter(func, ep, tables, kernels, constants, counter);
+    if (llvm::Error e = emitter.emit(functions))
+      return std::move(e);
+    std::string ins, outs;
+    for (const rt::TensorSpec &s : ep.inputs)
+      ins += "    " + tensorDesc(s) + ",\n";
+    for (const rt::TensorSpec &s : ep.outputs)
+      outs += "    " + tensorDesc(s) + ",\n";
+    // Zero-length arrays are not C++: a placeholder entry, never read.
+    std::string placeholder = "    {\"\", 0, 0, {}, {}},\n";
+    entryTables += "const exec::TensorDesc kIn_" + ep.name + "[] = {\n" +
+                   (ins.empty() ? placeholder : ins) + "};\n";
+    entryTables += "const exec::TensorDesc kOut_" + ep.name + "[] = {\n" +
+                   (outs.empty() ? placeholder : outs) + "};\n";
+    std::string desc = "{" + quote(ep.name) + ", kIn_" + ep.name + ", " +
+                       std::to_string(ep.inputs.size()) + ", kOut_" + ep.name + ", " +
+                       std::to_string(ep.outputs.size()) + ", " +
+                       std::to_string(emitter.arenaBytes) + ", " +
+                       std::to_string(emitter.kernelCalls) + ", run_" + ep.name + ", shapes_" +
+                       ep.name + ", flops_" + ep.name + "}";
+    if (prepare && func == prepare) {
+      entryTables += "const exec::EntryDesc kPrepare = " + desc + ";\n";
+      prepareDesc = "&kPrepare";
+    } else {
+      entries += "    " + desc + ",\n";
+    }
+  }
+  std::string packs;
+  for (auto [i, p] : llvm::enumerate(tables.packs))
+    packs += "    {" + std::to_string(p.first) + ", " + std::to_string(tables.packShape[i][0]) +
+             ", " + std::to_string(tables.packShape[i][1]) + ", " +
+             (p.second ? "true" : "false") + "},\n";
+
+  std::vector<std::string> aliases;
+  for (const auto &[alias, canonical] : mi.rules.aliases) {
+    aliases.push_back(alias);
+    aliases.push_back(canonical);
+  }
+
+  std::string src;
+  llvm::raw_string_ostream os(src);
+  os << "// Generated by transfuse (cpu target, fusion " << fusion
+     << "). Do not edit: recompile the model instead.\n"
+        "// Calls runtime/kernels and runtime/exec/Ops.h; the C ABI (model.h) comes from\n"
+        "// runtime/exec/ModelAbi.cpp over transfuse_generated_model().\n";
+  bool hwy = !kernels.empty();
+  if (hwy) {
+    os << "#undef HWY_TARGET_INCLUDE\n#define HWY_TARGET_INCLUDE \"model.cpp\"\n"
+          "#include <hwy/foreach_target.h>\n#include <hwy/highway.h>\n"
+          "#include <hwy/contrib/math/math-inl.h>\n"
+          "#include \"runtime/kernels/elementwise-inl.h\"\n\n"
+          "HWY_BEFORE_NAMESPACE();\nnamespace transfuse_generated {\nnamespace HWY_NAMESPACE {\n"
+          "namespace hn = hwy::HWY_NAMESPACE;\n"
+          "namespace tk = transfuse::kernels::HWY_NAMESPACE;\n\n"
+       << kernels
+       << "}  // namespace HWY_NAMESPACE\n}  // namespace transfuse_generated\n"
+          "HWY_AFTER_NAMESPACE();\n\n#if HWY_ONCE\n";
+  }
+  os << "#include \"runtime/exec/Generated.h\"\n#include \"runtime/exec/Ops.h\"\n"
+        "#include \"runtime/kernels/Attention.h\"\n#include \"runtime/kernels/Gemm.h\"\n"
+        "#include \"runtime/kernels/Norm.h\"\n\n#include <algorithm>\n#include <array>\n"
+        "#include <cstddef>\n#include <cstdint>\n#include <limits>\n\n"
+        "namespace transfuse_generated {\nnamespace exec = transfuse::exec;\n"
+        "namespace kernels = transfuse::kernels;\nnamespace rt = transfuse::rt;\n";
+  if (hwy) {
+    os << "\n";
+    for (int i = 0; i < counter; ++i)
+      if (kernels.find("void fe" + std::to_string(i) + "(") != std::string::npos)
+        os << "HWY_EXPORT(fe" << i << ");\n";
+  }
+  os << "namespace {\n\n" << constants << "\n" << functions << entryTables
+     << "\nconst exec::ParamDesc kParams[] = {\n"
+     << (params.empty() ? "    {\"\", 0, {}, \"zeros\", 0, 0, false, false},\n" : params)
+     << "};\nconst exec::EntryDesc kEntries[] = {\n" << entries
+     << "};\nconst exec::PackDesc kPacks[] = {\n"
+     << (packs.empty() ? "    {0, 0, 0, false},\n" : packs) << "};\n"
+     << stringArray("kAliases", aliases) << stringArray("kIgnored", mi.rules.ignored)
+     << stringArray("kPrefixes", mi.rules.prefixes)
+     << "\nconst exec::ModelDesc kModel = {\n    " << TF_ABI_VERSION << ", "
+     << quote(fusion) << ",\n    " << quote(mi.configJson) << ",\n    kParams, "
+     << tables.paramIndex.size() << ",\n    kAliases, " << mi.rules.aliases.size()
+     << ", kIgnored, " << mi.rules.ignored.size() << ", kPrefixes, " << mi.rules.prefixes.size()
+     << ",\n    " << prepareDesc << ", kEntries, "
+     << (mi.entryPoints.size() - (prepareDesc == "nullptr" ? 0 : 1)) << ", kPacks, "
+     << tables.packs.size() << "};\n\n}  // namespace\n}  // namespace transfuse_generated\n\n"
+     << "extern \"C\" const transfuse::exec::ModelDesc* transfuse_generated_model(void) {\n"
+        "  return &transfuse_generated::kModel;\n}\n";
+  if (hwy)
+    os << "#endif  // HWY_ONCE\n";
+  return src;
+}
+
+//===----------------------------------------------------------------------===//
+// Building the artifact
+//===----------------------------------------------------------------------===//
+
+std::string mlir::transfuse::cpu::defaultCompiler() {
+  if (const char *env = std::getenv("TRANSFUSE_CXX"); env && *env)
+    return env;
+  return TRANSFUSE_DEFAULT_CXX;
+}
+
+static llvm::Error runCommand(llvm::ArrayRef<std::string> argv, StringRef log) {
+  auto program = llvm::sys::findProgramByName(argv[0]);
+  if (!program)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "C++ compiler '" + argv[0] +
+                                       "' not found (set --cxx or TRANSFUSE_CXX)");
+  llvm::SmallVector<StringRef> args(argv.begin(), argv.end());
+  std::optional<StringRef> redirects[] = {std::nullopt, log, log};
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, redirects, 0, 0, &message);
+  if (rc == 0)
+    return llvm::Error::success();
+  std::string text;
+  if (auto buf = llvm::MemoryBuffer::getFile(log))
+    text = (*buf)->getBuffer().take_back(4000).str();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "'" + llvm::join(argv, " ") + "' failed" +
+                                     (message.empty() ? "" : " (" + message + ")") + ":\n" + text);
+}
+
+llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
+                                                const BuildOptions &options) {
+  auto writeFile = [](const llvm::Twine &path, StringRef text) -> llvm::Error {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path.str(), ec);
+    if (ec)
+      return llvm::createStringError(ec, "cannot write '%s': %s", path.str().c_str(),
+                                     ec.message().c_str());
+    os << text;
+    return llvm::Error::success();
+  };
+  if (llvm::Error e = writeFile(dir + "/model.cpp", source))
+    return e;
+  auto header = llvm::MemoryBuffer::getFile(TRANSFUSE_CODEGEN_SOURCE_DIR "/runtime/exec/model.h");
+  if (!header)
+    return llvm::createStringError(header.getError(), "cannot read the runtime's model.h");
+  if (llvm::Error e = writeFile(dir + "/model.h", (*header)->getBuffer()))
+    return e;
+
+  std::string cxx = options.cxx.empty() ? defaultCompiler() : options.cxx;
+  std::string log = (dir + "/build.log").str();
+  std::string object = (dir + "/model.o").str();
+  std::vector<std::string> compile = {cxx, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden",
+                                      "-I", TRANSFUSE_CODEGEN_SOURCE_DIR, "-I", dir.str(), "-c",
+                                      (dir + "/model.cpp").str(), "-o", object};
+  if (llvm::Error e = runCommand(compile, log))
+    return e;
+  std::vector<std::string> libs = {TRANSFUSE_EXEC_LIB, TRANSFUSE_KERNELS_LIB, TRANSFUSE_RUNTIME_LIB};
+  std::vector<std::string> system = {"-lhwy", "-lhwy_contrib", "-lpthread", "-ldl"};
+  llvm::Error result = llvm::Error::success();
+  switch (options.kind) {
+  case ArtifactKind::kShared: {
+    std::vector<std::string> link = {cxx, "-shared", "-o", (dir + "/libmodel.so").str(), object,
+                                     "-Wl,--version-script=" TRANSFUSE_CODEGEN_SOURCE_DIR "/runtime/exec/model.map",
+                                     "-Wl,--whole-archive", TRANSFUSE_EXEC_LIB, "-Wl,--no-whole-archive",
+                                     TRANSFUSE_KERNELS_LIB, TRANSFUSE_RUNTIME_LIB};
+    link.insert(link.end(), system.begin(), system.end());
+    result = runCommand(link, log);
+    break;
+  }
+  case ArtifactKind::kExecutable: {
+    std::vector<std::string> link = {cxx, "-o", (dir + "/model").str(), object,
+                                     TRANSFUSE_ARTIFACT_MAIN_LIB, "-Wl,--whole-archive",
+                                     TRANSFUSE_EXEC_LIB, "-Wl,--no-whole-archive",
+                                     TRANSFUSE_KERNELS_LIB, TRANSFUSE_RUNTIME_LIB};
+    link.insert(link.end(), system.begin(), system.end());
+    result = runCommand(link, log);
+    break;
+  }
+  case ArtifactKind::kStatic: {
+    // One archive with the model and every runtime object it needs, so an
+    // app links libmodel.a (and Highway) alone: an MRI script merges them.
+    std::string script = "create " + (dir + "/libmodel.a").str() + "\naddmod " + object + "\n";
+    for (const std::string &lib : libs)
+      script += "addlib " + lib + "\n";
+    script += "save\nend\n";
+    if (llvm::Error e = writeFile(dir + "/libmodel.mri", script))
+      return e;
+    std::string mri = (dir + "/libmodel.mri").str();
+    llvm::sys::fs::remove(dir + "/libmodel.a");
+    result = runCommand({"sh", "-c", std::string(TRANSFUSE_AR) + " -M < '" + mri + "'"}, log);
+    llvm::sys::fs::remove(mri);
+    break;
+  }
+  }
+  llvm::sys::fs::remove(object);
+  return result;
+}

@@ -1,0 +1,52 @@
+//===- CpuCodegen.h - fused IR to C++ over the runtime kernels ------------===//
+//
+// The CPU backend. generateCpp turns a compiled module (fused, @prepare
+// hoisted) into one C++ translation unit: per entry point, straight-line
+// calls into runtime/kernels (GEMM with epilogues, attention, norms) and
+// runtime/exec/Ops.h (the generic primitives), with shapes and arena offsets
+// (passes/MemoryPlan.h) baked in and the dynamic sizes read from the inputs;
+// plus Highway code generated for each fused_elementwise region. The unit
+// defines transfuse_generated_model() (runtime/exec/Generated.h);
+// runtime/exec/ModelAbi.cpp turns that into the C ABI of model.h.
+//
+// buildArtifact compiles it with the toolchain found at build time (or
+// --cxx / $TRANSFUSE_CXX) and links the precompiled runtime libraries into a
+// self-contained libmodel.so, libmodel.a or executable. docs/codegen.md has
+// the op-to-kernel table.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_CODEGEN_CPU_CPUCODEGEN_H
+#define TRANSFUSE_CODEGEN_CPU_CPUCODEGEN_H
+
+#include "codegen/Interface.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace mlir::transfuse::cpu {
+
+/// The C++ source of `module`'s artifact; fails, naming the op, on an op or
+/// a shape the CPU backend cannot lower.
+llvm::Expected<std::string> generateCpp(ModuleOp module, const ModelInterface &interface,
+                                        llvm::StringRef fusion);
+
+enum class ArtifactKind { kShared, kStatic, kExecutable };
+
+struct BuildOptions {
+  ArtifactKind kind = ArtifactKind::kShared;
+  std::string cxx; // empty: $TRANSFUSE_CXX, else the compiler found at build time
+};
+
+/// The compiler BuildOptions would use.
+std::string defaultCompiler();
+
+/// Writes DIR/model.cpp and DIR/model.h, then builds DIR/libmodel.so,
+/// DIR/libmodel.a or DIR/model (the executable) from them. Compiler output
+/// is kept in DIR/build.log; a failure names the command and quotes the log.
+llvm::Error buildArtifact(llvm::StringRef dir, llvm::StringRef source, const BuildOptions &options);
+
+} // namespace mlir::transfuse::cpu
+
+#endif // TRANSFUSE_CODEGEN_CPU_CPUCODEGEN_H

@@ -1,0 +1,115 @@
+// What generated model code provides to the runtime: a ModelDesc of tables
+// (parameters, binding rules, entry points with their tensor specs, the
+// weights to pack) and one function per entry point. ModelAbi.cpp builds the
+// C ABI of model.h on top of it; generated code defines
+// transfuse_generated_model() and nothing else with external linkage.
+#ifndef TRANSFUSE_RUNTIME_EXEC_GENERATED_H
+#define TRANSFUSE_RUNTIME_EXEC_GENERATED_H
+
+#include "runtime/Status.h"
+#include "runtime/exec/Ops.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace transfuse::rt {
+class ThreadPool;
+}
+namespace transfuse::kernels {
+struct PackedB;
+}
+
+namespace transfuse::exec {
+
+// An entry point's input or output. dtype is a tf_dtype (model.h) value;
+// shape has -1 for dynamic dimensions, maxShape the compiled maxima.
+struct TensorDesc {
+  const char* name;
+  int32_t dtype;
+  int32_t rank;
+  int64_t shape[kMaxRank];
+  int64_t maxShape[kMaxRank];
+};
+
+// A parameter (always F32). `init` is an initializer name of runtime/Init.h
+// ("xavier_uniform", ...). Prepared params are computed by the prepare entry
+// point (its outputs carry their names) instead of being read.
+struct ParamDesc {
+  const char* name;
+  int32_t rank;
+  int64_t shape[kMaxRank];
+  const char* init;
+  int64_t fanIn, fanOut;
+  bool optional;
+  bool prepared;
+};
+
+// A GEMM weight packed at load (kernels::packB): param `param` holds B as
+// [k, n] (transB false) or [n, k] (transB true).
+struct PackDesc {
+  int32_t param;
+  int64_t k, n;
+  bool transB;
+};
+
+// One call of an entry point. Inputs and outputs are in the order of the
+// entry's specs, already validated; outputs have the shapes of outputShapes.
+struct Call {
+  const void* const* inputs;
+  const int64_t* const* inputShapes;
+  void* const* outputs;
+  const float* const* params;          // the param table's order
+  const kernels::PackedB* const* packed;  // PackDesc order
+  std::byte* arena;                    // arenaBytes, 64-byte aligned
+  rt::ThreadPool* pool;                // may be null
+};
+
+using RunFn = rt::Status (*)(const Call&);
+// Output shapes from input shapes (inputs validated).
+using ShapeFn = void (*)(const int64_t* const* inputShapes, int64_t* const* outputShapes);
+// Floating-point operations of one run for these input shapes.
+using FlopsFn = double (*)(const int64_t* const* inputShapes);
+
+struct EntryDesc {
+  const char* name;
+  const TensorDesc* inputs;
+  int32_t numInputs;
+  const TensorDesc* outputs;
+  int32_t numOutputs;
+  int64_t arenaBytes;
+  int64_t kernelCalls;
+  RunFn run;
+  ShapeFn outputShapes;
+  FlopsFn flops;
+};
+
+struct ModelDesc {
+  int32_t abiVersion;  // TF_ABI_VERSION of model.h when generated
+  const char* fusion;
+  const char* configJson;  // "" when the model has none
+  const ParamDesc* params;
+  int32_t numParams;
+  // Weight-binding rules (runtime/WeightBinding.h): alias/canonical pairs,
+  // ignored patterns, accepted prefixes.
+  const char* const* aliases;  // 2·numAliases strings
+  int32_t numAliases;
+  const char* const* ignored;
+  int32_t numIgnored;
+  const char* const* prefixes;
+  int32_t numPrefixes;
+  // Null when nothing is hoisted. No inputs; its outputs are named like the
+  // prepared params they fill (static shapes). It runs once at load, before
+  // packing: its Call's `packed` entries are null and `params` shows the
+  // prepared params still zero.
+  const EntryDesc* prepare;
+  const EntryDesc* entries;
+  int32_t numEntries;
+  const PackDesc* packs;
+  int32_t numPacks;
+};
+
+}  // namespace transfuse::exec
+
+extern "C" const transfuse::exec::ModelDesc* transfuse_generated_model(void);
+
+#endif  // TRANSFUSE_RUNTIME_EXEC_GENERATED_H

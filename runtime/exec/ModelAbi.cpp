@@ -1,0 +1,590 @@
+// The C ABI of model.h over the ModelDesc of generated code (Generated.h).
+//
+// tf_model_create turns the ParamDesc table into rt::ParamSpecs (prepared
+// params excluded: they are outputs of the prepare entry point, not weights),
+// binds them from a safetensors file or draws seeded random weights exactly as
+// the reference backend does (rt::randomWeights on the same specs), runs the
+// prepare entry point once and packs the GEMM weights of the PackDesc table.
+// tf_model_run validates the caller's tensors (rt::validateInputs, the same
+// checks and messages as the reference backend's), then calls the entry point
+// with an arena taken from a per-entry free list: concurrent calls each get
+// their own arena, and a repeated call reuses a warm one instead of faulting in
+// fresh pages. Errors go to the caller's tf_error, never to a global; no
+// function lets an exception escape.
+
+#include "runtime/exec/model.h"
+
+#include "runtime/Init.h"
+#include "runtime/Safetensors.h"
+#include "runtime/Tensor.h"
+#include "runtime/TensorSpec.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/WeightBinding.h"
+#include "runtime/exec/Generated.h"
+#include "runtime/kernels/Gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+using transfuse::exec::EntryDesc;
+using transfuse::exec::ModelDesc;
+using transfuse::exec::TensorDesc;
+namespace rt = transfuse::rt;
+namespace kernels = transfuse::kernels;
+
+static_assert(static_cast<int>(rt::DType::F32) == TF_F32 &&
+                  static_cast<int>(rt::DType::F64) == TF_F64 &&
+                  static_cast<int>(rt::DType::F16) == TF_F16 &&
+                  static_cast<int>(rt::DType::BF16) == TF_BF16 &&
+                  static_cast<int>(rt::DType::I32) == TF_I32 &&
+                  static_cast<int>(rt::DType::I64) == TF_I64 &&
+                  static_cast<int>(rt::DType::Bool) == TF_BOOL,
+              "tf_dtype (model.h) must number the dtypes as rt::DType does");
+
+namespace {
+
+constexpr size_t kArenaAlignment = 64;
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using Arena = std::unique_ptr<std::byte, AlignedFree>;
+
+// A 64-byte aligned block of max(bytes, 64) bytes (never null: generated code
+// may form the arena pointer even when it uses none of it).
+Arena allocateArena(int64_t bytes) {
+  size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 0;
+  size = (size + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+  if (size == 0) size = kArenaAlignment;
+  void* p = std::aligned_alloc(kArenaAlignment, size);
+  if (!p) throw std::bad_alloc();
+  return Arena(static_cast<std::byte*>(p));
+}
+
+void clearError(tf_error* error) {
+  if (!error) return;
+  error->code = 0;
+  error->message[0] = '\0';
+}
+
+// Copies `message` into error->message, cut at a UTF-8 character boundary
+// when it does not fit, always NUL-terminated.
+int32_t setError(tf_error* error, const std::string& message) {
+  if (!error) return 1;
+  error->code = 1;
+  size_t n = message.size();
+  const size_t cap = sizeof(error->message) - 1;
+  if (n > cap) {
+    n = cap;
+    while (n > 0 && (static_cast<unsigned char>(message[n]) & 0xC0) == 0x80) --n;
+  }
+  std::memcpy(error->message, message.data(), n);
+  error->message[n] = '\0';
+  return 1;
+}
+
+std::string str(const char* s) { return s ? s : ""; }
+
+std::string shapeString(const int64_t* shape, int64_t rank) {
+  std::string s = "[";
+  for (int64_t i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::vector<rt::TensorSpec> specsOf(const TensorDesc* descs, int32_t n) {
+  std::vector<rt::TensorSpec> specs;
+  for (int32_t i = 0; i < n; ++i) {
+    const TensorDesc& d = descs[i];
+    rt::TensorSpec s;
+    s.name = str(d.name);
+    s.dtype = static_cast<rt::DType>(d.dtype);
+    s.shape.assign(d.shape, d.shape + d.rank);
+    s.maxShape.assign(d.maxShape, d.maxShape + d.rank);
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+}  // namespace
+
+struct tf_model {
+  const ModelDesc* desc = nullptr;
+  std::unique_ptr<rt::ThreadPool> pool;
+  std::vector<rt::Tensor> params;  // the ParamDesc order, F32
+  std::vector<const float*> paramPtrs;
+  std::vector<kernels::PackedB> packed;  // the PackDesc order
+  std::vector<const kernels::PackedB*> packedPtrs;
+  std::vector<std::vector<rt::TensorSpec>> inputSpecs;  // per entry point
+  std::mutex arenaMutex;
+  std::vector<std::vector<Arena>> freeArenas;  // per entry point
+};
+
+namespace {
+
+const EntryDesc* entryOf(const tf_model* m, int32_t entry) {
+  if (!m || entry < 0 || entry >= m->desc->numEntries) return nullptr;
+  return &m->desc->entries[entry];
+}
+
+rt::Status badEntry(const tf_model* m, int32_t entry) {
+  if (!m) return rt::Status::error("the model is NULL");
+  return rt::Status::error("no entry point with index " + std::to_string(entry) +
+                           " (the model has " + std::to_string(m->desc->numEntries) + ")");
+}
+
+// Checks the caller's input array and returns, per input spec, the index of
+// its tensor in `inputs`.
+rt::Status validateInputs(const tf_model* m, int32_t entry, const tf_tensor* inputs,
+                          int32_t numInputs, std::vector<size_t>* order) {
+  const EntryDesc* e = entryOf(m, entry);
+  if (!e) return badEntry(m, entry);
+  if (numInputs < 0) return rt::Status::error("negative input count");
+  if (numInputs > 0 && !inputs) return rt::Status::error("the input array is NULL");
+  std::vector<rt::TensorRef> refs(static_cast<size_t>(numInputs));
+  for (int32_t i = 0; i < numInputs; ++i) {
+    const tf_tensor& t = inputs[i];
+    if (!t.name) return rt::Status::error("input " + std::to_string(i) + " has no name");
+    std::string name = t.name;
+    if (t.dtype < TF_F32 || t.dtype > TF_BOOL)
+      return rt::Status::error("input '" + name + "' has unknown dtype " + std::to_string(t.dtype));
+    if (t.rank < 0 || t.rank > transfuse::exec::kMaxRank)
+      return rt::Status::error("input '" + name + "' has rank " + std::to_string(t.rank) +
+                               ", outside [0, " + std::to_string(transfuse::exec::kMaxRank) + "]");
+    if (t.rank > 0 && !t.shape) return rt::Status::error("input '" + name + "' has no shape");
+    refs[i] = rt::TensorRef{t.name, static_cast<rt::DType>(t.dtype), t.shape,
+                            static_cast<size_t>(t.rank)};
+  }
+  return rt::validateInputs(m->inputSpecs[entry], refs.data(), refs.size(), order);
+}
+
+// Output shapes for validated inputs (ordered by spec): shapes[i] holds
+// output i's dims.
+std::vector<std::vector<int64_t>> outputShapes(const EntryDesc& e,
+                                               const std::vector<const int64_t*>& inShapes) {
+  std::vector<std::vector<int64_t>> shapes(e.numOutputs);
+  std::vector<int64_t*> ptrs(e.numOutputs);
+  for (int32_t i = 0; i < e.numOutputs; ++i) {
+    // Static dims as declared; the shape function fills every dim anyway.
+    shapes[i].assign(e.outputs[i].shape, e.outputs[i].shape + e.outputs[i].rank);
+    shapes[i].resize(std::max<int32_t>(e.outputs[i].rank, 1));  // never a null pointer
+    ptrs[i] = shapes[i].data();
+  }
+  if (e.outputShapes) e.outputShapes(inShapes.data(), ptrs.data());
+  for (int32_t i = 0; i < e.numOutputs; ++i) shapes[i].resize(e.outputs[i].rank);
+  return shapes;
+}
+
+std::vector<const int64_t*> orderedShapes(const tf_tensor* inputs,
+                                          const std::vector<size_t>& order) {
+  std::vector<const int64_t*> s(order.size());
+  for (size_t i = 0; i < order.size(); ++i) s[i] = inputs[order[i]].shape;
+  return s;
+}
+
+rt::Status checkOutputs(const EntryDesc& e, const tf_tensor* outputs, int32_t numOutputs,
+                        const std::vector<std::vector<int64_t>>& expected,
+                        std::vector<size_t>* order) {
+  if (numOutputs < 0) return rt::Status::error("negative output count");
+  if (numOutputs > 0 && !outputs) return rt::Status::error("the output array is NULL");
+  std::string declared;
+  for (int32_t i = 0; i < e.numOutputs; ++i)
+    declared += (declared.empty() ? "'" : ", '") + str(e.outputs[i].name) + "'";
+  for (int32_t i = 0; i < numOutputs; ++i) {
+    if (!outputs[i].name) return rt::Status::error("output " + std::to_string(i) + " has no name");
+    bool known = false;
+    for (int32_t j = 0; j < e.numOutputs; ++j) known |= str(e.outputs[j].name) == outputs[i].name;
+    if (!known)
+      return rt::Status::error("output '" + std::string(outputs[i].name) +
+                               "' is not an output of entry point '" + str(e.name) +
+                               "' (expected " + declared + ")");
+    for (int32_t j = 0; j < i; ++j)
+      if (outputs[j].name && std::strcmp(outputs[j].name, outputs[i].name) == 0)
+        return rt::Status::error("output '" + std::string(outputs[i].name) + "' is given twice");
+  }
+  order->assign(e.numOutputs, 0);
+  for (int32_t j = 0; j < e.numOutputs; ++j) {
+    const TensorDesc& d = e.outputs[j];
+    const std::string name = str(d.name);
+    int32_t at = -1;
+    for (int32_t i = 0; i < numOutputs && at < 0; ++i)
+      if (name == outputs[i].name) at = i;
+    if (at < 0) return rt::Status::error("missing output '" + name + "'");
+    const tf_tensor& t = outputs[at];
+    if (t.dtype != d.dtype) {
+      std::string got = t.dtype >= TF_F32 && t.dtype <= TF_BOOL
+                            ? rt::dtypeName(static_cast<rt::DType>(t.dtype))
+                            : "unknown dtype " + std::to_string(t.dtype);
+      return rt::Status::error("output '" + name + "' has dtype " + got + ", expected " +
+                               rt::dtypeName(static_cast<rt::DType>(d.dtype)));
+    }
+    const std::vector<int64_t>& want = expected[j];
+    bool same = t.rank == static_cast<int32_t>(want.size()) && (t.rank == 0 || t.shape);
+    for (int32_t k = 0; same && k < t.rank; ++k) same = t.shape[k] == want[k];
+    if (!same) {
+      std::string got = t.rank < 0 || t.rank > transfuse::exec::kMaxRank || (t.rank > 0 && !t.shape)
+                            ? "rank " + std::to_string(t.rank)
+                            : "shape " + shapeString(t.shape, t.rank);
+      return rt::Status::error("output '" + name + "' has " + got + ", expected shape " +
+                               shapeString(want.data(), static_cast<int64_t>(want.size())) +
+                               " for these inputs");
+    }
+    int64_t numel = 1;
+    for (int64_t v : want) numel *= v;
+    if (numel > 0 && !t.data) return rt::Status::error("output '" + name + "' has no data");
+    (*order)[j] = static_cast<size_t>(at);
+  }
+  return rt::Status::ok();
+}
+
+// Takes an arena of entry `entry` from the free list (or allocates one) and
+// gives it back when destroyed.
+class ArenaLease {
+public:
+  ArenaLease(tf_model* m, int32_t entry) : m_(m), entry_(entry) {
+    {
+      std::lock_guard<std::mutex> lock(m->arenaMutex);
+      auto& list = m->freeArenas[entry];
+      if (!list.empty()) {
+        arena_ = std::move(list.back());
+        list.pop_back();
+      }
+    }
+    if (!arena_) arena_ = allocateArena(m->desc->entries[entry].arenaBytes);
+  }
+  ~ArenaLease() {
+    try {
+      std::lock_guard<std::mutex> lock(m_->arenaMutex);
+      m_->freeArenas[entry_].push_back(std::move(arena_));
+    } catch (...) {
+      // Out of memory growing the list: the arena is freed instead.
+    }
+  }
+  std::byte* get() const { return arena_.get(); }
+
+private:
+  tf_model* m_;
+  int32_t entry_;
+  Arena arena_;
+};
+
+// Params, prepare and packing (see the file comment).
+rt::Status createModel(const char* weightsPath, const tf_options* options, tf_model* m) {
+  const ModelDesc* desc = m->desc;
+  if (desc->abiVersion != TF_ABI_VERSION)
+    return rt::Status::error("the generated model has ABI version " +
+                             std::to_string(desc->abiVersion) + "; this runtime is version " +
+                             std::to_string(TF_ABI_VERSION));
+  int threads = options ? options->num_threads : 0;
+  if (threads <= 0) threads = rt::ThreadPool::hardwareThreads();
+  m->pool = std::make_unique<rt::ThreadPool>(threads);
+
+  // The weights: every param that is not prepared.
+  std::vector<rt::ParamSpec> specs;
+  for (int32_t i = 0; i < desc->numParams; ++i) {
+    const transfuse::exec::ParamDesc& p = desc->params[i];
+    if (p.prepared) continue;
+    rt::ParamSpec s;
+    s.name = str(p.name);
+    s.shape.assign(p.shape, p.shape + p.rank);
+    if (!rt::parseInitKind(str(p.init), &s.init))
+      return rt::Status::error("parameter '" + s.name + "' has unknown initializer '" +
+                               str(p.init) + "'");
+    s.fanIn = p.fanIn;
+    s.fanOut = p.fanOut;
+    s.optional = p.optional;
+    specs.push_back(std::move(s));
+  }
+  std::map<std::string, rt::Tensor> weights;
+  if (weightsPath) {
+    auto file = rt::SafetensorsFile::open(weightsPath);
+    if (!file) return file.status();
+    rt::BindingRules rules;
+    for (int32_t i = 0; i < desc->numAliases; ++i)
+      rules.aliases[str(desc->aliases[2 * i])] = str(desc->aliases[2 * i + 1]);
+    for (int32_t i = 0; i < desc->numIgnored; ++i) rules.ignored.push_back(str(desc->ignored[i]));
+    for (int32_t i = 0; i < desc->numPrefixes; ++i)
+      rules.prefixes.push_back(str(desc->prefixes[i]));
+    auto bound = rt::bindWeights(specs, rules, *file, /*warnings=*/nullptr);
+    if (!bound) return bound.status();
+    weights = std::move(*bound);
+  } else {
+    weights = rt::randomWeights(specs, options ? options->seed : 0);
+  }
+
+  m->params.resize(desc->numParams);
+  m->paramPtrs.resize(desc->numParams);
+  for (int32_t i = 0; i < desc->numParams; ++i) {
+    const transfuse::exec::ParamDesc& p = desc->params[i];
+    std::vector<int64_t> shape(p.shape, p.shape + p.rank);
+    if (p.prepared) {
+      m->params[i] = rt::Tensor::zeros(rt::DType::F32, shape);
+    } else {
+      auto it = weights.find(str(p.name));
+      if (it == weights.end() || it->second.dtype != rt::DType::F32 || it->second.shape != shape)
+        return rt::Status::error("internal error: parameter '" + str(p.name) + "' was not bound");
+      m->params[i] = std::move(it->second);
+    }
+    m->paramPtrs[i] = m->params[i].data<float>();
+  }
+  weights.clear();
+
+  // The prepare entry point: its outputs are the prepared params, by name.
+  if (const EntryDesc* prep = desc->prepare) {
+    if (prep->numInputs != 0)
+      return rt::Status::error("internal error: the prepare entry point has inputs");
+    std::vector<void*> outs(prep->numOutputs);
+    std::vector<bool> produced(desc->numParams, false);
+    for (int32_t o = 0; o < prep->numOutputs; ++o) {
+      const TensorDesc& d = prep->outputs[o];
+      int32_t at = -1;
+      for (int32_t i = 0; i < desc->numParams && at < 0; ++i)
+        if (desc->params[i].prepared && str(desc->params[i].name) == str(d.name)) at = i;
+      if (at < 0)
+        return rt::Status::error("internal error: prepare output '" + str(d.name) +
+                                 "' is not a prepared parameter");
+      const rt::Tensor& t = m->params[at];
+      if (d.dtype != TF_F32 || t.shape != std::vector<int64_t>(d.shape, d.shape + d.rank))
+        return rt::Status::error("internal error: prepare output '" + str(d.name) + "' has shape " +
+                                 shapeString(d.shape, d.rank) + ", the parameter " +
+                                 rt::shapeToString(t.shape));
+      outs[o] = m->params[at].data<float>();
+      produced[at] = true;
+    }
+    for (int32_t i = 0; i < desc->numParams; ++i)
+      if (desc->params[i].prepared && !produced[i])
+        return rt::Status::error("internal error: prepared parameter '" + str(desc->params[i].name) +
+                                 "' is not an output of the prepare entry point");
+    Arena arena = allocateArena(prep->arenaBytes);
+    std::vector<const kernels::PackedB*> noPacks(desc->numPacks, nullptr);
+    transfuse::exec::Call call{nullptr,       nullptr,        outs.data(),     m->paramPtrs.data(),
+                               noPacks.data(), arena.get(), m->pool.get()};
+    rt::Status s = prep->run(call);
+    if (!s) return rt::Status::error("prepare: " + s.message());
+  } else {
+    for (int32_t i = 0; i < desc->numParams; ++i)
+      if (desc->params[i].prepared)
+        return rt::Status::error("internal error: prepared parameter '" + str(desc->params[i].name) +
+                                 "' but no prepare entry point");
+  }
+
+  // GEMM weight packing.
+  m->packed.reserve(desc->numPacks);
+  for (int32_t i = 0; i < desc->numPacks; ++i) {
+    const transfuse::exec::PackDesc& pk = desc->packs[i];
+    if (pk.param < 0 || pk.param >= desc->numParams || pk.k < 0 || pk.n < 0 ||
+        m->params[pk.param].numElements() != pk.k * pk.n)
+      return rt::Status::error("internal error: pack " + std::to_string(i) +
+                               " does not match its parameter");
+    m->packed.push_back(kernels::packB(m->paramPtrs[pk.param], pk.k, pk.n,
+                                       pk.transB ? pk.k : pk.n, pk.transB, m->pool.get()));
+  }
+  for (const kernels::PackedB& p : m->packed) m->packedPtrs.push_back(&p);
+
+  for (int32_t e = 0; e < desc->numEntries; ++e)
+    m->inputSpecs.push_back(specsOf(desc->entries[e].inputs, desc->entries[e].numInputs));
+  m->freeArenas.resize(desc->numEntries);
+  return rt::Status::ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+uint32_t tf_abi_version(void) { return TF_ABI_VERSION; }
+
+int32_t tf_model_create(const char* weights_path, const tf_options* options, tf_model** model,
+                        tf_error* error) {
+  clearError(error);
+  if (!model) return setError(error, "tf_model_create: the model pointer is NULL");
+  *model = nullptr;
+  try {
+    const ModelDesc* desc = transfuse_generated_model();
+    if (!desc) return setError(error, "the artifact has no model description");
+    auto m = std::make_unique<tf_model>();
+    m->desc = desc;
+    rt::Status s = createModel(weights_path, options, m.get());
+    if (!s) return setError(error, s.message());
+    *model = m.release();
+    return 0;
+  } catch (const std::exception& e) {
+    return setError(error, std::string("tf_model_create: ") + e.what());
+  } catch (...) {
+    return setError(error, "tf_model_create: unknown exception");
+  }
+}
+
+void tf_model_destroy(tf_model* model) { delete model; }
+
+const char* tf_model_fusion(const tf_model* model) {
+  if (!model) return nullptr;
+  return model->desc->fusion ? model->desc->fusion : "";
+}
+
+const char* tf_model_config_json(const tf_model* model) {
+  if (!model) return nullptr;
+  return model->desc->configJson ? model->desc->configJson : "";
+}
+
+int32_t tf_model_num_threads(const tf_model* model) {
+  return model ? model->pool->numThreads() : -1;
+}
+
+int32_t tf_model_num_entry_points(const tf_model* model) {
+  return model ? model->desc->numEntries : -1;
+}
+
+const char* tf_model_entry_point_name(const tf_model* model, int32_t entry) {
+  const EntryDesc* e = entryOf(model, entry);
+  return e ? e->name : nullptr;
+}
+
+int32_t tf_model_find_entry_point(const tf_model* model, const char* name) {
+  if (!model || !name) return -1;
+  for (int32_t i = 0; i < model->desc->numEntries; ++i)
+    if (model->desc->entries[i].name && std::strcmp(model->desc->entries[i].name, name) == 0)
+      return i;
+  return -1;
+}
+
+int32_t tf_model_num_inputs(const tf_model* model, int32_t entry) {
+  const EntryDesc* e = entryOf(model, entry);
+  return e ? e->numInputs : -1;
+}
+
+int32_t tf_model_num_outputs(const tf_model* model, int32_t entry) {
+  const EntryDesc* e = entryOf(model, entry);
+  return e ? e->numOutputs : -1;
+}
+
+static int32_t specOf(const tf_model* model, int32_t entry, int32_t index, tf_tensor_spec* spec,
+                      tf_error* error, bool input) {
+  clearError(error);
+  const EntryDesc* e = entryOf(model, entry);
+  if (!e) {
+    try {
+      return setError(error, badEntry(model, entry).message());
+    } catch (...) {
+      return setError(error, "bad entry point");
+    }
+  }
+  int32_t n = input ? e->numInputs : e->numOutputs;
+  if (index < 0 || index >= n) {
+    try {
+      return setError(error, std::string("entry point '") + str(e->name) + "' has no " +
+                                 (input ? "input" : "output") + " with index " +
+                                 std::to_string(index) + " (it has " + std::to_string(n) + ")");
+    } catch (...) {
+      return setError(error, "bad tensor index");
+    }
+  }
+  if (!spec) return setError(error, "the spec pointer is NULL");
+  const TensorDesc& d = (input ? e->inputs : e->outputs)[index];
+  *spec = tf_tensor_spec{d.name, d.dtype, d.rank, d.shape, d.maxShape};
+  return 0;
+}
+
+int32_t tf_model_input_spec(const tf_model* model, int32_t entry, int32_t index,
+                            tf_tensor_spec* spec, tf_error* error) {
+  return specOf(model, entry, index, spec, error, /*input=*/true);
+}
+
+int32_t tf_model_output_spec(const tf_model* model, int32_t entry, int32_t index,
+                             tf_tensor_spec* spec, tf_error* error) {
+  return specOf(model, entry, index, spec, error, /*input=*/false);
+}
+
+int32_t tf_model_output_shape(const tf_model* model, int32_t entry, const tf_tensor* inputs,
+                              int32_t num_inputs, int32_t index, int64_t* shape,
+                              tf_error* error) {
+  clearError(error);
+  try {
+    std::vector<size_t> order;
+    rt::Status s = validateInputs(model, entry, inputs, num_inputs, &order);
+    if (!s) return setError(error, s.message());
+    const EntryDesc& e = *entryOf(model, entry);
+    if (index < 0 || index >= e.numOutputs)
+      return setError(error, "entry point '" + str(e.name) + "' has no output with index " +
+                                 std::to_string(index) + " (it has " +
+                                 std::to_string(e.numOutputs) + ")");
+    if (!shape && e.outputs[index].rank > 0) return setError(error, "the shape pointer is NULL");
+    auto shapes = outputShapes(e, orderedShapes(inputs, order));
+    std::copy(shapes[index].begin(), shapes[index].end(), shape);
+    return 0;
+  } catch (const std::exception& ex) {
+    return setError(error, std::string("tf_model_output_shape: ") + ex.what());
+  } catch (...) {
+    return setError(error, "tf_model_output_shape: unknown exception");
+  }
+}
+
+int32_t tf_model_run(tf_model* model, int32_t entry, const tf_tensor* inputs, int32_t num_inputs,
+                     const tf_tensor* outputs, int32_t num_outputs, tf_error* error) {
+  clearError(error);
+  try {
+    std::vector<size_t> inOrder;
+    rt::Status s = validateInputs(model, entry, inputs, num_inputs, &inOrder);
+    if (!s) return setError(error, s.message());
+    const EntryDesc& e = *entryOf(model, entry);
+    std::vector<const void*> inData(e.numInputs);
+    std::vector<const int64_t*> inShapes = orderedShapes(inputs, inOrder);
+    for (int32_t i = 0; i < e.numInputs; ++i) {
+      const tf_tensor& t = inputs[inOrder[i]];
+      int64_t numel = 1;
+      for (int32_t d = 0; d < t.rank; ++d) numel *= t.shape[d];
+      if (numel > 0 && !t.data) return setError(error, "input '" + str(t.name) + "' has no data");
+      inData[i] = t.data;
+    }
+    auto shapes = outputShapes(e, inShapes);
+    std::vector<size_t> outOrder;
+    s = checkOutputs(e, outputs, num_outputs, shapes, &outOrder);
+    if (!s) return setError(error, s.message());
+    std::vector<void*> outData(e.numOutputs);
+    for (int32_t i = 0; i < e.numOutputs; ++i) outData[i] = outputs[outOrder[i]].data;
+
+    ArenaLease arena(model, entry);
+    transfuse::exec::Call call{inData.data(),         inShapes.data(),
+                               outData.data(),        model->paramPtrs.data(),
+                               model->packedPtrs.data(), arena.get(),
+                               model->pool.get()};
+    s = e.run(call);
+    if (!s) return setError(error, s.message());
+    return 0;
+  } catch (const std::exception& ex) {
+    return setError(error, std::string("tf_model_run: ") + ex.what());
+  } catch (...) {
+    return setError(error, "tf_model_run: unknown exception");
+  }
+}
+
+int64_t tf_model_arena_bytes(const tf_model* model, int32_t entry) {
+  const EntryDesc* e = entryOf(model, entry);
+  return e ? e->arenaBytes : -1;
+}
+
+int64_t tf_model_kernel_calls(const tf_model* model, int32_t entry) {
+  const EntryDesc* e = entryOf(model, entry);
+  return e ? e->kernelCalls : -1;
+}
+
+double tf_model_flops(const tf_model* model, int32_t entry, const tf_tensor* inputs,
+                      int32_t num_inputs) {
+  try {
+    std::vector<size_t> order;
+    if (!validateInputs(model, entry, inputs, num_inputs, &order)) return -1;
+    const EntryDesc& e = *entryOf(model, entry);
+    if (!e.flops) return 0;
+    return e.flops(orderedShapes(inputs, order).data());
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // extern "C"

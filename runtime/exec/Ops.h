@@ -1,0 +1,124 @@
+// Generic tensor ops that generated code calls for the primitives no
+// hand-tuned kernel covers (an unfused graph's add, transpose, matmul, ...,
+// and the @prepare step's weight reshuffling). Tensors are dense, row-major
+// and contiguous; shapes are run-time values (dynamic batch and sequence
+// lengths), rank <= kMaxRank. Pointers need no alignment. Outputs must not
+// overlap inputs unless a function says so. fp32 unless stated; i1 tensors
+// are bytes (0 or 1), token ids int32.
+//
+// Broadcasting is NumPy's: shapes align on the right, a size-1 dimension (or
+// a missing leading one) repeats. The caller passes the output shape (the
+// generated code knows it); inputs must broadcast to it.
+#ifndef TRANSFUSE_RUNTIME_EXEC_OPS_H
+#define TRANSFUSE_RUNTIME_EXEC_OPS_H
+
+#include "runtime/Status.h"
+#include "runtime/ThreadPool.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+
+namespace transfuse::exec {
+
+inline constexpr int kMaxRank = 8;
+
+// A run-time shape: Shape{b, s, 512}.
+struct Shape {
+  int64_t dims[kMaxRank] = {};
+  int rank = 0;
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> d) {
+    for (int64_t v : d) dims[rank++] = v;
+  }
+  int64_t operator[](int i) const { return dims[i]; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= dims[i];
+    return n;
+  }
+};
+
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+enum class UnaryOp { kRelu, kExp, kTanh, kGelu, kGeluTanh };
+enum class ReduceOp { kSum, kMean, kMax };
+
+// out = a (op) b, broadcast to `os`.
+void binary(BinaryOp op, const float* a, const Shape& as, const float* b, const Shape& bs,
+            float* out, const Shape& os, rt::ThreadPool* pool);
+
+// y = op(x) over n elements; y may alias x. gelu is exact (erf), gelu_tanh
+// GPT-2's tanh form, as in runtime/kernels/Elementwise.h.
+void unary(UnaryOp op, const float* x, float* y, int64_t n, rt::ThreadPool* pool);
+
+// y = x · factor over n elements; y may alias x.
+void scale(const float* x, float factor, float* y, int64_t n, rt::ThreadPool* pool);
+
+// out = cond ? a : b, all three broadcast to `os` (cond is bytes).
+void select(const uint8_t* cond, const Shape& cs, const float* a, const Shape& as,
+            const float* b, const Shape& bs, float* out, const Shape& os);
+
+// y = x with its dimensions permuted: y.shape[i] = x.shape[perm[i]]; any
+// element type of `elemSize` bytes.
+void transpose(const void* x, const Shape& xs, const int64_t* perm, void* y, size_t elemSize);
+
+// out = the n inputs joined along `axis` (all other dimensions equal).
+void concat(const void* const* inputs, const Shape* shapes, int n, int axis, void* out,
+            size_t elemSize);
+
+// y = x[..., start : start + length, ...] along `axis`.
+void slice(const void* x, const Shape& xs, int axis, int64_t start, int64_t length, void* y,
+           size_t elemSize);
+
+// y = reduction of x over the axes whose bit is set in `axesMask` (bit i:
+// axis i); y holds the kept dimensions in order (a reduced axis counts as
+// size 1, so keep_dims does not change the layout). A max over an empty set
+// is -inf, a mean divides by the number of reduced elements.
+void reduce(ReduceOp op, const float* x, const Shape& xs, uint32_t axesMask, float* y);
+
+// Softmax along `axis` (a row of all -inf gives zeros). The last axis runs
+// the Highway kernel (runtime/kernels/Norm.h).
+void softmax(const float* x, const Shape& xs, int axis, float* y, rt::ThreadPool* pool);
+
+// Batched matmul with broadcast batch dimensions: a is [..., M, K] (or
+// [..., K, M] with transA), b is [..., K, N] (or [..., N, K] with transB),
+// out is [broadcast batch..., M, N] with shape `os`. Runs the GEMM kernel
+// (runtime/kernels/Gemm.h) per matrix, packing b per call.
+void matmul(const float* a, const Shape& as, bool transA, const float* b, const Shape& bs,
+            bool transB, float* out, const Shape& os, rt::ThreadPool* pool);
+
+// out[i, :] = table[ids[i], :] for the ids of shape `idsShape`; table is
+// [vocab, dim]. An id outside [0, vocab) is an error naming `idsName` (e.g.
+// "input 'src_tokens'"), the id and its index (e.g. [1, 3]); nothing is
+// written then.
+rt::Status gather(const float* table, int64_t vocab, int64_t dim, const int32_t* ids,
+                  const Shape& idsShape, const char* idsName, float* out);
+
+// out[i] = tokens[i] != padId, over n tokens.
+void keyPaddingMask(const int32_t* tokens, int64_t n, int64_t padId, uint8_t* out);
+
+// out[i, j] = j <= i + sk - sq, an [sq, sk] byte mask (bottom-right aligned).
+void causalMask(int64_t sq, int64_t sk, uint8_t* out);
+
+// out[p, j] for p in [0, length), j in [0, dim): sin(angle) for even j,
+// cos(angle) for odd j, angle = (p + offset) · 10000^(-(j - j%2)/dim),
+// formed in double (as transfuse.positional_encoding defines it).
+void positionalEncoding(int64_t length, int64_t offset, int64_t dim, float* out);
+
+// Calls fn(begin, end) over [0, rows) split across the pool (inline when the
+// pool is null or there are few rows); for generated row loops.
+template <class Fn>
+void parallelRows(rt::ThreadPool* pool, int64_t rows, const Fn& fn) {
+  if (!pool || pool->numThreads() == 1 || rows < 16) {
+    fn(int64_t{0}, rows);
+    return;
+  }
+  pool->parallelFor(rows, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+}
+
+// Copies n bytes (a result that is an input, a parameter or another result).
+void copyBytes(const void* x, void* y, size_t n);
+
+}  // namespace transfuse::exec
+
+#endif  // TRANSFUSE_RUNTIME_EXEC_OPS_H

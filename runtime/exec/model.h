@@ -1,0 +1,133 @@
+/* The C ABI of a compiled Transfuse model (copied into every artifact as
+ * model.h). An app includes this header and links the artifact (libmodel.so
+ * or libmodel.a) alone.
+ *
+ *   tf_model* m = NULL;
+ *   tf_error err;
+ *   tf_options opt = {0};            // threads = cores; weights from the file
+ *   if (tf_model_create("weights.safetensors", &opt, &m, &err) != 0) { puts(err.message); ... }
+ *   int32_t fwd = tf_model_find_entry_point(m, "forward");
+ *   int64_t src_shape[2] = {1, 12}, tgt_shape[2] = {1, 10};
+ *   tf_tensor in[2] = {{"src_tokens", TF_I32, 2, src_shape, src},
+ *                      {"tgt_tokens", TF_I32, 2, tgt_shape, tgt}};
+ *   int64_t out_shape[3];
+ *   tf_model_output_shape(m, fwd, in, 2, 0, out_shape, &err);   // [1, 10, vocab]
+ *   tf_tensor out[1] = {{"logits", TF_F32, 3, out_shape, logits}};
+ *   tf_model_run(m, fwd, in, 2, out, 1, &err);
+ *   tf_model_destroy(m);
+ *
+ * Contract:
+ * - Every function that can fail returns 0 on success and non-zero on error,
+ *   with a message naming the tensor, file or entry point in *error (which
+ *   may be NULL). Nothing is kept in a global.
+ * - tf_model_create runs the model's prepare step (weight-only work hoisted
+ *   out of the entry points, and GEMM weight packing) once.
+ * - tf_model_run may be called from several threads at once on one model;
+ *   each call uses its own arena. A failed call (unknown or missing tensor,
+ *   wrong dtype, rank or size, a size over the compiled maximum, a token id
+ *   outside the vocabulary) writes no output and leaves the model usable.
+ * - Outputs are written to caller buffers whose shapes must equal
+ *   tf_model_output_shape for the given inputs.
+ * - Pointers returned by query functions live as long as the model.
+ */
+#ifndef TRANSFUSE_MODEL_H
+#define TRANSFUSE_MODEL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TF_ABI_VERSION 1
+
+/* Element types; the numbering is fixed by the ABI. */
+typedef enum tf_dtype {
+  TF_F32 = 0,
+  TF_F64 = 1,
+  TF_F16 = 2,
+  TF_BF16 = 3,
+  TF_I32 = 4,
+  TF_I64 = 5,
+  TF_BOOL = 6 /* one byte, 0 or 1 */
+} tf_dtype;
+
+typedef struct tf_error {
+  int32_t code; /* 0: no error */
+  char message[1024];
+} tf_error;
+
+/* A named, dense, row-major tensor owned by the caller. */
+typedef struct tf_tensor {
+  const char* name;
+  int32_t dtype; /* tf_dtype */
+  int32_t rank;
+  const int64_t* shape;
+  void* data;
+} tf_tensor;
+
+/* The declared form of an input or output: shape holds -1 for a dynamic
+ * dimension, max_shape its compiled maximum. */
+typedef struct tf_tensor_spec {
+  const char* name;
+  int32_t dtype;
+  int32_t rank;
+  const int64_t* shape;
+  const int64_t* max_shape;
+} tf_tensor_spec;
+
+typedef struct tf_options {
+  int32_t num_threads; /* <= 0: one per hardware thread */
+  uint64_t seed;       /* seed of random weights when weights_path is NULL */
+} tf_options;
+
+typedef struct tf_model tf_model;
+
+/* TF_ABI_VERSION of the artifact; a runtime refuses versions it does not know. */
+uint32_t tf_abi_version(void);
+
+/* Loads weights (safetensors; NULL: seeded random weights, for benchmarks and
+ * tests) and prepares the model. options may be NULL (defaults). */
+int32_t tf_model_create(const char* weights_path, const tf_options* options, tf_model** model,
+                        tf_error* error);
+void tf_model_destroy(tf_model* model);
+
+/* The fusion strategy and configuration (JSON) the model was compiled with. */
+const char* tf_model_fusion(const tf_model* model);
+const char* tf_model_config_json(const tf_model* model);
+
+int32_t tf_model_num_threads(const tf_model* model);
+int32_t tf_model_num_entry_points(const tf_model* model);
+const char* tf_model_entry_point_name(const tf_model* model, int32_t entry);
+/* The index of the entry point called `name`, or -1. */
+int32_t tf_model_find_entry_point(const tf_model* model, const char* name);
+int32_t tf_model_num_inputs(const tf_model* model, int32_t entry);
+int32_t tf_model_num_outputs(const tf_model* model, int32_t entry);
+int32_t tf_model_input_spec(const tf_model* model, int32_t entry, int32_t index,
+                            tf_tensor_spec* spec, tf_error* error);
+int32_t tf_model_output_spec(const tf_model* model, int32_t entry, int32_t index,
+                             tf_tensor_spec* spec, tf_error* error);
+
+/* The shape of output `index` for these inputs (validated as by run). */
+int32_t tf_model_output_shape(const tf_model* model, int32_t entry, const tf_tensor* inputs,
+                              int32_t num_inputs, int32_t index, int64_t* shape,
+                              tf_error* error);
+
+/* Runs an entry point; inputs and outputs are matched by name. */
+int32_t tf_model_run(tf_model* model, int32_t entry, const tf_tensor* inputs,
+                     int32_t num_inputs, const tf_tensor* outputs, int32_t num_outputs,
+                     tf_error* error);
+
+/* For benchmarks: the arena bytes one run of the entry point uses at the
+ * compiled maxima, the kernel calls one run makes, and the floating-point
+ * operations (multiply-adds count 2) for these inputs (-1 on bad inputs). */
+int64_t tf_model_arena_bytes(const tf_model* model, int32_t entry);
+int64_t tf_model_kernel_calls(const tf_model* model, int32_t entry);
+double tf_model_flops(const tf_model* model, int32_t entry, const tf_tensor* inputs,
+                      int32_t num_inputs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TRANSFUSE_MODEL_H */

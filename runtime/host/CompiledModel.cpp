@@ -1,0 +1,259 @@
+// CompiledModel: an artifact loaded with dlopen and driven through the C ABI
+// of model.h (see CompiledModel.h). tf_abi_version is resolved and checked
+// before any other symbol, so an artifact of another ABI version is refused
+// with a clear message even when its other functions differ.
+
+#include "runtime/host/CompiledModel.h"
+
+#include "runtime/exec/model.h"
+
+#include <dlfcn.h>
+
+#include <utility>
+
+namespace transfuse::rt {
+
+struct CompiledModel::Api {
+  uint32_t (*abiVersion)(void) = nullptr;
+  int32_t (*create)(const char*, const tf_options*, tf_model**, tf_error*) = nullptr;
+  void (*destroy)(tf_model*) = nullptr;
+  const char* (*fusion)(const tf_model*) = nullptr;
+  const char* (*configJson)(const tf_model*) = nullptr;
+  int32_t (*numThreads)(const tf_model*) = nullptr;
+  int32_t (*numEntryPoints)(const tf_model*) = nullptr;
+  const char* (*entryPointName)(const tf_model*, int32_t) = nullptr;
+  int32_t (*findEntryPoint)(const tf_model*, const char*) = nullptr;
+  int32_t (*numInputs)(const tf_model*, int32_t) = nullptr;
+  int32_t (*numOutputs)(const tf_model*, int32_t) = nullptr;
+  int32_t (*inputSpec)(const tf_model*, int32_t, int32_t, tf_tensor_spec*, tf_error*) = nullptr;
+  int32_t (*outputSpec)(const tf_model*, int32_t, int32_t, tf_tensor_spec*, tf_error*) = nullptr;
+  int32_t (*outputShape)(const tf_model*, int32_t, const tf_tensor*, int32_t, int32_t, int64_t*,
+                         tf_error*) = nullptr;
+  int32_t (*run)(tf_model*, int32_t, const tf_tensor*, int32_t, const tf_tensor*, int32_t,
+                 tf_error*) = nullptr;
+  int64_t (*arenaBytes)(const tf_model*, int32_t) = nullptr;
+  int64_t (*kernelCalls)(const tf_model*, int32_t) = nullptr;
+  double (*flops)(const tf_model*, int32_t, const tf_tensor*, int32_t) = nullptr;
+};
+
+namespace {
+
+tf_model* asModel(void* p) { return static_cast<tf_model*>(p); }
+
+// Resolves `name` into `*fn` (a function pointer of the declared type).
+template <class Fn>
+Status resolve(void* handle, const std::string& library, const char* name, Fn* fn) {
+  dlerror();
+  void* sym = dlsym(handle, name);
+  if (!sym)
+    return Status::error("artifact '" + library + "' does not export symbol '" + name +
+                         "' of the model.h ABI");
+  *fn = reinterpret_cast<Fn>(sym);
+  return Status::ok();
+}
+
+// The caller's tensors as tf_tensors (borrowing names, shapes and data).
+std::vector<tf_tensor> toTf(const std::map<std::string, Tensor>& tensors) {
+  std::vector<tf_tensor> out;
+  out.reserve(tensors.size());
+  for (const auto& [name, t] : tensors)
+    out.push_back(tf_tensor{name.c_str(), static_cast<int32_t>(t.dtype),
+                            static_cast<int32_t>(t.shape.size()), t.shape.data(),
+                            const_cast<uint8_t*>(t.bytes.data())});
+  return out;
+}
+
+TensorSpec fromTf(const tf_tensor_spec& s) {
+  TensorSpec spec;
+  spec.name = s.name ? s.name : "";
+  spec.dtype = static_cast<DType>(s.dtype);
+  spec.shape.assign(s.shape, s.shape + s.rank);
+  spec.maxShape.assign(s.max_shape, s.max_shape + s.rank);
+  return spec;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::load(const std::string& library,
+                                                             const LoadOptions& options) {
+  std::unique_ptr<CompiledModel> m(new CompiledModel());
+  m->library_ = library;
+  m->api_ = std::make_unique<Api>();
+  dlerror();
+  m->handle_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!m->handle_) {
+    const char* why = dlerror();
+    return Status::error("cannot load artifact '" + library + "': " +
+                         (why ? why : "dlopen failed"));
+  }
+  // The destructor dlcloses on every error path below.
+  Api& api = *m->api_;
+  if (Status s = resolve(m->handle_, library, "tf_abi_version", &api.abiVersion); !s) return s;
+  uint32_t version = api.abiVersion();
+  if (version != TF_ABI_VERSION)
+    return Status::error("artifact '" + library + "' has ABI version " + std::to_string(version) +
+                         "; this runtime reads version " + std::to_string(TF_ABI_VERSION));
+#define TF_RESOLVE(field, symbol)                                                 \
+  if (Status s = resolve(m->handle_, library, symbol, &api.field); !s) return s;
+  TF_RESOLVE(create, "tf_model_create")
+  TF_RESOLVE(destroy, "tf_model_destroy")
+  TF_RESOLVE(fusion, "tf_model_fusion")
+  TF_RESOLVE(configJson, "tf_model_config_json")
+  TF_RESOLVE(numThreads, "tf_model_num_threads")
+  TF_RESOLVE(numEntryPoints, "tf_model_num_entry_points")
+  TF_RESOLVE(entryPointName, "tf_model_entry_point_name")
+  TF_RESOLVE(findEntryPoint, "tf_model_find_entry_point")
+  TF_RESOLVE(numInputs, "tf_model_num_inputs")
+  TF_RESOLVE(numOutputs, "tf_model_num_outputs")
+  TF_RESOLVE(inputSpec, "tf_model_input_spec")
+  TF_RESOLVE(outputSpec, "tf_model_output_spec")
+  TF_RESOLVE(outputShape, "tf_model_output_shape")
+  TF_RESOLVE(run, "tf_model_run")
+  TF_RESOLVE(arenaBytes, "tf_model_arena_bytes")
+  TF_RESOLVE(kernelCalls, "tf_model_kernel_calls")
+  TF_RESOLVE(flops, "tf_model_flops")
+#undef TF_RESOLVE
+
+  tf_options opt{};
+  opt.num_threads = options.threads;
+  opt.seed = options.seed;
+  tf_error err{};
+  tf_model* model = nullptr;
+  const char* weights = options.weightsPath.empty() ? nullptr : options.weightsPath.c_str();
+  if (api.create(weights, &opt, &model, &err) != 0)
+    return Status::error("artifact '" + library + "': " + err.message);
+  m->model_ = model;
+  return m;
+}
+
+CompiledModel::~CompiledModel() {
+  if (model_ && api_ && api_->destroy) api_->destroy(asModel(model_));
+  if (handle_) dlclose(handle_);
+}
+
+std::vector<std::string> CompiledModel::entryPoints() const {
+  std::vector<std::string> names;
+  int32_t n = api_->numEntryPoints(asModel(model_));
+  for (int32_t i = 0; i < n; ++i) {
+    const char* name = api_->entryPointName(asModel(model_), i);
+    names.push_back(name ? name : "");
+  }
+  return names;
+}
+
+std::string CompiledModel::fusion() const {
+  const char* f = api_->fusion(asModel(model_));
+  return f ? f : "";
+}
+
+int CompiledModel::threads() const { return api_->numThreads(asModel(model_)); }
+
+namespace {
+
+Status unknownEntry(const std::string& library, const std::string& entry,
+                    const std::vector<std::string>& known) {
+  std::string list;
+  for (const std::string& k : known) list += (list.empty() ? "'" : ", '") + k + "'";
+  return Status::error("artifact '" + library + "' has no entry point '" + entry +
+                       "' (entry points: " + list + ")");
+}
+
+}  // namespace
+
+StatusOr<std::vector<TensorSpec>> CompiledModel::inputs(const std::string& entry) const {
+  int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
+  if (e < 0) return unknownEntry(library_, entry, entryPoints());
+  std::vector<TensorSpec> specs;
+  int32_t n = api_->numInputs(asModel(model_), e);
+  for (int32_t i = 0; i < n; ++i) {
+    tf_tensor_spec s{};
+    tf_error err{};
+    if (api_->inputSpec(asModel(model_), e, i, &s, &err) != 0)
+      return Status::error("entry point '" + entry + "': " + err.message);
+    specs.push_back(fromTf(s));
+  }
+  return specs;
+}
+
+StatusOr<std::vector<TensorSpec>> CompiledModel::outputs(const std::string& entry) const {
+  int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
+  if (e < 0) return unknownEntry(library_, entry, entryPoints());
+  std::vector<TensorSpec> specs;
+  int32_t n = api_->numOutputs(asModel(model_), e);
+  for (int32_t i = 0; i < n; ++i) {
+    tf_tensor_spec s{};
+    tf_error err{};
+    if (api_->outputSpec(asModel(model_), e, i, &s, &err) != 0)
+      return Status::error("entry point '" + entry + "': " + err.message);
+    specs.push_back(fromTf(s));
+  }
+  return specs;
+}
+
+StatusOr<std::map<std::string, Tensor>> CompiledModel::run(
+    const std::string& entry, const std::map<std::string, Tensor>& inputs) {
+  int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
+  if (e < 0) return unknownEntry(library_, entry, entryPoints());
+  std::vector<tf_tensor> in = toTf(inputs);
+  const int32_t numIn = static_cast<int32_t>(in.size());
+  int32_t numOut = api_->numOutputs(asModel(model_), e);
+  std::map<std::string, Tensor> result;
+  std::vector<std::string> names;
+  for (int32_t i = 0; i < numOut; ++i) {
+    tf_tensor_spec spec{};
+    tf_error err{};
+    if (api_->outputSpec(asModel(model_), e, i, &spec, &err) != 0)
+      return Status::error("entry point '" + entry + "': " + err.message);
+    std::vector<int64_t> shape(spec.rank > 0 ? spec.rank : 0);
+    if (api_->outputShape(asModel(model_), e, in.data(), numIn, i, shape.data(), &err) != 0)
+      return Status::error("entry point '" + entry + "': " + err.message);
+    names.push_back(spec.name ? spec.name : "");
+    result[names.back()] = Tensor::zeros(static_cast<DType>(spec.dtype), std::move(shape));
+  }
+  std::vector<tf_tensor> out;
+  for (const std::string& name : names) {
+    Tensor& t = result[name];
+    out.push_back(tf_tensor{name.c_str(), static_cast<int32_t>(t.dtype),
+                            static_cast<int32_t>(t.shape.size()), t.shape.data(), t.bytes.data()});
+  }
+  tf_error err{};
+  if (api_->run(asModel(model_), e, in.data(), numIn, out.data(), static_cast<int32_t>(out.size()),
+                &err) != 0)
+    return Status::error("entry point '" + entry + "': " + err.message);
+  return result;
+}
+
+int64_t CompiledModel::arenaBytes(const std::string& entry) const {
+  int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
+  return e < 0 ? -1 : api_->arenaBytes(asModel(model_), e);
+}
+
+int64_t CompiledModel::kernelCalls(const std::string& entry) const {
+  int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
+  return e < 0 ? -1 : api_->kernelCalls(asModel(model_), e);
+}
+
+StatusOr<double> CompiledModel::flops(const std::string& entry,
+                                      const std::map<std::string, Tensor>& inputs) const {
+  int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
+  if (e < 0) return unknownEntry(library_, entry, entryPoints());
+  std::vector<tf_tensor> in = toTf(inputs);
+  double f = api_->flops(asModel(model_), e, in.data(), static_cast<int32_t>(in.size()));
+  if (f < 0) {
+    // The ABI reports bad inputs as -1; output_shape validates the same way
+    // and gives the message.
+    tf_error err{};
+    tf_tensor_spec spec{};
+    if (api_->numOutputs(asModel(model_), e) > 0 &&
+        api_->outputSpec(asModel(model_), e, 0, &spec, &err) == 0) {
+      std::vector<int64_t> shape(spec.rank > 0 ? spec.rank : 1);
+      if (api_->outputShape(asModel(model_), e, in.data(), static_cast<int32_t>(in.size()), 0,
+                            shape.data(), &err) != 0)
+        return Status::error("entry point '" + entry + "': " + err.message);
+    }
+    return Status::error("entry point '" + entry + "': invalid inputs");
+  }
+  return f;
+}
+
+}  // namespace transfuse::rt

@@ -1,0 +1,67 @@
+// CompiledModel: the runtime's host side of an artifact. Loads DIR/libmodel.so
+// through the C ABI of model.h (dlopen, never private symbols), refuses an
+// artifact whose ABI version this runtime does not know, and runs entry
+// points on named tensors. Errors name the artifact, the entry point or the
+// tensor. Thread-safe like the ABI: run() may be called concurrently.
+#ifndef TRANSFUSE_RUNTIME_HOST_COMPILEDMODEL_H
+#define TRANSFUSE_RUNTIME_HOST_COMPILEDMODEL_H
+
+#include "runtime/Status.h"
+#include "runtime/Tensor.h"
+#include "runtime/TensorSpec.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace transfuse::rt {
+
+struct LoadOptions {
+  std::string weightsPath;  // safetensors; empty: random weights from `seed`
+  uint64_t seed = 0;
+  int threads = 0;          // <= 0: one per hardware thread
+};
+
+class CompiledModel {
+public:
+  // Loads `library` (usually DIR/libmodel.so) and creates the model.
+  static StatusOr<std::unique_ptr<CompiledModel>> load(const std::string& library,
+                                                       const LoadOptions& options);
+  ~CompiledModel();
+  CompiledModel(const CompiledModel&) = delete;
+  CompiledModel& operator=(const CompiledModel&) = delete;
+
+  std::vector<std::string> entryPoints() const;
+  std::string fusion() const;
+  int threads() const;
+  // Specs of an entry point's inputs and outputs (error: unknown entry point).
+  StatusOr<std::vector<TensorSpec>> inputs(const std::string& entry) const;
+  StatusOr<std::vector<TensorSpec>> outputs(const std::string& entry) const;
+
+  // Runs `entry`: allocates outputs of the shapes the model reports for these
+  // inputs and returns them by name.
+  StatusOr<std::map<std::string, Tensor>> run(const std::string& entry,
+                                              const std::map<std::string, Tensor>& inputs);
+
+  // Benchmark figures (model.h): arena bytes at the maxima, kernel calls per
+  // run, FLOPs of a run on these inputs.
+  int64_t arenaBytes(const std::string& entry) const;
+  int64_t kernelCalls(const std::string& entry) const;
+  StatusOr<double> flops(const std::string& entry,
+                         const std::map<std::string, Tensor>& inputs) const;
+
+  struct Api;  // the resolved tf_* functions
+
+private:
+  CompiledModel() = default;
+  void* handle_ = nullptr;
+  std::unique_ptr<Api> api_;
+  void* model_ = nullptr;  // tf_model*
+  std::string library_;
+};
+
+}  // namespace transfuse::rt
+
+#endif  // TRANSFUSE_RUNTIME_HOST_COMPILEDMODEL_H

@@ -1,0 +1,320 @@
+// The C ABI of model.h (runtime/exec/ModelAbi.cpp) through the host loader
+// (runtime/host/CompiledModel), on the hand-written model of fake_model.cpp
+// built as a shared library: weights (random and from a file), the prepare
+// step and packing, input validation, errors from a run, concurrent runs, and
+// the refusal of unknown ABI versions and missing libraries.
+
+#include "runtime/Safetensors.h"
+#include "runtime/WeightBinding.h"
+#include "runtime/host/CompiledModel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+#include <unistd.h>
+
+namespace transfuse::rt {
+namespace {
+
+const std::string kModel = TRANSFUSE_FAKE_MODEL;
+const std::string kV999 = TRANSFUSE_FAKE_ABI_V999;
+const std::string kV1Only = TRANSFUSE_FAKE_ABI_V1_ONLY;
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// The params of fake_model.cpp that are weights (prepared.0 is not).
+std::vector<ParamSpec> fakeParamSpecs() {
+  ParamSpec w{"w", {4, 3}, InitKind::XavierUniform, 3, 4, false};
+  ParamSpec b{"b", {3}, InitKind::Zeros, 0, 0, true};
+  return {w, b};
+}
+
+Tensor f32(std::vector<int64_t> shape, const std::vector<float>& values) {
+  Tensor t = Tensor::zeros(DType::F32, std::move(shape));
+  EXPECT_EQ(static_cast<size_t>(t.numElements()), values.size());
+  std::copy(values.begin(), values.end(), t.data<float>());
+  return t;
+}
+
+Tensor i32(std::vector<int64_t> shape, const std::vector<int32_t>& values) {
+  Tensor t = Tensor::zeros(DType::I32, std::move(shape));
+  std::copy(values.begin(), values.end(), t.data<int32_t>());
+  return t;
+}
+
+// x [batch, 4] with distinct values, ids 0..batch-1.
+std::map<std::string, Tensor> goodInputs(int64_t batch) {
+  std::vector<float> x(batch * 4);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(i) - 1.5f;
+  std::vector<int32_t> ids(batch);
+  for (int64_t i = 0; i < batch; ++i) ids[i] = static_cast<int32_t>(i);
+  std::map<std::string, Tensor> in;
+  in["x"] = f32({batch, 4}, x);
+  in["ids"] = i32({batch}, ids);
+  return in;
+}
+
+// y = x · w + b in double.
+void expectForward(const std::map<std::string, Tensor>& in, const Tensor& w, const Tensor& b,
+                   const Tensor& y) {
+  const Tensor& x = in.at("x");
+  int64_t batch = x.shape[0];
+  ASSERT_EQ(y.dtype, DType::F32);
+  ASSERT_EQ(y.shape, (std::vector<int64_t>{batch, 3}));
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t n = 0; n < 3; ++n) {
+      double acc = b.data<float>()[n];
+      for (int64_t k = 0; k < 4; ++k)
+        acc += double(x.data<float>()[i * 4 + k]) * w.data<float>()[k * 3 + n];
+      EXPECT_NEAR(y.data<float>()[i * 3 + n], acc, 1e-5 * (1 + std::fabs(acc)))
+          << "y[" << i << ", " << n << "]";
+    }
+}
+
+std::unique_ptr<CompiledModel> loadOrDie(const LoadOptions& opt) {
+  auto m = CompiledModel::load(kModel, opt);
+  EXPECT_TRUE(m.isOk()) << m.status().message();
+  return m.isOk() ? std::move(*m) : nullptr;
+}
+
+TEST(ModelAbi, RandomWeightsMatchTheReference) {
+  LoadOptions opt;
+  opt.seed = 1234;
+  opt.threads = 2;
+  auto m = loadOrDie(opt);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->entryPoints(), std::vector<std::string>{"forward"});
+  EXPECT_EQ(m->fusion(), "all");
+  EXPECT_EQ(m->threads(), 2);
+  EXPECT_EQ(m->arenaBytes("forward"), 8 * 4 * 4);
+  EXPECT_EQ(m->kernelCalls("forward"), 1);
+  EXPECT_EQ(m->arenaBytes("nope"), -1);
+
+  auto ins = m->inputs("forward");
+  ASSERT_TRUE(ins.isOk()) << ins.status().message();
+  ASSERT_EQ(ins->size(), 2u);
+  EXPECT_EQ((*ins)[0].name, "x");
+  EXPECT_EQ((*ins)[0].dtype, DType::F32);
+  EXPECT_EQ((*ins)[0].shape, (std::vector<int64_t>{-1, 4}));
+  EXPECT_EQ((*ins)[0].maxShape, (std::vector<int64_t>{8, 4}));
+  EXPECT_EQ((*ins)[1].name, "ids");
+  EXPECT_EQ((*ins)[1].dtype, DType::I32);
+  auto outs = m->outputs("forward");
+  ASSERT_TRUE(outs.isOk());
+  ASSERT_EQ(outs->size(), 1u);
+  EXPECT_EQ((*outs)[0].name, "y");
+  EXPECT_EQ((*outs)[0].shape, (std::vector<int64_t>{-1, 3}));
+
+  auto weights = randomWeights(fakeParamSpecs(), 1234);
+  for (int64_t batch : {1, 3, 8}) {
+    auto in = goodInputs(batch);
+    auto flops = m->flops("forward", in);
+    ASSERT_TRUE(flops.isOk()) << flops.status().message();
+    EXPECT_EQ(*flops, 2.0 * batch * 4 * 3);
+    auto out = m->run("forward", in);
+    ASSERT_TRUE(out.isOk()) << out.status().message();
+    ASSERT_EQ(out->size(), 1u);
+    expectForward(in, weights.at("w"), weights.at("b"), out->at("y"));
+  }
+
+  // Another seed gives other weights.
+  opt.seed = 99;
+  auto other = loadOrDie(opt);
+  ASSERT_TRUE(other);
+  auto in = goodInputs(2);
+  auto a = m->run("forward", in), b = other->run("forward", in);
+  ASSERT_TRUE(a.isOk() && b.isOk());
+  EXPECT_NE(a->at("y").bytes, b->at("y").bytes);
+}
+
+class TempDir {
+public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "transfuse_abi_XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+private:
+  std::string path_;
+};
+
+TEST(ModelAbi, WeightsFromAFileWithPrefixAliasAndIgnoredBuffer) {
+  TempDir dir;
+  Tensor w = f32({4, 3}, {0.5f, -1, 2, 0.25f, 3, -0.5f, 1, 1, 1, -2, 0.75f, 0});
+  Tensor b = f32({3}, {0.5f, -0.25f, 4});
+  Tensor mask = i32({2}, {1, 0});
+  std::string path = dir.file("weights.safetensors");
+  ASSERT_TRUE(writeSafetensors(path, {{"model.w", &w}, {"bias", &b}, {"layer.mask", &mask}}));
+  LoadOptions opt;
+  opt.weightsPath = path;
+  opt.threads = 1;
+  auto m = loadOrDie(opt);
+  ASSERT_TRUE(m);
+  auto in = goodInputs(5);
+  auto out = m->run("forward", in);
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  expectForward(in, w, b, out->at("y"));
+
+  // b is optional: zeros when absent.
+  std::string onlyW = dir.file("only_w.safetensors");
+  ASSERT_TRUE(writeSafetensors(onlyW, {{"w", &w}}));
+  opt.weightsPath = onlyW;
+  m = loadOrDie(opt);
+  ASSERT_TRUE(m);
+  out = m->run("forward", in);
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  expectForward(in, w, Tensor::zeros(DType::F32, {3}), out->at("y"));
+
+  // w is not: an error naming the file and the tensor.
+  std::string onlyB = dir.file("only_b.safetensors");
+  ASSERT_TRUE(writeSafetensors(onlyB, {{"b", &b}}));
+  opt.weightsPath = onlyB;
+  auto bad = CompiledModel::load(kModel, opt);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_TRUE(contains(bad.status().message(), "missing tensor 'w'")) << bad.status().message();
+  EXPECT_TRUE(contains(bad.status().message(), onlyB)) << bad.status().message();
+
+  opt.weightsPath = dir.file("absent.safetensors");
+  bad = CompiledModel::load(kModel, opt);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_TRUE(contains(bad.status().message(), "absent.safetensors")) << bad.status().message();
+}
+
+TEST(ModelAbi, BadInputsAreRefusedByNameAndTheModelStaysUsable) {
+  LoadOptions opt;
+  opt.seed = 5;
+  opt.threads = 2;
+  auto m = loadOrDie(opt);
+  ASSERT_TRUE(m);
+  auto weights = randomWeights(fakeParamSpecs(), 5);
+
+  struct Case {
+    const char* what;
+    std::map<std::string, Tensor> inputs;
+    std::string expected;
+  };
+  std::vector<Case> cases;
+  {
+    auto in = goodInputs(3);
+    in["z"] = f32({1}, {0});
+    cases.push_back({"unknown name", in, "input 'z' is not an input of the model"});
+  }
+  {
+    auto in = goodInputs(3);
+    in.erase("ids");
+    cases.push_back({"missing name", in, "missing input 'ids'"});
+  }
+  {
+    auto in = goodInputs(3);
+    in["x"] = Tensor::zeros(DType::F64, {3, 4});
+    cases.push_back({"wrong dtype", in, "input 'x' has dtype F64, expected F32"});
+  }
+  {
+    auto in = goodInputs(3);
+    in["x"] = Tensor::zeros(DType::F32, {3, 4, 1});
+    cases.push_back({"wrong rank", in, "input 'x' has rank 3"});
+  }
+  {
+    auto in = goodInputs(3);
+    in["x"] = Tensor::zeros(DType::F32, {3, 5});
+    cases.push_back({"wrong static dim", in, "input 'x' has size 5 in dimension 1, expected 4"});
+  }
+  {
+    auto in = goodInputs(8);
+    in["x"] = Tensor::zeros(DType::F32, {9, 4});
+    cases.push_back(
+        {"over the maximum", in, "input 'x' has size 9 in dimension 0, outside [1, 8]"});
+  }
+  {
+    auto in = goodInputs(3);
+    in["ids"] = i32({2}, {0, 1});
+    cases.push_back({"batch mismatch", in, "inputs 'x' and 'ids' have different batch sizes"});
+  }
+  {
+    auto in = goodInputs(3);
+    in["ids"] = i32({3}, {0, -1, 2});
+    cases.push_back({"negative id (from run)", in, "input 'ids': token id -1 at position 1"});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto out = m->run("forward", c.inputs);
+    ASSERT_FALSE(out.isOk());
+    EXPECT_TRUE(contains(out.status().message(), c.expected)) << out.status().message();
+    if (std::string(c.what) != "negative id (from run)") {
+      auto flops = m->flops("forward", c.inputs);
+      ASSERT_FALSE(flops.isOk());
+      EXPECT_TRUE(contains(flops.status().message(), c.expected)) << flops.status().message();
+    }
+    // Still usable.
+    auto in = goodInputs(4);
+    auto good = m->run("forward", in);
+    ASSERT_TRUE(good.isOk()) << good.status().message();
+    expectForward(in, weights.at("w"), weights.at("b"), good->at("y"));
+  }
+
+  auto out = m->run("backward", goodInputs(1));
+  ASSERT_FALSE(out.isOk());
+  EXPECT_TRUE(contains(out.status().message(), "no entry point 'backward'"))
+      << out.status().message();
+  EXPECT_FALSE(m->inputs("backward").isOk());
+}
+
+TEST(ModelAbi, ConcurrentRunsGiveIdenticalOutputs) {
+  LoadOptions opt;
+  opt.seed = 77;
+  opt.threads = 2;
+  auto m = loadOrDie(opt);
+  ASSERT_TRUE(m);
+  // Each thread its own batch size, against a single-threaded baseline.
+  std::vector<std::map<std::string, Tensor>> inputs;
+  std::vector<Tensor> expected;
+  for (int t = 0; t < 4; ++t) {
+    inputs.push_back(goodInputs(t + 5));
+    auto out = m->run("forward", inputs.back());
+    ASSERT_TRUE(out.isOk()) << out.status().message();
+    expected.push_back(out->at("y"));
+  }
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        auto out = m->run("forward", inputs[t]);
+        if (!out.isOk() || out->at("y").bytes != expected[t].bytes) ++mismatches[t];
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+TEST(ModelAbi, UnknownAbiVersionIsRefused) {
+  auto m = CompiledModel::load(kV999, {});
+  ASSERT_FALSE(m.isOk());
+  EXPECT_EQ(m.status().message(),
+            "artifact '" + kV999 + "' has ABI version 999; this runtime reads version 1");
+}
+
+TEST(ModelAbi, MissingSymbolIsNamed) {
+  auto m = CompiledModel::load(kV1Only, {});
+  ASSERT_FALSE(m.isOk());
+  EXPECT_EQ(m.status().message(), "artifact '" + kV1Only +
+                                      "' does not export symbol 'tf_model_create' of the "
+                                      "model.h ABI");
+}
+
+TEST(ModelAbi, MissingLibraryIsNamed) {
+  const std::string path = "/nonexistent/dir/libmodel.so";
+  auto m = CompiledModel::load(path, {});
+  ASSERT_FALSE(m.isOk());
+  EXPECT_TRUE(contains(m.status().message(), "'" + path + "'")) << m.status().message();
+}
+
+}  // namespace
+}  // namespace transfuse::rt

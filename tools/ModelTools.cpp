@@ -1,0 +1,306 @@
+//===- ModelTools.cpp - compile, verify and benchmark whole models --------===//
+
+#include "tools/ModelTools.h"
+
+#include "codegen/reference/Interpreter.h"
+#include "ir/TransfuseDialect.h"
+#include "models/Models.h"
+#include "passes/Passes.h"
+#include "runtime/WeightBinding.h"
+#include "runtime/host/CompiledModel.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+using namespace mlir;
+using namespace mlir::transfuse;
+using namespace mlir::transfuse::tools;
+namespace rt = ::transfuse::rt;
+
+namespace {
+
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
+}
+
+template <typename T>
+llvm::Expected<T> fromStatus(rt::StatusOr<T> value) {
+  if (!value.isOk())
+    return error(value.status().message());
+  return std::move(*value);
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Removes, on destruction, the files of a failed compile.
+struct Cleanup {
+  std::string dir;
+  bool keep = false;
+  ~Cleanup() {
+    if (keep)
+      return;
+    for (const char *f : {"model.cpp", "model.h", "libmodel.so", "libmodel.a", "model",
+                          "model.o", "build.log", "model.mlir", "manifest.json", "report.json"})
+      llvm::sys::fs::remove(dir + "/" + f);
+  }
+};
+
+} // namespace
+
+llvm::Expected<Emit> tools::parseEmit(StringRef name) {
+  if (name == "mlir") return Emit::kMlir;
+  if (name == "cpp") return Emit::kCpp;
+  if (name == "shared") return Emit::kShared;
+  if (name == "static") return Emit::kStatic;
+  if (name == "exe") return Emit::kExecutable;
+  return error("--emit " + name + " is not one of mlir, cpp, shared, static, exe");
+}
+
+llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const FusionStrategy &strategy,
+                                                   StringRef dir, Emit emit,
+                                                   const cpu::BuildOptions &build,
+                                                   FusionReport *report) {
+  auto t0 = std::chrono::steady_clock::now();
+  PassManager pm(module.getContext());
+  buildCompilePipeline(pm, strategy, report);
+  std::string diagnostics;
+  {
+    ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error)
+        diagnostics += "\n  " + d.str();
+      return success();
+    });
+    if (failed(pm.run(module)))
+      return error("the compile pipeline failed:" + diagnostics);
+  }
+  auto mi = extractInterface(module);
+  if (!mi)
+    return mi.takeError();
+  std::error_code ec = llvm::sys::fs::create_directories(dir);
+  if (ec)
+    return error("cannot create '" + dir + "': " + ec.message());
+  Cleanup cleanup{dir.str()};
+  llvm::json::Value reportJson = report ? report->toJson() : llvm::json::Value(nullptr);
+  if (llvm::Error e = writeMlirArtifact(module, *mi, dir, strategy.str(), std::move(reportJson)))
+    return std::move(e);
+  if (emit != Emit::kMlir) {
+    auto source = cpu::generateCpp(module, *mi, strategy.str());
+    if (!source)
+      return source.takeError();
+    cpu::BuildOptions options = build;
+    if (emit == Emit::kCpp) {
+      // Only the source and the header: buildArtifact without a toolchain.
+      std::error_code wec;
+      llvm::raw_fd_ostream os((dir + "/model.cpp").str(), wec);
+      if (wec)
+        return error("cannot write '" + dir + "/model.cpp': " + wec.message());
+      os << *source;
+    } else {
+      options.kind = emit == Emit::kStatic      ? cpu::ArtifactKind::kStatic
+                     : emit == Emit::kExecutable ? cpu::ArtifactKind::kExecutable
+                                                 : cpu::ArtifactKind::kShared;
+      if (llvm::Error e = cpu::buildArtifact(dir, *source, options))
+        return std::move(e);
+    }
+  }
+  cleanup.keep = true;
+  return CompileResult{std::move(*mi), secondsSince(t0)};
+}
+
+llvm::Expected<std::map<std::string, rt::Tensor>>
+tools::randomInputs(ModuleOp module, const EntryPoint &ep, int64_t batch, int64_t srcLen,
+                    int64_t tgtLen, uint64_t seed, bool pad) {
+  auto func = module.lookupSymbol<func::FuncOp>(ep.name);
+  if (!func)
+    return error("the model has no entry point '" + ep.name + "'");
+  std::mt19937_64 rng(seed);
+  std::map<std::string, rt::Tensor> inputs;
+  for (auto [i, spec] : llvm::enumerate(ep.inputs)) {
+    int64_t len = spec.name == "src_tokens" ? srcLen : tgtLen;
+    std::vector<int64_t> shape;
+    for (auto [d, size] : llvm::enumerate(spec.shape))
+      shape.push_back(size >= 0 ? size : d == 0 ? batch : len);
+    for (auto [d, size] : llvm::enumerate(shape))
+      if (size > spec.maxShape[d])
+        return error("input '" + spec.name + "': size " + llvm::Twine(size) + " of dimension " +
+                     llvm::Twine(d) + " is over the compiled maximum " +
+                     llvm::Twine(spec.maxShape[d]));
+    rt::Tensor t = rt::Tensor::zeros(spec.dtype, shape);
+    int64_t n = t.numElements();
+    if (spec.dtype == rt::DType::F32) {
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      for (int64_t k = 0; k < n; ++k)
+        t.data<float>()[k] = dist(rng);
+    } else if (spec.dtype == rt::DType::I32) {
+      // The vocabulary: the smallest table this input indexes; padding ids
+      // from the masks computed from it.
+      Value arg = func.getArgument(i);
+      int64_t vocab = INT32_MAX;
+      std::optional<int64_t> padId;
+      for (Operation *user : arg.getUsers()) {
+        if (auto g = dyn_cast<GatherOp>(user))
+          vocab = std::min(vocab, g.getTable().getType().getDimSize(0));
+        if (auto k = dyn_cast<KeyPaddingMaskOp>(user))
+          padId = k.getPadId();
+      }
+      if (vocab == INT32_MAX)
+        vocab = 2;
+      std::uniform_int_distribution<int64_t> dist(0, vocab - 1);
+      int64_t rows = shape.empty() ? 1 : shape[0], cols = rows ? n / rows : 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          int64_t id = dist(rng);
+          if (padId && id == *padId)
+            id = (id + 1) % vocab;
+          if (pad && padId && r == rows - 1 && rows > 1 && c >= cols - cols / 3)
+            id = *padId;
+          t.data<int32_t>()[r * cols + c] = (int32_t)id;
+        }
+    } else if (spec.dtype == rt::DType::Bool) {
+      for (int64_t k = 0; k < n; ++k)
+        t.data<uint8_t>()[k] = rng() & 1;
+    } else {
+      return error("input '" + spec.name + "': random " + rt::dtypeName(spec.dtype) +
+                   " inputs are not supported");
+    }
+    inputs[spec.name] = std::move(t);
+  }
+  return inputs;
+}
+
+llvm::Expected<std::vector<VerifyCase>> tools::verifyArtifact(ModuleOp module,
+                                                              const ModelInterface &mi,
+                                                              StringRef dir, uint64_t seed) {
+  rt::LoadOptions load;
+  load.seed = seed;
+  auto compiled = fromStatus(rt::CompiledModel::load((dir + "/libmodel.so").str(), load));
+  if (!compiled)
+    return compiled.takeError();
+  auto weights = rt::randomWeights(mi.params, seed);
+  std::vector<VerifyCase> cases;
+  for (const EntryPoint &ep : mi.entryPoints) {
+    if (ep.name == kPrepareFunction)
+      continue;
+    int64_t maxB = 1, maxS = 1;
+    for (const rt::TensorSpec &s : ep.inputs)
+      for (auto [d, size] : llvm::enumerate(s.shape))
+        if (size < 0)
+          (d == 0 ? maxB : maxS) = std::max(d == 0 ? maxB : maxS, s.maxShape[d]);
+    // One token, a short batch with padding, and the longest sizes (kept
+    // small: the reference backend is a plain fp64 interpreter).
+    std::vector<std::array<int64_t, 3>> sizes = {
+        {1, 1, 1},
+        {std::min<int64_t>(3, maxB), std::min<int64_t>(7, maxS), std::min<int64_t>(5, maxS)},
+        {std::min<int64_t>(2, maxB), std::min<int64_t>(16, maxS), std::min<int64_t>(13, maxS)}};
+    for (auto [b, s, t] : sizes) {
+      auto inputs = randomInputs(module, ep, b, s, t, seed + b * 31 + s, /*pad=*/true);
+      if (!inputs)
+        return inputs.takeError();
+      auto got = fromStatus((*compiled)->run(ep.name, *inputs));
+      if (!got)
+        return got.takeError();
+      auto want = reference::run(module.lookupSymbol<func::FuncOp>(ep.name), weights, *inputs,
+                                 /*f64Outputs=*/true);
+      if (!want)
+        return want.takeError();
+      VerifyCase c{b, s, t, 0, 0};
+      for (const auto &[name, ref] : *want) {
+        const rt::Tensor &out = got->at(name);
+        if (out.shape != ref.shape)
+          return error("output '" + name + "' has shape " + rt::shapeToString(out.shape) +
+                       ", the reference " + rt::shapeToString(ref.shape));
+        for (int64_t k = 0; k < ref.numElements(); ++k) {
+          double r, o;
+          if (ref.dtype == rt::DType::F64) {
+            r = ref.data<double>()[k];
+            o = out.data<float>()[k];
+          } else if (ref.dtype == rt::DType::I32) {
+            r = ref.data<int32_t>()[k];
+            o = out.data<int32_t>()[k];
+          } else {
+            r = ref.data<uint8_t>()[k];
+            o = out.data<uint8_t>()[k];
+          }
+          double err = std::isnan(o) != std::isnan(r) ? INFINITY : std::isnan(r) ? 0 : std::fabs(o - r);
+          c.maxAbsError = std::max(c.maxAbsError, err);
+          c.maxAbsReference = std::max(c.maxAbsReference, std::fabs(r));
+        }
+      }
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
+llvm::Expected<BenchRow> tools::benchStrategy(StringRef modelPath, const FusionStrategy &strategy,
+                                              const BenchOptions &options) {
+  MLIRContext context;
+  ::mlir::transfuse::BuildOptions build;
+  build.maxBatch = options.batch;
+  build.maxSeqLen = std::max(options.srcLen, options.tgtLen);
+  auto module = loadModelDefinition(context, modelPath, build);
+  if (!module)
+    return module.takeError();
+  llvm::SmallString<128> dir;
+  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("transfuse-bench", dir))
+    return error("cannot create a temporary directory: " + ec.message());
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() { llvm::sys::fs::remove_directories(path); }
+  } remove{dir.str().str()};
+  auto compiled = compileModule(**module, strategy, dir, Emit::kShared, options.build, nullptr);
+  if (!compiled)
+    return compiled.takeError();
+  rt::LoadOptions load;
+  load.threads = options.threads;
+  auto model = fromStatus(rt::CompiledModel::load((dir + "/libmodel.so").str(), load));
+  if (!model)
+    return model.takeError();
+  const EntryPoint *ep = nullptr;
+  for (const EntryPoint &e : compiled->interface.entryPoints)
+    if (e.name == "forward")
+      ep = &e;
+  if (!ep)
+    return error(modelPath + " has no forward entry point");
+  auto inputs = randomInputs(**module, *ep, options.batch, options.srcLen, options.tgtLen, 1,
+                             /*pad=*/false);
+  if (!inputs)
+    return inputs.takeError();
+  BenchRow row;
+  row.strategy = strategy.str();
+  row.compileSeconds = compiled->seconds;
+  row.arenaBytes = (*model)->arenaBytes("forward");
+  row.kernelCalls = (*model)->kernelCalls("forward");
+  auto flops = fromStatus((*model)->flops("forward", *inputs));
+  if (!flops)
+    return flops.takeError();
+  row.gflop = *flops / 1e9;
+  for (int i = 0; i < 2; ++i) // warm-up: first-touch of the arena, caches
+    if (auto r = (*model)->run("forward", *inputs); !r.isOk())
+      return error(r.status().message());
+  std::vector<double> ms;
+  auto start = std::chrono::steady_clock::now();
+  while ((int)ms.size() < options.minRuns || secondsSince(start) < options.minSeconds) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = (*model)->run("forward", *inputs);
+    ms.push_back(secondsSince(t0) * 1e3);
+    if (!r.isOk())
+      return error(r.status().message());
+  }
+  std::sort(ms.begin(), ms.end());
+  row.runs = (int64_t)ms.size();
+  row.minMs = ms.front();
+  row.medianMs = ms[ms.size() / 2];
+  return row;
+}

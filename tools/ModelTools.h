@@ -1,0 +1,87 @@
+//===- ModelTools.h - compile, verify and benchmark whole models ----------===//
+//
+// The steps behind `transfuse compile`, `compile --verify` and `bench model`,
+// kept out of the flag parsing in transfuse.cpp. They print nothing; results
+// come back as values and errors as llvm::Error.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_TOOLS_MODELTOOLS_H
+#define TRANSFUSE_TOOLS_MODELTOOLS_H
+
+#include "codegen/Interface.h"
+#include "codegen/cpu/CpuCodegen.h"
+#include "passes/Passes.h"
+#include "runtime/Tensor.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlir::transfuse::tools {
+
+enum class Emit { kMlir, kCpp, kShared, kStatic, kExecutable };
+
+/// Parses "mlir", "cpp", "shared" (libmodel.so), "static", "exe".
+llvm::Expected<Emit> parseEmit(llvm::StringRef name);
+
+struct CompileResult {
+  ModelInterface interface;
+  double seconds = 0; // the whole compile, C++ toolchain included
+};
+
+/// Runs the compile pipeline of `strategy` on `module` and writes the
+/// artifact directory: model.mlir, manifest.json, report.json, and for the
+/// cpu target model.cpp, model.h and the binary `emit` asks for. On error,
+/// the files this call created are removed.
+llvm::Expected<CompileResult> compileModule(ModuleOp module, const FusionStrategy &strategy,
+                                            llvm::StringRef dir, Emit emit,
+                                            const cpu::BuildOptions &build,
+                                            FusionReport *report);
+
+/// Random inputs for entry point `ep` of `module`: token ids in the
+/// vocabulary of the table they index (ids that equal a padding id are
+/// moved off it), dimension 0 = `batch`, every other dynamic dimension the
+/// length `lengths` gives for the input's name (src_tokens -> "src", other
+/// inputs -> "tgt"). With `pad`, the last sequence of the batch ends in
+/// padding where the model masks padding.
+llvm::Expected<std::map<std::string, ::transfuse::rt::Tensor>>
+randomInputs(ModuleOp module, const EntryPoint &ep, int64_t batch, int64_t srcLen,
+             int64_t tgtLen, uint64_t seed, bool pad);
+
+struct VerifyCase {
+  int64_t batch = 0, srcLen = 0, tgtLen = 0;
+  double maxAbsError = 0, maxAbsReference = 0;
+};
+
+/// Runs DIR/libmodel.so and the reference backend on `module` (the IR the
+/// artifact was built from) with seeded random weights on random padded
+/// inputs of several sizes; returns the per-size errors of every output.
+llvm::Expected<std::vector<VerifyCase>> verifyArtifact(ModuleOp module,
+                                                       const ModelInterface &mi,
+                                                       llvm::StringRef dir, uint64_t seed);
+
+struct BenchRow {
+  std::string strategy;
+  double medianMs = 0, minMs = 0, compileSeconds = 0, gflop = 0;
+  int64_t arenaBytes = 0, kernelCalls = 0, runs = 0;
+};
+
+struct BenchOptions {
+  int64_t batch = 8, srcLen = 64, tgtLen = 64;
+  int threads = 0;
+  double minSeconds = 2.0;
+  int minRuns = 5;
+  cpu::BuildOptions build;
+};
+
+/// Compiles `modelPath` once per strategy into a temporary directory and
+/// times the forward entry point on random inputs (no padding).
+llvm::Expected<BenchRow> benchStrategy(llvm::StringRef modelPath, const FusionStrategy &strategy,
+                                       const BenchOptions &options);
+
+} // namespace mlir::transfuse::tools
+
+#endif // TRANSFUSE_TOOLS_MODELTOOLS_H
