@@ -351,6 +351,9 @@ private:
   llvm::DenseMap<Value, unsigned> outputOwned;   // results written in place
   llvm::DenseMap<Value, std::string> constNames;
   std::string body, flopTerms;
+
+public:
+  std::string scalarKernels; // region functions without Highway
 };
 
 Value rootOf(Value v) {
@@ -535,15 +538,35 @@ llvm::Error Emitter::emitOp(Operation *op) {
         return llvm::Error::success();
       })
       .Case([&](AddLayerNormOp l) -> llvm::Error {
-        auto t = l.getInput().getType();
-        if (t != l.getResidual().getType())
-          return fail(op, "a broadcast residual is not supported");
+        // x + residual with one of them possibly a trailing block of the
+        // other ([T, D] positions into [B, T, D] tokens): one call per block.
+        Value x = l.getInput(), r = l.getResidual();
+        auto t = cast<RankedTensorType>(l.getResult().getType());
+        if (x.getType() != t)
+          std::swap(x, r);
+        auto rt = cast<RankedTensorType>(r.getType());
+        bool trailing = x.getType() == t && rt.getRank() >= 1 && rt.getRank() <= t.getRank();
+        for (int64_t d = 0; trailing && d < rt.getRank(); ++d)
+          trailing = dims.dim(r, d) == dims.dim(l.getResult(), t.getRank() - rt.getRank() + d);
+        if (!trailing)
+          return fail(op, "this broadcast of the residual is not supported");
+        std::string width = std::to_string(t.getDimSize(t.getRank() - 1));
+        std::string blockRows = dims.product(r, 0, rt.getRank() - 1);
+        std::string blocks = dims.product(l.getResult(), 0, t.getRank() - rt.getRank());
         std::string sum = l.getSum().use_empty() ? "nullptr" : ptr(l.getSum());
-        call("kernels::addLayerNorm(" + in(l.getInput()) + ", " + in(l.getResidual()) + ", " +
-             in(l.getGamma()) + ", " + in(l.getBeta()) + ", " + ptr(l.getResult()) + ", " + sum +
-             ", " + dims.product(l.getInput(), 0, t.getRank() - 1) + ", " +
-             std::to_string(t.getDimSize(t.getRank() - 1)) + ", " +
-             floatLit(l.getEpsilon().convertToDouble()) + ", c.pool);");
+        std::string args = in(l.getGamma()) + ", " + in(l.getBeta()) + ", ";
+        std::string eps = floatLit(l.getEpsilon().convertToDouble());
+        if (rt == t) {
+          call("kernels::addLayerNorm(" + in(x) + ", " + in(r) + ", " + args + ptr(l.getResult()) +
+               ", " + sum + ", " + blockRows + ", " + width + ", " + eps + ", c.pool);");
+          return llvm::Error::success();
+        }
+        std::string block = "(" + blockRows + " * " + width + ")";
+        line("for (int64_t b = 0, n = " + block + "; b < " + blocks + "; ++b)");
+        call("  kernels::addLayerNorm(" + in(x) + " + b * n, " + in(r) + ", " + args +
+             ptr(l.getResult()) + " + b * n, " +
+             (sum == "nullptr" ? sum : sum + " + b * n") + ", " + blockRows + ", " + width +
+             ", " + eps + ", c.pool);");
         return llvm::Error::success();
       })
       .Case([&](LinearOp l) {
@@ -707,107 +730,160 @@ llvm::Error Emitter::emitAttention(AttentionOp op) {
   return llvm::Error::success();
 }
 
-/// A fused_elementwise region becomes a Highway function over rows of the
-/// result's last dimension. Each input is the full shape, a trailing block
-/// of it repeated over the leading rows ([S, D] into [B, S, D]), or one value.
+/// The expression of one region op over the values `arg` names: Highway
+/// vectors (`vector`) or scalars.
+std::string regionExpr(Operation &inner, llvm::function_ref<std::string(unsigned)> arg,
+                       bool vector) {
+  auto splat = [&](double v) { return vector ? "hn::Set(d, " + floatLit(v) + ")" : floatLit(v); };
+  auto bin = [&](const char *vop, const char *sop) {
+    return vector ? std::string(vop) + "(" + arg(0) + ", " + arg(1) + ")"
+                  : "(" + arg(0) + " " + sop + " " + arg(1) + ")";
+  };
+  if (auto c = dyn_cast<ConstantOp>(inner)) {
+    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!attr || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
+      return "";
+    return splat(attr.getSplatValue<APFloat>().convertToDouble());
+  }
+  if (isa<AddOp>(inner)) return bin("hn::Add", "+");
+  if (isa<SubOp>(inner)) return bin("hn::Sub", "-");
+  if (isa<MulOp>(inner)) return bin("hn::Mul", "*");
+  if (isa<DivOp>(inner)) return bin("hn::Div", "/");
+  if (auto s = dyn_cast<ScaleOp>(inner)) {
+    std::string f = splat(s.getFactor().convertToDouble());
+    return vector ? "hn::Mul(" + arg(0) + ", " + f + ")" : "(" + arg(0) + " * " + f + ")";
+  }
+  if (isa<ReluOp>(inner))
+    return vector ? "hn::Max(" + arg(0) + ", hn::Zero(d))" : "std::max(" + arg(0) + ", 0.0f)";
+  if (isa<ExpOp>(inner))
+    return vector ? "hn::Exp(d, " + arg(0) + ")" : "std::exp(" + arg(0) + ")";
+  if (isa<TanhOp>(inner))
+    return vector ? "hn::Tanh(d, " + arg(0) + ")" : "std::tanh(" + arg(0) + ")";
+  if (auto g = dyn_cast<GeluOp>(inner)) {
+    bool tanhForm = g.getApproximate() == "tanh";
+    if (vector)
+      return std::string(tanhForm ? "tk::GeluTanh" : "tk::GeluErf") + "(d, " + arg(0) + ")";
+    std::string x = arg(0);
+    return tanhForm ? "(0.5f * " + x + " * (1.0f + std::tanh(0.7978845608f * (" + x +
+                          " + 0.044715f * " + x + " * " + x + " * " + x + "))))"
+                    : "(0.5f * " + x + " * (1.0f + std::erf(" + x + " * 0.70710678f)))";
+  }
+  if (isa<SelectOp>(inner) && !vector)
+    return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+  return "";
+}
+
+/// A fused_elementwise region becomes one generated function. When every
+/// input is f32 and is the full shape, a trailing block of it repeated over
+/// the leading rows ([S, D] into [B, S, D]) or one value, it is Highway code
+/// over rows of the last dimension; otherwise a scalar loop over rows with
+/// each input's broadcast strides (masks, selects, any broadcast).
 llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
   auto rt = op.getType();
   if (!rt.getElementType().isF32())
     return fail(op, "only f32 regions are supported");
-  int64_t width = rt.getDimSize(rt.getRank() - 1);
-  if (ShapedType::isDynamic(width))
-    return fail(op, "a dynamic last dimension is not supported");
-  std::string name = "fe" + std::to_string(counter++);
-  std::string k = "void " + name +
-                  "(const float* const* in, const int64_t* period, float* out, int64_t r0, "
-                  "int64_t r1) {\n  const hn::ScalableTag<float> d;\n  const size_t N = hn::Lanes(d);\n"
-                  "  constexpr size_t W = " + std::to_string(width) + ";\n" +
-                  "  for (int64_t r = r0; r < r1; ++r) {\n";
   Block &body = op.getBody().front();
-  std::string periods;
-  llvm::DenseMap<Value, std::string> vec; // SSA value -> C++ expression builder
-  std::string loads, tailLoads, compute;
-  for (auto [i, input] : llvm::enumerate(op.getInputs())) {
+  int64_t rank = rt.getRank();
+  std::string name = "fe" + std::to_string(counter++);
+  std::string rows = dims.product(op.getResult(), 0, rank - 1);
+  std::string width = dims.dim(op.getResult(), rank - 1);
+
+  enum Kind { kFull, kTrailing, kSplat };
+  llvm::SmallVector<Kind> kinds;
+  bool vector = llvm::none_of(body.without_terminator(),
+                              [](Operation &o) { return isa<SelectOp>(o); });
+  for (Value input : op.getInputs()) {
     auto t = cast<RankedTensorType>(input.getType());
-    std::string idx = std::to_string(i);
-    if (!t.getElementType().isF32())
-      return fail(op, "only f32 inputs are supported");
-    bool splat = t.hasStaticShape() && t.getNumElements() == 1;
-    bool full = t == rt;
-    bool trailing = !full && t.getRank() <= rt.getRank();
-    for (int64_t d = 0; trailing && d < t.getRank(); ++d) {
-      int64_t od = rt.getRank() - t.getRank() + d;
-      trailing = t.getDimSize(d) == rt.getDimSize(od) &&
-                 (!t.isDynamicDim(d) || dims.dim(input, d) == dims.dim(op.getResult(), od));
-    }
-    if (!splat && !full && !trailing)
-      return fail(op, "input " + llvm::Twine(i) + " broadcasts in a way the cpu target does not support");
-    std::string v = "x" + idx;
-    if (splat) {
-      k += "    const auto " + v + "s = hn::Set(d, in[" + idx + "][0]);\n";
-      periods += (periods.empty() ? "" : ", ") + std::string("1");
-      loads += "      const auto " + v + " = " + v + "s;\n";
-      tailLoads += "      const auto " + v + " = " + v + "s;\n";
-    } else {
-      k += "    const float* p" + idx + " = in[" + idx + "] + (r % period[" + idx + "]) * W;\n";
-      std::string rows = full ? dims.product(op.getResult(), 0, rt.getRank() - 1)
-                              : dims.product(input, 0, t.getRank() - 1);
-      periods += (periods.empty() ? "" : ", ") + rows;
-      loads += "      const auto " + v + " = hn::LoadU(d, p" + idx + " + j);\n";
-      tailLoads += "      const auto " + v + " = tk::LoadTail(d, p" + idx + " + j, W - j, 0.0f);\n";
-    }
-    vec[body.getArgument(i)] = v;
+    bool trailing = t.getRank() <= rank && t.getRank() >= 1;
+    for (int64_t d = 0; trailing && d < t.getRank(); ++d)
+      trailing = dims.dim(input, d) == dims.dim(op.getResult(), rank - t.getRank() + d);
+    Kind k = t.hasStaticShape() && t.getNumElements() == 1 ? kSplat
+             : t == rt                                      ? kFull
+                                                            : kTrailing;
+    vector &= t.getElementType().isF32() && (k != kTrailing || trailing);
+    kinds.push_back(k);
   }
+  llvm::DenseMap<Value, std::string> names;
+  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
+    names[arg] = "x" + std::to_string(i);
+  std::string compute;
   int tmp = 0;
   for (Operation &inner : body.without_terminator()) {
-    std::string v = "t" + std::to_string(tmp++), e;
-    auto arg = [&](unsigned i) { return vec.lookup(inner.getOperand(i)); };
-    if (auto c = dyn_cast<ConstantOp>(inner)) {
-      auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
-      if (!attr || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
-        return fail(&inner, "only splat f32 constants are supported in a fused region");
-      e = "hn::Set(d, " + floatLit(attr.getSplatValue<APFloat>().convertToDouble()) + ")";
-    } else if (isa<AddOp>(inner)) {
-      e = "hn::Add(" + arg(0) + ", " + arg(1) + ")";
-    } else if (isa<SubOp>(inner)) {
-      e = "hn::Sub(" + arg(0) + ", " + arg(1) + ")";
-    } else if (isa<MulOp>(inner)) {
-      e = "hn::Mul(" + arg(0) + ", " + arg(1) + ")";
-    } else if (isa<DivOp>(inner)) {
-      e = "hn::Div(" + arg(0) + ", " + arg(1) + ")";
-    } else if (auto s = dyn_cast<ScaleOp>(inner)) {
-      e = "hn::Mul(" + arg(0) + ", hn::Set(d, " + floatLit(s.getFactor().convertToDouble()) + "))";
-    } else if (isa<ReluOp>(inner)) {
-      e = "hn::Max(" + arg(0) + ", hn::Zero(d))";
-    } else if (isa<ExpOp>(inner)) {
-      e = "hn::Exp(d, " + arg(0) + ")";
-    } else if (isa<TanhOp>(inner)) {
-      e = "hn::Tanh(d, " + arg(0) + ")";
-    } else if (auto g = dyn_cast<GeluOp>(inner)) {
-      e = std::string(g.getApproximate() == "tanh" ? "tk::GeluTanh" : "tk::GeluErf") + "(d, " +
-          arg(0) + ")";
-    } else {
+    std::string e = regionExpr(
+        inner, [&](unsigned i) { return names.lookup(inner.getOperand(i)); }, vector);
+    if (e.empty())
       return fail(&inner, "is not supported in a fused region");
-    }
+    std::string v = "t" + std::to_string(tmp++);
     compute += "      const auto " + v + " = " + e + ";\n";
-    vec[inner.getResult(0)] = v;
+    names[inner.getResult(0)] = v;
   }
-  std::string y = vec.lookup(cast<YieldOp>(body.getTerminator()).getValue());
-  k += "    float* o = out + r * W;\n    size_t j = 0;\n    for (; j + N <= W; j += N) {\n" + loads +
-       compute + "      hn::StoreU(" + y + ", d, o + j);\n    }\n    if (j < W) {\n" + tailLoads +
-       compute + "      tk::StoreTail(d, " + y + ", o + j, W - j);\n    }\n  }\n}\n";
-  kernels += k;
+  std::string y = names.lookup(cast<YieldOp>(body.getTerminator()).getValue());
 
   std::string ins;
   for (Value v : op.getInputs())
-    ins += (ins.empty() ? "" : ", ") + in(v);
-  std::string rows = dims.product(op.getResult(), 0, rt.getRank() - 1);
+    ins += (ins.empty() ? "" : ", ") + std::string("static_cast<const void*>(") + in(v) + ")";
   line("{");
-  line("  const float* ins[] = {" + ins + "};");
-  line("  const int64_t period[] = {" + periods + "};");
+  line("  const void* ins[] = {" + ins + "};");
   line("  float* out = " + ptr(op.getResult()) + ";");
-  call("  exec::parallelRows(c.pool, " + rows + ", [&](int64_t r0, int64_t r1) { HWY_DYNAMIC_DISPATCH(" +
-       name + ")(ins, period, out, r0, r1); });");
+  if (vector) {
+    std::string k = "void " + name +
+                    "(const void* const* in, const int64_t* period, float* out, int64_t W, "
+                    "int64_t r0, int64_t r1) {\n  const hn::ScalableTag<float> d;\n"
+                    "  const int64_t N = (int64_t)hn::Lanes(d);\n  for (int64_t r = r0; r < r1; ++r) {\n";
+    std::string loads, tailLoads, periods;
+    for (auto [i, kind] : llvm::enumerate(kinds)) {
+      std::string idx = std::to_string(i), x = "x" + idx;
+      Value input = op.getInputs()[i];
+      auto t = cast<RankedTensorType>(input.getType());
+      if (kind == kSplat) {
+        k += "    const auto " + x + "s = hn::Set(d, static_cast<const float*>(in[" + idx + "])[0]);\n";
+        loads += "      const auto " + x + " = " + x + "s;\n";
+        tailLoads += "      const auto " + x + " = " + x + "s;\n";
+        periods += (periods.empty() ? "" : ", ") + std::string("1");
+        continue;
+      }
+      k += "    const float* p" + idx + " = static_cast<const float*>(in[" + idx +
+           "]) + (r % period[" + idx + "]) * W;\n";
+      periods += (periods.empty() ? "" : ", ") +
+                 (kind == kFull ? rows : dims.product(input, 0, t.getRank() - 1));
+      loads += "      const auto " + x + " = hn::LoadU(d, p" + idx + " + j);\n";
+      tailLoads += "      const auto " + x + " = tk::LoadTail(d, p" + idx + " + j, size_t(W - j), 0.0f);\n";
+    }
+    k += "    float* o = out + r * W;\n    int64_t j = 0;\n    for (; j + N <= W; j += N) {\n" +
+         loads + compute + "      hn::StoreU(" + y + ", d, o + j);\n    }\n    if (j < W) {\n" +
+         tailLoads + compute + "      tk::StoreTail(d, " + y + ", o + j, size_t(W - j));\n    }\n  }\n}\n";
+    kernels += k;
+    line("  const int64_t period[] = {" + periods + "};");
+    call("  exec::parallelRows(c.pool, " + rows + ", [&](int64_t r0, int64_t r1) { "
+         "HWY_DYNAMIC_DISPATCH(" + name + ")(ins, period, out, " + width + ", r0, r1); });");
+  } else {
+    // Scalar: element (row r, column j) of input k is at
+    // offset_k(r) + j * stride_k[last], offset_k from the broadcast strides.
+    std::string k = "void " + name + "(const void* const* in, const exec::Shape& os, "
+                    "const exec::Strides* st, float* out) {\n"
+                    "  const int64_t W = os[os.rank - 1], rows = os.numel() / std::max<int64_t>(W, 1);\n"
+                    "  for (int64_t r = 0; r < rows; ++r) {\n";
+    std::string strides;
+    for (auto [i, input] : llvm::enumerate(op.getInputs())) {
+      std::string idx = std::to_string(i);
+      auto t = cast<RankedTensorType>(input.getType());
+      std::string ct = cType(t.getElementType());
+      k += "    const " + ct + "* p" + idx + " = static_cast<const " + ct + "*>(in[" + idx +
+           "]) + st[" + idx + "].rowOffset(os, r);\n    const int64_t s" + idx + " = st[" + idx +
+           "].step[os.rank - 1];\n";
+      strides += (strides.empty() ? "" : ", ") + std::string("exec::Strides(") +
+                 dims.shape(input) + ", os)";
+    }
+    k += "    for (int64_t j = 0; j < W; ++j) {\n";
+    for (size_t i = 0; i < kinds.size(); ++i)
+      k += "      const auto x" + std::to_string(i) + " = p" + std::to_string(i) + "[j * s" +
+           std::to_string(i) + "];\n";
+    k += compute + "      out[r * W + j] = " + y + ";\n    }\n  }\n}\n";
+    scalarKernels += k;
+    line("  const exec::Shape os = " + dims.shape(op.getResult()) + ";");
+    line("  const exec::Strides st[] = {" + strides + "};");
+    call("  " + name + "(ins, os, st, out);");
+  }
   line("}");
   return llvm::Error::success();
 }
@@ -861,7 +937,7 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
               ", {" + shape + "}, \"zeros\", 0, 0, false, true},\n";
   });
 
-  std::string kernels, constants, functions, entryTables;
+  std::string kernels, constants, functions, entryTables, scalarKernels;
   int counter = 0;
   std::string entries, prepareDesc = "nullptr";
   for (const EntryPoint &ep : mi.entryPoints) {
@@ -869,6 +945,7 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
     Emitter emitter(func, ep, tables, kernels, constants, counter);
     if (llvm::Error e = emitter.emit(functions))
       return std::move(e);
+    scalarKernels += emitter.scalarKernels;
     std::string ins, outs;
     for (const rt::TensorSpec &s : ep.inputs)
       ins += "    " + tensorDesc(s) + ",\n";
@@ -927,7 +1004,7 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
   os << "#include \"runtime/exec/Generated.h\"\n#include \"runtime/exec/Ops.h\"\n"
         "#include \"runtime/kernels/Attention.h\"\n#include \"runtime/kernels/Gemm.h\"\n"
         "#include \"runtime/kernels/Norm.h\"\n\n#include <algorithm>\n#include <array>\n"
-        "#include <cstddef>\n#include <cstdint>\n#include <limits>\n\n"
+        "#include <cmath>\n#include <cstddef>\n#include <cstdint>\n#include <limits>\n\n"
         "namespace transfuse_generated {\nnamespace exec = transfuse::exec;\n"
         "namespace kernels = transfuse::kernels;\nnamespace rt = transfuse::rt;\n";
   if (hwy) {
@@ -936,7 +1013,7 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
       if (kernels.find("void fe" + std::to_string(i) + "(") != std::string::npos)
         os << "HWY_EXPORT(fe" << i << ");\n";
   }
-  os << "namespace {\n\n" << constants << "\n" << functions << entryTables
+  os << "namespace {\n\n" << constants << "\n" << scalarKernels << functions << entryTables
      << "\nconst exec::ParamDesc kParams[] = {\n"
      << (params.empty() ? "    {\"\", 0, {}, \"zeros\", 0, 0, false, false},\n" : params)
      << "};\nconst exec::EntryDesc kEntries[] = {\n" << entries

@@ -39,6 +39,31 @@ struct Shape {
   }
 };
 
+// Element strides of a tensor of shape `in` broadcast to `out` (0 where it
+// broadcasts), for generated loops over `out`:
+//   element (i_0, ..., i_{r-1}) of the broadcast input is at Σ i_d · step[d].
+struct Strides {
+  int64_t step[kMaxRank] = {};
+  Strides(const Shape& in, const Shape& out) {
+    int64_t s = 1;
+    for (int d = out.rank - 1, k = in.rank - 1; d >= 0; --d, --k) {
+      if (k < 0) break;
+      step[d] = in[k] == 1 ? 0 : s;
+      s *= in[k];
+    }
+  }
+  // The offset of row r of `out`: its first element when the last dimension
+  // is the row.
+  int64_t rowOffset(const Shape& out, int64_t r) const {
+    int64_t offset = 0;
+    for (int d = out.rank - 2; d >= 0; --d) {
+      offset += (r % out[d]) * step[d];
+      r /= out[d];
+    }
+    return offset;
+  }
+};
+
 enum class BinaryOp { kAdd, kSub, kMul, kDiv };
 enum class UnaryOp { kRelu, kExp, kTanh, kGelu, kGeluTanh };
 enum class ReduceOp { kSum, kMean, kMax };
