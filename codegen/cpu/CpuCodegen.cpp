@@ -203,8 +203,17 @@ std::string DimExprs::derive(Value v, int64_t d) {
   if (auto arg = dyn_cast<BlockArgument>(v)) {
     if (arg.getOwner()->getParentOp() != func)
       return "";
-    used[{arg.getArgNumber(), d}] = true;
-    return "a" + std::to_string(arg.getArgNumber()) + "_" + std::to_string(d);
+    unsigned number = arg.getArgNumber();
+    // Entry-point arguments share one batch size (docs/ir.md; the runtime
+    // checks it): every dynamic dimension 0 is the first argument's.
+    if (d == 0)
+      for (BlockArgument other : func.getArguments())
+        if (cast<RankedTensorType>(other.getType()).isDynamicDim(0)) {
+          number = other.getArgNumber();
+          break;
+        }
+    used[{number, d}] = true;
+    return "a" + std::to_string(number) + "_" + std::to_string(d);
   }
   Operation *op = v.getDefiningOp();
   int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
