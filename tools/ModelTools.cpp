@@ -17,9 +17,11 @@
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <thread>
 
 using namespace mlir;
 using namespace mlir::transfuse;
@@ -100,12 +102,8 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
       return source.takeError();
     cpu::BuildOptions options = build;
     if (emit == Emit::kCpp) {
-      // Only the source and the header: buildArtifact without a toolchain.
-      std::error_code wec;
-      llvm::raw_fd_ostream os((dir + "/model.cpp").str(), wec);
-      if (wec)
-        return error("cannot write '" + dir + "/model.cpp': " + wec.message());
-      os << *source;
+      if (llvm::Error e = cpu::writeSources(dir, *source))
+        return std::move(e);
     } else {
       options.kind = emit == Emit::kStatic      ? cpu::ArtifactKind::kStatic
                      : emit == Emit::kExecutable ? cpu::ArtifactKind::kExecutable
@@ -179,16 +177,15 @@ tools::randomInputs(ModuleOp module, const EntryPoint &ep, int64_t batch, int64_
   return inputs;
 }
 
-llvm::Expected<std::vector<VerifyCase>> tools::verifyArtifact(ModuleOp module,
-                                                              const ModelInterface &mi,
-                                                              StringRef dir, uint64_t seed) {
+llvm::Expected<VerifyResult> tools::verifyArtifact(ModuleOp module, const ModelInterface &mi,
+                                                   StringRef dir, uint64_t seed) {
   rt::LoadOptions load;
   load.seed = seed;
   auto compiled = fromStatus(rt::CompiledModel::load((dir + "/libmodel.so").str(), load));
   if (!compiled)
     return compiled.takeError();
   auto weights = rt::randomWeights(mi.params, seed);
-  std::vector<VerifyCase> cases;
+  VerifyResult result;
   for (const EntryPoint &ep : mi.entryPoints) {
     if (ep.name == kPrepareFunction)
       continue;
@@ -203,7 +200,7 @@ llvm::Expected<std::vector<VerifyCase>> tools::verifyArtifact(ModuleOp module,
         {1, 1, 1},
         {std::min<int64_t>(3, maxB), std::min<int64_t>(7, maxS), std::min<int64_t>(5, maxS)},
         {std::min<int64_t>(2, maxB), std::min<int64_t>(16, maxS), std::min<int64_t>(13, maxS)}};
-    for (auto [b, s, t] : sizes) {
+    for (auto &[b, s, t] : sizes) {
       auto inputs = randomInputs(module, ep, b, s, t, seed + b * 31 + s, /*pad=*/true);
       if (!inputs)
         return inputs.takeError();
@@ -237,10 +234,30 @@ llvm::Expected<std::vector<VerifyCase>> tools::verifyArtifact(ModuleOp module,
           c.maxAbsReference = std::max(c.maxAbsReference, std::fabs(r));
         }
       }
-      cases.push_back(c);
+      result.cases.push_back(c);
+      if (&sizes[2][0] != &b)
+        continue;
+      // The same call from 4 threads at once: identical bytes.
+      std::vector<std::thread> threads;
+      std::atomic<bool> same{true};
+      for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] {
+          for (int k = 0; k < 3; ++k) {
+            auto again = (*compiled)->run(ep.name, *inputs);
+            if (!again.isOk())
+              same = false;
+            else
+              for (const auto &[name, tensor] : *again)
+                same = same && tensor.bytes == got->at(name).bytes;
+          }
+        });
+      for (std::thread &t : threads)
+        t.join();
+      result.concurrentRuns += 12;
+      result.concurrentIdentical = result.concurrentIdentical && same;
     }
   }
-  return cases;
+  return result;
 }
 
 llvm::Expected<BenchRow> tools::benchStrategy(StringRef modelPath, const FusionStrategy &strategy,

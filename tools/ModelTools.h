@@ -56,12 +56,20 @@ struct VerifyCase {
   double maxAbsError = 0, maxAbsReference = 0;
 };
 
+struct VerifyResult {
+  std::vector<VerifyCase> cases;
+  /// Runs of the last case made from 4 threads at once on one model, and
+  /// whether every one gave the bytes of the single run.
+  int concurrentRuns = 0;
+  bool concurrentIdentical = true;
+};
+
 /// Runs DIR/libmodel.so and the reference backend on `module` (the IR the
 /// artifact was built from) with seeded random weights on random padded
-/// inputs of several sizes; returns the per-size errors of every output.
-llvm::Expected<std::vector<VerifyCase>> verifyArtifact(ModuleOp module,
-                                                       const ModelInterface &mi,
-                                                       llvm::StringRef dir, uint64_t seed);
+/// inputs of several sizes; returns the per-size errors of every output and
+/// checks that concurrent runs agree bit for bit.
+llvm::Expected<VerifyResult> verifyArtifact(ModuleOp module, const ModelInterface &mi,
+                                            llvm::StringRef dir, uint64_t seed);
 
 struct BenchRow {
   std::string strategy;

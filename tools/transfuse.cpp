@@ -193,9 +193,9 @@ int runCompile(const std::vector<std::string> &positional,
   if (!verify)
     return 0;
   uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
-  auto cases = orDie(tools::verifyArtifact(*original, result->interface, out, seed));
+  auto verified = orDie(tools::verifyArtifact(*original, result->interface, out, seed));
   bool ok = true;
-  for (const tools::VerifyCase &c : cases) {
+  for (const tools::VerifyCase &c : verified.cases) {
     double bound = tolerance * std::max(1.0, c.maxAbsReference);
     bool pass = c.maxAbsError <= bound;
     ok &= pass;
@@ -204,6 +204,10 @@ int runCompile(const std::vector<std::string> &positional,
                                  (long long)c.batch, (long long)c.srcLen, (long long)c.tgtLen,
                                  c.maxAbsError, c.maxAbsReference, bound, pass ? "ok" : "FAILED");
   }
+  llvm::outs() << "verify " << verified.concurrentRuns << " runs from 4 threads at once: "
+               << (verified.concurrentIdentical ? "identical outputs" : "OUTPUTS DIFFER") << "\n";
+  if (!verified.concurrentIdentical)
+    die("concurrent runs of the compiled model gave different outputs");
   if (!ok)
     die("the compiled model differs from the reference backend beyond --tolerance " +
         flag(flags, "--tolerance", "1e-3") + " (relative to max(1, max |reference|))");

@@ -1074,25 +1074,29 @@ static llvm::Error runCommand(llvm::ArrayRef<std::string> argv, StringRef log) {
                                      (message.empty() ? "" : " (" + message + ")") + ":\n" + text);
 }
 
-llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
-                                                const BuildOptions &options) {
-  auto writeFile = [](const llvm::Twine &path, StringRef text) -> llvm::Error {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path.str(), ec);
-    if (ec)
-      return llvm::createStringError(ec, "cannot write '%s': %s", path.str().c_str(),
-                                     ec.message().c_str());
-    os << text;
-    return llvm::Error::success();
-  };
+static llvm::Error writeFile(const llvm::Twine &path, StringRef text) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path.str(), ec);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write '%s': %s", path.str().c_str(),
+                                   ec.message().c_str());
+  os << text;
+  return llvm::Error::success();
+}
+
+llvm::Error mlir::transfuse::cpu::writeSources(StringRef dir, StringRef source) {
   if (llvm::Error e = writeFile(dir + "/model.cpp", source))
     return e;
   auto header = llvm::MemoryBuffer::getFile(TRANSFUSE_CODEGEN_SOURCE_DIR "/runtime/exec/model.h");
   if (!header)
     return llvm::createStringError(header.getError(), "cannot read the runtime's model.h");
-  if (llvm::Error e = writeFile(dir + "/model.h", (*header)->getBuffer()))
-    return e;
+  return writeFile(dir + "/model.h", (*header)->getBuffer());
+}
 
+llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
+                                                const BuildOptions &options) {
+  if (llvm::Error e = writeSources(dir, source))
+    return e;
   std::string cxx = options.cxx.empty() ? defaultCompiler() : options.cxx;
   std::string log = (dir + "/build.log").str();
   std::string object = (dir + "/model.o").str();

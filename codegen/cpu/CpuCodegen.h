@@ -42,7 +42,10 @@ struct BuildOptions {
 /// The compiler BuildOptions would use.
 std::string defaultCompiler();
 
-/// Writes DIR/model.cpp and DIR/model.h, then builds DIR/libmodel.so,
+/// Writes DIR/model.cpp (`source`) and DIR/model.h (the C ABI).
+llvm::Error writeSources(llvm::StringRef dir, llvm::StringRef source);
+
+/// Writes the sources (writeSources), then builds DIR/libmodel.so,
 /// DIR/libmodel.a or DIR/model (the executable) from them. Compiler output
 /// is kept in DIR/build.log; a failure names the command and quotes the log.
 llvm::Error buildArtifact(llvm::StringRef dir, llvm::StringRef source, const BuildOptions &options);
