@@ -1056,7 +1056,7 @@ std::string mlir::transfuse::cpu::defaultCompiler() {
 
 static llvm::Error runCommand(llvm::ArrayRef<std::string> argv, StringRef log) {
   auto program = llvm::sys::findProgramByName(argv[0]);
-  if (!program)
+  if (!program || !llvm::sys::fs::can_execute(*program))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "C++ compiler '" + argv[0] +
                                        "' not found (set --cxx or TRANSFUSE_CXX)");
