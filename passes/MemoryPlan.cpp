@@ -40,7 +40,8 @@ bool ownsNoMemory(Operation *op) { return isa<ParamOp, ConstantOp, ReshapeOp, Di
 
 } // namespace
 
-MemoryPlan mlir::transfuse::planMemory(func::FuncOp func) {
+MemoryPlan mlir::transfuse::planMemory(func::FuncOp func,
+                                       const llvm::DenseMap<Value, Value> &aliases) {
   MemoryPlan plan;
   Block &body = func.getBody().front();
   auto attr = [&](StringRef name) {
@@ -53,11 +54,16 @@ MemoryPlan mlir::transfuse::planMemory(func::FuncOp func) {
   int64_t next = 0;
   for (Operation &op : body)
     position[&op] = next++;
-  // Reshapes are views: a value's storage is its root's.
-  auto root = [](Value v) {
-    while (auto r = v.getDefiningOp<ReshapeOp>())
-      v = r.getInput();
-    return v;
+  // Reshapes and aliases are views: a value's storage is its root's.
+  auto root = [&](Value v) {
+    for (;;) {
+      if (auto r = v.getDefiningOp<ReshapeOp>())
+        v = r.getInput();
+      else if (auto it = aliases.find(v); it != aliases.end())
+        v = it->second;
+      else
+        return v;
+    }
   };
   llvm::DenseSet<Value> returned;
   for (Value v : body.getTerminator()->getOperands())
@@ -70,14 +76,21 @@ MemoryPlan mlir::transfuse::planMemory(func::FuncOp func) {
       continue;
     for (Value result : op.getResults()) {
       auto type = dyn_cast<RankedTensorType>(result.getType());
-      if (!type || returned.contains(result))
+      if (!type || returned.contains(result) || aliases.count(result))
         continue;
       index[result] = plan.buffers.size();
       plan.buffers.push_back({result, 0, alignUp(bytesAtMaxima(result, dims, maxBatch, maxSeq)),
                               position[&op], position[&op]});
     }
   }
-  // Live until the last use of the value or of any view of it.
+  // Live from the first definition of the value or of any view of it (a
+  // producer may write into its consumer's storage) ...
+  for (auto [view, target] : aliases)
+    if (auto it = index.find(root(view)); it != index.end())
+      if (Operation *def = view.getDefiningOp(); def && position.count(def))
+        plan.buffers[it->second].firstUse =
+            std::min(plan.buffers[it->second].firstUse, position[def]);
+  // ... until the last use of the value or of any view of it.
   for (Operation &op : body)
     for (Value operand : op.getOperands())
       if (auto it = index.find(root(operand)); it != index.end())

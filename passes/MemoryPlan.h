@@ -12,6 +12,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include <vector>
 
 namespace mlir::transfuse {
@@ -36,7 +38,11 @@ inline constexpr int64_t kArenaAlignment = 64;
 /// (DimEquality::maximum follows each size to its origin).
 /// Placement is greedy by size: the largest buffers first, each at the lowest
 /// offset free during its live range.
-MemoryPlan planMemory(func::FuncOp func);
+///
+/// `aliases` maps values that a backend keeps in another value's storage
+/// (strided views) to that value; they own no memory, and the storage lives
+/// from the first definition among them to the last use of any.
+MemoryPlan planMemory(func::FuncOp func, const llvm::DenseMap<Value, Value> &aliases = {});
 
 } // namespace mlir::transfuse
 

@@ -355,7 +355,22 @@ private:
   DimExprs dims;
   std::string &kernels, &constants;
   int &counter;
+  void findViews();
+  /// "data, batch stride, head stride, row stride" of attention operand `v`.
+  std::string attentionTensor(Value v);
+
   MemoryPlan plan;
+  // Strided views around attention (docs/codegen.md): Q/K/V are read from
+  // the projection GEMM's output through strides, and attention writes its
+  // output in the [B, S, H, D] layout the next GEMM reads. The split and
+  // transpose ops of such chains emit nothing.
+  struct HeadView {
+    Value storage;        // the [B, S, N] GEMM output
+    int64_t column = 0;   // first column of this tensor in it
+  };
+  llvm::DenseMap<Value, HeadView> headViews;   // transposed attention operands
+  llvm::DenseMap<Value, Value> aliases;        // for planMemory
+  llvm::DenseSet<Operation *> elided;
   llvm::DenseMap<Value, int64_t> offsets;        // arena values
   llvm::DenseMap<Value, unsigned> outputOwned;   // results written in place
   llvm::DenseMap<Value, std::string> constNames;
@@ -373,6 +388,8 @@ Value rootOf(Value v) {
 
 std::string Emitter::ptr(Value v) {
   Value root = rootOf(v);
+  for (auto it = aliases.find(root); it != aliases.end(); it = aliases.find(root))
+    root = rootOf(it->second);
   auto type = cast<RankedTensorType>(root.getType());
   std::string t = cType(type.getElementType());
   if (auto arg = dyn_cast<BlockArgument>(root))
@@ -412,7 +429,8 @@ std::string Emitter::constant(ConstantOp op, llvm::Error &err) {
 
 llvm::Error Emitter::emit(std::string &out) {
   Block &block = func.getBody().front();
-  plan = planMemory(func);
+  findViews();
+  plan = planMemory(func, aliases);
   arenaBytes = plan.arenaSize;
   for (const PlannedBuffer &b : plan.buffers)
     offsets[b.value] = b.offset;
@@ -465,8 +483,68 @@ std::string binaryName(Operation *op) {
   return "kDiv";
 }
 
+static bool isHeadTranspose(TransposeOp t) {
+  return t && t.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3};
+}
+
+void Emitter::findViews() {
+  func.walk([&](AttentionOp a) {
+    for (Value operand : {a.getQuery(), a.getKey(), a.getValue()}) {
+      // transpose{0,2,1,3}(reshape [B,S,H·D] -> [B,S,H,D] (x)), x a column
+      // range (split on the last axis) of a [B,S,N] value or that value.
+      auto t = operand.getDefiningOp<TransposeOp>();
+      if (!isHeadTranspose(t) || !operand.hasOneUse() || headViews.count(operand))
+        continue;
+      auto r = t.getInput().getDefiningOp<ReshapeOp>();
+      if (!r || !r.getResult().hasOneUse() || r.getInput().getType().getRank() != 3 ||
+          dims.dim(r.getInput(), 0) != dims.dim(r.getResult(), 0) ||
+          dims.dim(r.getInput(), 1) != dims.dim(r.getResult(), 1))
+        continue;
+      Value x = r.getInput();
+      HeadView view{x, 0};
+      if (auto split = x.getDefiningOp<SplitOp>()) {
+        auto in = split.getInput().getType();
+        if (!x.hasOneUse() || normalizedAxis(split.getAxis(), in.getRank()) != 2 ||
+            in.isDynamicDim(2))
+          continue;
+        unsigned i = cast<OpResult>(x).getResultNumber();
+        for (unsigned j = 0; j < i; ++j)
+          view.column += split.getSizes()[j];
+        view.storage = split.getInput();
+        aliases[x] = view.storage;
+      } else if (cast<RankedTensorType>(x.getType()).isDynamicDim(2)) {
+        continue;
+      }
+      headViews[operand] = view;
+      aliases[operand] = r.getResult();
+      elided.insert(t);
+    }
+    // The output, transposed back to [B, S, H, D]: written there directly.
+    Value out = a.getResult();
+    if (out.hasOneUse())
+      if (auto t = dyn_cast<TransposeOp>(*out.getUsers().begin()); isHeadTranspose(t)) {
+        aliases[out] = t.getResult();
+        elided.insert(t);
+      }
+  });
+}
+
+std::string Emitter::attentionTensor(Value v) {
+  auto it = headViews.find(v);
+  if (it == headViews.end())
+    return in(v) + ", 0, 0, 0"; // dense [B, H, S, D]
+  auto type = cast<RankedTensorType>(it->second.storage.getType());
+  std::string n = std::to_string(type.getDimSize(2));
+  std::string seq = dims.dim(it->second.storage, 1);
+  std::string headDim = std::to_string(cast<RankedTensorType>(v.getType()).getDimSize(3));
+  return in(it->second.storage) + " + " + std::to_string(it->second.column) + ", size_t(" + seq +
+         " * " + n + "), " + headDim + ", " + n;
+}
+
 llvm::Error Emitter::emitOp(Operation *op) {
   auto res = [&](unsigned i = 0) { return op->getResult(i); };
+  if (elided.count(op))
+    return llvm::Error::success();
   return llvm::TypeSwitch<Operation *, llvm::Error>(op)
       .Case<ParamOp, DimOp, ReshapeOp>([](auto) { return llvm::Error::success(); })
       .Case([&](ConstantOp c) -> llvm::Error {
@@ -614,7 +692,7 @@ llvm::Error Emitter::emitOp(Operation *op) {
         auto t = s.getInput().getType();
         int64_t axis = normalizedAxis(s.getAxis(), t.getRank()), start = 0;
         for (auto [r, size] : llvm::zip(s.getResults(), s.getSizes())) {
-          if (!r.use_empty())
+          if (!r.use_empty() && !aliases.count(r))
             call("exec::slice(" + in(s.getInput()) + ", " + dims.shape(s.getInput()) + ", " +
                  std::to_string(axis) + ", " + std::to_string(start) + ", " + std::to_string(size) +
                  ", " + ptr(r) + ", " + std::to_string(elemSize(t.getElementType())) + ");");
@@ -709,9 +787,16 @@ llvm::Error Emitter::emitAttention(AttentionOp op) {
   line("  kernels::AttentionArgs args;");
   line("  args.batch = " + b + "; args.heads = " + h + "; args.seqQ = " + sq +
        "; args.seqK = " + sk + "; args.headDim = " + std::to_string(headDim) + ";");
-  line("  args.q.data = " + in(q) + "; args.k.data = " + in(k) + "; args.v.data = " +
-       in(op.getValue()) + ";");
+  line("  args.q = {" + attentionTensor(q) + "};");
+  line("  args.k = {" + attentionTensor(k) + "};");
+  line("  args.v = {" + attentionTensor(op.getValue()) + "};");
   line("  args.out = " + ptr(op.getResult()) + ";");
+  if (auto it = aliases.find(op.getResult()); it != aliases.end()) {
+    // Written as [B, S, H, D], the transpose that follows.
+    std::string row = std::to_string(headDim) + " * " + h;
+    line("  args.outBatchStride = " + sq + " * " + row + "; args.outHeadStride = " +
+         std::to_string(headDim) + "; args.outRowStride = " + row + ";");
+  }
   line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
   if (op.getCausal())
     line("  args.causal = true;");

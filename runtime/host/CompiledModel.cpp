@@ -192,12 +192,19 @@ StatusOr<std::vector<TensorSpec>> CompiledModel::outputs(const std::string& entr
 
 StatusOr<std::map<std::string, Tensor>> CompiledModel::run(
     const std::string& entry, const std::map<std::string, Tensor>& inputs) {
+  std::map<std::string, Tensor> outputs;
+  if (Status s = runInto(entry, inputs, outputs); !s.isOk()) return s;
+  return outputs;
+}
+
+Status CompiledModel::runInto(const std::string& entry,
+                              const std::map<std::string, Tensor>& inputs,
+                              std::map<std::string, Tensor>& outputs) {
   int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
   if (e < 0) return unknownEntry(library_, entry, entryPoints());
   std::vector<tf_tensor> in = toTf(inputs);
   const int32_t numIn = static_cast<int32_t>(in.size());
   int32_t numOut = api_->numOutputs(asModel(model_), e);
-  std::map<std::string, Tensor> result;
   std::vector<std::string> names;
   for (int32_t i = 0; i < numOut; ++i) {
     tf_tensor_spec spec{};
@@ -208,11 +215,14 @@ StatusOr<std::map<std::string, Tensor>> CompiledModel::run(
     if (api_->outputShape(asModel(model_), e, in.data(), numIn, i, shape.data(), &err) != 0)
       return Status::error("entry point '" + entry + "': " + err.message);
     names.push_back(spec.name ? spec.name : "");
-    result[names.back()] = Tensor::zeros(static_cast<DType>(spec.dtype), std::move(shape));
+    auto dtype = static_cast<DType>(spec.dtype);
+    auto it = outputs.find(names.back());
+    if (it == outputs.end() || it->second.dtype != dtype || it->second.shape != shape)
+      outputs[names.back()] = Tensor::zeros(dtype, std::move(shape));
   }
   std::vector<tf_tensor> out;
   for (const std::string& name : names) {
-    Tensor& t = result[name];
+    Tensor& t = outputs[name];
     out.push_back(tf_tensor{name.c_str(), static_cast<int32_t>(t.dtype),
                             static_cast<int32_t>(t.shape.size()), t.shape.data(), t.bytes.data()});
   }
@@ -220,7 +230,7 @@ StatusOr<std::map<std::string, Tensor>> CompiledModel::run(
   if (api_->run(asModel(model_), e, in.data(), numIn, out.data(), static_cast<int32_t>(out.size()),
                 &err) != 0)
     return Status::error("entry point '" + entry + "': " + err.message);
-  return result;
+  return Status::ok();
 }
 
 int64_t CompiledModel::arenaBytes(const std::string& entry) const {

@@ -44,6 +44,12 @@ public:
   // inputs and returns them by name.
   StatusOr<std::map<std::string, Tensor>> run(const std::string& entry,
                                               const std::map<std::string, Tensor>& inputs);
+  // The same, writing into `outputs`: tensors already there with the right
+  // dtype and shape are reused (no allocation per call, for benchmarks and
+  // serving loops), others are (re)allocated. On error the outputs' contents
+  // are unspecified.
+  Status runInto(const std::string& entry, const std::map<std::string, Tensor>& inputs,
+                 std::map<std::string, Tensor>& outputs);
 
   // Benchmark figures (model.h): arena bytes at the maxima, kernel calls per
   // run, FLOPs of a run on these inputs.
