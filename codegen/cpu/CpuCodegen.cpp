@@ -116,18 +116,7 @@ public:
 
   /// The number of elements of `v`: static sizes folded.
   std::string numel(Value v) {
-    auto type = cast<RankedTensorType>(v.getType());
-    int64_t n = 1;
-    std::string e;
-    for (int64_t d = 0; d < type.getRank(); ++d) {
-      if (type.isDynamicDim(d))
-        e += (e.empty() ? "" : " * ") + dim(v, d);
-      else
-        n *= type.getDimSize(d);
-    }
-    if (e.empty())
-      return std::to_string(n);
-    return n == 1 ? "(" + e + ")" : "(" + std::to_string(n) + " * " + e + ")";
+    return product(v, 0, cast<RankedTensorType>(v.getType()).getRank());
   }
 
   /// "exec::Shape{...}" of `v`.
@@ -326,6 +315,7 @@ private:
   }
   /// A typed pointer expression to the storage of `v`.
   std::string ptr(Value v);
+  /// The same, for an operand (read-only by convention).
   std::string in(Value v) { return ptr(v); }
   void line(const std::string &s) { body += "  " + s + "\n"; }
   void call(const std::string &s) {
@@ -571,9 +561,7 @@ llvm::Error Emitter::emitOp(Operation *op) {
           return emitLinear(op, m.getLhs(), m.getRhs(), m.getTransposeRhs(), Value(), "none",
                             Value(), res());
         auto lt = m.getLhs().getType();
-        int64_t k = lt.getDimSize(m.getTransposeLhs() ? lt.getRank() - 2 : lt.getRank() - 1);
         std::string kExpr = dims.dim(m.getLhs(), m.getTransposeLhs() ? lt.getRank() - 2 : lt.getRank() - 1);
-        (void)k;
         call("exec::matmul(" + in(m.getLhs()) + ", " + dims.shape(m.getLhs()) + ", " +
              (m.getTransposeLhs() ? "true" : "false") + ", " + in(m.getRhs()) + ", " +
              dims.shape(m.getRhs()) + ", " + (m.getTransposeRhs() ? "true" : "false") + ", " +
