@@ -2,6 +2,8 @@
 
 #include "passes/FusionUtils.h"
 
+#include <limits>
+
 #include "ir/TransfuseDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -171,6 +173,18 @@ Value mlir::transfuse::biasOf(AddOp add, Value product) {
 }
 
 int64_t DimEquality::maximum(Value v, int64_t axis, int64_t maxBatch, int64_t maxSeqLen) {
+  // A concat along a dynamic axis reaches the sum of its inputs' maxima.
+  if (auto c = v.getDefiningOp<ConcatOp>();
+      c && normalizedAxis(c.getAxis(), c.getType().getRank()) == axis) {
+    int64_t sum = 0;
+    for (Value in : c.getInputs()) {
+      auto t = cast<RankedTensorType>(in.getType());
+      int64_t m = t.isDynamicDim(axis) ? maximum(in, axis, maxBatch, maxSeqLen) : t.getDimSize(axis);
+      if (__builtin_add_overflow(sum, m, &sum))
+        return std::numeric_limits<int64_t>::max();
+    }
+    return sum;
+  }
   std::optional<Origin> o = origin(v, axis);
   if (!o)
     return std::max(maxBatch, maxSeqLen);

@@ -114,14 +114,17 @@ MemoryPlan mlir::transfuse::planMemory(func::FuncOp func,
         busy.push_back({other.offset, other.offset + other.size});
     }
     std::sort(busy.begin(), busy.end());
-    int64_t offset = 0;
-    for (auto [begin, end] : busy) {
-      if (offset + buf.size <= begin)
+    int64_t offset = 0, end = 0;
+    for (auto [busyBegin, busyEnd] : busy) {
+      if (!__builtin_add_overflow(offset, buf.size, &end) && end <= busyBegin)
         break;
-      offset = std::max(offset, end);
+      offset = std::max(offset, busyEnd);
     }
     buf.offset = offset;
-    plan.arenaSize = std::max(plan.arenaSize, offset + buf.size);
+    // Saturates: an arena this large fails to allocate, never wraps.
+    if (__builtin_add_overflow(offset, buf.size, &end))
+      end = std::numeric_limits<int64_t>::max();
+    plan.arenaSize = std::max(plan.arenaSize, end);
     placed.push_back(i);
   }
   return plan;

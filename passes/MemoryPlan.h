@@ -42,7 +42,7 @@ inline constexpr int64_t kArenaAlignment = 64;
 /// `aliases` maps values that a backend keeps in another value's storage
 /// (strided views) to that value; they own no memory, and the storage lives
 /// from the first definition among them to the last use of any.
-MemoryPlan planMemory(func::FuncOp func, const llvm::DenseMap<Value, Value> &aliases = {});
+MemoryPlan planMemory(func::FuncOp func, const llvm::DenseMap<Value, Value> &aliases = llvm::DenseMap<Value, Value>());
 
 } // namespace mlir::transfuse
 

@@ -39,11 +39,18 @@ constexpr auto kSpinPure = std::chrono::microseconds(2);
 }  // namespace
 
 ThreadPool::ThreadPool(int numThreads) : numThreads_(numThreads < 1 ? 1 : numThreads) {
-  workers_.reserve(numThreads_ - 1);
-  for (int i = 1; i < numThreads_; ++i) workers_.emplace_back([this, i] { workerLoop(i); });
+  try {
+    workers_.reserve(numThreads_ - 1);
+    for (int i = 1; i < numThreads_; ++i) workers_.emplace_back([this, i] { workerLoop(i); });
+  } catch (...) {
+    stopWorkers();  // the workers already started, before the members go
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stopWorkers(); }
+
+void ThreadPool::stopWorkers() {
   {
     std::lock_guard<std::mutex> lock(sleepMutex_);
     stop_.store(true, std::memory_order_release);

@@ -82,6 +82,7 @@ private:
 
   void run(int64_t n, int64_t chunk, Trampoline fn, void* ctx);
   void workerLoop(int index);
+  void stopWorkers();  // wakes and joins every started worker
   void doShare(int index);  // runs thread `index`'s share of the current job
 
   int numThreads_;

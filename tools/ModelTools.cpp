@@ -50,8 +50,10 @@ struct Cleanup {
   std::string dir;
   bool keep = false;
   ~Cleanup() {
-    if (keep)
-      return;
+    if (!keep)
+      removeAll();
+  }
+  void removeAll() const {
     for (const char *f : {"model.cpp", "model.h", "libmodel.so", "libmodel.a", "model",
                           "model.o", "build.log", "model.mlir", "manifest.json", "report.json"})
       llvm::sys::fs::remove(dir + "/" + f);
@@ -92,7 +94,10 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
   std::error_code ec = llvm::sys::fs::create_directories(dir);
   if (ec)
     return error("cannot create '" + dir + "': " + ec.message());
+  // The files of an earlier compile into DIR go: a stale libmodel.so must
+  // not sit beside a new manifest.
   Cleanup cleanup{dir.str()};
+  cleanup.removeAll();
   llvm::json::Value reportJson = report ? report->toJson() : llvm::json::Value(nullptr);
   if (llvm::Error e = writeMlirArtifact(module, *mi, dir, strategy.str(), std::move(reportJson)))
     return std::move(e);

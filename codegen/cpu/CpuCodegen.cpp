@@ -175,13 +175,29 @@ private:
       if (!llvm::is_contained(exprs, e))
         exprs.push_back(e);
     }
+    return broadcastOf(exprs);
+  }
+
+public:
+  /// The broadcast size of several dynamic sizes: their maximum, with a
+  /// run-time check (in `checks`) that each is that size or 1.
+  std::string broadcastOf(llvm::ArrayRef<std::string> exprs) {
     if (exprs.empty())
       return "";
     std::string e = exprs.front();
     for (size_t i = 1; i < exprs.size(); ++i)
       e = "std::max<int64_t>(" + e + ", " + exprs[i] + ")";
+    if (exprs.size() > 1)
+      for (const std::string &x : exprs)
+        checks.push_back({"(" + x + " != " + e + " && " + x + " != 1)",
+                          "input sizes that do not broadcast"});
     return e;
   }
+  /// Conditions that make a call invalid (true = error) and their messages,
+  /// checked at the start of a run.
+  std::vector<std::pair<std::string, std::string>> checks;
+
+private:
 
   func::FuncOp func;
   std::map<std::pair<unsigned, int64_t>, bool> used;
@@ -197,7 +213,8 @@ std::string DimExprs::derive(Value v, int64_t d) {
     // checks it): every dynamic dimension 0 is the first argument's.
     if (d == 0)
       for (BlockArgument other : func.getArguments())
-        if (cast<RankedTensorType>(other.getType()).isDynamicDim(0)) {
+        if (auto t = cast<RankedTensorType>(other.getType());
+            t.getRank() > 0 && t.isDynamicDim(0)) {
           number = other.getArgNumber();
           break;
         }
@@ -238,11 +255,9 @@ std::string DimExprs::derive(Value v, int64_t d) {
           if (od >= 0 && t.isDynamicDim(od))
             exprs.push_back(dim(o, od));
         }
-        if (exprs.empty())
-          return "";
-        return exprs.size() == 1 || exprs[0] == exprs[1]
-                   ? exprs[0]
-                   : "std::max<int64_t>(" + exprs[0] + ", " + exprs[1] + ")";
+        if (exprs.size() == 2 && exprs[0] == exprs[1])
+          exprs.pop_back();
+        return broadcastOf(exprs);
       })
       .Case([&](LinearOp l) { return dim(l.getInput(), d); })
       .Case([&](AttentionOp a) { return dim(a.getQuery(), d); })
@@ -279,6 +294,17 @@ std::string DimExprs::derive(Value v, int64_t d) {
       })
       // Elementwise, normalizations, masks: broadcast over the operands.
       .Default([&](Operation *o) { return broadcast(o->getOperands(), d, rank); });
+}
+
+/// True when `a` and `b` have the same rank and provably the same sizes.
+bool sameSizes(DimExprs &dims, Value a, Value b) {
+  auto ta = cast<RankedTensorType>(a.getType()), tb = cast<RankedTensorType>(b.getType());
+  if (ta.getRank() != tb.getRank())
+    return false;
+  for (int64_t d = 0; d < ta.getRank(); ++d)
+    if (dims.dim(a, d) != dims.dim(b, d))
+      return false;
+  return true;
 }
 
 /// What one entry point needs from the rest of the model.
@@ -364,7 +390,7 @@ private:
   llvm::DenseMap<Value, int64_t> offsets;        // arena values
   llvm::DenseMap<Value, unsigned> outputOwned;   // results written in place
   llvm::DenseMap<Value, std::string> constNames;
-  std::string body, flopTerms;
+  std::string body, flopTerms, storageError;
 
 public:
   std::string scalarKernels; // region functions without Highway
@@ -392,7 +418,10 @@ std::string Emitter::ptr(Value v) {
     return "static_cast<" + t + "*>(c.outputs[" + std::to_string(it->second) + "])";
   if (auto it = offsets.find(root); it != offsets.end())
     return "reinterpret_cast<" + t + "*>(c.arena + " + std::to_string(it->second) + ")";
-  return "nullptr /* no storage */";
+  if (storageError.empty())
+    storageError = locOf(v.getDefiningOp() ? v.getDefiningOp() : func) +
+                   ": a value without storage (cpu target)";
+  return "nullptr";
 }
 
 std::string Emitter::constant(ConstantOp op, llvm::Error &err) {
@@ -419,9 +448,35 @@ std::string Emitter::constant(ConstantOp op, llvm::Error &err) {
 
 llvm::Error Emitter::emit(std::string &out) {
   Block &block = func.getBody().front();
+  // Types the generated code can hold: f32, i32, i1 tensors of rank <= 8.
+  Operation *badOp = nullptr;
+  std::string bad;
+  func.walk([&](Operation *op) {
+    for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      if (!t || badOp)
+        continue;
+      if (!cType(t.getElementType())) {
+        llvm::raw_string_ostream os(bad);
+        os << "element type " << t.getElementType() << " is not supported (f32, i32, i1 are)";
+        badOp = op;
+      } else if (t.getRank() > 8) { // exec::kMaxRank (runtime/exec/Ops.h)
+        bad = "rank " + std::to_string(t.getRank()) + " is over the supported 8";
+        badOp = op;
+      }
+    }
+  });
+  if (badOp)
+    return fail(badOp, bad);
   findViews();
   plan = planMemory(func, aliases);
   arenaBytes = plan.arenaSize;
+  if (arenaBytes > (int64_t{1} << 40))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "@" + func.getName().str() + " needs an arena of " +
+                                       std::to_string(arenaBytes) +
+                                       " bytes at the compiled maxima; lower --max-batch or "
+                                       "--max-seq-len (cpu target)");
   for (const PlannedBuffer &b : plan.buffers)
     offsets[b.value] = b.offset;
   auto ret = cast<func::ReturnOp>(block.getTerminator());
@@ -444,10 +499,6 @@ llvm::Error Emitter::emit(std::string &out) {
     call("exec::copyBytes(" + ptr(v) + ", c.outputs[" + std::to_string(i) + "], " +
          dims.numel(v) + " * " + std::to_string(elemSize(type.getElementType())) + ");");
   }
-  if (!dims.error.empty())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "@" + func.getName().str() + ": " + dims.error + " (cpu target)");
-
   std::string fn = func.getName().str();
   std::string shapes;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
@@ -455,8 +506,26 @@ llvm::Error Emitter::emit(std::string &out) {
     for (int64_t d = 0; d < type.getRank(); ++d)
       shapes += "  out[" + std::to_string(i) + "][" + std::to_string(d) + "] = " + dims.dim(v, d) + ";\n";
   }
+  // Every intermediate must fit the room the plan gave it at the maxima
+  // (the maxima are derived separately from these sizes; this keeps a wrong
+  // bound an error, never an overflow).
+  for (const PlannedBuffer &b : plan.buffers) {
+    auto type = cast<RankedTensorType>(b.value.getType());
+    dims.checks.push_back({"(" + dims.numel(b.value) + " * " +
+                               std::to_string(elemSize(type.getElementType())) + " > " +
+                               std::to_string(b.size) + ")",
+                           "an intermediate larger than the arena planned at the compiled maxima"});
+  }
+  if (!dims.error.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "@" + fn + ": " + dims.error + " (cpu target)");
+  if (!storageError.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), storageError);
+  std::string checks;
+  for (auto &[cond, message] : dims.checks)
+    checks += "  if " + cond + "\n    return rt::Status::error(\"" + message + "\");\n";
   std::string decl = dims.declarations("c.inputShapes");
-  out += "rt::Status run_" + fn + "(const exec::Call& c) {\n" + decl + body +
+  out += "rt::Status run_" + fn + "(const exec::Call& c) {\n" + decl + checks + body +
          "  return rt::Status::ok();\n}\n\n";
   out += "void shapes_" + fn + "([[maybe_unused]] const int64_t* const* in, "
          "[[maybe_unused]] int64_t* const* out) {\n" +
@@ -542,8 +611,6 @@ llvm::Error Emitter::emitOp(Operation *op) {
         std::string name = constant(c, err);
         if (err)
           return err;
-        if (outputOwned.count(c.getResult()))
-          return fail(op, "a returned constant is not supported");
         constNames[c.getResult()] = name;
         return llvm::Error::success();
       })
@@ -620,7 +687,8 @@ llvm::Error Emitter::emitOp(Operation *op) {
         if (x.getType() != t)
           std::swap(x, r);
         auto rt = cast<RankedTensorType>(r.getType());
-        bool trailing = x.getType() == t && rt.getRank() >= 1 && rt.getRank() <= t.getRank();
+        bool trailing = sameSizes(dims, x, l.getResult()) && rt.getRank() >= 1 &&
+                        rt.getRank() <= t.getRank() && t.getRank() >= 1;
         for (int64_t d = 0; trailing && d < rt.getRank(); ++d)
           trailing = dims.dim(r, d) == dims.dim(l.getResult(), t.getRank() - rt.getRank() + d);
         if (!trailing)
@@ -631,7 +699,7 @@ llvm::Error Emitter::emitOp(Operation *op) {
         std::string sum = l.getSum().use_empty() ? "nullptr" : ptr(l.getSum());
         std::string args = in(l.getGamma()) + ", " + in(l.getBeta()) + ", ";
         std::string eps = floatLit(l.getEpsilon().convertToDouble());
-        if (rt == t) {
+        if (sameSizes(dims, r, l.getResult())) {
           call("kernels::addLayerNorm(" + in(x) + ", " + in(r) + ", " + args + ptr(l.getResult()) +
                ", " + sum + ", " + blockRows + ", " + width + ", " + eps + ", c.pool);");
           return llvm::Error::success();
@@ -691,6 +759,10 @@ llvm::Error Emitter::emitOp(Operation *op) {
       .Case([&](SliceOp s) {
         auto t = s.getInput().getType();
         int64_t axis = normalizedAxis(s.getAxis(), t.getRank());
+        if (s.getLength())
+          dims.checks.push_back({"(" + std::to_string(s.getStart()) + " + " + dims.dim(res(), axis) +
+                                     " > " + dims.dim(s.getInput(), axis) + ")",
+                                 "a slice past the end of its axis (a length over the table?)"});
         call("exec::slice(" + in(s.getInput()) + ", " + dims.shape(s.getInput()) + ", " +
              std::to_string(axis) + ", " + std::to_string(s.getStart()) + ", " +
              dims.dim(res(), axis) + ", " + ptr(res()) + ", " +
@@ -735,8 +807,10 @@ llvm::Error Emitter::emitLinear(Operation *op, Value x, Value w, bool transW, Va
   int64_t k = xt.getDimSize(xt.getRank() - 1), n = rt.getDimSize(rt.getRank() - 1);
   if (ShapedType::isDynamic(k) || ShapedType::isDynamic(n))
     return fail(op, "dynamic contraction or output sizes are not supported");
-  if (residual && residual.getType() != result.getType())
-    return fail(op, "a broadcast residual is not supported");
+  if (residual && !sameSizes(dims, residual, result))
+    return fail(op, "a residual that may broadcast is not supported");
+  if (xt.getRank() == 0)
+    return fail(op, "a rank-0 input is not supported");
   std::string m = dims.product(x, 0, xt.getRank() - 1);
   static const llvm::StringMap<std::string> acts = {{"none", "kNone"},
                                                     {"relu", "kRelu"},
@@ -770,6 +844,11 @@ llvm::Error Emitter::emitAttention(AttentionOp op) {
     return fail(op, "attention dropout (training) is not supported");
   Value q = op.getQuery(), k = op.getKey();
   int64_t headDim = cast<RankedTensorType>(q.getType()).getDimSize(3);
+  if (ShapedType::isDynamic(headDim) || headDim < 1 || headDim > 256)
+    return fail(op, "the head size must be static, 1 to 256");
+  if (cast<RankedTensorType>(op.getValue().getType()).getDimSize(3) != headDim ||
+      cast<RankedTensorType>(k.getType()).getDimSize(3) != headDim)
+    return fail(op, "query, key and value head sizes must be equal");
   std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(k, 2);
   line("{");
   line("  kernels::AttentionArgs args;");
@@ -793,6 +872,10 @@ llvm::Error Emitter::emitAttention(AttentionOp op) {
   if (Value bias = op.getBias()) {
     // [.., Sq, Sk] broadcast to [B, H, Sq, Sk]: stride 0 where broadcast.
     auto t = cast<RankedTensorType>(bias.getType());
+    if (t.getRank() < 2 || (!t.isDynamicDim(t.getRank() - 1) && t.getDimSize(t.getRank() - 1) == 1))
+      return fail(op, "the bias must hold one value per key (a last dimension of Sk)");
+    dims.checks.push_back({"(" + dims.dim(bias, t.getRank() - 1) + " != " + sk + ")",
+                           "an attention bias whose last dimension is not the key length"});
     std::string strides[3] = {"0", "0", "0"};
     std::string inner = dims.dim(bias, t.getRank() - 1);
     int64_t slot = 2;
@@ -864,6 +947,8 @@ llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
   auto rt = op.getType();
   if (!rt.getElementType().isF32())
     return fail(op, "only f32 regions are supported");
+  if (rt.getRank() == 0)
+    return fail(op, "a rank-0 region is not supported");
   Block &body = op.getBody().front();
   int64_t rank = rt.getRank();
   std::string name = "fe" + std::to_string(counter++);
@@ -880,7 +965,7 @@ llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
     for (int64_t d = 0; trailing && d < t.getRank(); ++d)
       trailing = dims.dim(input, d) == dims.dim(op.getResult(), rank - t.getRank() + d);
     Kind k = t.hasStaticShape() && t.getNumElements() == 1 ? kSplat
-             : t == rt                                      ? kFull
+             : sameSizes(dims, input, op.getResult())       ? kFull
                                                             : kTrailing;
     vector &= t.getElementType().isF32() && (k != kTrailing || trailing);
     kinds.push_back(k);
@@ -1127,14 +1212,15 @@ std::string mlir::transfuse::cpu::defaultCompiler() {
   return TRANSFUSE_DEFAULT_CXX;
 }
 
-static llvm::Error runCommand(llvm::ArrayRef<std::string> argv, StringRef log) {
+static llvm::Error runCommand(llvm::ArrayRef<std::string> argv, StringRef log,
+                              std::optional<StringRef> input = std::nullopt) {
   auto program = llvm::sys::findProgramByName(argv[0]);
   if (!program || !llvm::sys::fs::can_execute(*program))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "C++ compiler '" + argv[0] +
                                        "' not found (set --cxx or TRANSFUSE_CXX)");
   llvm::SmallVector<StringRef> args(argv.begin(), argv.end());
-  std::optional<StringRef> redirects[] = {std::nullopt, log, log};
+  std::optional<StringRef> redirects[] = {input, log, log};
   std::string message;
   int rc = llvm::sys::ExecuteAndWait(*program, args, std::nullopt, redirects, 0, 0, &message);
   if (rc == 0)
@@ -1201,6 +1287,10 @@ llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
     break;
   }
   case ArtifactKind::kStatic: {
+    if (dir.find_first_of(" \t\n'\"") != StringRef::npos)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "--emit static needs a directory name without spaces or "
+                                     "quotes (ar's MRI scripts cannot quote '" + dir + "')");
     // One archive with the model and every runtime object it needs, so an
     // app links libmodel.a (and Highway) alone: an MRI script merges them.
     std::string script = "create " + (dir + "/libmodel.a").str() + "\naddmod " + object + "\n";
@@ -1211,7 +1301,7 @@ llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
       return e;
     std::string mri = (dir + "/libmodel.mri").str();
     llvm::sys::fs::remove(dir + "/libmodel.a");
-    result = runCommand({"sh", "-c", std::string(TRANSFUSE_AR) + " -M < '" + mri + "'"}, log);
+    result = runCommand({TRANSFUSE_AR, "-M"}, log, StringRef(mri));
     llvm::sys::fs::remove(mri);
     break;
   }

@@ -52,6 +52,7 @@ static_assert(static_cast<int>(rt::DType::F32) == TF_F32 &&
 namespace {
 
 constexpr size_t kArenaAlignment = 64;
+constexpr int kMaxThreads = 1024;
 
 struct AlignedFree {
   void operator()(std::byte* p) const { std::free(p); }
@@ -244,6 +245,35 @@ rt::Status checkOutputs(const EntryDesc& e, const tf_tensor* outputs, int32_t nu
   return rt::Status::ok();
 }
 
+// Output buffers must not overlap the inputs or each other: generated code
+// writes outputs while it still reads inputs.
+rt::Status checkOverlap(const tf_tensor* inputs, const std::vector<size_t>& inOrder,
+                        const tf_tensor* outputs, const std::vector<size_t>& outOrder) {
+  auto range = [](const tf_tensor& t) {
+    size_t bytes = rt::dtypeSize(static_cast<rt::DType>(t.dtype));
+    for (int32_t d = 0; d < t.rank; ++d) bytes *= static_cast<size_t>(t.shape[d]);
+    auto begin = reinterpret_cast<uintptr_t>(t.data);
+    return std::make_pair(begin, begin + bytes);
+  };
+  auto overlaps = [&](const tf_tensor& a, const tf_tensor& b) {
+    auto [a0, a1] = range(a);
+    auto [b0, b1] = range(b);
+    return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
+  };
+  for (size_t i = 0; i < outOrder.size(); ++i) {
+    const tf_tensor& o = outputs[outOrder[i]];
+    for (size_t k : inOrder)
+      if (overlaps(o, inputs[k]))
+        return rt::Status::error("output '" + str(o.name) + "' overlaps input '" +
+                                 str(inputs[k].name) + "'");
+    for (size_t j = 0; j < i; ++j)
+      if (overlaps(o, outputs[outOrder[j]]))
+        return rt::Status::error("output '" + str(o.name) + "' overlaps output '" +
+                                 str(outputs[outOrder[j]].name) + "'");
+  }
+  return rt::Status::ok();
+}
+
 // Takes an arena of entry `entry` from the free list (or allocates one) and
 // gives it back when destroyed.
 class ArenaLease {
@@ -284,6 +314,9 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
                              std::to_string(TF_ABI_VERSION));
   int threads = options ? options->num_threads : 0;
   if (threads <= 0) threads = rt::ThreadPool::hardwareThreads();
+  if (threads > kMaxThreads)
+    return rt::Status::error("num_threads " + std::to_string(threads) + " is over the maximum " +
+                             std::to_string(kMaxThreads));
   m->pool = std::make_unique<rt::ThreadPool>(threads);
 
   // The weights: every param that is not prepared.
@@ -545,6 +578,7 @@ int32_t tf_model_run(tf_model* model, int32_t entry, const tf_tensor* inputs, in
     auto shapes = outputShapes(e, inShapes);
     std::vector<size_t> outOrder;
     s = checkOutputs(e, outputs, num_outputs, shapes, &outOrder);
+    if (s) s = checkOverlap(inputs, inOrder, outputs, outOrder);
     if (!s) return setError(error, s.message());
     std::vector<void*> outData(e.numOutputs);
     for (int32_t i = 0; i < e.numOutputs; ++i) outData[i] = outputs[outOrder[i]].data;

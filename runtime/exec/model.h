@@ -23,11 +23,14 @@
  * - tf_model_create runs the model's prepare step (weight-only work hoisted
  *   out of the entry points, and GEMM weight packing) once.
  * - tf_model_run may be called from several threads at once on one model;
- *   each call uses its own arena. A failed call (unknown or missing tensor,
- *   wrong dtype, rank or size, a size over the compiled maximum, a token id
- *   outside the vocabulary) writes no output and leaves the model usable.
+ *   each call uses its own arena. A call with bad tensors (unknown or missing
+ *   name, wrong dtype, rank or size, a size over the compiled maximum,
+ *   overlapping buffers) writes nothing; a failure found while running (a
+ *   token id outside the vocabulary) may leave outputs partly written. Either
+ *   way the model stays usable.
  * - Outputs are written to caller buffers whose shapes must equal
- *   tf_model_output_shape for the given inputs.
+ *   tf_model_output_shape for the given inputs and which must not overlap
+ *   the inputs or each other.
  * - Pointers returned by query functions live as long as the model.
  */
 #ifndef TRANSFUSE_MODEL_H
@@ -77,7 +80,7 @@ typedef struct tf_tensor_spec {
 } tf_tensor_spec;
 
 typedef struct tf_options {
-  int32_t num_threads; /* <= 0: one per hardware thread */
+  int32_t num_threads; /* <= 0: one per hardware thread; at most 1024 */
   uint64_t seed;       /* seed of random weights when weights_path is NULL */
 } tf_options;
 
