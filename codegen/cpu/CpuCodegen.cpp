@@ -98,8 +98,11 @@ public:
     if (auto it = memo.find(key); it != memo.end())
       return it->second;
     std::string e = derive(v, d);
-    if (e.empty() && error.empty())
-      error = "cannot derive the run-time size of dimension " + std::to_string(d) + " of a value";
+    if (e.empty() && error.empty()) {
+      Operation *def = v.getDefiningOp();
+      error = (def ? locOf(def) + ": '" + def->getName().getStringRef().str() + "': " : "") +
+              "cannot derive the run-time size of dimension " + std::to_string(d) + " of its result";
+    }
     return memo[key] = e;
   }
 
