@@ -160,30 +160,17 @@ Status unknownEntry(const std::string& library, const std::string& entry,
 
 }  // namespace
 
-StatusOr<std::vector<TensorSpec>> CompiledModel::inputs(const std::string& entry) const {
+StatusOr<std::vector<TensorSpec>> CompiledModel::specs(const std::string& entry,
+                                                       bool outputs) const {
   int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
   if (e < 0) return unknownEntry(library_, entry, entryPoints());
   std::vector<TensorSpec> specs;
-  int32_t n = api_->numInputs(asModel(model_), e);
+  int32_t n = outputs ? api_->numOutputs(asModel(model_), e) : api_->numInputs(asModel(model_), e);
   for (int32_t i = 0; i < n; ++i) {
     tf_tensor_spec s{};
     tf_error err{};
-    if (api_->inputSpec(asModel(model_), e, i, &s, &err) != 0)
-      return Status::error("entry point '" + entry + "': " + err.message);
-    specs.push_back(fromTf(s));
-  }
-  return specs;
-}
-
-StatusOr<std::vector<TensorSpec>> CompiledModel::outputs(const std::string& entry) const {
-  int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
-  if (e < 0) return unknownEntry(library_, entry, entryPoints());
-  std::vector<TensorSpec> specs;
-  int32_t n = api_->numOutputs(asModel(model_), e);
-  for (int32_t i = 0; i < n; ++i) {
-    tf_tensor_spec s{};
-    tf_error err{};
-    if (api_->outputSpec(asModel(model_), e, i, &s, &err) != 0)
+    auto query = outputs ? api_->outputSpec : api_->inputSpec;
+    if (query(asModel(model_), e, i, &s, &err) != 0)
       return Status::error("entry point '" + entry + "': " + err.message);
     specs.push_back(fromTf(s));
   }

@@ -37,8 +37,12 @@ public:
   std::string fusion() const;
   int threads() const;
   // Specs of an entry point's inputs and outputs (error: unknown entry point).
-  StatusOr<std::vector<TensorSpec>> inputs(const std::string& entry) const;
-  StatusOr<std::vector<TensorSpec>> outputs(const std::string& entry) const;
+  StatusOr<std::vector<TensorSpec>> inputs(const std::string& entry) const {
+    return specs(entry, /*outputs=*/false);
+  }
+  StatusOr<std::vector<TensorSpec>> outputs(const std::string& entry) const {
+    return specs(entry, /*outputs=*/true);
+  }
 
   // Runs `entry`: allocates outputs of the shapes the model reports for these
   // inputs and returns them by name.
@@ -62,6 +66,7 @@ public:
 
 private:
   CompiledModel() = default;
+  StatusOr<std::vector<TensorSpec>> specs(const std::string& entry, bool outputs) const;
   void* handle_ = nullptr;
   std::unique_ptr<Api> api_;
   void* model_ = nullptr;  // tf_model*
