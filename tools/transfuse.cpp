@@ -64,6 +64,7 @@ struct Command {
 };
 
 [[noreturn]] void die(const llvm::Twine &message) {
+  llvm::outs().flush(); // what was printed comes before the error
   llvm::errs() << "transfuse: error: " << message << "\n";
   std::exit(1);
 }
