@@ -40,6 +40,17 @@ bool ownsNoMemory(Operation *op) { return isa<ParamOp, ConstantOp, ReshapeOp, Di
 
 } // namespace
 
+Value mlir::transfuse::storageRoot(Value v, const llvm::DenseMap<Value, Value> &aliases) {
+  for (;;) {
+    if (auto r = v.getDefiningOp<ReshapeOp>())
+      v = r.getInput();
+    else if (auto it = aliases.find(v); it != aliases.end())
+      v = it->second;
+    else
+      return v;
+  }
+}
+
 MemoryPlan mlir::transfuse::planMemory(func::FuncOp func,
                                        const llvm::DenseMap<Value, Value> &aliases) {
   MemoryPlan plan;
@@ -54,17 +65,7 @@ MemoryPlan mlir::transfuse::planMemory(func::FuncOp func,
   int64_t next = 0;
   for (Operation &op : body)
     position[&op] = next++;
-  // Reshapes and aliases are views: a value's storage is its root's.
-  auto root = [&](Value v) {
-    for (;;) {
-      if (auto r = v.getDefiningOp<ReshapeOp>())
-        v = r.getInput();
-      else if (auto it = aliases.find(v); it != aliases.end())
-        v = it->second;
-      else
-        return v;
-    }
-  };
+  auto root = [&](Value v) { return storageRoot(v, aliases); };
   llvm::DenseSet<Value> returned;
   for (Value v : body.getTerminator()->getOperands())
     returned.insert(root(v));

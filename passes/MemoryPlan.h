@@ -29,6 +29,10 @@ struct MemoryPlan {
   std::vector<PlannedBuffer> buffers;
 };
 
+/// The value whose storage `v` uses: through reshapes (views of their
+/// input) and `aliases` (a backend's strided views), to a value that owns it.
+Value storageRoot(Value v, const llvm::DenseMap<Value, Value> &aliases);
+
 /// The byte alignment of every buffer (a cache line; AVX-512 friendly).
 inline constexpr int64_t kArenaAlignment = 64;
 

@@ -399,16 +399,14 @@ public:
   std::string scalarKernels; // region functions without Highway
 };
 
+/// The value `v` is a reshape of (or `v`).
 Value rootOf(Value v) {
-  while (auto r = v.getDefiningOp<ReshapeOp>())
-    v = r.getInput();
-  return v;
+  static const llvm::DenseMap<Value, Value> none;
+  return storageRoot(v, none);
 }
 
 std::string Emitter::ptr(Value v) {
-  Value root = rootOf(v);
-  for (auto it = aliases.find(root); it != aliases.end(); it = aliases.find(root))
-    root = rootOf(it->second);
+  Value root = storageRoot(v, aliases);
   auto type = cast<RankedTensorType>(root.getType());
   std::string t = cType(type.getElementType());
   if (auto arg = dyn_cast<BlockArgument>(root))
