@@ -890,7 +890,8 @@ llvm::Error Emitter::emitAttention(AttentionOp op) {
     line("  args.additiveBatchStride = " + strides[0] + "; args.additiveHeadStride = " +
          strides[1] + "; args.additiveRowStride = " + strides[2] + ";");
   }
-  checked("  kernels::attention(args, c.pool)");
+  line("  if (rt::Status s = kernels::attention(args, c.pool); !s.isOk()) return s;");
+  ++kernelCalls;
   line("}");
   flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
   return llvm::Error::success();
