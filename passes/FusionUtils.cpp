@@ -126,6 +126,13 @@ std::optional<DimEquality::Origin> DimEquality::origin(Value v, int64_t axis) {
           return origin(s.getInput(), axis);
         })
         .Case([&](SplitOp s) -> std::optional<Origin> { return origin(s.getInput(), axis); })
+        .Case([&](ConcatOp c) -> std::optional<Origin> {
+          // Along its axis a concat makes a size of its own (the sum of its
+          // inputs'); every other dimension is its inputs'.
+          if (axis == normalizedAxis(c.getAxis(), rank))
+            return Origin{v, axis};
+          return broadcastOrigin(c.getInputs(), axis, rank);
+        })
         .Case([&](KeyPaddingMaskOp k) { return origin(k.getTokens(), axis); })
         .Case([&](CausalMaskOp c) {
           return indexOrigin(axis == 0 ? c.getQueryLen() : c.getKeyLen());
@@ -173,21 +180,21 @@ Value mlir::transfuse::biasOf(AddOp add, Value product) {
 }
 
 int64_t DimEquality::maximum(Value v, int64_t axis, int64_t maxBatch, int64_t maxSeqLen) {
-  // A concat along a dynamic axis reaches the sum of its inputs' maxima.
-  if (auto c = v.getDefiningOp<ConcatOp>();
-      c && normalizedAxis(c.getAxis(), c.getType().getRank()) == axis) {
+  std::optional<Origin> o = origin(v, axis);
+  if (!o)
+    return std::max(maxBatch, maxSeqLen);
+  // A concat's axis reaches the sum of its inputs' maxima.
+  if (auto c = o->first.getDefiningOp<ConcatOp>()) {
     int64_t sum = 0;
     for (Value in : c.getInputs()) {
       auto t = cast<RankedTensorType>(in.getType());
-      int64_t m = t.isDynamicDim(axis) ? maximum(in, axis, maxBatch, maxSeqLen) : t.getDimSize(axis);
+      int64_t m = t.isDynamicDim(o->second) ? maximum(in, o->second, maxBatch, maxSeqLen)
+                                            : t.getDimSize(o->second);
       if (__builtin_add_overflow(sum, m, &sum))
         return std::numeric_limits<int64_t>::max();
     }
     return sum;
   }
-  std::optional<Origin> o = origin(v, axis);
-  if (!o)
-    return std::max(maxBatch, maxSeqLen);
   return o->second == 0 ? maxBatch : maxSeqLen;
 }
 

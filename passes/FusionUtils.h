@@ -39,7 +39,9 @@ public:
   bool equalsIndex(Value size, Value x, int64_t a);
   /// The compiled maximum of dynamic dimension `axis` of `v`: max_batch when
   /// it comes from dimension 0 of an entry point's argument, max_seq_len from
-  /// any other argument dimension, the larger of the two when unknown.
+  /// any other argument dimension, the sum of the inputs' maxima when it
+  /// comes from a concat's axis (a concat starts a size of its own), the
+  /// larger of max_batch and max_seq_len when unknown.
   int64_t maximum(Value v, int64_t axis, int64_t maxBatch, int64_t maxSeqLen);
 
 private:
