@@ -608,16 +608,21 @@ int64_t tf_model_kernel_calls(const tf_model* model, int32_t entry) {
   return e ? e->kernelCalls : -1;
 }
 
-double tf_model_flops(const tf_model* model, int32_t entry, const tf_tensor* inputs,
-                      int32_t num_inputs) {
+int32_t tf_model_flops(const tf_model* model, int32_t entry, const tf_tensor* inputs,
+                       int32_t num_inputs, double* flops, tf_error* error) {
+  clearError(error);
   try {
     std::vector<size_t> order;
-    if (!validateInputs(model, entry, inputs, num_inputs, &order)) return -1;
+    rt::Status s = validateInputs(model, entry, inputs, num_inputs, &order);
+    if (!s) return setError(error, s.message());
+    if (!flops) return setError(error, "the flops pointer is NULL");
     const EntryDesc& e = *entryOf(model, entry);
-    if (!e.flops) return 0;
-    return e.flops(orderedShapes(inputs, order).data());
+    *flops = e.flops ? e.flops(orderedShapes(inputs, order).data()) : 0.0;
+    return 0;
+  } catch (const std::exception& ex) {
+    return setError(error, std::string("tf_model_flops: ") + ex.what());
   } catch (...) {
-    return -1;
+    return setError(error, "tf_model_flops: unknown exception");
   }
 }
 

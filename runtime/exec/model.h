@@ -122,12 +122,13 @@ int32_t tf_model_run(tf_model* model, int32_t entry, const tf_tensor* inputs,
                      tf_error* error);
 
 /* For benchmarks: the arena bytes one run of the entry point uses at the
- * compiled maxima, the kernel calls one run makes, and the floating-point
- * operations (multiply-adds count 2) for these inputs (-1 on bad inputs). */
+ * compiled maxima and the kernel calls one run makes (-1 for a bad entry);
+ * the floating-point operations (multiply-adds count 2) of a run on these
+ * inputs, validated as by run. */
 int64_t tf_model_arena_bytes(const tf_model* model, int32_t entry);
 int64_t tf_model_kernel_calls(const tf_model* model, int32_t entry);
-double tf_model_flops(const tf_model* model, int32_t entry, const tf_tensor* inputs,
-                      int32_t num_inputs);
+int32_t tf_model_flops(const tf_model* model, int32_t entry, const tf_tensor* inputs,
+                       int32_t num_inputs, double* flops, tf_error* error);
 
 #ifdef __cplusplus
 }

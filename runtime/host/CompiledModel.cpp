@@ -33,7 +33,8 @@ struct CompiledModel::Api {
                  tf_error*) = nullptr;
   int64_t (*arenaBytes)(const tf_model*, int32_t) = nullptr;
   int64_t (*kernelCalls)(const tf_model*, int32_t) = nullptr;
-  double (*flops)(const tf_model*, int32_t, const tf_tensor*, int32_t) = nullptr;
+  int32_t (*flops)(const tf_model*, int32_t, const tf_tensor*, int32_t, double*,
+                   tf_error*) = nullptr;
 };
 
 namespace {
@@ -235,21 +236,10 @@ StatusOr<double> CompiledModel::flops(const std::string& entry,
   int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
   if (e < 0) return unknownEntry(library_, entry, entryPoints());
   std::vector<tf_tensor> in = toTf(inputs);
-  double f = api_->flops(asModel(model_), e, in.data(), static_cast<int32_t>(in.size()));
-  if (f < 0) {
-    // The ABI reports bad inputs as -1; output_shape validates the same way
-    // and gives the message.
-    tf_error err{};
-    tf_tensor_spec spec{};
-    if (api_->numOutputs(asModel(model_), e) > 0 &&
-        api_->outputSpec(asModel(model_), e, 0, &spec, &err) == 0) {
-      std::vector<int64_t> shape(spec.rank > 0 ? spec.rank : 1);
-      if (api_->outputShape(asModel(model_), e, in.data(), static_cast<int32_t>(in.size()), 0,
-                            shape.data(), &err) != 0)
-        return Status::error("entry point '" + entry + "': " + err.message);
-    }
-    return Status::error("entry point '" + entry + "': invalid inputs");
-  }
+  double f = 0;
+  tf_error err{};
+  if (api_->flops(asModel(model_), e, in.data(), static_cast<int32_t>(in.size()), &f, &err) != 0)
+    return Status::error("entry point '" + entry + "': " + err.message);
   return f;
 }
 

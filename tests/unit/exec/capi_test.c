@@ -83,7 +83,8 @@ int main(void) {
   CHECK(y_shape[0] == 2 && y_shape[1] == 3);
   CHECK_ERROR(tf_model_output_shape(m, fwd, in, 2, 1, y_shape, &err), err,
               "no output with index 1");
-  CHECK(tf_model_flops(m, fwd, in, 2) == 2.0 * 2 * 4 * 3);
+  double flops = 0;
+  CHECK(tf_model_flops(m, fwd, in, 2, &flops, &err) == 0 && flops == 2.0 * 2 * 4 * 3);
 
   float y[2 * 3] = {0};
   tf_tensor out[1] = {{"y", TF_F32, 2, y_shape, y}};
@@ -135,7 +136,8 @@ int main(void) {
   int32_t neg_ids[2] = {0, -3};
   tf_tensor neg[2] = {{"x", TF_F32, 2, x_shape, x}, {"ids", TF_I32, 1, ids_shape, neg_ids}};
   CHECK_ERROR(tf_model_run(m, fwd, neg, 2, out_bad, 1, &err), err, "input 'ids'");
-  CHECK(tf_model_flops(m, fwd, bad_x, 2) == -1);
+  CHECK_ERROR(tf_model_flops(m, fwd, bad_x, 2, &flops, &err), err,
+              "input 'x' has size 5 in dimension 1");
   CHECK(tf_model_run(m, fwd, bad_x, 2, out_bad, 1, NULL) != 0); /* no error struct: no crash */
   CHECK_ERROR(tf_model_run(m, 5, in, 2, out_bad, 1, &err), err, "no entry point with index 5");
 
