@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -510,21 +511,30 @@ llvm::Error Emitter::emit(std::string &out) {
   // Every intermediate must fit the room the plan gave it at the maxima
   // (the maxima are derived separately from these sizes; this keeps a wrong
   // bound an error, never an overflow).
+  // Buffers of one size expression need one check, against the least room.
+  std::map<std::string, int64_t> room;
   for (const PlannedBuffer &b : plan.buffers) {
     auto type = cast<RankedTensorType>(b.value.getType());
-    dims.checks.push_back({"(" + dims.numel(b.value) + " * " +
-                               std::to_string(elemSize(type.getElementType())) + " > " +
-                               std::to_string(b.size) + ")",
-                           "an intermediate larger than the arena planned at the compiled maxima"});
+    if (type.hasStaticShape()) // planned at its one size
+      continue;
+    std::string bytes =
+        dims.numel(b.value) + " * " + std::to_string(elemSize(type.getElementType()));
+    auto [it, inserted] = room.try_emplace(bytes, b.size);
+    it->second = std::min(it->second, b.size);
   }
+  for (const auto &[bytes, size] : room)
+    dims.checks.push_back({"(" + bytes + " > " + std::to_string(size) + ")",
+                           "an intermediate larger than the arena planned at the compiled maxima"});
   if (!dims.error.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "@" + fn + ": " + dims.error + " (cpu target)");
   if (!storageError.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), storageError);
   std::string checks;
+  llvm::StringSet<> seen;
   for (auto &[cond, message] : dims.checks)
-    checks += "  if " + cond + "\n    return rt::Status::error(\"" + message + "\");\n";
+    if (seen.insert(cond).second)
+      checks += "  if " + cond + "\n    return rt::Status::error(\"" + message + "\");\n";
   std::string decl = dims.declarations("c.inputShapes");
   out += "rt::Status run_" + fn + "(const exec::Call& c) {\n" + decl + checks + body +
          "  return rt::Status::ok();\n}\n\n";
