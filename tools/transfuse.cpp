@@ -36,7 +36,6 @@
 
 #include <chrono>
 #include <map>
-#include <random>
 
 #include "tools/EmbeddedModels.h"
 
@@ -450,31 +449,13 @@ int runDemo(const std::vector<std::string> &positional,
 
   reference::TensorMap weights = rt::randomWeights(mi.params, seed);
   const EntryPoint &ep = mi.entryPoints.front();
-  // Random tokens; the last sequence of the batch ends in padding.
-  llvm::json::Value config = orDie(llvm::json::parse(mi.configJson));
-  auto *cfg = config.getAsObject(); // written by buildModel: every key is there
-  auto padId = cfg->getInteger("pad_id");
-  std::mt19937_64 rng(seed);
-  reference::TensorMap inputs;
-  for (const rt::TensorSpec &spec : ep.inputs) {
-    bool isSrc = spec.name == "src_tokens";
-    int64_t len = isSrc ? srcLen : tgtLen;
-    int64_t vocab = *cfg->getInteger(isSrc ? "src_vocab_size"
-                                     : spec.name == "tokens" ? "vocab_size" : "tgt_vocab_size");
-    rt::Tensor t = rt::Tensor::zeros(rt::DType::I32, {batch, len});
-    std::uniform_int_distribution<int32_t> dist(0, (int32_t)vocab - 1);
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t i = 0; i < len; ++i) {
-        int32_t id = dist(rng);
-        if (padId && id == *padId) // padding only at the end of the last sequence
-          id = (id + 1) % (int32_t)vocab;
-        t.data<int32_t>()[b * len + i] =
-            padId && b == batch - 1 && i >= len - len / 4 ? (int32_t)*padId : id;
-      }
-    llvm::outs() << "input      " << spec.name << " I32" << rt::shapeToString(t.shape)
-                 << (padId ? " (last sequence padded)" : "") << "\n";
-    inputs[spec.name] = std::move(t);
-  }
+  // Random tokens; the last sequence of the batch ends in padding where the
+  // model masks padding.
+  reference::TensorMap inputs =
+      orDie(tools::randomInputs(*module, ep, batch, srcLen, tgtLen, seed, /*pad=*/true));
+  for (const auto &[name, t] : inputs)
+    llvm::outs() << "input      " << name << " " << rt::dtypeName(t.dtype)
+                 << rt::shapeToString(t.shape) << "\n";
   auto t2 = std::chrono::steady_clock::now();
   auto outputs = orDie(reference::run(entryFunc(*module, ep.name), weights, inputs));
   auto t3 = std::chrono::steady_clock::now();
