@@ -146,6 +146,10 @@ llvm::Expected<ModelInterface> mlir::transfuse::extractInterface(ModuleOp module
   });
   if (failedOp)
     return errorAt(failedOp, failure);
+  // A model whose weights cannot be held is refused here, when it is
+  // compiled, rather than when it is first loaded.
+  if (::transfuse::rt::Status fits = ::transfuse::rt::checkParamsFit(mi.params); !fits)
+    return errorAt(module, fits.message());
 
   if (auto aliases = module->getAttrOfType<DictionaryAttr>("transfuse.weight_aliases"))
     for (NamedAttribute a : aliases)

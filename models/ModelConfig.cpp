@@ -24,22 +24,26 @@ public:
                                    key.str().c_str(), what.str().c_str());
   }
 
-  /// An integer in [min, 2^24]: every size of a model fits, and products of
-  /// a few of them cannot overflow int64.
-  llvm::Error readInt(llvm::StringRef key, int64_t &out, int64_t min) {
+  /// An integer in [min, max]; max defaults to 2^24: every size of a model
+  /// fits, and products of a few of them cannot overflow int64.
+  llvm::Error readInt(llvm::StringRef key, int64_t &out, int64_t min, int64_t max = kMaxSize) {
     const Value *v = obj.get(key);
     if (!v)
       return llvm::Error::success();
     std::optional<int64_t> i = v->getAsInteger();
     if (!i)
       return error(key, "expected an integer");
-    if (*i < min || *i > kMaxSize)
-      return error(key, llvm::formatv("must be in [{0}, {1}], got {2}", min, kMaxSize, *i));
+    if (*i < min || *i > max)
+      return error(key, llvm::formatv("must be in [{0}, {1}], got {2}", min, max, *i));
     out = *i;
     return llvm::Error::success();
   }
 
   static constexpr int64_t kMaxSize = int64_t{1} << 24;
+  /// Layers per stack: the graph grows by about 60 ops a layer, so 2^24
+  /// layers would exhaust memory while building it; the deepest published
+  /// Transformers have a few hundred (models/README.md).
+  static constexpr int64_t kMaxLayers = 1024;
 
   llvm::Error readDouble(llvm::StringRef key, double &out) {
     const Value *v = obj.get(key);
@@ -163,12 +167,12 @@ llvm::Expected<ModelConfig> mlir::transfuse::parseModelConfig(llvm::StringRef js
                                      r.readInt("num_heads", c.numHeads, 1));
   err = llvm::joinErrors(std::move(err), r.readInt("d_ff", c.dFF, 1));
   if (decoderOnly) {
-    err = llvm::joinErrors(std::move(err), r.readInt("num_layers", c.numDecoderLayers, 1));
+    err = llvm::joinErrors(std::move(err), r.readInt("num_layers", c.numDecoderLayers, 1, KeyReader::kMaxLayers));
     err = llvm::joinErrors(std::move(err), r.readInt("vocab_size", c.tgtVocabSize, 1));
     c.srcVocabSize = c.tgtVocabSize;
   } else {
-    err = llvm::joinErrors(std::move(err), r.readInt("num_encoder_layers", c.numEncoderLayers, 1));
-    err = llvm::joinErrors(std::move(err), r.readInt("num_decoder_layers", c.numDecoderLayers, 1));
+    err = llvm::joinErrors(std::move(err), r.readInt("num_encoder_layers", c.numEncoderLayers, 1, KeyReader::kMaxLayers));
+    err = llvm::joinErrors(std::move(err), r.readInt("num_decoder_layers", c.numDecoderLayers, 1, KeyReader::kMaxLayers));
     err = llvm::joinErrors(std::move(err), r.readInt("src_vocab_size", c.srcVocabSize, 1));
     err = llvm::joinErrors(std::move(err), r.readInt("tgt_vocab_size", c.tgtVocabSize, 1));
     err = llvm::joinErrors(std::move(err), r.readBool("share_embeddings", c.shareEmbeddings));

@@ -52,6 +52,17 @@ buildModel(MLIRContext &context, const ModelConfig &config, const BuildOptions &
 llvm::Expected<OwningOpRef<ModuleOp>>
 loadModelDefinition(MLIRContext &context, llvm::StringRef path, const BuildOptions &options);
 
+/// The same on `text`, named `name` in messages: a JSON config when `name`
+/// ends in .json, else MLIR text, which must stay within kMaxMlirBytes and
+/// kMaxMlirNesting (checked before MLIR's parser runs).
+llvm::Expected<OwningOpRef<ModuleOp>> parseModelDefinition(MLIRContext &context,
+                                                           llvm::StringRef text,
+                                                           llvm::StringRef name,
+                                                           const BuildOptions &options);
+
+inline constexpr size_t kMaxMlirBytes = size_t{1} << 30;
+inline constexpr int64_t kMaxMlirNesting = 64;
+
 // Per-architecture builders (EncoderDecoder.cpp, DecoderOnly.cpp).
 
 /// Creates `@forward(tokens...: tensor<?x?xi32>) -> logits: tensor<?x?xVxf32>`

@@ -2,6 +2,8 @@
 // WeightBinding.h for the lookup order, the checks and the message texts.
 #include "runtime/WeightBinding.h"
 
+#include "runtime/MemoryLimit.h"
+
 #include <cstring>
 #include <set>
 
@@ -64,6 +66,7 @@ StatusOr<std::map<std::string, Tensor>> bindWeights(const std::vector<ParamSpec>
                                                    const BindingRules& rules,
                                                    const SafetensorsFile& file,
                                                    std::vector<std::string>* warnings) {
+  if (Status s = checkParamsFit(params); !s) return s;
   const std::string pre = filePrefix(file);
   std::map<std::string, Tensor> out;
   std::set<std::string> consumed;
@@ -161,7 +164,27 @@ uint64_t paramStream(const std::string& name) {
   return h;
 }
 
-std::map<std::string, Tensor> randomWeights(const std::vector<ParamSpec>& params, uint64_t seed) {
+Status checkParamsFit(const std::vector<ParamSpec>& params) {
+  uint64_t total = 0;
+  const ParamSpec* largest = nullptr;
+  uint64_t largestBytes = 0;
+  for (const ParamSpec& p : params) {
+    uint64_t elements = 1;
+    for (int64_t d : p.shape) elements = saturatingBytes(elements, d < 0 ? 0 : uint64_t(d));
+    const uint64_t bytes = saturatingBytes(elements, sizeof(float));
+    total = total > UINT64_MAX - bytes ? UINT64_MAX : total + bytes;
+    if (!largest || bytes > largestBytes) largest = &p, largestBytes = bytes;
+  }
+  if (!largest) return Status::ok();
+  return checkFitsInMemory("the model's " + std::to_string(params.size()) +
+                               " parameters (the largest: '" + largest->name + "' " +
+                               shapeToString(largest->shape) + ")",
+                           total);
+}
+
+StatusOr<std::map<std::string, Tensor>> randomWeights(const std::vector<ParamSpec>& params,
+                                                      uint64_t seed) {
+  if (Status s = checkParamsFit(params); !s) return s;
   std::map<std::string, Tensor> out;
   for (const ParamSpec& p : params) {
     Tensor t = Tensor::zeros(DType::F32, p.shape);

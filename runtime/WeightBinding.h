@@ -67,7 +67,14 @@ StatusOr<std::map<std::string, Tensor>> bindWeights(const std::vector<ParamSpec>
 // F32 tensors for every param, each filled by initTensor(kind, fanIn, fanOut, seed,
 // paramStream(name)): a param's values depend on its name and the seed only,
 // not on its place in the table, so passes that reorder params keep them.
-std::map<std::string, Tensor> randomWeights(const std::vector<ParamSpec>& params, uint64_t seed);
+// Error: the parameters do not fit in memory (checkParamsFit).
+StatusOr<std::map<std::string, Tensor>> randomWeights(const std::vector<ParamSpec>& params,
+                                                      uint64_t seed);
+
+// The F32 bytes of all `params` against the machine's memory limit
+// (runtime/MemoryLimit.h), before any of them is allocated; the error names
+// the largest. bindWeights and randomWeights check it first.
+Status checkParamsFit(const std::vector<ParamSpec>& params);
 
 // The random stream of a parameter: the 64-bit FNV-1a hash of its name.
 uint64_t paramStream(const std::string& name);

@@ -1,7 +1,29 @@
 #!/usr/bin/env bash
-# Configures and builds Transfuse in ./build (Ninja, ccache when present, 2 jobs).
+# Configures and builds Transfuse (Ninja, ccache when present, 2 jobs).
+#   bash scripts/build.sh                            -> build/
+#   bash scripts/build.sh --sanitize address,undefined -> build-asan/ (clang-22, ASan +
+#        UBSan, libFuzzer coverage and the fuzz targets of tests/fuzz)
+#   bash scripts/build.sh --sanitize thread          -> build-tsan/ (clang-22, TSan)
+# Prints the build folder's name as its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p build && cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release > build/cmake.log 2>&1 || {
-  cat build/cmake.log; exit 1; }
-ninja -C build -j "${JOBS:-2}"
+dir=build
+args=(-DCMAKE_BUILD_TYPE=Release)
+if [[ "${1:-}" == "--sanitize" ]]; then
+  case "${2:-}" in
+    address,undefined|undefined,address)
+      dir=build-asan
+      args+=(-DTRANSFUSE_SANITIZE=address,undefined -DTRANSFUSE_FUZZ=ON) ;;
+    thread)
+      dir=build-tsan
+      args+=(-DTRANSFUSE_SANITIZE=thread) ;;
+    *) echo "build.sh: --sanitize expects address,undefined or thread, got '${2:-}'" >&2; exit 2 ;;
+  esac
+  args+=(-DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22)
+elif [[ $# -gt 0 ]]; then
+  echo "build.sh: unknown argument '$1'" >&2; exit 2
+fi
+mkdir -p "$dir" && cmake -G Ninja -S . -B "$dir" "${args[@]}" > "$dir/cmake.log" 2>&1 || {
+  cat "$dir/cmake.log"; exit 1; }
+ninja -C "$dir" -j "${JOBS:-2}" >&2
+echo "$dir"

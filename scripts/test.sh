@@ -1,8 +1,27 @@
 #!/usr/bin/env bash
-# The README's test command (and CI's): install what is missing, build, and
-# run every test (GoogleTest, lit, the NumPy oracle, the PyTorch check).
+# The README's test command: install what is missing, build, and run every
+# test (GoogleTest, lit, the NumPy oracle, the PyTorch check).
+#   bash scripts/test.sh                               build/, every test
+#   bash scripts/test.sh --sanitize address,undefined  build-asan/, every test under
+#                                                      ASan + UBSan (compiled artifacts too)
+#   bash scripts/test.sh --sanitize thread             build-tsan/, the concurrency tests
+#                                                      (ctest label "concurrency") under TSan
+# Extra arguments after these go to ctest (e.g. -R abi).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+sanitize=""
+if [[ "${1:-}" == "--sanitize" ]]; then
+  sanitize="${2:-}"
+  shift 2 || { echo "test.sh: --sanitize needs a value" >&2; exit 2; }
+fi
 bash scripts/install-deps.sh --test
-bash scripts/build.sh
-ctest --test-dir build --output-on-failure -j 2
+if [[ -z "$sanitize" ]]; then
+  bash scripts/build.sh
+  exec ctest --test-dir build --output-on-failure -j 2 "$@"
+fi
+dir=$(bash scripts/build.sh --sanitize "$sanitize" | tail -n 1)
+source scripts/sanitizer-env.sh
+if [[ "$sanitize" == thread ]]; then
+  exec ctest --test-dir "$dir" --output-on-failure -j 2 -L concurrency "$@"
+fi
+exec ctest --test-dir "$dir" --output-on-failure -j 2 "$@"

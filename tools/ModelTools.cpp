@@ -189,7 +189,9 @@ llvm::Expected<VerifyResult> tools::verifyArtifact(ModuleOp module, const ModelI
   auto compiled = fromStatus(rt::CompiledModel::load((dir + "/libmodel.so").str(), load));
   if (!compiled)
     return compiled.takeError();
-  auto weights = rt::randomWeights(mi.params, seed);
+  auto weights = fromStatus(rt::randomWeights(mi.params, seed));
+  if (!weights)
+    return weights.takeError();
   VerifyResult result;
   for (const EntryPoint &ep : mi.entryPoints) {
     if (ep.name == kPrepareFunction)
@@ -213,7 +215,7 @@ llvm::Expected<VerifyResult> tools::verifyArtifact(ModuleOp module, const ModelI
       auto got = fromStatus((*compiled)->run(ep.name, *inputs));
       if (!got)
         return got.takeError();
-      auto want = reference::run(module.lookupSymbol<func::FuncOp>(ep.name), weights, *inputs,
+      auto want = reference::run(module.lookupSymbol<func::FuncOp>(ep.name), *weights, *inputs,
                                  /*f64Outputs=*/true);
       if (!want)
         return want.takeError();

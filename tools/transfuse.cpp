@@ -141,7 +141,7 @@ func::FuncOp entryFunc(ModuleOp module, llvm::StringRef name) {
 reference::TensorMap loadWeights(const ModelInterface &mi, const std::string &path,
                                  uint64_t seed) {
   if (path.empty())
-    return rt::randomWeights(mi.params, seed);
+    return orDie(rt::randomWeights(mi.params, seed));
   rt::SafetensorsFile file = orDie(rt::SafetensorsFile::open(path));
   std::vector<std::string> warnings;
   reference::TensorMap weights = orDie(rt::bindWeights(mi.params, mi.rules, file, &warnings));
@@ -447,7 +447,7 @@ int runDemo(const std::vector<std::string> &positional,
                << llvm::format("%.3f", std::chrono::duration<double>(t1 - t0).count())
                << " s)\n";
 
-  reference::TensorMap weights = rt::randomWeights(mi.params, seed);
+  reference::TensorMap weights = orDie(rt::randomWeights(mi.params, seed));
   const EntryPoint &ep = mi.entryPoints.front();
   // Random tokens; the last sequence of the batch ends in padding where the
   // model masks padding.

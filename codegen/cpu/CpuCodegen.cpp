@@ -12,6 +12,7 @@
 #include "codegen/cpu/CpuCodegen.h"
 
 #include "codegen/cpu/ToolchainConfig.h"
+#include "runtime/MemoryLimit.h"
 #include "runtime/exec/model.h"
 #include "ir/TransfuseDialect.h"
 #include "passes/MemoryPlan.h"
@@ -473,12 +474,12 @@ llvm::Error Emitter::emit(std::string &out) {
   findViews();
   plan = planMemory(func, aliases);
   arenaBytes = plan.arenaSize;
-  if (arenaBytes > (int64_t{1} << 40))
+  if (auto fits = ::transfuse::rt::checkFitsInMemory(
+          "@" + func.getName().str() + "'s arena at the compiled maxima",
+          static_cast<uint64_t>(std::max<int64_t>(arenaBytes, 0)));
+      !fits)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "@" + func.getName().str() + " needs an arena of " +
-                                       std::to_string(arenaBytes) +
-                                       " bytes at the compiled maxima; lower --max-batch or "
-                                       "--max-seq-len (cpu target)");
+                                   fits.message() + "; lower --max-batch or --max-seq-len (cpu target)");
   for (const PlannedBuffer &b : plan.buffers)
     offsets[b.value] = b.offset;
   auto ret = cast<func::ReturnOp>(block.getTerminator());
@@ -1271,13 +1272,19 @@ llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
   std::string cxx = options.cxx.empty() ? defaultCompiler() : options.cxx;
   std::string log = (dir + "/build.log").str();
   std::string object = (dir + "/model.o").str();
+  // The build's sanitizer flags (empty in a plain build) go to every compile
+  // and link, so that generated code is checked like the runtime it links.
+  llvm::SmallVector<StringRef> extraFlags;
+  StringRef(TRANSFUSE_ARTIFACT_FLAGS).split(extraFlags, ' ', -1, /*KeepEmpty=*/false);
   std::vector<std::string> compile = {cxx, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden",
                                       "-I", TRANSFUSE_CODEGEN_SOURCE_DIR, "-I", dir.str(), "-c",
                                       (dir + "/model.cpp").str(), "-o", object};
+  compile.insert(compile.begin() + 1, extraFlags.begin(), extraFlags.end());
   if (llvm::Error e = runCommand(compile, log))
     return e;
   std::vector<std::string> libs = {TRANSFUSE_EXEC_LIB, TRANSFUSE_KERNELS_LIB, TRANSFUSE_RUNTIME_LIB};
   std::vector<std::string> system = {"-lhwy", "-lhwy_contrib", "-lpthread", "-ldl"};
+  system.insert(system.end(), extraFlags.begin(), extraFlags.end());
   llvm::Error result = llvm::Error::success();
   switch (options.kind) {
   case ArtifactKind::kShared: {

@@ -15,6 +15,7 @@
 #include "runtime/exec/model.h"
 
 #include "runtime/Init.h"
+#include "runtime/MemoryLimit.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Tensor.h"
 #include "runtime/TensorSpec.h"
@@ -305,6 +306,32 @@ private:
   Arena arena_;
 };
 
+// What a model holds (every parameter, the packed GEMM weights) and what a
+// run takes (the largest arena), against the machine's memory, before any of
+// it is allocated.
+rt::Status checkMemory(const ModelDesc& desc) {
+  uint64_t total = 0;
+  auto add = [&](uint64_t bytes) { total = total > UINT64_MAX - bytes ? UINT64_MAX : total + bytes; };
+  auto elements = [](const int64_t* shape, int32_t rank) {
+    uint64_t n = 1;
+    for (int32_t d = 0; d < rank; ++d) n = rt::saturatingBytes(n, shape[d] < 0 ? 0 : shape[d]);
+    return n;
+  };
+  for (int32_t i = 0; i < desc.numParams; ++i)
+    add(rt::saturatingBytes(elements(desc.params[i].shape, desc.params[i].rank), sizeof(float)));
+  for (int32_t i = 0; i < desc.numPacks; ++i) {
+    const int64_t kn[2] = {desc.packs[i].k, desc.packs[i].n};
+    add(rt::saturatingBytes(elements(kn, 2), sizeof(float)));
+  }
+  int64_t arena = desc.prepare ? desc.prepare->arenaBytes : 0;
+  for (int32_t e = 0; e < desc.numEntries; ++e)
+    arena = std::max(arena, desc.entries[e].arenaBytes);
+  add(arena > 0 ? static_cast<uint64_t>(arena) : 0);
+  return rt::checkFitsInMemory("the model (" + std::to_string(desc.numParams) +
+                                   " parameters, their packed GEMM copies and one arena)",
+                               total);
+}
+
 // Params, prepare and packing (see the file comment).
 rt::Status createModel(const char* weightsPath, const tf_options* options, tf_model* m) {
   const ModelDesc* desc = m->desc;
@@ -335,6 +362,7 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
     s.optional = p.optional;
     specs.push_back(std::move(s));
   }
+  if (rt::Status s = checkMemory(*desc); !s) return s;
   std::map<std::string, rt::Tensor> weights;
   if (weightsPath) {
     auto file = rt::SafetensorsFile::open(weightsPath);
@@ -349,7 +377,9 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
     if (!bound) return bound.status();
     weights = std::move(*bound);
   } else {
-    weights = rt::randomWeights(specs, options ? options->seed : 0);
+    auto random = rt::randomWeights(specs, options ? options->seed : 0);
+    if (!random) return random.status();
+    weights = std::move(*random);
   }
 
   m->params.resize(desc->numParams);

@@ -1,6 +1,8 @@
 # lit configuration of the transfuse IR and driver tests.
 # Substitutions: %models (the models/ folder); tools found on PATH:
-# transfuse, transfuse-opt, FileCheck, not, count, split-file.
+# transfuse, transfuse-opt, FileCheck, not, count, split-file;
+# %artifact_flags: the build's sanitizer flags, for programs a test links
+# against an artifact (empty in a plain build).
 import os
 
 import lit.formats
@@ -17,3 +19,4 @@ config.substitutions.append(("%models", os.path.join(config.transfuse_src_root, 
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%examples", os.path.join(config.transfuse_src_root, "examples")))
 config.substitutions.append(("%oracle", os.path.join(config.transfuse_src_root, "tests", "oracle")))
+config.substitutions.append(("%artifact_flags", config.artifact_flags))

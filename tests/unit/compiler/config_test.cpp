@@ -188,9 +188,10 @@ TEST(ModelConfigTest, BadValuesOfCommonKeysNameFileAndKey) {
 TEST(ModelConfigTest, BadValuesOfEncoderDecoderKeys) {
   const std::string arch = R"("architecture": "encoder_decoder")";
   const BadValue cases[] = {
-      {"num_encoder_layers", "0", "must be in [1, 16777216]"},
+      {"num_encoder_layers", "0", "must be in [1, 1024]"},
+      {"num_encoder_layers", "1025", "must be in [1, 1024], got 1025"},
       {"num_encoder_layers", "\"6\"", "expected an integer"},
-      {"num_decoder_layers", "-1", "must be in [1, 16777216]"},
+      {"num_decoder_layers", "-1", "must be in [1, 1024]"},
       {"num_decoder_layers", "6.5", "expected an integer"},
       {"share_embeddings", "\"true\"", "expected true or false"},
   };
@@ -205,7 +206,8 @@ TEST(ModelConfigTest, BadValuesOfEncoderDecoderKeys) {
 
 TEST(ModelConfigTest, BadValuesOfDecoderOnlyKeys) {
   const BadValue cases[] = {
-      {"num_layers", "0", "must be in [1, 16777216]"},
+      {"num_layers", "0", "must be in [1, 1024]"},
+      {"num_layers", "100000", "must be in [1, 1024], got 100000"},
       {"num_layers", "\"12\"", "expected an integer"},
       {"pad_id", "60000", "outside the vocabulary [0, 60000)"},
       {"bos_id", "60000", "outside the vocabulary [0, 60000)"},

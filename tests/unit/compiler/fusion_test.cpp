@@ -102,7 +102,12 @@ reference::TensorMap runTiny(const char *config, const char *strategy, int64_t &
     ADD_FAILURE() << llvm::toString(mi.takeError());
     return {};
   }
-  auto weights = rt::randomWeights(mi->params, /*seed=*/7);
+  auto random = rt::randomWeights(mi->params, /*seed=*/7);
+  if (!random.isOk()) {
+    ADD_FAILURE() << random.status().message();
+    return {};
+  }
+  auto weights = std::move(*random);
   reference::TensorMap inputs;
   for (const rt::TensorSpec &spec : mi->entryPoints.front().inputs) {
     rt::Tensor t = rt::Tensor::zeros(rt::DType::I32, {2, 5});

@@ -181,7 +181,9 @@ protected:
     auto mi = extractInterface(*module);
     ASSERT_TRUE(!!mi) << llvm::toString(mi.takeError());
     interface = std::move(*mi);
-    weights = rt::randomWeights(interface.params, /*seed=*/1234);
+    auto random = rt::randomWeights(interface.params, /*seed=*/1234);
+    ASSERT_TRUE(random.isOk()) << random.status().message();
+    weights = std::move(*random);
     func = module->lookupSymbol<func::FuncOp>("forward");
     ASSERT_TRUE(func);
   }

@@ -110,7 +110,7 @@ TEST(ModelAbi, RandomWeightsMatchTheReference) {
   EXPECT_EQ((*outs)[0].name, "y");
   EXPECT_EQ((*outs)[0].shape, (std::vector<int64_t>{-1, 3}));
 
-  auto weights = randomWeights(fakeParamSpecs(), 1234);
+  auto weights = *randomWeights(fakeParamSpecs(), 1234);
   for (int64_t batch : {1, 3, 8}) {
     auto in = goodInputs(batch);
     auto flops = m->flops("forward", in);
@@ -193,7 +193,7 @@ TEST(ModelAbi, BadInputsAreRefusedByNameAndTheModelStaysUsable) {
   opt.threads = 2;
   auto m = loadOrDie(opt);
   ASSERT_TRUE(m);
-  auto weights = randomWeights(fakeParamSpecs(), 5);
+  auto weights = *randomWeights(fakeParamSpecs(), 5);
 
   struct Case {
     const char* what;

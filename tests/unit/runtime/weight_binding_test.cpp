@@ -219,7 +219,9 @@ TEST(RandomWeightsTest, UsesParamNameAndSeed) {
   std::vector<ParamSpec> ps = {{"a", {16, 8}, InitKind::XavierUniform, 8, 16, false},
                                {"b", {16, 8}, InitKind::XavierUniform, 8, 16, false},
                                {"c", {16}, InitKind::Ones, 0, 0, false}};
-  auto w = randomWeights(ps, 123);
+  auto random = randomWeights(ps, 123);
+  ASSERT_TRUE(random.isOk()) << random.status().message();
+  auto& w = *random;
   ASSERT_EQ(w.size(), 3u);
   Tensor expectA = Tensor::zeros(DType::F32, {16, 8});
   initTensor(expectA, InitKind::XavierUniform, 8, 16, 123, paramStream("a"));
@@ -229,11 +231,11 @@ TEST(RandomWeightsTest, UsesParamNameAndSeed) {
   EXPECT_EQ(w["b"].bytes, expectB.bytes);
   EXPECT_NE(w["a"].bytes, w["b"].bytes);
   EXPECT_EQ(w["c"].data<float>()[15], 1.0f);
-  EXPECT_EQ(randomWeights(ps, 123)["a"].bytes, w["a"].bytes);
-  EXPECT_NE(randomWeights(ps, 124)["a"].bytes, w["a"].bytes);
+  EXPECT_EQ((*randomWeights(ps, 123))["a"].bytes, w["a"].bytes);
+  EXPECT_NE((*randomWeights(ps, 124))["a"].bytes, w["a"].bytes);
   // The order of the table does not matter.
   std::vector<ParamSpec> reversed(ps.rbegin(), ps.rend());
-  EXPECT_EQ(randomWeights(reversed, 123)["a"].bytes, w["a"].bytes);
+  EXPECT_EQ((*randomWeights(reversed, 123))["a"].bytes, w["a"].bytes);
   EXPECT_NE(paramStream("a"), paramStream("b"));
 }
 
