@@ -102,8 +102,9 @@ struct FuseElementwisePass : mlir::transfuse::impl::TransfuseFuseElementwiseBase
                                         "single use to fuse with");
         continue;
       }
+      Location loc = root->getLoc(); // fuse() erases root
       fuse(ops);
-      recorder.fused(root->getLoc());
+      recorder.fused(loc);
     }
   }
 

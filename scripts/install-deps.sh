@@ -13,6 +13,8 @@ packages=(
 if [[ "${1:-}" == "--test" ]]; then
   # The oracle is checked against PyTorch's own modules (Debian's torch).
   packages+=(python3-torch)
+  # The sanitizer and libFuzzer runtimes of clang-22 (test.sh --sanitize, fuzz.sh).
+  packages+=(libclang-rt-22-dev)
 fi
 
 missing=()

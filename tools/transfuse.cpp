@@ -6,6 +6,7 @@
 //                 [--f64-outputs]
 //   transfuse bench gemm|attention [--m M --n N --k K --epilogue E | --batch B --heads H
 //                   --seq S --kv-seq S2 --head-dim D --causal --unfused] --threads T [--json]
+//   transfuse stress DIR|MODEL... [--threads T] [--runs N] [--lifecycle N]
 //   transfuse demo [--model MODEL] [--batch B] [--src-len S] [--tgt-len T] [--seed S]
 //
 // Errors: one message naming the file, tensor or flag, exit code 1, and no
@@ -19,6 +20,7 @@
 #include "runtime/host/CompiledModel.h"
 #include "runtime/kernels/Targets.h"
 #include "tools/ModelTools.h"
+#include "tools/StressTest.h"
 #include "models/Models.h"
 #include "passes/Passes.h"
 #include "runtime/Safetensors.h"
@@ -280,6 +282,47 @@ int runRun(const std::vector<std::string> &positional,
 }
 
 //===----------------------------------------------------------------------===//
+// stress
+//===----------------------------------------------------------------------===//
+
+int runStress(const std::vector<std::string> &positional,
+              const std::map<std::string, std::string> &flags) {
+  if (positional.empty())
+    die("stress expects compiled model directories or model definitions");
+  tools::StressOptions o;
+  o.models = positional;
+  o.threads = (int)intFlag(flags, "--threads", 8, 1, 256);
+  o.runs = intFlag(flags, "--runs", 1000, 0, int64_t{1} << 30);
+  o.badEvery = (int)intFlag(flags, "--bad-every", 8, 1, 1 << 20);
+  o.lifecycle = intFlag(flags, "--lifecycle", 0, 0, int64_t{1} << 30);
+  o.modelThreads = (int)intFlag(flags, "--model-threads", 1, 1, 256);
+  o.seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
+  o.maxBatch = intFlag(flags, "--max-batch", 4, 1, 1 << 16);
+  o.maxSeqLen = intFlag(flags, "--max-seq-len", 16, 1, 1 << 20);
+  o.build.cxx = flag(flags, "--cxx");
+  tools::StressResult r = orDie(tools::stressModels(o));
+  llvm::outs() << "stress: " << o.models.size() << " model(s) loaded at once, " << r.cases
+               << " input cases of mixed sizes\n";
+  if (o.runs > 0)
+    llvm::outs() << "runs: " << o.threads << " thread(s) x " << o.runs << " in "
+                 << llvm::format("%.2f", r.seconds) << " s: " << r.goodRuns
+                 << " good runs identical to their serial results, " << r.badRuns
+                 << " bad inputs refused naming the tensor\n";
+  if (o.lifecycle > 0)
+    llvm::outs() << "lifecycle: " << r.cycles
+                 << " x (create, run, destroy) and bad weights files refused; resident memory "
+                 << llvm::format("%.1f", r.rssWarm / 1048576.0) << " MiB after "
+                 << std::max<int64_t>(1, o.lifecycle / 10) << ", "
+                 << llvm::format("%.1f", r.rssEnd / 1048576.0) << " MiB at the end\n";
+  for (const std::string &f : r.failures)
+    llvm::errs() << "transfuse: stress: " << f << "\n";
+  if (!r.failures.empty())
+    die("the stress test failed (" + llvm::Twine(r.failures.size()) + " problems above)");
+  llvm::outs() << "stress: passed\n";
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
 // bench: kernels on their own (benchmarks of models come with codegen)
 //===----------------------------------------------------------------------===//
 
@@ -534,6 +577,22 @@ int main(int argc, char **argv) {
         {"--min-seconds", "S", "measure for at least this long (default 0.5; model: 2)"},
         {"--json", nullptr, "print one JSON object (with a gflops field)"}},
        runBench},
+      {"stress", "stress DIR|MODEL... [options]",
+       "Runs compiled models (directories, or definitions compiled first with fusion all)\n"
+       "from many threads at once on inputs of mixed sizes with bad inputs interleaved:\n"
+       "every good result must equal the serial one bit for bit, every bad input must be\n"
+       "refused naming the tensor, and the models must work afterwards.",
+       {{"--threads", "T", "threads running at once (default 8)"},
+        {"--runs", "N", "runs per thread (default 1000)"},
+        {"--bad-every", "K", "about one run in K has a bad input (default 8)"},
+        {"--lifecycle", "N", "then create, run and destroy the first model N times, and load a "
+                             "bad weights file N times (default 0)"},
+        {"--model-threads", "T", "each model's own threads (default 1)"},
+        {"--seed", "N", "seed of weights, inputs and the runs' order (default 0)"},
+        {"--max-batch", "N", "definitions: maximum batch (default 4)"},
+        {"--max-seq-len", "N", "definitions: maximum sequence length (default 16)"},
+        {"--cxx", "PATH", "definitions: C++ compiler for the artifacts"}},
+       runStress},
       {"demo", "demo [options]",
        "Builds the paper's base Transformer (embedded config), draws random weights and\n"
        "tokens, and runs one forward pass on the reference backend, printing what it did.",
