@@ -45,13 +45,18 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// Removes, on destruction, the files of a failed compile.
+/// Removes, on destruction, the files of a failed compile (and the
+/// directory, when the compile created it).
 struct Cleanup {
   std::string dir;
+  bool created = false;
   bool keep = false;
   ~Cleanup() {
-    if (!keep)
-      removeAll();
+    if (keep)
+      return;
+    removeAll();
+    if (created)
+      llvm::sys::fs::remove(dir); // only if empty
   }
   void removeAll() const {
     for (const char *f : {"model.cpp", "model.h", "libmodel.so", "libmodel.a", "model",
@@ -91,12 +96,13 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
   auto mi = extractInterface(module);
   if (!mi)
     return mi.takeError();
+  const bool existed = llvm::sys::fs::is_directory(dir);
   std::error_code ec = llvm::sys::fs::create_directories(dir);
   if (ec)
     return error("cannot create '" + dir + "': " + ec.message());
   // The files of an earlier compile into DIR go: a stale libmodel.so must
   // not sit beside a new manifest.
-  Cleanup cleanup{dir.str()};
+  Cleanup cleanup{dir.str(), /*created=*/!existed};
   cleanup.removeAll();
   llvm::json::Value reportJson = report ? report->toJson() : llvm::json::Value(nullptr);
   if (llvm::Error e = writeMlirArtifact(module, *mi, dir, strategy.str(), std::move(reportJson)))

@@ -281,8 +281,12 @@ llvm::Expected<StressResult> tools::stressModels(const StressOptions &o) {
                                                                 badPath))
       return error("cannot create a temporary file: " + ec.message());
     {
+      // A valid header length, then a header whose tensor entry is a number.
+      const std::string header = R"({"w": 1})";
+      std::string bytes(8, '\0');
+      bytes[0] = static_cast<char>(header.size());
       std::ofstream bad(badPath.str().str(), std::ios::binary);
-      bad << std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"w\": 1}      ", 24);
+      bad << bytes << header;
     }
     rt::LoadOptions load;
     load.seed = o.seed;

@@ -43,9 +43,20 @@ HWY_INLINE float ReduceSumF(D d, hn::Vec<D> v) {
   return hn::GetLane(hn::SumOfLanes(d, v));
 }
 
+// The largest lane; -inf when every lane is -inf (a fully masked row).
 template <class D>
 HWY_INLINE float ReduceMaxF(D d, hn::Vec<D> v) {
+#if HWY_TARGET == HWY_EMU128
+  // Highway 1.0.3's EMU128 MaxOfLanes starts from -FLT_MAX instead of -inf,
+  // so an all -inf vector would give -FLT_MAX (and a masked row NaNs).
+  HWY_ALIGN float lanes[hn::MaxLanes(d)];
+  hn::Store(v, d, lanes);
+  float m = lanes[0];
+  for (size_t i = 1; i < hn::Lanes(d); ++i) m = lanes[i] > m ? lanes[i] : m;
+  return m;
+#else
   return hn::GetLane(hn::MaxOfLanes(d, v));
+#endif
 }
 
 // Folds a[0..n) into one vector with `op` (an add or a max of two vectors)
