@@ -62,6 +62,22 @@ int main(int argc, char** argv) {
   if (!file.isOk()) die(file.status().message());
   std::vector<rt::Tensor> inputs;
   std::vector<std::string> names = file->names();
+  // The inputs are checked from the file's header (output_shape validates
+  // names, dtypes and shapes) before any is read: a bad or oversized input
+  // is refused without being copied.
+  {
+    std::vector<tf_tensor> declared;
+    for (const std::string& name : names) {
+      const rt::SafetensorsFile::Info* info = file->info(name);
+      declared.push_back({name.c_str(), (int32_t)info->dtype, (int32_t)info->shape.size(),
+                          info->shape.data(), nullptr});
+    }
+    std::vector<int64_t> shape(8);
+    if (tf_model_num_outputs(model, entry) > 0 &&
+        tf_model_output_shape(model, entry, declared.data(), (int32_t)declared.size(), 0,
+                              shape.data(), &error) != 0)
+      die(flags["--inputs"] + ": " + error.message);
+  }
   for (const std::string& name : names) {
     auto t = file->read(name);
     if (!t.isOk()) die(t.status().message());

@@ -232,6 +232,25 @@ void writeOutputs(const std::string &path, const std::map<std::string, rt::Tenso
                  << rt::shapeToString(tensor.shape) << " to " << path << "\n";
 }
 
+/// The tensors of an inputs file, checked against the entry point's specs
+/// from the file's header (names, dtypes, shapes, maxima) before any is read,
+/// so that a bad or oversized input is refused without being copied.
+reference::TensorMap readInputs(const rt::SafetensorsFile &file,
+                                const std::vector<rt::TensorSpec> &specs) {
+  std::vector<std::string> names = file.names();
+  std::vector<rt::TensorRef> refs;
+  for (const std::string &name : names) {
+    const rt::SafetensorsFile::Info *info = file.info(name);
+    refs.push_back(rt::TensorRef{name, info->dtype, info->shape.data(), info->shape.size()});
+  }
+  if (rt::Status s = rt::validateInputs(specs, refs.data(), refs.size()); !s.isOk())
+    die(file.path() + ": " + s.message());
+  reference::TensorMap inputs;
+  for (const std::string &name : names)
+    inputs[name] = orDie(file.read(name));
+  return inputs;
+}
+
 int runRun(const std::vector<std::string> &positional,
            const std::map<std::string, std::string> &flags) {
   if (positional.size() != 1)
@@ -245,9 +264,6 @@ int runRun(const std::vector<std::string> &positional,
   std::string entry = flag(flags, "--entry", "forward");
   uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
   rt::SafetensorsFile inputFile = orDie(rt::SafetensorsFile::open(inputsPath));
-  reference::TensorMap inputs;
-  for (const std::string &name : inputFile.names())
-    inputs[name] = orDie(inputFile.read(name));
 
   if (backend == "compiled") {
     if (flags.count("--f64-outputs"))
@@ -262,6 +278,7 @@ int runRun(const std::vector<std::string> &positional,
     load.seed = seed;
     load.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
     auto model = orDie(rt::CompiledModel::load(lib.str().str(), load));
+    reference::TensorMap inputs = readInputs(inputFile, orDie(model->inputs(entry)));
     writeOutputs(outputsPath, orDie(model->run(entry, inputs)));
     return 0;
   }
@@ -275,6 +292,10 @@ int runRun(const std::vector<std::string> &positional,
   auto module = orDie(loadModelDefinition(context, mlirPath, BuildOptions()));
   ModelInterface mi = orDie(extractInterface(*module));
   func::FuncOp func = entryFunc(*module, entry);
+  auto ep = llvm::find_if(mi.entryPoints, [&](const EntryPoint &e) { return e.name == entry; });
+  if (ep == mi.entryPoints.end())
+    die("the model has no entry point '" + entry + "'");
+  reference::TensorMap inputs = readInputs(inputFile, ep->inputs);
   reference::TensorMap weights = loadWeights(mi, flag(flags, "--weights"), seed);
   writeOutputs(outputsPath,
                orDie(reference::run(func, weights, inputs, flags.count("--f64-outputs") != 0)));
