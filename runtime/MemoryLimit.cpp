@@ -57,6 +57,15 @@ uint64_t saturatingBytes(uint64_t count, uint64_t elementSize) {
   return __builtin_mul_overflow(count, elementSize, &out) ? UINT64_MAX : out;
 }
 
+uint64_t saturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+uint64_t tensorBytes(const int64_t* shape, size_t rank, uint64_t elementSize) {
+  uint64_t bytes = elementSize;
+  for (size_t d = 0; d < rank; ++d)
+    bytes = saturatingBytes(bytes, shape[d] < 0 ? 0 : static_cast<uint64_t>(shape[d]));
+  return bytes;
+}
+
 Status checkFitsInMemory(const std::string& what, uint64_t bytes) {
   const uint64_t limit = memoryLimitBytes();
   if (bytes <= limit) return Status::ok();

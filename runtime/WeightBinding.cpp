@@ -169,10 +169,8 @@ Status checkParamsFit(const std::vector<ParamSpec>& params) {
   const ParamSpec* largest = nullptr;
   uint64_t largestBytes = 0;
   for (const ParamSpec& p : params) {
-    uint64_t elements = 1;
-    for (int64_t d : p.shape) elements = saturatingBytes(elements, d < 0 ? 0 : uint64_t(d));
-    const uint64_t bytes = saturatingBytes(elements, sizeof(float));
-    total = total > UINT64_MAX - bytes ? UINT64_MAX : total + bytes;
+    const uint64_t bytes = tensorBytes(p.shape.data(), p.shape.size(), sizeof(float));
+    total = saturatingAdd(total, bytes);
     if (!largest || bytes > largestBytes) largest = &p, largestBytes = bytes;
   }
   if (!largest) return Status::ok();

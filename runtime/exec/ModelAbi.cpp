@@ -311,22 +311,17 @@ private:
 // it is allocated.
 rt::Status checkMemory(const ModelDesc& desc) {
   uint64_t total = 0;
-  auto add = [&](uint64_t bytes) { total = total > UINT64_MAX - bytes ? UINT64_MAX : total + bytes; };
-  auto elements = [](const int64_t* shape, int32_t rank) {
-    uint64_t n = 1;
-    for (int32_t d = 0; d < rank; ++d) n = rt::saturatingBytes(n, shape[d] < 0 ? 0 : shape[d]);
-    return n;
-  };
   for (int32_t i = 0; i < desc.numParams; ++i)
-    add(rt::saturatingBytes(elements(desc.params[i].shape, desc.params[i].rank), sizeof(float)));
+    total = rt::saturatingAdd(
+        total, rt::tensorBytes(desc.params[i].shape, std::max(desc.params[i].rank, 0), sizeof(float)));
   for (int32_t i = 0; i < desc.numPacks; ++i) {
     const int64_t kn[2] = {desc.packs[i].k, desc.packs[i].n};
-    add(rt::saturatingBytes(elements(kn, 2), sizeof(float)));
+    total = rt::saturatingAdd(total, rt::tensorBytes(kn, 2, sizeof(float)));
   }
   int64_t arena = desc.prepare ? desc.prepare->arenaBytes : 0;
   for (int32_t e = 0; e < desc.numEntries; ++e)
     arena = std::max(arena, desc.entries[e].arenaBytes);
-  add(arena > 0 ? static_cast<uint64_t>(arena) : 0);
+  total = rt::saturatingAdd(total, arena > 0 ? static_cast<uint64_t>(arena) : 0);
   return rt::checkFitsInMemory("the model (" + std::to_string(desc.numParams) +
                                    " parameters, their packed GEMM copies and one arena)",
                                total);

@@ -34,6 +34,15 @@ TEST(MemoryLimitTest, SaturatingBytes) {
   EXPECT_EQ(saturatingBytes(0, UINT64_MAX), 0u);
   EXPECT_EQ(saturatingBytes(uint64_t{1} << 40, uint64_t{1} << 40), UINT64_MAX);
   EXPECT_FALSE(checkFitsInMemory("x", saturatingBytes(UINT64_MAX, 2)).isOk());
+  EXPECT_EQ(saturatingAdd(2, 3), 5u);
+  EXPECT_EQ(saturatingAdd(UINT64_MAX - 1, 3), UINT64_MAX);
+  const int64_t shape[] = {2, 3, 4};
+  EXPECT_EQ(tensorBytes(shape, 3, 4), 96u);
+  EXPECT_EQ(tensorBytes(shape, 0, 8), 8u);  // a scalar
+  const int64_t huge[] = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_EQ(tensorBytes(huge, 2, 4), UINT64_MAX);
+  const int64_t negative[] = {3, -1};
+  EXPECT_EQ(tensorBytes(negative, 2, 4), 0u);
 }
 
 // A vocabulary of 2^24 rows of 2^24 floats (1 PiB): refused by name, at once,
