@@ -114,8 +114,54 @@ const char *const kDecoderOnlyKeys[] = {"num_layers", "vocab_size"};
 
 } // namespace
 
+llvm::Error mlir::transfuse::checkDefinitionText(llvm::StringRef text, llvm::StringRef name) {
+  auto fail = [&](const llvm::Twine &what) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), what.str());
+  };
+  if (text.size() > kMaxDefinitionBytes)
+    return fail(name + ": " + llvm::Twine(text.size()) + " bytes, over the limit of " +
+                llvm::Twine(kMaxDefinitionBytes));
+  // depth[0]: outside strings; depth[1]: inside the current string.
+  int64_t depth[2] = {0, 0}, line = 1;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n')
+      ++line;
+    if (inString && c == '\\') {
+      ++i; // the escaped character
+      continue;
+    }
+    if (c == '"') {
+      inString = !inString;
+      depth[1] = 0;
+      continue;
+    }
+    if (!inString && c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      while (i + 1 < text.size() && text[i + 1] != '\n')
+        ++i; // an MLIR comment
+      continue;
+    }
+    if (c == '-' && i + 1 < text.size() && text[i + 1] == '>') {
+      ++i; // "->" closes nothing
+      continue;
+    }
+    int64_t &d = depth[inString];
+    if (c == '(' || c == '[' || c == '{' || c == '<') {
+      if (++d > kMaxDefinitionNesting)
+        return fail(name + ":" + llvm::Twine(line) + ": brackets nest deeper than " +
+                    llvm::Twine(kMaxDefinitionNesting) + " levels");
+    } else if (c == ')' || c == ']' || c == '}' || c == '>') {
+      d = d > 0 ? d - 1 : 0;
+    }
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<ModelConfig> mlir::transfuse::parseModelConfig(llvm::StringRef json,
                                                               llvm::StringRef source) {
+  if (auto err = checkDefinitionText(json, source))
+    return std::move(err);
   llvm::Expected<Value> parsed = llvm::json::parse(json);
   if (!parsed)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),

@@ -47,6 +47,18 @@ struct ModelConfig {
   int64_t outputVocabSize() const { return tgtVocabSize; }
 };
 
+/// The limits on a model definition's text (docs/reliability.md), checked
+/// before LLVM's JSON parser or MLIR's parser sees it: both recurse once per
+/// nesting level, so a deep enough input overflows the stack inside them,
+/// where no check of ours can reach. Brackets ( [ { < nest at most
+/// kMaxDefinitionNesting deep, and so do brackets inside a string (a JSON
+/// config held in an MLIR string attribute is parsed too); the text is at
+/// most kMaxDefinitionBytes. Real models nest a few levels.
+inline constexpr size_t kMaxDefinitionBytes = size_t{1} << 30;
+inline constexpr int64_t kMaxDefinitionNesting = 64;
+/// The error names `name` and the line.
+llvm::Error checkDefinitionText(llvm::StringRef text, llvm::StringRef name);
+
 /// Parses and validates a config. `source` names the file in messages.
 llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef json,
                                              llvm::StringRef source);

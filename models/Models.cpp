@@ -29,45 +29,6 @@ static llvm::Error checkMaxima(const BuildOptions &options) {
   return llvm::Error::success();
 }
 
-/// The limits on MLIR text checked before MLIR's parser sees it
-/// (docs/reliability.md): the parser recurses once per nesting level of
-/// brackets, regions and attributes, so a deep enough input overflows the
-/// stack inside MLIR; real models nest a few levels.
-static llvm::Error checkMlirInput(llvm::StringRef text, llvm::StringRef name) {
-  if (text.size() > kMaxMlirBytes)
-    return makeError(name + ": " + llvm::Twine(text.size()) + " bytes of MLIR, over the limit of " +
-                     llvm::Twine(kMaxMlirBytes));
-  int64_t depth = 0, line = 1;
-  bool inString = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (c == '\n')
-      ++line;
-    if (inString) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        inString = false;
-      continue;
-    }
-    if (c == '"') {
-      inString = true;
-    } else if (c == '-' && i + 1 < text.size() && text[i + 1] == '>') {
-      ++i; // "->" closes nothing
-    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
-      while (i + 1 < text.size() && text[i + 1] != '\n')
-        ++i;
-    } else if (c == '(' || c == '[' || c == '{' || c == '<') {
-      if (++depth > kMaxMlirNesting)
-        return makeError(name + ":" + llvm::Twine(line) + ": brackets nest deeper than " +
-                         llvm::Twine(kMaxMlirNesting) + " levels");
-    } else if (c == ')' || c == ']' || c == '}' || (c == '>' && depth > 0)) {
-      depth = depth > 0 ? depth - 1 : 0;
-    }
-  }
-  return llvm::Error::success();
-}
-
 func::FuncOp mlir::transfuse::createForward(OpBuilder &b, ModuleOp module,
                                             ArrayRef<StringRef> tokenInputs,
                                             int64_t vocab) {
@@ -138,7 +99,7 @@ mlir::transfuse::parseModelDefinition(MLIRContext &context, llvm::StringRef text
       return config.takeError();
     return buildModel(context, *config, options);
   }
-  if (auto err = checkMlirInput(text, name))
+  if (auto err = checkDefinitionText(text, name))
     return std::move(err);
   // MLIR text: parse and verify, capturing diagnostics into the error.
   context.loadDialect<TransfuseDialect, func::FuncDialect>();

@@ -53,15 +53,12 @@ llvm::Expected<OwningOpRef<ModuleOp>>
 loadModelDefinition(MLIRContext &context, llvm::StringRef path, const BuildOptions &options);
 
 /// The same on `text`, named `name` in messages: a JSON config when `name`
-/// ends in .json, else MLIR text, which must stay within kMaxMlirBytes and
-/// kMaxMlirNesting (checked before MLIR's parser runs).
+/// ends in .json, else MLIR text; either must pass checkDefinitionText
+/// (ModelConfig.h) before a parser sees it.
 llvm::Expected<OwningOpRef<ModuleOp>> parseModelDefinition(MLIRContext &context,
                                                            llvm::StringRef text,
                                                            llvm::StringRef name,
                                                            const BuildOptions &options);
-
-inline constexpr size_t kMaxMlirBytes = size_t{1} << 30;
-inline constexpr int64_t kMaxMlirNesting = 64;
 
 // Per-architecture builders (EncoderDecoder.cpp, DecoderOnly.cpp).
 

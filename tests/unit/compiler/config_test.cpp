@@ -386,3 +386,43 @@ TEST(ModelConfigTest, ToJsonHasEveryKeyOfItsArchitectureOnly) {
 }
 
 } // namespace
+
+// The nesting limit of model definitions (checked before LLVM's JSON parser
+// and MLIR's parser, which recurse per level): outside strings and inside
+// each string, "->" closing nothing, MLIR comments skipped.
+TEST(ModelConfigTest, DeepNestingIsRefusedBeforeParsing) {
+  auto nested = [](int n) { return std::string(n, '[') + std::string(n, ']'); };
+  auto refused = [](const std::string &text) {
+    llvm::Error err = checkDefinitionText(text, "m.json");
+    if (!err)
+      return std::string();
+    return llvm::toString(std::move(err));
+  };
+  EXPECT_EQ(refused(nested(kMaxDefinitionNesting)), "");
+  EXPECT_EQ(refused(nested(kMaxDefinitionNesting + 1)),
+            "m.json:1: brackets nest deeper than 64 levels");
+  EXPECT_EQ(refused("{\n\"a\":\n" + nested(100) + "}"),
+            "m.json:3: brackets nest deeper than 64 levels");
+  // Inside a string, counted on its own; an escaped quote does not end it.
+  EXPECT_NE(refused("x = \"" + std::string(65, '[') + "\""), "");
+  EXPECT_EQ(refused("x = \"\\\"" + std::string(64, '[') + "\""), "");
+  EXPECT_EQ(refused(std::string(40, '(') + "\"" + std::string(40, '[') + "\"" +
+                    std::string(40, ')')),
+            "");
+  // Unbalanced brackets in many strings do not add up.
+  std::string names;
+  for (int i = 0; i < 100; ++i)
+    names += "\"a(\" ";
+  EXPECT_EQ(refused(names), "");
+  // "->" is not a closing bracket, and comments are skipped.
+  std::string arrows;
+  for (int i = 0; i < 100; ++i)
+    arrows += "(tensor<f32>) -> tensor<f32>\n";
+  EXPECT_EQ(refused(arrows), "");
+  EXPECT_EQ(refused("// " + std::string(100, '{') + "\nx"), "");
+  // parseModelConfig applies it.
+  auto config = parseModelConfig(nested(100000), "deep.json");
+  ASSERT_FALSE(!!config);
+  EXPECT_NE(llvm::toString(config.takeError()).find("deep.json:1: brackets nest deeper"),
+            std::string::npos);
+}
