@@ -4,6 +4,8 @@
 // and peak_frac (GFLOPS / (one thread's measured FMA peak · threads)).
 //
 //   OPENBLAS_CORETYPE=SkylakeX build/bench/gemm_bench [--benchmark_filter=...]
+//   (TRANSFUSE_ISA=AVX2 measures the AVX2 kernels, FMA peak included, on an
+//   AVX-512 machine; the context's "target" says which ran)
 //       [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]
 //
 // This VM's two vCPUs are disturbed by the host: single runs swing by 30%
@@ -166,16 +168,14 @@ BENCHMARK(BM_Ours_PackPerCall)->Apply(Shapes);
 BENCHMARK(BM_Ours_BiasGelu)->Apply(EpilogueShapes);
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("gemm_kernel", tk::gemmKernelInfo().target + " " +
-                                                 std::to_string(tk::gemmKernelInfo().mr) + "x" +
-                                                 std::to_string(tk::gemmKernelInfo().nr));
-  benchmark::AddCustomContext("fma_peak_gflops_per_thread", std::to_string(tk::cachedFmaPeakGflops()));
+  return tk::benchMain(argc, argv, [] {
+    benchmark::AddCustomContext("gemm_kernel", tk::gemmKernelInfo().target + " " +
+                                                   std::to_string(tk::gemmKernelInfo().mr) + "x" +
+                                                   std::to_string(tk::gemmKernelInfo().nr));
+    benchmark::AddCustomContext("fma_peak_gflops_per_thread",
+                                std::to_string(tk::cachedFmaPeakGflops()));
 #ifdef TRANSFUSE_HAVE_OPENBLAS
-  benchmark::AddCustomContext("openblas_core", openblas_get_corename());
+    benchmark::AddCustomContext("openblas_core", openblas_get_corename());
 #endif
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  });
 }

@@ -2,7 +2,7 @@
 // (runtime/kernels: Attention.h, Norm.h, Elementwise.h), with the FMA peak
 // probe and a streaming copy measured in the same run.
 //
-//   build/bench/kernels_bench [--benchmark_filter=...]
+//   [TRANSFUSE_ISA=AVX2] build/bench/kernels_bench [--benchmark_filter=...]
 //       [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]
 //
 // Attention: B=1, H=8, Sq=Sk=512, D=64 (also D=128), fused vs unfused, with and
@@ -237,4 +237,4 @@ BENCHMARK(BM_Gelu)->Apply(rowArgs);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) { return transfuse::kernels::benchMain(argc, argv); }

@@ -355,7 +355,8 @@ int runBenchModel(const std::vector<std::string> &positional,
     die("bench model expects one model definition: bench model MODEL.json");
   for (const auto &[name, value] : flags)
     if (name != "--json" && name != "--threads" && name != "--min-seconds" && name != "--batch" &&
-        name != "--src-len" && name != "--tgt-len" && name != "--fusion" && name != "--cxx")
+        name != "--src-len" && name != "--tgt-len" && name != "--fusion" && name != "--cxx" &&
+        name != "--isa")
       die("flag " + name + " does not apply to 'bench model'");
   tools::BenchOptions o;
   o.batch = intFlag(flags, "--batch", 8, 1, 1 << 12);
@@ -417,6 +418,9 @@ int runBenchModel(const std::vector<std::string> &positional,
 
 int runBench(const std::vector<std::string> &positional,
              const std::map<std::string, std::string> &flags) {
+  if (auto it = flags.find("--isa"); it != flags.end())
+    if (rt::Status s = tk::forceTarget(it->second); !s.isOk())
+      die("flag --isa: " + s.message());
   if (!positional.empty() && positional[0] == "model")
     return runBenchModel(positional, flags);
   if (positional.size() != 1 || (positional[0] != "gemm" && positional[0] != "attention"))
@@ -425,7 +429,7 @@ int runBench(const std::vector<std::string> &positional,
   int threads = (int)intFlag(flags, "--threads", 1, 1, 256);
   auto only = [&](std::initializer_list<const char *> allowed) {
     for (const auto &[name, value] : flags)
-      if (name != "--json" && name != "--threads" && name != "--min-seconds" &&
+      if (name != "--json" && name != "--threads" && name != "--min-seconds" && name != "--isa" &&
           llvm::none_of(allowed, [&](const char *a) { return name == a; }))
         die("flag " + name + " does not apply to 'bench " + positional[0] + "'");
   };
@@ -543,6 +547,8 @@ int runDemo(const std::vector<std::string> &positional,
 } // namespace
 
 int main(int argc, char **argv) {
+  if (rt::Status s = tk::forceTargetFromEnvironment(); !s.isOk())
+    die(s.message());
   std::vector<Command> commands = {
       {"compile", "compile MODEL.json|MODEL.mlir -o DIR [options]",
        "Builds or parses a model definition, runs the fusion strategy, and writes\n"
@@ -596,6 +602,8 @@ int main(int argc, char **argv) {
         {"--unfused", nullptr, "attention: QKᵀ GEMM, masked softmax, ·V GEMM instead of fused"},
         {"--threads", "T", "threads (default 1; model: one per hardware thread)"},
         {"--min-seconds", "S", "measure for at least this long (default 0.5; model: 2)"},
+        {"--isa", "TARGET", "dispatch to this Highway target instead of the best (AVX3, AVX2, "
+                            "SSE4, ...; also $TRANSFUSE_ISA)"},
         {"--json", nullptr, "print one JSON object (with a gflops field)"}},
        runBench},
       {"stress", "stress DIR|MODEL... [options]",

@@ -1,11 +1,17 @@
-// What the Google Benchmark programs share: the FMA peak, probed once per
-// process, and one thread pool per thread count.
+// What the Google Benchmark programs share: their main (with the Highway
+// target forced by $TRANSFUSE_ISA), the FMA peak, probed once per process,
+// and one thread pool per thread count.
 #ifndef TRANSFUSE_BENCH_LIB_BENCHUTIL_H
 #define TRANSFUSE_BENCH_LIB_BENCHUTIL_H
 
 #include "bench/lib/FmaPeak.h"
 #include "runtime/ThreadPool.h"
+#include "runtime/kernels/Targets.h"
 
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -25,6 +31,24 @@ inline rt::ThreadPool* benchPool(int threads) {
   auto& p = pools[threads];
   if (!p) p = std::make_unique<rt::ThreadPool>(threads);
   return p.get();
+}
+
+// main() of a benchmark program: $TRANSFUSE_ISA (e.g. AVX2) dispatches every
+// kernel, the FMA probe included, to that Highway target instead of the best
+// one; the context's "target" names the one measured. `addContext` adds
+// program-specific context before the run.
+inline int benchMain(int argc, char** argv, const std::function<void()>& addContext = {}) {
+  if (rt::Status s = forceTargetFromEnvironment(); !s.isOk()) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], s.message().c_str());
+    return 1;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("target", bestTargetName());
+  if (addContext) addContext();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace transfuse::kernels

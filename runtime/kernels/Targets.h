@@ -4,12 +4,30 @@
 #define TRANSFUSE_RUNTIME_KERNELS_TARGETS_H
 
 #include <string>
+#include <string_view>
+
+#include "runtime/Status.h"
 
 namespace transfuse::kernels {
 
 // The name of the best Highway target this CPU supports among those compiled
-// in, e.g. "AVX3".
+// in, e.g. "AVX3" (after forceTarget: the forced one).
 std::string bestTargetName();
+
+// The targets this CPU supports among those compiled in, best first,
+// comma-separated ("AVX3,AVX2,SSE4,SSSE3,EMU128").
+std::string availableTargetNames();
+
+// Dispatches every kernel of this process, and of the artifacts it loads
+// (they share Highway's dispatch state), to the target `name` (as
+// bestTargetName spells it, any case) instead of the best one, so that one
+// machine can measure e.g. its AVX2 path beside its AVX-512 one. It disables
+// the better targets for the rest of the process. Error: a name this CPU or
+// this build does not have, listing those it has.
+rt::Status forceTarget(std::string_view name);
+
+// forceTarget($TRANSFUSE_ISA) when the variable is set and not empty.
+rt::Status forceTargetFromEnvironment();
 
 }  // namespace transfuse::kernels
 
