@@ -67,6 +67,18 @@ struct Cleanup {
 
 } // namespace
 
+llvm::Expected<TemporaryDirectory> tools::TemporaryDirectory::create(StringRef prefix) {
+  llvm::SmallString<128> dir;
+  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory(prefix, dir))
+    return error("cannot create a temporary directory: " + ec.message());
+  return TemporaryDirectory(dir.str().str());
+}
+
+tools::TemporaryDirectory::~TemporaryDirectory() {
+  if (!path_.empty())
+    llvm::sys::fs::remove_directories(path_);
+}
+
 llvm::Expected<Emit> tools::parseEmit(StringRef name) {
   if (name == "mlir") return Emit::kMlir;
   if (name == "cpp") return Emit::kCpp;
@@ -283,19 +295,16 @@ llvm::Expected<BenchRow> tools::benchStrategy(StringRef modelPath, const FusionS
   auto module = loadModelDefinition(context, modelPath, build);
   if (!module)
     return module.takeError();
-  llvm::SmallString<128> dir;
-  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("transfuse-bench", dir))
-    return error("cannot create a temporary directory: " + ec.message());
-  struct RemoveDir {
-    std::string path;
-    ~RemoveDir() { llvm::sys::fs::remove_directories(path); }
-  } remove{dir.str().str()};
+  auto temp = TemporaryDirectory::create("transfuse-bench");
+  if (!temp)
+    return temp.takeError();
+  const std::string &dir = temp->path();
   auto compiled = compileModule(**module, strategy, dir, Emit::kShared, options.build, nullptr);
   if (!compiled)
     return compiled.takeError();
   rt::LoadOptions load;
   load.threads = options.threads;
-  auto model = fromStatus(rt::CompiledModel::load((dir + "/libmodel.so").str(), load));
+  auto model = fromStatus(rt::CompiledModel::load(dir + "/libmodel.so", load));
   if (!model)
     return model.takeError();
   const EntryPoint *ep = nullptr;

@@ -24,6 +24,24 @@ namespace mlir::transfuse::tools {
 
 enum class Emit { kMlir, kCpp, kShared, kStatic, kExecutable };
 
+/// A fresh directory in the system's temporary folder, removed with its
+/// contents when this object is destroyed (benchmarks and stress runs compile
+/// their artifacts into one).
+class TemporaryDirectory {
+public:
+  static llvm::Expected<TemporaryDirectory> create(llvm::StringRef prefix);
+  TemporaryDirectory(TemporaryDirectory &&other) noexcept : path_(std::move(other.path_)) {
+    other.path_.clear();
+  }
+  TemporaryDirectory &operator=(TemporaryDirectory &&) = delete;
+  ~TemporaryDirectory();
+  const std::string &path() const { return path_; }
+
+private:
+  explicit TemporaryDirectory(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
 /// Parses "mlir", "cpp", "shared" (libmodel.so), "static", "exe".
 llvm::Expected<Emit> parseEmit(llvm::StringRef name);
 

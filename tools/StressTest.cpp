@@ -67,15 +67,6 @@ struct Model {
   std::vector<BadCase> bad;
 };
 
-/// Removes a temporary directory on destruction.
-struct TempDir {
-  std::string path;
-  ~TempDir() {
-    if (!path.empty())
-      llvm::sys::fs::remove_directories(path);
-  }
-};
-
 int64_t residentBytes() {
   std::ifstream statm("/proc/self/statm");
   int64_t size = 0, resident = 0;
@@ -137,7 +128,7 @@ std::vector<BadCase> badCases(const TensorMap &good, const EntryPoint &ep) {
 
 /// Loads (compiling a definition first) and prepares one model's cases.
 llvm::Error prepareModel(const std::string &path, const StressOptions &o, size_t index,
-                         Model &m, std::vector<TempDir> &temps) {
+                         Model &m, std::vector<TemporaryDirectory> &temps) {
   MLIRContext context;
   std::string dir = path;
   OwningOpRef<ModuleOp> module;
@@ -154,11 +145,11 @@ llvm::Error prepareModel(const std::string &path, const StressOptions &o, size_t
     if (!loaded)
       return loaded.takeError();
     module = std::move(*loaded);
-    llvm::SmallString<128> tmp;
-    if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("transfuse-stress", tmp))
-      return error("cannot create a temporary directory: " + ec.message());
-    temps.push_back(TempDir{tmp.str().str()});
-    dir = tmp.str().str();
+    auto temp = TemporaryDirectory::create("transfuse-stress");
+    if (!temp)
+      return temp.takeError();
+    dir = temp->path();
+    temps.push_back(std::move(*temp));
     auto strategy = FusionStrategy::parse("all");
     if (!strategy)
       return strategy.takeError();
@@ -215,7 +206,7 @@ llvm::Error prepareModel(const std::string &path, const StressOptions &o, size_t
 llvm::Expected<StressResult> tools::stressModels(const StressOptions &o) {
   if (o.models.empty())
     return error("stress needs at least one model");
-  std::vector<TempDir> temps;
+  std::vector<TemporaryDirectory> temps;
   std::vector<Model> models(o.models.size());
   for (size_t i = 0; i < o.models.size(); ++i)
     if (llvm::Error e = prepareModel(o.models[i], o, i, models[i], temps))

@@ -4,23 +4,12 @@
 
 #include <hwy/targets.h>
 
+#include <strings.h>
+
 #include <cstdlib>
 #include <vector>
 
 namespace transfuse::kernels {
-
-namespace {
-
-bool sameName(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i] >= 'a' && a[i] <= 'z' ? char(a[i] - 'a' + 'A') : a[i];
-    if (x != b[i]) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 std::string bestTargetName() {
   // Best first: targets are bits, and lower bits are better ones.
@@ -36,15 +25,16 @@ std::string availableTargetNames() {
 }
 
 rt::Status forceTarget(std::string_view name) {
+  const std::string wanted(name);
   for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
-    if (!sameName(name, hwy::TargetName(t))) continue;
+    if (::strcasecmp(wanted.c_str(), hwy::TargetName(t)) != 0) continue;
     // Targets are bits, better ones lower: keep t and the worse ones.
     // (Highway 1.0.3's DisableTargets does not change the target that
     // dynamic dispatch has chosen; SetSupportedTargetsForTest does.)
     hwy::SetSupportedTargetsForTest(hwy::SupportedTargets() & ~(t - 1));
     return rt::Status::ok();
   }
-  return rt::Status::error("Highway target '" + std::string(name) +
+  return rt::Status::error("Highway target '" + wanted +
                            "' is not available on this CPU and build (available: " +
                            availableTargetNames() + ")");
 }
@@ -53,8 +43,7 @@ rt::Status forceTargetFromEnvironment() {
   const char* isa = std::getenv("TRANSFUSE_ISA");
   if (!isa || !*isa) return rt::Status::ok();
   rt::Status s = forceTarget(isa);
-  if (!s) return rt::Status::error("TRANSFUSE_ISA: " + s.message());
-  return s;
+  return s ? s : rt::Status::error("TRANSFUSE_ISA: " + s.message());
 }
 
 }  // namespace transfuse::kernels

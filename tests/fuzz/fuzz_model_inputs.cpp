@@ -12,6 +12,8 @@
 // finite. Buffers always match the shapes passed (the caller's side of the
 // contract), except when a tensor claims more than 1 MiB: then its data is
 // NULL, which only an accepted tensor could reach and none may be.
+#include "runtime/MemoryLimit.h"
+#include "runtime/Tensor.h"
 #include "runtime/exec/model.h"
 #include "tests/fuzz/FuzzUtil.h"
 
@@ -21,6 +23,8 @@
 #include <vector>
 
 namespace {
+
+namespace rt = transfuse::rt;
 
 class Reader {
 public:
@@ -43,25 +47,14 @@ private:
 
 constexpr size_t kMaxBuffer = 1 << 20;
 
-size_t elementSize(int32_t dtype) {
-  switch (dtype) {
-    case TF_F64: case TF_I64: return 8;
-    case TF_F16: case TF_BF16: return 2;
-    case TF_BOOL: return 1;
-    default: return 4;
-  }
-}
-
-// Bytes of a tensor, or SIZE_MAX when negative, overflowing or over kMaxBuffer.
+// Bytes of a tensor (an invalid dtype counts 4 bytes, negative sizes 0), or
+// SIZE_MAX when over kMaxBuffer.
 size_t bufferBytes(int32_t dtype, int32_t rank, const int64_t* shape) {
   if (rank < 0 || rank > 8 || (rank > 0 && !shape)) return 0;
-  size_t bytes = elementSize(dtype);
-  for (int32_t d = 0; d < rank; ++d) {
-    if (shape[d] < 0 || (shape[d] > 0 && bytes > kMaxBuffer / static_cast<size_t>(shape[d])))
-      return SIZE_MAX;
-    bytes *= static_cast<size_t>(shape[d]);
-  }
-  return bytes;
+  const size_t element =
+      dtype >= TF_F32 && dtype <= TF_BOOL ? rt::dtypeSize(static_cast<rt::DType>(dtype)) : 4;
+  const uint64_t bytes = rt::tensorBytes(shape, static_cast<size_t>(rank), element);
+  return bytes > kMaxBuffer ? SIZE_MAX : static_cast<size_t>(bytes);
 }
 
 struct Arg {
