@@ -3,7 +3,6 @@
 #include "codegen/Interface.h"
 
 #include "ir/TransfuseDialect.h"
-#include "passes/FusionUtils.h"
 #include "passes/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -45,7 +44,7 @@ static std::optional<rt::DType> dtypeOf(Type t) {
 /// maximum of the argument dimension they come from.
 static llvm::Expected<rt::TensorSpec> specOf(func::FuncOp func, Type type,
                                              DictionaryAttr attrs, unsigned index,
-                                             Value returned, DimEquality &dims) {
+                                             Value returned, SizeAnalysis &dims) {
   bool isInput = !returned;
   const char *what = isInput ? "argument" : "result";
   auto tensor = dyn_cast<RankedTensorType>(type);
@@ -88,7 +87,7 @@ llvm::Expected<ModelInterface> mlir::transfuse::extractInterface(ModuleOp module
       continue;
     EntryPoint ep;
     ep.name = func.getName().str();
-    DimEquality dims;
+    SizeAnalysis dims;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       auto spec = specOf(func, func.getArgument(i).getType(), func.getArgAttrDict(i), i,
                          Value(), dims);

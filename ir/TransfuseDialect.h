@@ -13,6 +13,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "ir/Sizes.h"
+
 #include "ir/TransfuseDialect.h.inc"
 #include "ir/TransfuseInterfaces.h.inc"
 

@@ -74,6 +74,11 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+SizeExpr AttentionOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  // [B, H, Sq, Dv]: the query's batch, heads and rows, the value's width.
+  return axis < 3 ? sizes.dim(getQuery(), axis) : sizes.dim(getValue(), 3);
+}
+
 LogicalResult AddLayerNormOp::verify() {
   auto x = getInput().getType(), res = getResidual().getType();
   if (x.getRank() < 1 || x.isDynamicDim(x.getRank() - 1))
@@ -122,6 +127,11 @@ LogicalResult LinearOp::verify() {
   if (act != "none" && act != "relu" && act != "gelu" && act != "gelu_tanh")
     return emitOpError("activation must be none, relu, gelu or gelu_tanh, got '") << act << "'";
   return success();
+}
+
+SizeExpr LinearOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  // [..., N]: the input's leading dimensions (N is static).
+  return axis < getType().getRank() - 1 ? sizes.dim(getInput(), axis) : SizeExpr();
 }
 
 LogicalResult FusedElementwiseOp::verify() {

@@ -8,7 +8,7 @@
 #ifndef TRANSFUSE_FUSED_OPS_TD
 #define TRANSFUSE_FUSED_OPS_TD
 
-def Transfuse_AttentionOp : Transfuse_Op<"attention", [AttrSizedOperandSegments]> {
+def Transfuse_AttentionOp : Transfuse_Op<"attention", [TF_ShapeRule, AttrSizedOperandSegments]> {
   let summary = "softmax((Q·Kᵀ)·scale + bias, masked)·V over heads, as one op";
   let description = [{
     Heads are split: `query` [B, H, Sq, D], `key` [B, H, Sk, D], `value`
@@ -44,7 +44,7 @@ def Transfuse_AttentionOp : Transfuse_Op<"attention", [AttrSizedOperandSegments]
   let hasVerifier = 1;
 }
 
-def Transfuse_AddLayerNormOp : Transfuse_Op<"add_layer_norm"> {
+def Transfuse_AddLayerNormOp : Transfuse_Op<"add_layer_norm", [TF_Broadcasting]> {
   let summary = "LayerNorm(x + residual) over the last dimension, and the sum";
   let description = [{
     `sum = input + residual` (residual broadcasts to input's shape) and
@@ -66,7 +66,7 @@ def Transfuse_AddLayerNormOp : Transfuse_Op<"add_layer_norm"> {
   let hasVerifier = 1;
 }
 
-def Transfuse_LinearOp : Transfuse_Op<"linear", [AttrSizedOperandSegments]> {
+def Transfuse_LinearOp : Transfuse_Op<"linear", [TF_ShapeRule, AttrSizedOperandSegments]> {
   let summary = "act(x·W + bias) + residual: a matmul with a fused epilogue";
   let description = [{
     `input` [..., K]; `weight` [K, N], or [N, K] with `transpose_weight`
@@ -92,7 +92,7 @@ def Transfuse_LinearOp : Transfuse_Op<"linear", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def Transfuse_FusedElementwiseOp : Transfuse_Op<"fused_elementwise", [
+def Transfuse_FusedElementwiseOp : Transfuse_Op<"fused_elementwise", [TF_Broadcasting, 
     IsolatedFromAbove, SingleBlock]> {
   let summary = "a chain of elementwise ops computed in one pass over memory";
   let description = [{

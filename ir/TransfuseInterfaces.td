@@ -1,7 +1,8 @@
 //===- TransfuseInterfaces.td - op interfaces ------------------*- tablegen -*-===//
 //
-// Interfaces of transfuse ops. Shapes are inferred through MLIR's
-// InferTypeOpInterface; the gradient rule of each op (its vector-Jacobian
+// Interfaces of transfuse ops. Static shapes are inferred through MLIR's
+// InferTypeOpInterface; the run-time size of each dynamic result dimension
+// through ShapeRuleOpInterface (ir/Sizes.h); the gradient rule of each op (its vector-Jacobian
 // product) goes through TransfuseGradientOpInterface, implemented per op by
 // the autodiff work.
 //
@@ -10,6 +11,29 @@
 #define TRANSFUSE_INTERFACES_TD
 
 include "mlir/IR/OpBase.td"
+
+def Transfuse_ShapeRuleOpInterface : OpInterface<"ShapeRuleOpInterface"> {
+  let cppNamespace = "::mlir::transfuse";
+  let description = [{
+    The shape rule of an op: the run-time size of dimension `axis` of result
+    `result`, as an expression over its operands' sizes (read through
+    `sizes`, which follows them back to the entry point's arguments). It is
+    asked only for dynamic dimensions. The default is NumPy broadcasting
+    over every tensor operand, the rule of elementwise ops. Fusion proofs,
+    the memory plan, the manifest's maxima and generated size expressions all
+    read sizes through this one rule (SizeAnalysis).
+  }];
+  let methods = [
+    InterfaceMethod<"The size of dimension `axis` of result `result`.",
+      "::mlir::transfuse::SizeExpr", "resultSize",
+      (ins "unsigned":$result, "int64_t":$axis,
+           "::mlir::transfuse::SizeAnalysis &":$sizes),
+      /*methodBody=*/"", /*defaultImplementation=*/[{
+        auto type = ::llvm::cast<::mlir::RankedTensorType>($_op->getResult(result).getType());
+        return sizes.broadcast($_op->getOperands(), axis, type.getRank());
+      }]>
+  ];
+}
 
 def Transfuse_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   let cppNamespace = "::mlir::transfuse";

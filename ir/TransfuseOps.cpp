@@ -100,6 +100,11 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+SizeExpr GatherOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  // [ids..., D]: the leading dimensions are the ids'.
+  return sizes.dim(getIds(), axis);
+}
+
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &types) {
@@ -131,6 +136,17 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   batch.push_back(n);
   types.push_back(RankedTensorType::get(batch, lhs.getElementType()));
   return success();
+}
+
+SizeExpr MatmulOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  int64_t rank = getType().getRank(), lr = getLhs().getType().getRank(),
+          rr = getRhs().getType().getRank();
+  if (axis == rank - 2) // M
+    return sizes.dim(getLhs(), getTransposeLhs() ? lr - 1 : lr - 2);
+  if (axis == rank - 1) // N
+    return sizes.dim(getRhs(), getTransposeRhs() ? rr - 2 : rr - 1);
+  // Batch dimensions broadcast (right-aligned, like elementwise operands).
+  return sizes.broadcast({getLhs(), getRhs()}, axis, rank);
 }
 
 //===----------------------------------------------------------------------===//
@@ -266,6 +282,22 @@ static LogicalResult inferReduce(std::optional<Location> loc, Value inputV,
   return success();
 }
 
+/// Dimension `axis` of a reduction's result: the input's dimension it keeps.
+static SizeExpr reducedSize(Value input, ArrayRef<int64_t> axes, bool keepDims, int64_t axis,
+                            SizeAnalysis &sizes) {
+  int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t a : axes)
+    reduced[normalizedAxis(a, rank)] = true;
+  for (int64_t i = 0, k = 0; i < rank; ++i) {
+    if (reduced[i] && !keepDims)
+      continue;
+    if (k++ == axis)
+      return sizes.dim(input, i);
+  }
+  return SizeExpr();
+}
+
 #define TRANSFUSE_REDUCE_INFER(OP)                                             \
   LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
                                      Adaptor adaptor,                          \
@@ -277,6 +309,15 @@ TRANSFUSE_REDUCE_INFER(ReduceSumOp)
 TRANSFUSE_REDUCE_INFER(ReduceMeanOp)
 TRANSFUSE_REDUCE_INFER(ReduceMaxOp)
 #undef TRANSFUSE_REDUCE_INFER
+
+#define TRANSFUSE_REDUCE_SIZE(OP)                                              \
+  SizeExpr OP::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {       \
+    return reducedSize(getInput(), getAxes(), getKeepDims(), axis, sizes);     \
+  }
+TRANSFUSE_REDUCE_SIZE(ReduceSumOp)
+TRANSFUSE_REDUCE_SIZE(ReduceMeanOp)
+TRANSFUSE_REDUCE_SIZE(ReduceMaxOp)
+#undef TRANSFUSE_REDUCE_SIZE
 
 LogicalResult DropoutOp::verify() {
   double rate = getRate().convertToDouble();
@@ -321,6 +362,18 @@ LogicalResult ReshapeOp::verify() {
   return success();
 }
 
+SizeExpr ReshapeOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  // The k-th dynamic dimension of the result is the input's k-th (verified).
+  auto out = getType(), in = getInput().getType();
+  int64_t k = 0;
+  for (int64_t d = 0; d < axis; ++d)
+    k += out.isDynamicDim(d);
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (in.isDynamicDim(d) && k-- == 0)
+      return sizes.dim(getInput(), d);
+  return SizeExpr();
+}
+
 OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType())
     return getInput();
@@ -351,6 +404,10 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
   if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
     return getInput();
   return {};
+}
+
+SizeExpr TransposeOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getInput(), getPermutation()[axis]);
 }
 
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -415,6 +472,17 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 }
 
 /// concat(split(x)) of all the pieces, in order and on the same axis, is x.
+SizeExpr ConcatOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  // The sum of the inputs' sizes along the axis; every other dimension is
+  // the inputs' (verified compatible; the first one's is taken).
+  if (axis != normalizedAxis(getAxis(), getType().getRank()))
+    return sizes.dim(getInputs().front(), axis);
+  std::vector<SizeExpr> terms;
+  for (Value in : getInputs())
+    terms.push_back(sizes.dim(in, axis));
+  return SizeExpr::sum(terms);
+}
+
 OpFoldResult ConcatOp::fold(FoldAdaptor) {
   auto split = getInputs().front().getDefiningOp<SplitOp>();
   if (!split || getInputs().size() != split.getNumResults() ||
@@ -455,6 +523,16 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
     types.push_back(RankedTensorType::get(shape, input.getElementType()));
   }
   return success();
+}
+
+SizeExpr SplitOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getInput(), axis); // the split axis is static
+}
+
+SizeExpr SliceOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  if (axis == normalizedAxis(getAxis(), getType().getRank()))
+    return getLength() ? sizes.index(getLength()) : SizeExpr();
+  return sizes.dim(getInput(), axis);
 }
 
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -499,6 +577,14 @@ LogicalResult CausalMaskOp::verify() {
   return success();
 }
 
+SizeExpr CausalMaskOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.index(axis == 0 ? getQueryLen() : getKeyLen());
+}
+
+SizeExpr KeyPaddingMaskOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getTokens(), axis);
+}
+
 LogicalResult KeyPaddingMaskOp::inferReturnTypes(MLIRContext *ctx,
                                                  std::optional<Location>,
                                                  Adaptor adaptor,
@@ -515,6 +601,10 @@ LogicalResult PositionalEncodingOp::verify() {
   if (type.getRank() != 2 || type.isDynamicDim(1))
     return emitOpError("result must be [length, D] with a static D, got ") << type;
   return success();
+}
+
+SizeExpr PositionalEncodingOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return axis == 0 ? sizes.index(getLength()) : SizeExpr();
 }
 
 #define GET_OP_CLASSES

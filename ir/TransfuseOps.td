@@ -27,6 +27,12 @@ def TF_TokenTensor : RankedTensorOf<[I32]>;
 def TF_MaskTensor : RankedTensorOf<[I1]>;
 def TF_AnyTensor : RankedTensorOf<[F32, F16, BF16, F64, I32, I1]>;
 
+// The run-time size rule of an op (ir/Sizes.h): TF_Broadcasting for
+// elementwise ops (the interface's default), TF_ShapeRule for a rule of the
+// op's own, written beside its type inference.
+def TF_Broadcasting : DeclareOpInterfaceMethods<Transfuse_ShapeRuleOpInterface>;
+def TF_ShapeRule : DeclareOpInterfaceMethods<Transfuse_ShapeRuleOpInterface, ["resultSize"]>;
+
 class Transfuse_Op<string mnemonic, list<Trait> traits = []>
     : Op<Transfuse_Dialect, mnemonic, !listconcat(traits, [Pure])>;
 
@@ -86,7 +92,7 @@ def Transfuse_DimOp : Transfuse_Op<"dim"> {
 // Embedding, matmul
 //===----------------------------------------------------------------------===//
 
-def Transfuse_GatherOp : Transfuse_Op<"gather", [
+def Transfuse_GatherOp : Transfuse_Op<"gather", [TF_ShapeRule,
     InferTypeOpAdaptor]> {
   let summary = "embedding lookup: rows of a table selected by token ids";
   let description = [{
@@ -102,7 +108,7 @@ def Transfuse_GatherOp : Transfuse_Op<"gather", [
   let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
 }
 
-def Transfuse_MatmulOp : Transfuse_Op<"matmul", [
+def Transfuse_MatmulOp : Transfuse_Op<"matmul", [TF_ShapeRule,
     InferTypeOpAdaptor]> {
   let summary = "batched matrix product with transpose flags";
   let description = [{
@@ -127,7 +133,7 @@ def Transfuse_MatmulOp : Transfuse_Op<"matmul", [
 //===----------------------------------------------------------------------===//
 
 class Transfuse_BinaryOp<string mnemonic, string formula>
-    : Transfuse_Op<mnemonic, [InferTypeOpAdaptor]> {
+    : Transfuse_Op<mnemonic, [TF_Broadcasting, InferTypeOpAdaptor]> {
   let summary = "elementwise " # formula # " with NumPy broadcasting";
   let arguments = (ins TF_FloatTensor:$lhs, TF_FloatTensor:$rhs);
   let results = (outs TF_FloatTensor:$result);
@@ -144,7 +150,7 @@ def Transfuse_DivOp : Transfuse_BinaryOp<"div", "lhs / rhs">;
 
 class Transfuse_UnaryOp<string mnemonic, string formula, list<Trait> traits = []>
     : Transfuse_Op<mnemonic, !listconcat(traits,
-        [SameOperandsAndResultType, InferTypeOpInterface])> {
+        [TF_Broadcasting, SameOperandsAndResultType, InferTypeOpInterface])> {
   let summary = "elementwise " # formula;
   let arguments = (ins TF_FloatTensor:$input);
   let results = (outs TF_FloatTensor:$result);
@@ -170,7 +176,7 @@ def Transfuse_ScaleOp : Transfuse_UnaryOp<"scale", "x * factor"> {
   let hasFolder = 1;
 }
 
-def Transfuse_SelectOp : Transfuse_Op<"select", [
+def Transfuse_SelectOp : Transfuse_Op<"select", [TF_Broadcasting,
     InferTypeOpAdaptor]> {
   let summary = "cond ? on_true : on_false, with NumPy broadcasting";
   let description = [{
@@ -190,7 +196,7 @@ def Transfuse_SelectOp : Transfuse_Op<"select", [
 // Normalizations, reductions
 //===----------------------------------------------------------------------===//
 
-def Transfuse_SoftmaxOp : Transfuse_Op<"softmax", [
+def Transfuse_SoftmaxOp : Transfuse_Op<"softmax", [TF_Broadcasting,
     SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "softmax over one axis; an all -inf row yields zeros";
   let description = [{
@@ -207,7 +213,7 @@ def Transfuse_SoftmaxOp : Transfuse_Op<"softmax", [
   let hasVerifier = 1;
 }
 
-def Transfuse_LayerNormOp : Transfuse_Op<"layer_norm", [
+def Transfuse_LayerNormOp : Transfuse_Op<"layer_norm", [TF_Broadcasting,
     InferTypeOpAdaptor]> {
   let summary = "layer normalization over the trailing dimensions from axis";
   let description = [{
@@ -226,7 +232,7 @@ def Transfuse_LayerNormOp : Transfuse_Op<"layer_norm", [
 }
 
 class Transfuse_ReduceOp<string mnemonic, string what>
-    : Transfuse_Op<mnemonic, [InferTypeOpAdaptor]> {
+    : Transfuse_Op<mnemonic, [TF_ShapeRule, InferTypeOpAdaptor]> {
   let summary = what # " over the given axes";
   let arguments = (ins TF_FloatTensor:$input, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<BoolAttr, "false">:$keep_dims);
@@ -238,7 +244,7 @@ def Transfuse_ReduceSumOp : Transfuse_ReduceOp<"reduce_sum", "sum">;
 def Transfuse_ReduceMeanOp : Transfuse_ReduceOp<"reduce_mean", "mean">;
 def Transfuse_ReduceMaxOp : Transfuse_ReduceOp<"reduce_max", "maximum">;
 
-def Transfuse_DropoutOp : Transfuse_Op<"dropout", [
+def Transfuse_DropoutOp : Transfuse_Op<"dropout", [TF_Broadcasting,
     AllTypesMatch<["input", "result"]>]> {
   let summary = "inverted dropout drawn from Philox4x32-10";
   let description = [{
@@ -264,7 +270,7 @@ def Transfuse_DropoutOp : Transfuse_Op<"dropout", [
 // Shapes
 //===----------------------------------------------------------------------===//
 
-def Transfuse_ReshapeOp : Transfuse_Op<"reshape"> {
+def Transfuse_ReshapeOp : Transfuse_Op<"reshape", [TF_ShapeRule]> {
   let summary = "row-major reinterpretation with the same elements";
   let description = [{
     The result type is given. Input and result have the same number of
@@ -284,7 +290,7 @@ def Transfuse_ReshapeOp : Transfuse_Op<"reshape"> {
   let hasFolder = 1;
 }
 
-def Transfuse_TransposeOp : Transfuse_Op<"transpose", [
+def Transfuse_TransposeOp : Transfuse_Op<"transpose", [TF_ShapeRule,
     InferTypeOpAdaptor]> {
   let summary = "permutes dimensions: result dim i = input dim permutation[i]";
   let description = [{
@@ -298,7 +304,7 @@ def Transfuse_TransposeOp : Transfuse_Op<"transpose", [
   let hasFolder = 1;
 }
 
-def Transfuse_ConcatOp : Transfuse_Op<"concat", [
+def Transfuse_ConcatOp : Transfuse_Op<"concat", [TF_ShapeRule,
     InferTypeOpAdaptor]> {
   let summary = "concatenation along one axis";
   let arguments = (ins Variadic<TF_AnyTensor>:$inputs, I64Attr:$axis);
@@ -307,7 +313,7 @@ def Transfuse_ConcatOp : Transfuse_Op<"concat", [
   let hasFolder = 1;
 }
 
-def Transfuse_SplitOp : Transfuse_Op<"split", [
+def Transfuse_SplitOp : Transfuse_Op<"split", [TF_ShapeRule,
     InferTypeOpAdaptor]> {
   let summary = "splits one static axis into pieces of the given sizes";
   let description = [{
@@ -320,7 +326,7 @@ def Transfuse_SplitOp : Transfuse_Op<"split", [
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Transfuse_SliceOp : Transfuse_Op<"slice", [
+def Transfuse_SliceOp : Transfuse_Op<"slice", [TF_ShapeRule,
     InferTypeOpAdaptor]> {
   let summary = "a slice [start, start + size) of one axis; size may be dynamic";
   let description = [{
@@ -342,7 +348,7 @@ def Transfuse_SliceOp : Transfuse_Op<"slice", [
 // Masks and positions
 //===----------------------------------------------------------------------===//
 
-def Transfuse_CausalMaskOp : Transfuse_Op<"causal_mask"> {
+def Transfuse_CausalMaskOp : Transfuse_Op<"causal_mask", [TF_ShapeRule]> {
   let summary = "[Sq, Sk] boolean mask, bottom-right aligned";
   let description = [{
     `mask[i, j] = j <= i + Sk - Sq`: with equal lengths the usual lower
@@ -358,7 +364,7 @@ def Transfuse_CausalMaskOp : Transfuse_Op<"causal_mask"> {
   let hasVerifier = 1;
 }
 
-def Transfuse_KeyPaddingMaskOp : Transfuse_Op<"key_padding_mask", [
+def Transfuse_KeyPaddingMaskOp : Transfuse_Op<"key_padding_mask", [TF_ShapeRule,
     InferTypeOpAdaptor]> {
   let summary = "tokens != pad_id, as a boolean keep-mask";
   let description = [{
@@ -371,7 +377,7 @@ def Transfuse_KeyPaddingMaskOp : Transfuse_Op<"key_padding_mask", [
   let assemblyFormat = "$tokens attr-dict `:` functional-type(operands, results)";
 }
 
-def Transfuse_PositionalEncodingOp : Transfuse_Op<"positional_encoding"> {
+def Transfuse_PositionalEncodingOp : Transfuse_Op<"positional_encoding", [TF_ShapeRule]> {
   let summary = "interleaved sinusoidal positions [length, D]";
   let description = [{
     `pe[p, 2i] = sin(q / 10000^(2i/D))`, `pe[p, 2i+1] = cos(q / 10000^(2i/D))`

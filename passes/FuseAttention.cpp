@@ -53,7 +53,7 @@ std::optional<std::pair<double, Value>> asScale(Operation *op) {
 
 class AttentionMatcher {
 public:
-  AttentionMatcher(SoftmaxOp softmax, DimEquality &dims) : softmax(softmax), dims(dims) {}
+  AttentionMatcher(SoftmaxOp softmax, SizeAnalysis &dims) : softmax(softmax), dims(dims) {}
 
   /// Matches; on failure returns the reason.
   std::optional<std::string> match();
@@ -66,7 +66,7 @@ private:
   std::optional<std::string> classifyMasks();
 
   SoftmaxOp softmax;
-  DimEquality &dims;
+  SizeAnalysis &dims;
   MatmulOp qk, pv;
   DropoutOp dropout;
   double scale = 1.0;
@@ -283,7 +283,7 @@ struct FuseAttentionPass : mlir::transfuse::impl::TransfuseFuseAttentionBase<Fus
     getOperation().walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
     for (SoftmaxOp softmax : softmaxes) {
       // Fresh per site: rewrites erase ops the previous analysis may know.
-      DimEquality dims;
+      SizeAnalysis dims;
       AttentionMatcher matcher(softmax, dims);
       Location loc = softmax.getLoc();
       std::string reason;

@@ -3,7 +3,6 @@
 #include "passes/MemoryPlan.h"
 
 #include "ir/TransfuseDialect.h"
-#include "passes/FusionUtils.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -23,7 +22,7 @@ int64_t alignUp(int64_t n) {
 
 /// Bytes of `v` with every dynamic dimension at its maximum; saturates at
 /// INT64_MAX instead of overflowing.
-int64_t bytesAtMaxima(Value v, DimEquality &dims, int64_t maxBatch, int64_t maxSeq) {
+int64_t bytesAtMaxima(Value v, SizeAnalysis &dims, int64_t maxBatch, int64_t maxSeq) {
   auto type = cast<RankedTensorType>(v.getType());
   Type e = type.getElementType();
   int64_t n = e.isInteger(1) ? 1 : e.getIntOrFloatBitWidth() / 8;
@@ -70,7 +69,7 @@ MemoryPlan mlir::transfuse::planMemory(func::FuncOp func,
   for (Value v : body.getTerminator()->getOperands())
     returned.insert(root(v));
 
-  DimEquality dims;
+  SizeAnalysis dims;
   llvm::DenseMap<Value, size_t> index;
   for (Operation &op : body) {
     if (ownsNoMemory(&op))

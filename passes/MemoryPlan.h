@@ -39,7 +39,7 @@ inline constexpr int64_t kArenaAlignment = 64;
 /// Plans the arena of `func`. Dynamic dimensions take their maxima: the
 /// function's `transfuse.max_batch` for sizes that come from dimension 0 of
 /// an argument, `transfuse.max_seq_len` for other argument dimensions
-/// (DimEquality::maximum follows each size to its origin).
+/// (SizeAnalysis, ir/Sizes.h, follows each size to the arguments).
 /// Placement is greedy by size: the largest buffers first, each at the lowest
 /// offset free during its live range.
 ///

@@ -11,6 +11,8 @@
 
 #include "codegen/cpu/CpuCodegen.h"
 
+#include "codegen/cpu/CppSizes.h"
+#include "codegen/cpu/CppText.h"
 #include "codegen/cpu/ToolchainConfig.h"
 #include "runtime/MemoryLimit.h"
 #include "runtime/exec/model.h"
@@ -35,282 +37,10 @@
 
 using namespace mlir;
 using namespace mlir::transfuse;
+using namespace mlir::transfuse::cpu;
 namespace rt = ::transfuse::rt;
 
 namespace {
-
-std::string locOf(Operation *op) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  op->getLoc().print(os);
-  return s;
-}
-
-/// A C++ string literal.
-std::string quote(StringRef s) {
-  std::string r = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      r += '\\';
-    if (c == '\n') {
-      r += "\\n";
-      continue;
-    }
-    r += c;
-  }
-  return r + "\"";
-}
-
-/// An exact C++ float literal.
-std::string floatLit(double v) {
-  if (std::isnan(v))
-    return "std::numeric_limits<float>::quiet_NaN()";
-  if (std::isinf(v))
-    return v < 0 ? "-std::numeric_limits<float>::infinity()"
-                 : "std::numeric_limits<float>::infinity()";
-  char buf[64];
-  snprintf(buf, sizeof buf, "%.9gf", (double)(float)v);
-  std::string s = buf;
-  if (s.find_first_of(".en") == std::string::npos)
-    s.insert(s.size() - 1, ".0");
-  return s;
-}
-
-const char *cType(Type t) {
-  if (t.isF32()) return "float";
-  if (t.isInteger(32)) return "int32_t";
-  if (t.isInteger(1)) return "uint8_t";
-  return nullptr;
-}
-
-int64_t elemSize(Type t) { return t.isInteger(1) ? 1 : t.getIntOrFloatBitWidth() / 8; }
-
-/// Run-time sizes as C++ expressions over the dynamic dimensions of the
-/// entry point's arguments (named a<arg>_<dim>).
-class DimExprs {
-public:
-  explicit DimExprs(func::FuncOp func) : func(func) {}
-
-  /// Dimension `d` of `v`; empty (and `error` set) when not derivable.
-  std::string dim(Value v, int64_t d) {
-    auto type = cast<RankedTensorType>(v.getType());
-    if (!type.isDynamicDim(d))
-      return std::to_string(type.getDimSize(d));
-    auto key = std::make_pair(v, d);
-    if (auto it = memo.find(key); it != memo.end())
-      return it->second;
-    std::string e = derive(v, d);
-    if (e.empty() && error.empty()) {
-      Operation *def = v.getDefiningOp();
-      error = (def ? locOf(def) + ": '" + def->getName().getStringRef().str() + "': " : "") +
-              "cannot derive the run-time size of dimension " + std::to_string(d) + " of its result";
-    }
-    return memo[key] = e;
-  }
-
-  /// An index value (transfuse.dim).
-  std::string index(Value v) {
-    if (auto d = v.getDefiningOp<DimOp>()) {
-      auto type = cast<RankedTensorType>(d.getInput().getType());
-      return dim(d.getInput(), normalizedAxis(d.getAxis(), type.getRank()));
-    }
-    if (error.empty())
-      error = "only sizes from transfuse.dim are supported as index values";
-    return "";
-  }
-
-  /// The number of elements of `v`: static sizes folded.
-  std::string numel(Value v) {
-    return product(v, 0, cast<RankedTensorType>(v.getType()).getRank());
-  }
-
-  /// "exec::Shape{...}" of `v`.
-  std::string shape(Value v) {
-    auto type = cast<RankedTensorType>(v.getType());
-    std::string s = "exec::Shape{";
-    for (int64_t d = 0; d < type.getRank(); ++d)
-      s += (d ? ", " : "") + dim(v, d);
-    return s + "}";
-  }
-
-  /// The product of dimensions [from, to) of `v`.
-  std::string product(Value v, int64_t from, int64_t to) {
-    std::string e;
-    int64_t n = 1;
-    auto type = cast<RankedTensorType>(v.getType());
-    for (int64_t d = from; d < to; ++d) {
-      if (type.isDynamicDim(d))
-        e += (e.empty() ? "" : " * ") + dim(v, d);
-      else
-        n *= type.getDimSize(d);
-    }
-    if (e.empty())
-      return std::to_string(n);
-    return n == 1 ? "(" + e + ")" : "(" + std::to_string(n) + " * " + e + ")";
-  }
-
-  /// Declarations of the argument sizes used, reading `shapes` (an
-  /// `const int64_t* const*` expression).
-  std::string declarations(StringRef shapes) const {
-    std::string s;
-    for (const auto &entry : used) {
-      std::string arg = std::to_string(entry.first.first), d = std::to_string(entry.first.second);
-      s += "  [[maybe_unused]] const int64_t a" + arg + "_" + d + " = " + shapes.str() + "[" +
-           arg + "][" + d + "];\n";
-    }
-    return s;
-  }
-
-  std::string error;
-
-private:
-  std::string derive(Value v, int64_t d);
-  /// The common size of the operands' dimensions that broadcast into
-  /// dimension `d` of a result of rank `rank`.
-  std::string broadcast(ValueRange operands, int64_t d, int64_t rank) {
-    llvm::SmallVector<std::string> exprs;
-    for (Value o : operands) {
-      auto t = dyn_cast<RankedTensorType>(o.getType());
-      if (!t)
-        continue;
-      int64_t od = d - (rank - t.getRank());
-      if (od < 0 || !t.isDynamicDim(od))
-        continue;
-      std::string e = dim(o, od);
-      if (!llvm::is_contained(exprs, e))
-        exprs.push_back(e);
-    }
-    return broadcastOf(exprs);
-  }
-
-public:
-  /// The broadcast size of several dynamic sizes: their maximum, with a
-  /// run-time check (in `checks`) that each is that size or 1.
-  std::string broadcastOf(llvm::ArrayRef<std::string> exprs) {
-    if (exprs.empty())
-      return "";
-    std::string e = exprs.front();
-    for (size_t i = 1; i < exprs.size(); ++i)
-      e = "std::max<int64_t>(" + e + ", " + exprs[i] + ")";
-    if (exprs.size() > 1)
-      for (const std::string &x : exprs)
-        checks.push_back({"(" + x + " != " + e + " && " + x + " != 1)",
-                          "input sizes that do not broadcast"});
-    return e;
-  }
-  /// Conditions that make a call invalid (true = error) and their messages,
-  /// checked at the start of a run.
-  std::vector<std::pair<std::string, std::string>> checks;
-
-private:
-
-  func::FuncOp func;
-  std::map<std::pair<unsigned, int64_t>, bool> used;
-  llvm::DenseMap<std::pair<Value, int64_t>, std::string> memo;
-};
-
-std::string DimExprs::derive(Value v, int64_t d) {
-  if (auto arg = dyn_cast<BlockArgument>(v)) {
-    if (arg.getOwner()->getParentOp() != func)
-      return "";
-    unsigned number = arg.getArgNumber();
-    // Entry-point arguments share one batch size (docs/ir.md; the runtime
-    // checks it): every dynamic dimension 0 is the first argument's.
-    if (d == 0)
-      for (BlockArgument other : func.getArguments())
-        if (auto t = cast<RankedTensorType>(other.getType());
-            t.getRank() > 0 && t.isDynamicDim(0)) {
-          number = other.getArgNumber();
-          break;
-        }
-    used[{number, d}] = true;
-    return "a" + std::to_string(number) + "_" + std::to_string(d);
-  }
-  Operation *op = v.getDefiningOp();
-  int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
-  auto axisOf = [&](int64_t axis, Value input) {
-    return normalizedAxis(axis, cast<RankedTensorType>(input.getType()).getRank());
-  };
-  return llvm::TypeSwitch<Operation *, std::string>(op)
-      .Case([&](ReshapeOp r) -> std::string {
-        // The k-th dynamic dimension of the result is the input's k-th.
-        auto out = r.getType();
-        int64_t k = 0;
-        for (int64_t i = 0; i < d; ++i)
-          k += out.isDynamicDim(i);
-        auto in = r.getInput().getType();
-        for (int64_t i = 0; i < in.getRank(); ++i)
-          if (in.isDynamicDim(i) && k-- == 0)
-            return dim(r.getInput(), i);
-        return "";
-      })
-      .Case([&](TransposeOp t) { return dim(t.getInput(), t.getPermutation()[d]); })
-      .Case([&](GatherOp g) { return dim(g.getIds(), d); })
-      .Case([&](MatmulOp m) -> std::string {
-        int64_t rl = m.getLhs().getType().getRank(), rr = m.getRhs().getType().getRank();
-        if (d == rank - 2)
-          return dim(m.getLhs(), m.getTransposeLhs() ? rl - 1 : rl - 2);
-        if (d == rank - 1)
-          return dim(m.getRhs(), m.getTransposeRhs() ? rr - 2 : rr - 1);
-        // Batch dimensions broadcast (right-aligned on the batch part).
-        llvm::SmallVector<std::string> exprs;
-        for (auto [o, r] : {std::pair{m.getLhs(), rl}, std::pair{m.getRhs(), rr}}) {
-          int64_t od = d - (rank - 2 - (r - 2));
-          auto t = cast<RankedTensorType>(o.getType());
-          if (od >= 0 && t.isDynamicDim(od))
-            exprs.push_back(dim(o, od));
-        }
-        if (exprs.size() == 2 && exprs[0] == exprs[1])
-          exprs.pop_back();
-        return broadcastOf(exprs);
-      })
-      .Case([&](LinearOp l) { return dim(l.getInput(), d); })
-      .Case([&](AttentionOp a) { return dim(a.getQuery(), d); })
-      .Case([&](SplitOp s) { return dim(s.getInput(), d); })
-      .Case([&](SliceOp s) -> std::string {
-        if (d == axisOf(s.getAxis(), s.getInput()) && s.getLength())
-          return index(s.getLength());
-        return dim(s.getInput(), d);
-      })
-      .Case([&](ConcatOp c) -> std::string {
-        if (d != axisOf(c.getAxis(), c.getInputs().front()))
-          return dim(c.getInputs().front(), d);
-        std::string e;
-        for (Value in : c.getInputs())
-          e += (e.empty() ? "(" : " + ") + dim(in, d);
-        return e + ")";
-      })
-      .Case([&](KeyPaddingMaskOp k) { return dim(k.getTokens(), d); })
-      .Case([&](CausalMaskOp c) { return index(d == 0 ? c.getQueryLen() : c.getKeyLen()); })
-      .Case([&](PositionalEncodingOp p) { return index(p.getLength()); })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) -> std::string {
-        auto in = r.getInput().getType();
-        llvm::SmallVector<bool> reduced(in.getRank(), false);
-        for (int64_t a : r.getAxes())
-          reduced[normalizedAxis(a, in.getRank())] = true;
-        int64_t k = 0;
-        for (int64_t i = 0; i < in.getRank(); ++i) {
-          if (reduced[i] && !r.getKeepDims())
-            continue;
-          if (k++ == d)
-            return dim(r.getInput(), i);
-        }
-        return "";
-      })
-      // Elementwise, normalizations, masks: broadcast over the operands.
-      .Default([&](Operation *o) { return broadcast(o->getOperands(), d, rank); });
-}
-
-/// True when `a` and `b` have the same rank and provably the same sizes.
-bool sameSizes(DimExprs &dims, Value a, Value b) {
-  auto ta = cast<RankedTensorType>(a.getType()), tb = cast<RankedTensorType>(b.getType());
-  if (ta.getRank() != tb.getRank())
-    return false;
-  for (int64_t d = 0; d < ta.getRank(); ++d)
-    if (dims.dim(a, d) != dims.dim(b, d))
-      return false;
-  return true;
-}
 
 /// What one entry point needs from the rest of the model.
 struct ModelTables {
@@ -373,7 +103,7 @@ private:
   func::FuncOp func;
   const EntryPoint &ep;
   ModelTables &tables;
-  DimExprs dims;
+  CppSizes dims;
   std::string &kernels, &constants;
   int &counter;
   void findViews();
@@ -568,8 +298,8 @@ void Emitter::findViews() {
         continue;
       auto r = t.getInput().getDefiningOp<ReshapeOp>();
       if (!r || !r.getResult().hasOneUse() || r.getInput().getType().getRank() != 3 ||
-          dims.dim(r.getInput(), 0) != dims.dim(r.getResult(), 0) ||
-          dims.dim(r.getInput(), 1) != dims.dim(r.getResult(), 1))
+          !dims.equal(r.getInput(), 0, r.getResult(), 0) ||
+          !dims.equal(r.getInput(), 1, r.getResult(), 1))
         continue;
       Value x = r.getInput();
       HeadView view{x, 0};
@@ -699,10 +429,10 @@ llvm::Error Emitter::emitOp(Operation *op) {
         if (x.getType() != t)
           std::swap(x, r);
         auto rt = cast<RankedTensorType>(r.getType());
-        bool trailing = sameSizes(dims, x, l.getResult()) && rt.getRank() >= 1 &&
+        bool trailing = dims.sameSizes(x, l.getResult()) && rt.getRank() >= 1 &&
                         rt.getRank() <= t.getRank() && t.getRank() >= 1;
         for (int64_t d = 0; trailing && d < rt.getRank(); ++d)
-          trailing = dims.dim(r, d) == dims.dim(l.getResult(), t.getRank() - rt.getRank() + d);
+          trailing = dims.equal(r, d, l.getResult(), t.getRank() - rt.getRank() + d);
         if (!trailing)
           return fail(op, "this broadcast of the residual is not supported");
         std::string width = std::to_string(t.getDimSize(t.getRank() - 1));
@@ -711,7 +441,7 @@ llvm::Error Emitter::emitOp(Operation *op) {
         std::string sum = l.getSum().use_empty() ? "nullptr" : ptr(l.getSum());
         std::string args = in(l.getGamma()) + ", " + in(l.getBeta()) + ", ";
         std::string eps = floatLit(l.getEpsilon().convertToDouble());
-        if (sameSizes(dims, r, l.getResult())) {
+        if (dims.sameSizes(r, l.getResult())) {
           call("kernels::addLayerNorm(" + in(x) + ", " + in(r) + ", " + args + ptr(l.getResult()) +
                ", " + sum + ", " + blockRows + ", " + width + ", " + eps + ", c.pool);");
           return llvm::Error::success();
@@ -819,7 +549,7 @@ llvm::Error Emitter::emitLinear(Operation *op, Value x, Value w, bool transW, Va
   int64_t k = xt.getDimSize(xt.getRank() - 1), n = rt.getDimSize(rt.getRank() - 1);
   if (ShapedType::isDynamic(k) || ShapedType::isDynamic(n))
     return fail(op, "dynamic contraction or output sizes are not supported");
-  if (residual && !sameSizes(dims, residual, result))
+  if (residual && !dims.sameSizes(residual, result))
     return fail(op, "a residual that may broadcast is not supported");
   if (xt.getRank() == 0)
     return fail(op, "a rank-0 input is not supported");
@@ -976,9 +706,9 @@ llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
     auto t = cast<RankedTensorType>(input.getType());
     bool trailing = t.getRank() <= rank && t.getRank() >= 1;
     for (int64_t d = 0; trailing && d < t.getRank(); ++d)
-      trailing = dims.dim(input, d) == dims.dim(op.getResult(), rank - t.getRank() + d);
+      trailing = dims.equal(input, d, op.getResult(), rank - t.getRank() + d);
     Kind k = t.hasStaticShape() && t.getNumElements() == 1 ? kSplat
-             : sameSizes(dims, input, op.getResult())       ? kFull
+             : dims.sameSizes(input, op.getResult())       ? kFull
                                                             : kTrailing;
     vector &= t.getElementType().isF32() && (k != kTrailing || trailing);
     kinds.push_back(k);
