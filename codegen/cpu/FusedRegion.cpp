@@ -1,0 +1,173 @@
+//===- FusedRegion.cpp - fused_elementwise regions as generated loops -----===//
+
+#include "codegen/cpu/Emitter.h"
+
+#include "codegen/cpu/CppText.h"
+
+using namespace mlir;
+using namespace mlir::transfuse;
+using namespace mlir::transfuse::cpu;
+
+namespace {
+
+/// The expression of one region op over the values `arg` names: Highway
+/// vectors (`vector`) or scalars.
+std::string regionExpr(Operation &inner, llvm::function_ref<std::string(unsigned)> arg,
+                       bool vector) {
+  auto splat = [&](double v) { return vector ? "hn::Set(d, " + floatLit(v) + ")" : floatLit(v); };
+  auto bin = [&](const char *vop, const char *sop) {
+    return vector ? std::string(vop) + "(" + arg(0) + ", " + arg(1) + ")"
+                  : "(" + arg(0) + " " + sop + " " + arg(1) + ")";
+  };
+  if (auto c = dyn_cast<ConstantOp>(inner)) {
+    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!attr || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
+      return "";
+    return splat(attr.getSplatValue<APFloat>().convertToDouble());
+  }
+  if (isa<AddOp>(inner)) return bin("hn::Add", "+");
+  if (isa<SubOp>(inner)) return bin("hn::Sub", "-");
+  if (isa<MulOp>(inner)) return bin("hn::Mul", "*");
+  if (isa<DivOp>(inner)) return bin("hn::Div", "/");
+  if (auto s = dyn_cast<ScaleOp>(inner)) {
+    std::string f = splat(s.getFactor().convertToDouble());
+    return vector ? "hn::Mul(" + arg(0) + ", " + f + ")" : "(" + arg(0) + " * " + f + ")";
+  }
+  if (isa<ReluOp>(inner))
+    return vector ? "hn::Max(" + arg(0) + ", hn::Zero(d))" : "std::max(" + arg(0) + ", 0.0f)";
+  if (isa<ExpOp>(inner))
+    return vector ? "hn::Exp(d, " + arg(0) + ")" : "std::exp(" + arg(0) + ")";
+  if (isa<TanhOp>(inner))
+    return vector ? "hn::Tanh(d, " + arg(0) + ")" : "std::tanh(" + arg(0) + ")";
+  if (auto g = dyn_cast<GeluOp>(inner)) {
+    bool tanhForm = g.getApproximate() == "tanh";
+    if (vector)
+      return std::string(tanhForm ? "tk::GeluTanh" : "tk::GeluErf") + "(d, " + arg(0) + ")";
+    std::string x = arg(0);
+    return tanhForm ? "(0.5f * " + x + " * (1.0f + std::tanh(0.7978845608f * (" + x +
+                          " + 0.044715f * " + x + " * " + x + " * " + x + "))))"
+                    : "(0.5f * " + x + " * (1.0f + std::erf(" + x + " * 0.70710678f)))";
+  }
+  if (isa<SelectOp>(inner) && !vector)
+    return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+  return "";
+}
+
+/// A fused_elementwise region becomes one generated function. When every
+/// input is f32 and is the full shape, a trailing block of it repeated over
+/// the leading rows ([S, D] into [B, S, D]) or one value, it is Highway code
+/// over rows of the last dimension; otherwise a scalar loop over rows with
+/// each input's broadcast strides (masks, selects, any broadcast).
+} // namespace
+
+llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
+  auto rt = op.getType();
+  if (!rt.getElementType().isF32())
+    return fail(op, "only f32 regions are supported");
+  if (rt.getRank() == 0)
+    return fail(op, "a rank-0 region is not supported");
+  Block &body = op.getBody().front();
+  int64_t rank = rt.getRank();
+  std::string name = "fe" + std::to_string(counter++);
+  std::string rows = dims.product(op.getResult(), 0, rank - 1);
+  std::string width = dims.dim(op.getResult(), rank - 1);
+
+  enum Kind { kFull, kTrailing, kSplat };
+  llvm::SmallVector<Kind> kinds;
+  bool vector = llvm::none_of(body.without_terminator(),
+                              [](Operation &o) { return isa<SelectOp>(o); });
+  for (Value input : op.getInputs()) {
+    auto t = cast<RankedTensorType>(input.getType());
+    bool trailing = t.getRank() <= rank && t.getRank() >= 1;
+    for (int64_t d = 0; trailing && d < t.getRank(); ++d)
+      trailing = dims.equal(input, d, op.getResult(), rank - t.getRank() + d);
+    Kind k = t.hasStaticShape() && t.getNumElements() == 1 ? kSplat
+             : dims.sameSizes(input, op.getResult())       ? kFull
+                                                            : kTrailing;
+    vector &= t.getElementType().isF32() && (k != kTrailing || trailing);
+    kinds.push_back(k);
+  }
+  llvm::DenseMap<Value, std::string> names;
+  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
+    names[arg] = "x" + std::to_string(i);
+  std::string compute;
+  int tmp = 0;
+  for (Operation &inner : body.without_terminator()) {
+    std::string e = regionExpr(
+        inner, [&](unsigned i) { return names.lookup(inner.getOperand(i)); }, vector);
+    if (e.empty())
+      return fail(&inner, "is not supported in a fused region");
+    std::string v = "t" + std::to_string(tmp++);
+    compute += "      const auto " + v + " = " + e + ";\n";
+    names[inner.getResult(0)] = v;
+  }
+  std::string y = names.lookup(cast<YieldOp>(body.getTerminator()).getValue());
+
+  std::string ins;
+  for (Value v : op.getInputs())
+    ins += (ins.empty() ? "" : ", ") + std::string("static_cast<const void*>(") + in(v) + ")";
+  line("{");
+  line("  const void* ins[] = {" + ins + "};");
+  line("  float* out = " + ptr(op.getResult()) + ";");
+  if (vector) {
+    std::string k = "void " + name +
+                    "(const void* const* in, const int64_t* period, float* out, int64_t W, "
+                    "int64_t r0, int64_t r1) {\n  const hn::ScalableTag<float> d;\n"
+                    "  const int64_t N = (int64_t)hn::Lanes(d);\n  for (int64_t r = r0; r < r1; ++r) {\n";
+    std::string loads, tailLoads, periods;
+    for (auto [i, kind] : llvm::enumerate(kinds)) {
+      std::string idx = std::to_string(i), x = "x" + idx;
+      Value input = op.getInputs()[i];
+      auto t = cast<RankedTensorType>(input.getType());
+      if (kind == kSplat) {
+        k += "    const auto " + x + "s = hn::Set(d, static_cast<const float*>(in[" + idx + "])[0]);\n";
+        loads += "      const auto " + x + " = " + x + "s;\n";
+        tailLoads += "      const auto " + x + " = " + x + "s;\n";
+        periods += (periods.empty() ? "" : ", ") + std::string("1");
+        continue;
+      }
+      k += "    const float* p" + idx + " = static_cast<const float*>(in[" + idx +
+           "]) + (r % period[" + idx + "]) * W;\n";
+      periods += (periods.empty() ? "" : ", ") +
+                 (kind == kFull ? rows : dims.product(input, 0, t.getRank() - 1));
+      loads += "      const auto " + x + " = hn::LoadU(d, p" + idx + " + j);\n";
+      tailLoads += "      const auto " + x + " = tk::LoadTail(d, p" + idx + " + j, size_t(W - j), 0.0f);\n";
+    }
+    k += "    float* o = out + r * W;\n    int64_t j = 0;\n    for (; j + N <= W; j += N) {\n" +
+         loads + compute + "      hn::StoreU(" + y + ", d, o + j);\n    }\n    if (j < W) {\n" +
+         tailLoads + compute + "      tk::StoreTail(d, " + y + ", o + j, size_t(W - j));\n    }\n  }\n}\n";
+    kernels += k;
+    line("  const int64_t period[] = {" + periods + "};");
+    call("  exec::parallelRows(c.pool, " + rows + ", [&](int64_t r0, int64_t r1) { "
+         "HWY_DYNAMIC_DISPATCH(" + name + ")(ins, period, out, " + width + ", r0, r1); });");
+  } else {
+    // Scalar: element (row r, column j) of input k is at
+    // offset_k(r) + j * stride_k[last], offset_k from the broadcast strides.
+    std::string k = "void " + name + "(const void* const* in, const exec::Shape& os, "
+                    "const exec::Strides* st, float* out) {\n"
+                    "  const int64_t W = os[os.rank - 1], rows = os.numel() / std::max<int64_t>(W, 1);\n"
+                    "  for (int64_t r = 0; r < rows; ++r) {\n";
+    std::string strides;
+    for (auto [i, input] : llvm::enumerate(op.getInputs())) {
+      std::string idx = std::to_string(i);
+      auto t = cast<RankedTensorType>(input.getType());
+      std::string ct = cType(t.getElementType());
+      k += "    const " + ct + "* p" + idx + " = static_cast<const " + ct + "*>(in[" + idx +
+           "]) + st[" + idx + "].rowOffset(os, r);\n    const int64_t s" + idx + " = st[" + idx +
+           "].step[os.rank - 1];\n";
+      strides += (strides.empty() ? "" : ", ") + std::string("exec::Strides(") +
+                 dims.shape(input) + ", os)";
+    }
+    k += "    for (int64_t j = 0; j < W; ++j) {\n";
+    for (size_t i = 0; i < kinds.size(); ++i)
+      k += "      const auto x" + std::to_string(i) + " = p" + std::to_string(i) + "[j * s" +
+           std::to_string(i) + "];\n";
+    k += compute + "      out[r * W + j] = " + y + ";\n    }\n  }\n}\n";
+    scalarKernels += k;
+    line("  const exec::Shape os = " + dims.shape(op.getResult()) + ";");
+    line("  const exec::Strides st[] = {" + strides + "};");
+    call("  " + name + "(ins, os, st, out);");
+  }
+  line("}");
+  return llvm::Error::success();
+}
