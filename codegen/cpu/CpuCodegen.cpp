@@ -137,10 +137,11 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
   }
   os << "#include \"runtime/exec/Generated.h\"\n#include \"runtime/exec/Ops.h\"\n"
         "#include \"runtime/kernels/Attention.h\"\n#include \"runtime/kernels/Gemm.h\"\n"
-        "#include \"runtime/kernels/Norm.h\"\n\n#include <algorithm>\n#include <array>\n"
+        "#include \"runtime/kernels/ElementwiseMath.h\"\n#include \"runtime/kernels/Norm.h\"\n\n#include <algorithm>\n#include <array>\n"
         "#include <cmath>\n#include <cstddef>\n#include <cstdint>\n#include <limits>\n\n"
         "namespace transfuse_generated {\nnamespace exec = transfuse::exec;\n"
-        "namespace kernels = transfuse::kernels;\nnamespace rt = transfuse::rt;\n";
+        "namespace kernels = transfuse::kernels;\nnamespace rt = transfuse::rt;\n"
+        "namespace tm = transfuse::kernels::math;\n";
   if (hwy) {
     os << "\n";
     for (int i = 0; i < counter; ++i)

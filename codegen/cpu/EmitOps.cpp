@@ -2,6 +2,7 @@
 
 #include "codegen/cpu/Emitter.h"
 
+#include "codegen/OpMath.h"
 #include "codegen/cpu/CppText.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -10,13 +11,6 @@
 using namespace mlir;
 using namespace mlir::transfuse;
 using namespace mlir::transfuse::cpu;
-
-static std::string binaryName(Operation *op) {
-  if (isa<AddOp>(op)) return "kAdd";
-  if (isa<SubOp>(op)) return "kSub";
-  if (isa<MulOp>(op)) return "kMul";
-  return "kDiv";
-}
 
 llvm::Error Emitter::emitOp(Operation *op) {
   auto res = [&](unsigned i = 0) { return op->getResult(i); };
@@ -55,7 +49,8 @@ llvm::Error Emitter::emitOp(Operation *op) {
         return llvm::Error::success();
       })
       .Case<AddOp, SubOp, MulOp, DivOp>([&](auto b) {
-        call("exec::binary(exec::BinaryOp::" + binaryName(op) + ", " + in(b.getLhs()) + ", " +
+        std::string kind = math::info(*mathKindOf(op)).enumerator;
+        call("exec::binary(exec::BinaryOp::" + kind + ", " + in(b.getLhs()) + ", " +
              dims.shape(b.getLhs()) + ", " + in(b.getRhs()) + ", " + dims.shape(b.getRhs()) +
              ", " + ptr(res()) + ", " + dims.shape(res()) + ", c.pool);");
         return llvm::Error::success();
@@ -66,11 +61,7 @@ llvm::Error Emitter::emitOp(Operation *op) {
         return llvm::Error::success();
       })
       .Case<ReluOp, ExpOp, TanhOp, GeluOp>([&](auto u) {
-        std::string kind = isa<ReluOp>(op)  ? "kRelu"
-                           : isa<ExpOp>(op) ? "kExp"
-                           : isa<TanhOp>(op) ? "kTanh"
-                           : cast<GeluOp>(op).getApproximate() == "tanh" ? "kGeluTanh"
-                                                                         : "kGelu";
+        std::string kind = math::info(*mathKindOf(op)).enumerator;
         call("exec::unary(exec::UnaryOp::" + kind + ", " + in(u.getInput()) + ", " + ptr(res()) +
              ", " + dims.numel(res()) + ", c.pool);");
         return llvm::Error::success();
@@ -230,15 +221,12 @@ llvm::Error Emitter::emitLinear(Operation *op, Value x, Value w, bool transW, Va
   if (xt.getRank() == 0)
     return fail(op, "a rank-0 input is not supported");
   std::string m = dims.product(x, 0, xt.getRank() - 1);
-  static const llvm::StringMap<std::string> acts = {{"none", "kNone"},
-                                                    {"relu", "kRelu"},
-                                                    {"gelu", "kGelu"},
-                                                    {"gelu_tanh", "kGeluTanh"}};
-  auto a = acts.find(act);
-  if (a == acts.end())
+  std::optional<math::Kind> kind = activationKind(act);
+  if (!kind && act != "none")
     return fail(op, "activation '" + act + "' is not supported");
+  std::string activation = kind ? math::info(*kind).enumerator : "kNone";
   std::string epi = "kernels::GemmEpilogue{" + (bias ? in(bias) : std::string("nullptr")) +
-                    ", kernels::Activation::" + a->second + ", " +
+                    ", kernels::Activation::" + activation + ", " +
                     (residual ? in(residual) : std::string("nullptr")) + ", 0}";
   std::string sizes = m + ", " + std::to_string(n) + ", " + std::to_string(k);
   if (auto p = rootOf(w).getDefiningOp<ParamOp>()) {

@@ -2,6 +2,7 @@
 
 #include "codegen/cpu/Emitter.h"
 
+#include "codegen/OpMath.h"
 #include "codegen/cpu/CppText.h"
 
 using namespace mlir;
@@ -11,42 +12,32 @@ using namespace mlir::transfuse::cpu;
 namespace {
 
 /// The expression of one region op over the values `arg` names: Highway
-/// vectors (`vector`) or scalars.
+/// vectors (`vector`) or scalars. The formulas are the table's
+/// (runtime/kernels/ElementwiseMath.h); only their names are printed here.
 std::string regionExpr(Operation &inner, llvm::function_ref<std::string(unsigned)> arg,
                        bool vector) {
   auto splat = [&](double v) { return vector ? "hn::Set(d, " + floatLit(v) + ")" : floatLit(v); };
-  auto bin = [&](const char *vop, const char *sop) {
-    return vector ? std::string(vop) + "(" + arg(0) + ", " + arg(1) + ")"
-                  : "(" + arg(0) + " " + sop + " " + arg(1) + ")";
-  };
   if (auto c = dyn_cast<ConstantOp>(inner)) {
     auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
     if (!attr || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
       return "";
     return splat(attr.getSplatValue<APFloat>().convertToDouble());
   }
-  if (isa<AddOp>(inner)) return bin("hn::Add", "+");
-  if (isa<SubOp>(inner)) return bin("hn::Sub", "-");
-  if (isa<MulOp>(inner)) return bin("hn::Mul", "*");
-  if (isa<DivOp>(inner)) return bin("hn::Div", "/");
-  if (auto s = dyn_cast<ScaleOp>(inner)) {
-    std::string f = splat(s.getFactor().convertToDouble());
-    return vector ? "hn::Mul(" + arg(0) + ", " + f + ")" : "(" + arg(0) + " * " + f + ")";
-  }
-  if (isa<ReluOp>(inner))
-    return vector ? "hn::Max(" + arg(0) + ", hn::Zero(d))" : "std::max(" + arg(0) + ", 0.0f)";
-  if (isa<ExpOp>(inner))
-    return vector ? "hn::Exp(d, " + arg(0) + ")" : "std::exp(" + arg(0) + ")";
-  if (isa<TanhOp>(inner))
-    return vector ? "hn::Tanh(d, " + arg(0) + ")" : "std::tanh(" + arg(0) + ")";
-  if (auto g = dyn_cast<GeluOp>(inner)) {
-    bool tanhForm = g.getApproximate() == "tanh";
-    if (vector)
-      return std::string(tanhForm ? "tk::GeluTanh" : "tk::GeluErf") + "(d, " + arg(0) + ")";
-    std::string x = arg(0);
-    return tanhForm ? "(0.5f * " + x + " * (1.0f + std::tanh(0.7978845608f * (" + x +
-                          " + 0.044715f * " + x + " * " + x + " * " + x + "))))"
-                    : "(0.5f * " + x + " * (1.0f + std::erf(" + x + " * 0.70710678f)))";
+  auto call = [&](math::Kind kind, llvm::ArrayRef<std::string> args) {
+    const math::KindInfo &f = math::info(kind);
+    std::string s = vector ? std::string(f.vector) + "(" + (f.vectorTakesTag ? "d, " : "")
+                           : "tm::" + std::string(f.scalar) + "(";
+    for (size_t i = 0; i < args.size(); ++i)
+      s += (i ? ", " : "") + args[i];
+    return s + ")";
+  };
+  if (auto s = dyn_cast<ScaleOp>(inner)) // x · factor
+    return call(math::Kind::kMul, {arg(0), splat(s.getFactor().convertToDouble())});
+  if (std::optional<math::Kind> kind = mathKindOf(&inner)) {
+    std::vector<std::string> args;
+    for (int i = 0; i < math::info(*kind).arity; ++i)
+      args.push_back(arg(i));
+    return call(*kind, args);
   }
   if (isa<SelectOp>(inner) && !vector)
     return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";

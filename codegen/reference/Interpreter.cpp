@@ -9,6 +9,7 @@
 #include "codegen/reference/Interpreter.h"
 
 #include "codegen/Interface.h"
+#include "codegen/OpMath.h"
 #include "ir/TransfuseDialect.h"
 #include "passes/Passes.h"
 #include "runtime/Philox.h"
@@ -270,19 +271,10 @@ void dropoutInPlace(Buf &r, double rate, uint64_t seed, uint64_t step, uint64_t 
     r.data[i] = rt::philoxUniform(seed, step, stream, i) >= rate ? r.data[i] * keepScale : 0.0;
 }
 
-double gelu(double x, bool tanhForm) {
-  if (tanhForm)
-    return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-  return 0.5 * x * (1.0 + std::erf(x / M_SQRT2));
-}
-
-/// none | relu | gelu | gelu_tanh
+/// A linear op's activation (none | relu | gelu | gelu_tanh).
 double activate(StringRef kind, double x) {
-  if (kind == "relu")
-    return x > 0.0 ? x : 0.0;
-  if (kind == "gelu" || kind == "gelu_tanh")
-    return gelu(x, kind == "gelu_tanh");
-  return x;
+  std::optional<math::Kind> k = activationKind(kind);
+  return k ? math::apply(*k, x) : x;
 }
 
 LogicalResult Interpreter::evalReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
@@ -584,30 +576,18 @@ LogicalResult Interpreter::eval(Operation *op) {
         set(m.getResult(), std::move(r));
         return success();
       })
-      .Case([&](AddOp o) { return binary(op, o.getLhs(), o.getRhs(), std::plus<>()); })
-      .Case([&](SubOp o) { return binary(op, o.getLhs(), o.getRhs(), std::minus<>()); })
-      .Case([&](MulOp o) { return binary(op, o.getLhs(), o.getRhs(), std::multiplies<>()); })
-      .Case([&](DivOp o) { return binary(op, o.getLhs(), o.getRhs(), std::divides<>()); })
+      .Case<AddOp, SubOp, MulOp, DivOp>([&](auto o) {
+        math::Kind k = *mathKindOf(op);
+        return binary(op, o.getLhs(), o.getRhs(), [k](double x, double y) { return math::apply(k, x, y); });
+      })
       .Case([&](ScaleOp o) {
         double f = o.getFactor().convertToDouble();
         unary(op, o.getInput(), [f](double x) { return x * f; });
         return success();
       })
-      .Case([&](ReluOp o) {
-        unary(op, o.getInput(), [](double x) { return x > 0.0 ? x : 0.0; });
-        return success();
-      })
-      .Case([&](ExpOp o) {
-        unary(op, o.getInput(), [](double x) { return std::exp(x); });
-        return success();
-      })
-      .Case([&](TanhOp o) {
-        unary(op, o.getInput(), [](double x) { return std::tanh(x); });
-        return success();
-      })
-      .Case([&](GeluOp o) {
-        bool tanhForm = o.getApproximate() == "tanh";
-        unary(op, o.getInput(), [tanhForm](double x) { return gelu(x, tanhForm); });
+      .Case<ReluOp, ExpOp, TanhOp, GeluOp>([&](auto o) {
+        math::Kind k = *mathKindOf(op);
+        unary(op, o.getInput(), [k](double x) { return math::apply(k, x); });
         return success();
       })
       .Case([&](SelectOp s) {

@@ -14,6 +14,7 @@
 
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/ElementwiseMath.h"
 #include "runtime/kernels/Gemm.h"
 #include "runtime/kernels/Norm.h"
 
@@ -27,6 +28,8 @@
 
 namespace transfuse::exec {
 namespace {
+
+namespace math = kernels::math;
 
 constexpr int64_t kParallelMin = int64_t{1} << 16;
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -159,10 +162,14 @@ void mapBinary(F f, const float* a, int64_t sa, const float* b, int64_t sb, floa
 void binaryRun(BinaryOp op, const float* a, int64_t sa, const float* b, int64_t sb, float* o,
                int64_t n) {
   switch (op) {
-    case BinaryOp::kAdd: return mapBinary([](float x, float y) { return x + y; }, a, sa, b, sb, o, n);
-    case BinaryOp::kSub: return mapBinary([](float x, float y) { return x - y; }, a, sa, b, sb, o, n);
-    case BinaryOp::kMul: return mapBinary([](float x, float y) { return x * y; }, a, sa, b, sb, o, n);
-    case BinaryOp::kDiv: return mapBinary([](float x, float y) { return x / y; }, a, sa, b, sb, o, n);
+    case BinaryOp::kAdd:
+      return mapBinary([](float x, float y) { return math::add(x, y); }, a, sa, b, sb, o, n);
+    case BinaryOp::kSub:
+      return mapBinary([](float x, float y) { return math::sub(x, y); }, a, sa, b, sb, o, n);
+    case BinaryOp::kMul:
+      return mapBinary([](float x, float y) { return math::mul(x, y); }, a, sa, b, sb, o, n);
+    case BinaryOp::kDiv:
+      return mapBinary([](float x, float y) { return math::div(x, y); }, a, sa, b, sb, o, n);
   }
 }
 
@@ -221,11 +228,11 @@ void unary(UnaryOp op, const float* x, float* y, int64_t n, rt::ThreadPool* pool
     case UnaryOp::kGeluTanh: return kernels::geluTanh(x, y, un, pool);
     case UnaryOp::kExp:
       return forRange(n, 1, pool, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) y[i] = std::exp(x[i]);
+        for (int64_t i = b; i < e; ++i) y[i] = math::exp(x[i]);
       });
     case UnaryOp::kTanh:
       return forRange(n, 1, pool, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) y[i] = std::tanh(x[i]);
+        for (int64_t i = b; i < e; ++i) y[i] = math::tanh(x[i]);
       });
   }
 }

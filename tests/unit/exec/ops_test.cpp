@@ -13,6 +13,7 @@
 // <= 1.2·(K+2)·u·Σ_k|a·b| with u = 2^-24 (the GEMM test's bound).
 // positional encoding <= 2e-7 absolute (fp32 rounding of a double value).
 #include "runtime/exec/Ops.h"
+#include "runtime/kernels/ElementwiseMath.h"
 
 #include "runtime/ThreadPool.h"
 
@@ -27,6 +28,8 @@
 
 namespace transfuse::exec {
 namespace {
+
+namespace math = kernels::math;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr uint8_t kGuardByte = 0xA5;
@@ -153,14 +156,11 @@ TEST(OpsBinary, MatchesScalarReference) {
 
 double refUnary(UnaryOp op, double x) {
   switch (op) {
-    case UnaryOp::kRelu: return x > 0 ? x : 0;
-    case UnaryOp::kExp: return std::exp(x);
-    case UnaryOp::kTanh: return std::tanh(x);
-    case UnaryOp::kGelu: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case UnaryOp::kGeluTanh: {
-      const double k = std::sqrt(2.0 / M_PI);
-      return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x)));
-    }
+    case UnaryOp::kRelu: return math::relu(x);
+    case UnaryOp::kExp: return math::exp(x);
+    case UnaryOp::kTanh: return math::tanh(x);
+    case UnaryOp::kGelu: return math::gelu(x);
+    case UnaryOp::kGeluTanh: return math::geluTanh(x);
   }
   return 0;
 }

@@ -12,6 +12,7 @@
 //              for positions up to 10^5
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/ElementwiseMath.h"
 #include "tests/unit/kernels/KernelTestUtil.h"
 
 #include <hwy/tests/hwy_gtest.h>
@@ -72,10 +73,9 @@ TEST_P(ElementwiseTest, ErfWholeRange) {
   EXPECT_EQ(out[8], 1.0f);
 }
 
-double refGelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
-double refGeluTanh(double x) {
-  return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
+// The definitions (ElementwiseMath.h), evaluated in double.
+double refGelu(double x) { return math::gelu(x); }
+double refGeluTanh(double x) { return math::geluTanh(x); }
 
 TEST_P(ElementwiseTest, Activations) {
   // A dense grid over [-12, 12] plus random values, at several misalignments.

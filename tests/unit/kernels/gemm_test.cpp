@@ -12,6 +12,7 @@
 // exp and division) and the final additions. Threaded results are checked
 // bitwise against single-threaded ones.
 
+#include "runtime/kernels/ElementwiseMath.h"
 #include "runtime/kernels/Gemm.h"
 
 #include "runtime/ThreadPool.h"
@@ -65,11 +66,9 @@ struct Buffer {
 double activation(Activation act, double x) {
   switch (act) {
     case Activation::kNone: return x;
-    case Activation::kRelu: return x > 0 ? x : 0;
-    case Activation::kGelu: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case Activation::kGeluTanh:
-      return 0.5 * x *
-             (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Activation::kRelu: return math::relu(x);
+    case Activation::kGelu: return math::gelu(x);
+    case Activation::kGeluTanh: return math::geluTanh(x);
   }
   return x;
 }

@@ -1,0 +1,33 @@
+//===- OpMath.h - which formula of ElementwiseMath.h an op computes -------===//
+//
+// The one mapping from dialect ops to the math of runtime/kernels/
+// ElementwiseMath.h, shared by the reference interpreter (which evaluates
+// the scalar templates in double) and the backends (which print the names
+// the table gives for scalar and Highway code).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_CODEGEN_OPMATH_H
+#define TRANSFUSE_CODEGEN_OPMATH_H
+
+#include "runtime/kernels/ElementwiseMath.h"
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+
+namespace mlir::transfuse {
+
+namespace math = ::transfuse::kernels::math;
+
+/// The formula of an elementwise op: add, sub, mul, div, relu, exp, tanh,
+/// gelu (by its approximation); none for other ops (scale, select and
+/// constants are not formulas of the table).
+std::optional<math::Kind> mathKindOf(Operation *op);
+
+/// The formula of a linear op's activation; none for "none".
+std::optional<math::Kind> activationKind(llvm::StringRef activation);
+
+} // namespace mlir::transfuse
+
+#endif // TRANSFUSE_CODEGEN_OPMATH_H

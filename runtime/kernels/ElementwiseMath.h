@@ -1,0 +1,96 @@
+// The math of every elementwise op of the transfuse dialect, written once.
+//
+// Each op is one scalar template below (the definition): the reference
+// interpreter instantiates it in double, generated scalar code and the
+// runtime's scalar loops in float. Its vectorized form is the Highway
+// function the table names (Erf-inl.h, contrib/math), an evaluation of the
+// same formula tested against this one (tests/unit/kernels). Code
+// generators print the names from the table; they never restate a formula.
+//
+//   add(a, b) = a + b    sub(a, b) = a - b    mul(a, b) = a · b    div(a, b) = a / b
+//   relu(x)      = max(x, 0)                  (NaN stays NaN)
+//   exp(x), tanh(x)
+//   gelu(x)      = x/2 · (1 + erf(x/√2))                      (exact GELU)
+//                = x/2 · erfc(-x/√2), the form evaluated: no cancellation of
+//                  1 + erf for x << 0, so the negative tail keeps its
+//                  relative accuracy
+//   gelu_tanh(x) = x/2 · (1 + tanh(√(2/π)·(x + 0.044715·x³)))  (GPT-2's)
+//                = x / (1 + exp(-2√(2/π)·(x + 0.044715·x³))), the form
+//                  evaluated, for the same reason
+//
+// No Highway or MLIR dependency: compilers, the runtime and generated code
+// all include it.
+#ifndef TRANSFUSE_RUNTIME_KERNELS_ELEMENTWISEMATH_H_
+#define TRANSFUSE_RUNTIME_KERNELS_ELEMENTWISEMATH_H_
+
+#include <cmath>
+#include <cstdint>
+
+namespace transfuse::kernels::math {
+
+// X(Kind, arity, scalar template, Highway function, Highway function takes
+// the descriptor `d` first). Every list of elementwise ops expands this.
+#define TRANSFUSE_ELEMENTWISE_OPS(X)                 \
+  X(kAdd, 2, add, hn::Add, false)                    \
+  X(kSub, 2, sub, hn::Sub, false)                    \
+  X(kMul, 2, mul, hn::Mul, false)                    \
+  X(kDiv, 2, div, hn::Div, false)                    \
+  X(kRelu, 1, relu, tk::Relu, true)                  \
+  X(kExp, 1, exp, hn::Exp, true)                     \
+  X(kTanh, 1, tanh, hn::Tanh, true)                  \
+  X(kGelu, 1, gelu, tk::GeluErf, true)               \
+  X(kGeluTanh, 1, geluTanh, tk::GeluTanh, true)
+
+enum class Kind : uint8_t {
+#define TRANSFUSE_KIND(kind, arity, scalar, vector, tag) kind,
+  TRANSFUSE_ELEMENTWISE_OPS(TRANSFUSE_KIND)
+#undef TRANSFUSE_KIND
+};
+
+template <class T> T add(T a, T b) { return a + b; }
+template <class T> T sub(T a, T b) { return a - b; }
+template <class T> T mul(T a, T b) { return a * b; }
+template <class T> T div(T a, T b) { return a / b; }
+template <class T> T relu(T x) { return x < T(0) ? T(0) : x; }
+template <class T> T exp(T x) { return std::exp(x); }
+template <class T> T tanh(T x) { return std::tanh(x); }
+template <class T> T gelu(T x) { return T(0.5) * x * std::erfc(x * T(-0.70710678118654752440)); }
+template <class T> T geluTanh(T x) {
+  return x / (T(1) + std::exp(T(-1.5957691216057307118) * (x + T(0.044715) * x * x * x)));
+}
+
+// The op `kind` on a (and b, for binary ops).
+template <class T> T apply(Kind kind, T a, T b = T(0)) {
+  switch (kind) {
+#define TRANSFUSE_APPLY(kind, arity, scalar, vector, tag) \
+  case Kind::kind:                                        \
+    if constexpr (arity == 2) return scalar(a, b);        \
+    else return scalar(a);
+    TRANSFUSE_ELEMENTWISE_OPS(TRANSFUSE_APPLY)
+#undef TRANSFUSE_APPLY
+  }
+  return a;
+}
+
+// How generated code names the op.
+struct KindInfo {
+  const char* enumerator;  // "kGelu": also the exec::UnaryOp / BinaryOp name
+  int arity;
+  const char* scalar;      // "gelu": transfuse::kernels::math::gelu
+  const char* vector;      // "tk::GeluErf", with hn = hwy::HWY_NAMESPACE and
+                           // tk = transfuse::kernels::HWY_NAMESPACE
+  bool vectorTakesTag;     // called as vector(d, x) rather than vector(x, y)
+};
+
+inline const KindInfo& info(Kind kind) {
+  static const KindInfo table[] = {
+#define TRANSFUSE_INFO(kind, arity, scalar, vector, tag) {#kind, arity, #scalar, #vector, tag},
+      TRANSFUSE_ELEMENTWISE_OPS(TRANSFUSE_INFO)
+#undef TRANSFUSE_INFO
+  };
+  return table[static_cast<int>(kind)];
+}
+
+}  // namespace transfuse::kernels::math
+
+#endif  // TRANSFUSE_RUNTIME_KERNELS_ELEMENTWISEMATH_H_
