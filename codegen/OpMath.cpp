@@ -19,16 +19,22 @@ std::optional<math::Kind> mlir::transfuse::mathKindOf(Operation *op) {
       .Case([](ReluOp) { return K::kRelu; })
       .Case([](ExpOp) { return K::kExp; })
       .Case([](TanhOp) { return K::kTanh; })
-      .Case([](GeluOp g) { return g.getApproximate() == "tanh" ? K::kGeluTanh : K::kGelu; })
+      .Case([](GeluOp g) {
+        return g.getApproximate() == GeluApproximation::Tanh ? K::kGeluTanh : K::kGelu;
+      })
       .Default([](Operation *) { return std::nullopt; });
 }
 
-std::optional<math::Kind> mlir::transfuse::activationKind(llvm::StringRef activation) {
-  if (activation == "relu")
+std::optional<math::Kind> mlir::transfuse::activationKind(Activation activation) {
+  switch (activation) {
+  case Activation::None:
+    return std::nullopt;
+  case Activation::Relu:
     return math::Kind::kRelu;
-  if (activation == "gelu")
+  case Activation::Gelu:
     return math::Kind::kGelu;
-  if (activation == "gelu_tanh")
+  case Activation::GeluTanh:
     return math::Kind::kGeluTanh;
+  }
   return std::nullopt;
 }

@@ -9,6 +9,7 @@
 #ifndef TRANSFUSE_CODEGEN_OPMATH_H
 #define TRANSFUSE_CODEGEN_OPMATH_H
 
+#include "ir/TransfuseDialect.h"
 #include "runtime/kernels/ElementwiseMath.h"
 
 #include "mlir/IR/Operation.h"
@@ -25,8 +26,8 @@ namespace math = ::transfuse::kernels::math;
 /// constants are not formulas of the table).
 std::optional<math::Kind> mathKindOf(Operation *op);
 
-/// The formula of a linear op's activation; none for "none".
-std::optional<math::Kind> activationKind(llvm::StringRef activation);
+/// The formula of a linear op's activation; none for Activation::None.
+std::optional<math::Kind> activationKind(Activation activation);
 
 } // namespace mlir::transfuse
 

@@ -54,10 +54,19 @@ Value GraphBuilder::scale(Value x, double factor) {
 }
 
 Value GraphBuilder::activation(Value x, StringRef kind) {
-  if (kind == "relu")
+  std::optional<Activation> a = symbolizeActivation(kind);
+  assert(a && "unknown activation");
+  switch (*a) {
+  case Activation::None:
+    return x;
+  case Activation::Relu:
     return ReluOp::create(b, loc, x);
-  assert((kind == "gelu" || kind == "gelu_tanh") && "unknown activation");
-  return GeluOp::create(b, loc, x, kind == "gelu" ? "none" : "tanh");
+  case Activation::Gelu:
+    return GeluOp::create(b, loc, x, GeluApproximation::None);
+  case Activation::GeluTanh:
+    return GeluOp::create(b, loc, x, GeluApproximation::Tanh);
+  }
+  return x;
 }
 
 Value GraphBuilder::softmax(Value x, int64_t axis) {

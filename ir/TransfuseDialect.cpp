@@ -3,14 +3,23 @@
 #include "ir/TransfuseDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::transfuse;
 
 #include "ir/TransfuseDialect.cpp.inc"
+#include "ir/TransfuseEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "ir/TransfuseAttrs.cpp.inc"
 #include "ir/TransfuseInterfaces.cpp.inc"
 
 void TransfuseDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ir/TransfuseAttrs.cpp.inc"
+      >();
   addOperations<
 #define GET_OP_LIST
 #include "ir/TransfuseOps.cpp.inc"

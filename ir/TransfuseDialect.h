@@ -16,6 +16,9 @@
 #include "ir/Sizes.h"
 
 #include "ir/TransfuseDialect.h.inc"
+#include "ir/TransfuseEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "ir/TransfuseAttrs.h.inc"
 #include "ir/TransfuseInterfaces.h.inc"
 
 #define GET_OP_CLASSES

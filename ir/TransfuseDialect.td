@@ -21,6 +21,7 @@ def Transfuse_Dialect : Dialect {
     `transfuse.param` ops bound to a safetensors file at load time.
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
 }
 
 #endif // TRANSFUSE_DIALECT_TD

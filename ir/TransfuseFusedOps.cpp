@@ -123,9 +123,6 @@ LogicalResult LinearOp::verify() {
         !broadcastsTo(res.getType().getShape(), r.getShape()))
       return emitOpError("residual ") << res.getType() << " does not broadcast to the result "
                                       << r;
-  StringRef act = getActivation();
-  if (act != "none" && act != "relu" && act != "gelu" && act != "gelu_tanh")
-    return emitOpError("activation must be none, relu, gelu or gelu_tanh, got '") << act << "'";
   return success();
 }
 

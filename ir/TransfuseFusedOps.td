@@ -76,14 +76,15 @@ def Transfuse_LinearOp : Transfuse_Op<"linear", [TF_ShapeRule, AttrSizedOperandS
       result = activation(input·op(weight) + bias) + residual
 
     ```mlir
-    %y = transfuse.linear %x, %w, %b {activation = "relu", transpose_weight}
+    %y = transfuse.linear %x, %w, %b {activation = #transfuse.activation<relu>, transpose_weight}
         : (tensor<?x?x512xf32>, tensor<2048x512xf32>, tensor<2048xf32>) -> tensor<?x?x2048xf32>
     ```
   }];
   let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$weight,
                        Optional<TF_FloatTensor>:$bias, Optional<TF_FloatTensor>:$residual,
                        UnitAttr:$transpose_weight,
-                       DefaultValuedStrAttr<StrAttr, "none">:$activation);
+                       DefaultValuedAttr<TF_ActivationAttr,
+                                         "::mlir::transfuse::Activation::None">:$activation);
   let results = (outs TF_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight (`bias` $bias^)? (`residual` $residual^)? attr-dict

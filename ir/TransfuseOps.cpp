@@ -182,13 +182,6 @@ TRANSFUSE_BINARY_INFER(MulOp)
 TRANSFUSE_BINARY_INFER(DivOp)
 #undef TRANSFUSE_BINARY_INFER
 
-LogicalResult GeluOp::verify() {
-  if (getApproximate() != "none" && getApproximate() != "tanh")
-    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
-           << getApproximate() << "\"";
-  return success();
-}
-
 OpFoldResult ScaleOp::fold(FoldAdaptor) {
   if (getFactor().convertToDouble() == 1.0)
     return getInput();

@@ -14,6 +14,7 @@
 #ifndef TRANSFUSE_OPS_TD
 #define TRANSFUSE_OPS_TD
 
+include "ir/TransfuseAttrs.td"
 include "ir/TransfuseDialect.td"
 include "ir/TransfuseInterfaces.td"
 include "mlir/IR/OpBase.td"
@@ -163,12 +164,13 @@ def Transfuse_TanhOp : Transfuse_UnaryOp<"tanh", "tanh(x)">;
 
 def Transfuse_GeluOp : Transfuse_UnaryOp<"gelu", "gelu(x)"> {
   let description = [{
-    `approximate = "none"`: 0.5·x·(1 + erf(x/√2)); `"tanh"`:
-    0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+    `approximate = #transfuse.approximation<none>` (the default):
+    0.5·x·(1 + erf(x/√2)); `<tanh>`: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+    The formulas are runtime/kernels/ElementwiseMath.h's.
   }];
   let arguments = (ins TF_FloatTensor:$input,
-                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
-  let hasVerifier = 1;
+                       DefaultValuedAttr<TF_GeluApproximationAttr,
+                                         "::mlir::transfuse::GeluApproximation::None">:$approximate);
 }
 
 def Transfuse_ScaleOp : Transfuse_UnaryOp<"scale", "x * factor"> {

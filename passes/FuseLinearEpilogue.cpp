@@ -42,7 +42,7 @@ struct FuseLinearEpiloguePass
     Value x = mm.getLhs(), w = mm.getRhs();
     Value cur = mm.getResult(), bias, residual;
     SmallVector<Operation *> absorbed;
-    std::string activation = "none";
+    Activation activation = Activation::None;
     // bias: add of a [N] vector
     if (auto add = dyn_cast_or_null<AddOp>(soleUser(cur)))
       if (Value b = biasOf(add, cur)) {
@@ -53,10 +53,11 @@ struct FuseLinearEpiloguePass
     // activation
     if (Operation *user = soleUser(cur)) {
       if (isa<ReluOp>(user))
-        activation = "relu";
+        activation = Activation::Relu;
       else if (auto g = dyn_cast<GeluOp>(user))
-        activation = g.getApproximate() == "tanh" ? "gelu_tanh" : "gelu";
-      if (activation != "none") {
+        activation = g.getApproximate() == GeluApproximation::Tanh ? Activation::GeluTanh
+                                                                   : Activation::Gelu;
+      if (activation != Activation::None) {
         absorbed.push_back(user);
         cur = user->getResult(0);
       }
@@ -78,7 +79,7 @@ struct FuseLinearEpiloguePass
       locs.push_back(op->getLoc());
     auto linear = LinearOp::create(b, b.getFusedLoc(locs), cur.getType(), x, w, bias, residual,
                                    mm.getTransposeRhs() ? b.getUnitAttr() : UnitAttr(),
-                                   b.getStringAttr(activation));
+                                   ActivationAttr::get(b.getContext(), activation));
     cur.replaceAllUsesWith(linear.getResult());
     for (Operation *op : llvm::reverse(absorbed))
       op->erase();

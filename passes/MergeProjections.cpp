@@ -49,7 +49,7 @@ std::optional<Projection> asProjection(Operation *op) {
     return p;
   }
   if (auto l = dyn_cast<LinearOp>(op)) {
-    if (l.getActivation() != "none" || l.getResidual())
+    if (l.getActivation() != Activation::None || l.getResidual())
       return std::nullopt;
     return Projection{op, nullptr, l.getWeight(), l.getBias(), l.getResult(),
                       l.getType().getShape().back()};
@@ -132,7 +132,7 @@ struct MergeProjectionsPass : mlir::transfuse::impl::TransfuseMergeProjectionsBa
       shape.push_back(total);
       y = LinearOp::create(b, loc, RankedTensorType::get(shape, xt.getElementType()), x, w,
                            bias, Value(), transposed ? b.getUnitAttr() : UnitAttr(),
-                           b.getStringAttr("none"));
+                           ActivationAttr::get(b.getContext(), Activation::None));
     } else {
       y = MatmulOp::create(b, loc, x, w, false, transposed);
       if (bias)

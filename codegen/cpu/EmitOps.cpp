@@ -37,7 +37,7 @@ llvm::Error Emitter::emitOp(Operation *op) {
         Value rhs = rootOf(m.getRhs());
         auto rt = m.getRhs().getType();
         if (rhs.getDefiningOp<ParamOp>() && rt.getRank() == 2 && !m.getTransposeLhs())
-          return emitLinear(op, m.getLhs(), m.getRhs(), m.getTransposeRhs(), Value(), "none",
+          return emitLinear(op, m.getLhs(), m.getRhs(), m.getTransposeRhs(), Value(), Activation::None,
                             Value(), res());
         auto lt = m.getLhs().getType();
         std::string kExpr = dims.dim(m.getLhs(), m.getTransposeLhs() ? lt.getRank() - 2 : lt.getRank() - 1);
@@ -208,7 +208,7 @@ llvm::Error Emitter::emitOp(Operation *op) {
 }
 
 llvm::Error Emitter::emitLinear(Operation *op, Value x, Value w, bool transW, Value bias,
-                                StringRef act, Value residual, Value result) {
+                                Activation act, Value residual, Value result) {
   auto xt = cast<RankedTensorType>(x.getType()), wt = cast<RankedTensorType>(w.getType());
   auto rt = cast<RankedTensorType>(result.getType());
   if (wt.getRank() != 2)
@@ -222,8 +222,6 @@ llvm::Error Emitter::emitLinear(Operation *op, Value x, Value w, bool transW, Va
     return fail(op, "a rank-0 input is not supported");
   std::string m = dims.product(x, 0, xt.getRank() - 1);
   std::optional<math::Kind> kind = activationKind(act);
-  if (!kind && act != "none")
-    return fail(op, "activation '" + act + "' is not supported");
   std::string activation = kind ? math::info(*kind).enumerator : "kNone";
   std::string epi = "kernels::GemmEpilogue{" + (bias ? in(bias) : std::string("nullptr")) +
                     ", kernels::Activation::" + activation + ", " +

@@ -87,7 +87,7 @@ private:
   void flops(const std::string &e) { flopTerms += "  f += " + e + ";\n"; }
   llvm::Error emitOp(Operation *op);
   llvm::Error emitLinear(Operation *op, Value x, Value w, bool transW, Value bias,
-                         StringRef act, Value residual, Value result);
+                         Activation act, Value residual, Value result);
   llvm::Error emitAttention(AttentionOp op);
   llvm::Error emitFused(FusedElementwiseOp op);
   std::string constant(ConstantOp op, llvm::Error &err);

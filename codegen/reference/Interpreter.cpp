@@ -271,8 +271,8 @@ void dropoutInPlace(Buf &r, double rate, uint64_t seed, uint64_t step, uint64_t 
     r.data[i] = rt::philoxUniform(seed, step, stream, i) >= rate ? r.data[i] * keepScale : 0.0;
 }
 
-/// A linear op's activation (none | relu | gelu | gelu_tanh).
-double activate(StringRef kind, double x) {
+/// A linear op's activation.
+double activate(Activation kind, double x) {
   std::optional<math::Kind> k = activationKind(kind);
   return k ? math::apply(*k, x) : x;
 }
@@ -514,7 +514,7 @@ LogicalResult Interpreter::evalLinear(LinearOp op) {
       return failure();
     r = std::move(biased);
   }
-  StringRef act = op.getActivation();
+  Activation act = op.getActivation();
   for (double &y : r.data)
     y = activate(act, y);
   if (op.getResidual()) {

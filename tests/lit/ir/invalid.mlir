@@ -317,10 +317,30 @@ func.func @f(%a: tensor<?x4xf32>) {
 
 // -----
 
-// Tests that gelu's approximate is none or tanh.
+// Tests that gelu's approximation is an enum of none or tanh.
 func.func @f(%a: tensor<4xf32>) {
-  // expected-error @+1 {{approximate must be "none" or "tanh", got "fast"}}
-  %0 = transfuse.gelu %a {approximate = "fast"} : tensor<4xf32>
+  // expected-error @+2 {{expected ::mlir::transfuse::GeluApproximation to be one of: none, tanh}}
+  // expected-error @+1 {{failed to parse TF_GeluApproximationAttr parameter 'value'}}
+  %0 = transfuse.gelu %a {approximate = #transfuse.approximation<fast>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that gelu's approximation is not a string.
+func.func @f(%a: tensor<4xf32>) {
+  // expected-error @+1 {{attribute 'approximate' failed to satisfy constraint: how gelu is computed}}
+  %0 = transfuse.gelu %a {approximate = "tanh"} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a linear op's activation is one of the enum's.
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x4xf32>) {
+  // expected-error @+2 {{expected ::mlir::transfuse::Activation to be one of: none, relu, gelu, gelu_tanh}}
+  // expected-error @+1 {{failed to parse TF_ActivationAttr parameter 'value'}}
+  %0 = transfuse.linear %x, %w {activation = #transfuse.activation<swish>} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   return
 }
 

@@ -80,13 +80,13 @@ func.func @elementwise(%x: tensor<?x?x512xf32>, %b: tensor<512xf32>, %s: tensor<
   %5 = transfuse.exp %4 : tensor<?x?x512xf32>
   // CHECK: transfuse.tanh %{{[^ ,]+}} : tensor<?x?x512xf32>
   %6 = transfuse.tanh %5 : tensor<?x?x512xf32>
-  // The default `approximate = "none"` is elided when printed.
+  // The default `approximate = #transfuse.approximation<none>` is elided when printed.
   // CHECK: transfuse.gelu %{{[^ ,]+}} : tensor<?x?x512xf32>
   %7 = transfuse.gelu %6 : tensor<?x?x512xf32>
   // CHECK: transfuse.gelu %{{[^ ,]+}} : tensor<?x?x512xf32>
-  %8 = transfuse.gelu %7 {approximate = "none"} : tensor<?x?x512xf32>
-  // CHECK: transfuse.gelu %{{[^ ,]+}} {approximate = "tanh"} : tensor<?x?x512xf32>
-  %9 = transfuse.gelu %8 {approximate = "tanh"} : tensor<?x?x512xf32>
+  %8 = transfuse.gelu %7 {approximate = #transfuse.approximation<none>} : tensor<?x?x512xf32>
+  // CHECK: transfuse.gelu %{{[^ ,]+}} {approximate = #transfuse.approximation<tanh>} : tensor<?x?x512xf32>
+  %9 = transfuse.gelu %8 {approximate = #transfuse.approximation<tanh>} : tensor<?x?x512xf32>
   // CHECK: transfuse.scale %{{[^ ,]+}} {factor = 1.250000e-01 : f64} : tensor<?x?x512xf32>
   %10 = transfuse.scale %9 {factor = 0.125 : f64} : tensor<?x?x512xf32>
   // CHECK: transfuse.scale %{{[^ ,]+}} {factor = -2.000000e+00 : f64} : tensor<4x?xf16>

@@ -148,8 +148,8 @@ func.func @cse_duplicates(%x: tensor<?x?x512xf32>) -> (tensor<?x?x2048xf32>, ten
   %w1 = transfuse.param "w" {init = "xavier_uniform"} : tensor<2048x512xf32>
   %0 = transfuse.matmul %x, %w0 {transpose_rhs = true} : (tensor<?x?x512xf32>, tensor<2048x512xf32>) -> tensor<?x?x2048xf32>
   %1 = transfuse.matmul %x, %w1 {transpose_rhs = true} : (tensor<?x?x512xf32>, tensor<2048x512xf32>) -> tensor<?x?x2048xf32>
-  %2 = transfuse.gelu %0 {approximate = "tanh"} : tensor<?x?x2048xf32>
-  %3 = transfuse.gelu %1 {approximate = "tanh"} : tensor<?x?x2048xf32>
+  %2 = transfuse.gelu %0 {approximate = #transfuse.approximation<tanh>} : tensor<?x?x2048xf32>
+  %3 = transfuse.gelu %1 {approximate = #transfuse.approximation<tanh>} : tensor<?x?x2048xf32>
   return %2, %3 : tensor<?x?x2048xf32>, tensor<?x?x2048xf32>
 }
 
@@ -168,7 +168,7 @@ func.func @cse_distinct_attrs(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4
   %0 = transfuse.matmul %x, %a : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %1 = transfuse.matmul %x, %b {transpose_rhs = true} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %2 = transfuse.gelu %x : tensor<4x4xf32>
-  %3 = transfuse.gelu %x {approximate = "tanh"} : tensor<4x4xf32>
+  %3 = transfuse.gelu %x {approximate = #transfuse.approximation<tanh>} : tensor<4x4xf32>
   return %0, %1, %2, %3 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
 }
 

@@ -105,14 +105,14 @@ func.func @different_shapes(%x: tensor<?x?x64xf32>, %pe: tensor<?x64xf32>) -> te
 // CHECK-NEXT: %[[F:.+]] = transfuse.fused_elementwise %[[X]], %[[Y]], %[[M]] : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xi1>) -> tensor<4x8xf32> {
 // CHECK-NEXT: ^bb0(%[[AX:.+]]: tensor<4x8xf32>, %[[AY:.+]]: tensor<4x8xf32>, %[[AM:.+]]: tensor<4x8xi1>):
 // CHECK-NEXT: %[[E:.+]] = transfuse.exp %[[AX]]
-// CHECK-NEXT: %[[G:.+]] = transfuse.gelu %[[AY]] {approximate = "tanh"}
+// CHECK-NEXT: %[[G:.+]] = transfuse.gelu %[[AY]] {approximate = #transfuse.approximation<tanh>}
 // CHECK-NEXT: %[[S:.+]] = transfuse.select %[[AM]], %[[E]], %[[G]]
 // CHECK-NEXT: transfuse.yield %[[S]]
 // CHECK-NEXT: }
 // CHECK-NEXT: return %[[F]]
 func.func @tree_with_select(%m: tensor<4x8xi1>, %x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %a = transfuse.exp %x : tensor<4x8xf32>
-  %b = transfuse.gelu %y {approximate = "tanh"} : tensor<4x8xf32>
+  %b = transfuse.gelu %y {approximate = #transfuse.approximation<tanh>} : tensor<4x8xf32>
   // expected-remark@+1 {{elementwise: fused}}
   %c = transfuse.select %m, %a, %b : (tensor<4x8xi1>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %c : tensor<4x8xf32>

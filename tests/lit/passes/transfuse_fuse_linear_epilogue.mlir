@@ -36,10 +36,10 @@ func.func @bias_untransposed(%x: tensor<?x?x64xf32>, %w: tensor<64x128xf32>, %b:
 
 // -----
 
-// Tests that bias then relu becomes activation = "relu".
+// Tests that bias then relu becomes activation = #transfuse.activation<relu>.
 // CHECK-LABEL: func.func @bias_relu
 // CHECK-SAME: (%[[X:[^:]+]]: {{[^,]+}}, %[[W:[^:]+]]: {{[^,]+}}, %[[B:[^:]+]]:
-// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] bias %[[B]] {activation = "relu", transpose_weight} : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
+// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] bias %[[B]] {activation = #transfuse.activation<relu>, transpose_weight} : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
 // CHECK-NEXT: return %[[Y]]
 func.func @bias_relu(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>) -> tensor<?x?x128xf32> {
   // expected-remark@+1 {{linear_epilogue: fused}}
@@ -51,10 +51,10 @@ func.func @bias_relu(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<
 
 // -----
 
-// Tests that bias then exact gelu becomes activation = "gelu".
+// Tests that bias then exact gelu becomes activation = #transfuse.activation<gelu>.
 // CHECK-LABEL: func.func @bias_gelu
 // CHECK-SAME: (%[[X:[^:]+]]: {{[^,]+}}, %[[W:[^:]+]]: {{[^,]+}}, %[[B:[^:]+]]:
-// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] bias %[[B]] {activation = "gelu"} : (tensor<?x?x64xf32>, tensor<64x128xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
+// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] bias %[[B]] {activation = #transfuse.activation<gelu>} : (tensor<?x?x64xf32>, tensor<64x128xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
 // CHECK-NEXT: return %[[Y]]
 func.func @bias_gelu(%x: tensor<?x?x64xf32>, %w: tensor<64x128xf32>, %b: tensor<128xf32>) -> tensor<?x?x128xf32> {
   // expected-remark@+1 {{linear_epilogue: fused}}
@@ -66,17 +66,17 @@ func.func @bias_gelu(%x: tensor<?x?x64xf32>, %w: tensor<64x128xf32>, %b: tensor<
 
 // -----
 
-// Tests that bias then tanh-approximated gelu becomes activation = "gelu_tanh"
+// Tests that bias then tanh-approximated gelu becomes activation = #transfuse.activation<gelu_tanh>
 // (GPT-2's MLP).
 // CHECK-LABEL: func.func @bias_gelu_tanh
 // CHECK-SAME: (%[[X:[^:]+]]: {{[^,]+}}, %[[W:[^:]+]]: {{[^,]+}}, %[[B:[^:]+]]:
-// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] bias %[[B]] {activation = "gelu_tanh"} : (tensor<?x?x64xf32>, tensor<64x128xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
+// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] bias %[[B]] {activation = #transfuse.activation<gelu_tanh>} : (tensor<?x?x64xf32>, tensor<64x128xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
 // CHECK-NEXT: return %[[Y]]
 func.func @bias_gelu_tanh(%x: tensor<?x?x64xf32>, %w: tensor<64x128xf32>, %b: tensor<128xf32>) -> tensor<?x?x128xf32> {
   // expected-remark@+1 {{linear_epilogue: fused}}
   %0 = transfuse.matmul %x, %w : (tensor<?x?x64xf32>, tensor<64x128xf32>) -> tensor<?x?x128xf32>
   %1 = transfuse.add %0, %b : (tensor<?x?x128xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
-  %2 = transfuse.gelu %1 {approximate = "tanh"} : tensor<?x?x128xf32>
+  %2 = transfuse.gelu %1 {approximate = #transfuse.approximation<tanh>} : tensor<?x?x128xf32>
   return %2 : tensor<?x?x128xf32>
 }
 
@@ -85,7 +85,7 @@ func.func @bias_gelu_tanh(%x: tensor<?x?x64xf32>, %w: tensor<64x128xf32>, %b: te
 // Tests that an activation without a bias is absorbed too.
 // CHECK-LABEL: func.func @relu_no_bias
 // CHECK-SAME: (%[[X:[^:]+]]: {{[^,]+}}, %[[W:[^:]+]]:
-// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] {activation = "relu", transpose_weight} : (tensor<?x?x64xf32>, tensor<128x64xf32>) -> tensor<?x?x128xf32>
+// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] {activation = #transfuse.activation<relu>, transpose_weight} : (tensor<?x?x64xf32>, tensor<128x64xf32>) -> tensor<?x?x128xf32>
 // CHECK-NEXT: return %[[Y]]
 func.func @relu_no_bias(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>) -> tensor<?x?x128xf32> {
   // expected-remark@+1 {{linear_epilogue: fused}}
@@ -102,7 +102,7 @@ func.func @relu_no_bias(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>) -> tenso
 // CHECK-LABEL: func.func @bias_relu_residual
 // CHECK-SAME: (%[[X:[^:]+]]: {{[^,]+}}, %[[W:[^:]+]]: {{[^,]+}}, %[[B:[^:]+]]: {{[^,]+}}, %[[S:[^:]+]]:
 // CHECK-NEXT: %[[R:.+]] = transfuse.exp %[[S]]
-// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] bias %[[B]] residual %[[R]] {activation = "relu", transpose_weight} : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>, tensor<?x?x128xf32>) -> tensor<?x?x128xf32>
+// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] bias %[[B]] residual %[[R]] {activation = #transfuse.activation<relu>, transpose_weight} : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>, tensor<?x?x128xf32>) -> tensor<?x?x128xf32>
 // CHECK-NEXT: return %[[Y]]
 func.func @bias_relu_residual(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>, %s: tensor<?x?x128xf32>) -> tensor<?x?x128xf32> {
   // expected-remark@+1 {{linear_epilogue: fused}}
@@ -233,7 +233,7 @@ func.func @batched_matmul_not_a_candidate(%q: tensor<2x4x8x16xf32>, %k: tensor<2
 // residual (no layer norm): two linears, no matmul, no add, no relu left.
 // CHECK-LABEL: func.func @feed_forward
 // CHECK-SAME: (%[[X:[^:]+]]: {{[^,]+}}, %[[W1:[^:]+]]: {{[^,]+}}, %[[B1:[^:]+]]: {{[^,]+}}, %[[W2:[^:]+]]: {{[^,]+}}, %[[B2:[^:]+]]:
-// CHECK-NEXT: %[[H:.+]] = transfuse.linear %[[X]], %[[W1]] bias %[[B1]] {activation = "relu", transpose_weight}
+// CHECK-NEXT: %[[H:.+]] = transfuse.linear %[[X]], %[[W1]] bias %[[B1]] {activation = #transfuse.activation<relu>, transpose_weight}
 // CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[H]], %[[W2]] bias %[[B2]] residual %[[X]] {transpose_weight}
 // CHECK-NEXT: return %[[Y]]
 // CHECK-NOT: transfuse.matmul

@@ -125,7 +125,7 @@ func.func @linears_cross_attention(%mem: tensor<?x?x64xf32>, %y: tensor<?x?x64xf
 // CHECK-NOT: transfuse.split
 func.func @linear_with_epilogue_not_merged(%x: tensor<?x?x64xf32>, %w0: tensor<64x64xf32>, %w1: tensor<64x64xf32>, %w2: tensor<64x64xf32>) -> (tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>) {
   %a = transfuse.linear %x, %w0 {transpose_weight} : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
-  %b = transfuse.linear %x, %w1 {activation = "relu", transpose_weight} : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+  %b = transfuse.linear %x, %w1 {activation = #transfuse.activation<relu>, transpose_weight} : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
   %c = transfuse.linear %x, %w2 residual %x {transpose_weight} : (tensor<?x?x64xf32>, tensor<64x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
   return %a, %b, %c : tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>
 }

@@ -1,0 +1,39 @@
+//===- TransfuseAttrs.td - enum attributes of the dialect ------*- tablegen -*-===//
+//
+// Choices an op makes among a fixed set are enum attributes, printed as
+// `#transfuse.activation<gelu_tanh>`, so that a misspelling is a parse
+// error and C++ switches over them are checked by the compiler.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_ATTRS_TD
+#define TRANSFUSE_ATTRS_TD
+
+include "ir/TransfuseDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def TF_Activation : I32EnumAttr<"Activation", "the activation of a linear op's epilogue", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Relu", 1, "relu">,
+    I32EnumAttrCase<"Gelu", 2, "gelu">,          // exact: x/2 · (1 + erf(x/√2))
+    I32EnumAttrCase<"GeluTanh", 3, "gelu_tanh">  // GPT-2's tanh approximation
+  ]> {
+  let cppNamespace = "::mlir::transfuse";
+  let genSpecializedAttr = 0;
+}
+def TF_ActivationAttr : EnumAttr<Transfuse_Dialect, TF_Activation, "activation"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def TF_GeluApproximation : I32EnumAttr<"GeluApproximation", "how gelu is computed", [
+    I32EnumAttrCase<"None", 0, "none">,  // exact (erf)
+    I32EnumAttrCase<"Tanh", 1, "tanh">
+  ]> {
+  let cppNamespace = "::mlir::transfuse";
+  let genSpecializedAttr = 0;
+}
+def TF_GeluApproximationAttr : EnumAttr<Transfuse_Dialect, TF_GeluApproximation, "approximation"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+#endif // TRANSFUSE_ATTRS_TD
