@@ -26,28 +26,30 @@ bool availableBefore(Value v, Operation *op) {
   return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
 }
 
-struct FuseAddLayerNormPass : mlir::transfuse::impl::TransfuseFuseAddLayerNormBase<FuseAddLayerNormPass> {
-  using Base::Base;
-  explicit FuseAddLayerNormPass(FusionReport *report) : report(report) {}
+/// layer_norm(add(x, r)) -> add_layer_norm; a match failure's reason is the
+/// report's why-not.
+struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
+  FuseAddLayerNorm(MLIRContext *context, const FusionRecorder &recorder)
+      : OpRewritePattern(context), recorder(recorder) {}
 
-  /// Fuses one site or returns why not.
-  std::optional<std::string> fuse(LayerNormOp ln) {
+  LogicalResult matchAndRewrite(LayerNormOp ln, PatternRewriter &rewriter) const override {
     auto type = ln.getType();
     if (normalizedAxis(ln.getAxis(), type.getRank()) != type.getRank() - 1)
-      return std::string("normalizes more than the last dimension");
+      return rewriter.notifyMatchFailure(ln, "normalizes more than the last dimension");
     auto add = ln.getInput().getDefiningOp<AddOp>();
     if (!add) {
       Operation *def = ln.getInput().getDefiningOp();
-      return def ? "its input is not a residual add (it comes from '" +
-                       def->getName().getStringRef().str() + "')"
-                 : std::string("its input is not a residual add (it is a function argument)");
+      return rewriter.notifyMatchFailure(
+          ln, def ? "its input is not a residual add (it comes from '" +
+                        def->getName().getStringRef().str() + "')"
+                  : std::string("its input is not a residual add (it is a function argument)"));
     }
     // The operand with the sum's own type is the input; the other broadcasts.
     Value x = add.getLhs(), r = add.getRhs();
     if (x.getType() != add.getType())
       std::swap(x, r);
     if (x.getType() != add.getType())
-      return std::string("both operands of the add broadcast");
+      return rewriter.notifyMatchFailure(ln, "both operands of the add broadcast");
     // Place the fused op where every operand is available and the sum
     // dominates the add's other users: at the add if gamma and beta are
     // defined before it, else at the layer norm if no other user precedes it.
@@ -56,30 +58,30 @@ struct FuseAddLayerNormPass : mlir::transfuse::impl::TransfuseFuseAddLayerNormBa
       at = ln;
       for (Operation *user : add->getUsers())
         if (user != ln && (user->getBlock() != ln->getBlock() || user->isBeforeInBlock(ln)))
-          return std::string("the sum is used before the layer norm's parameters are defined");
+          return rewriter.notifyMatchFailure(
+              ln, "the sum is used before the layer norm's parameters are defined");
     }
-    OpBuilder b(at);
-    auto fused = AddLayerNormOp::create(b, b.getFusedLoc({add.getLoc(), ln.getLoc()}),
+    Location loc = ln.getLoc();
+    rewriter.setInsertionPoint(at);
+    auto fused = AddLayerNormOp::create(rewriter, rewriter.getFusedLoc({add.getLoc(), loc}),
                                         TypeRange{type, type}, x, r, ln.getGamma(),
                                         ln.getBeta(), ln.getEpsilon());
-    ln.getResult().replaceAllUsesWith(fused.getResult());
-    ln.erase();
-    add.getResult().replaceAllUsesWith(fused.getSum());
-    add.erase();
-    return std::nullopt;
+    rewriter.replaceOp(ln, fused.getResult());
+    rewriter.replaceOp(add, fused.getSum());
+    recorder.fused(loc);
+    return success();
   }
+
+  const FusionRecorder &recorder;
+};
+
+struct FuseAddLayerNormPass : mlir::transfuse::impl::TransfuseFuseAddLayerNormBase<FuseAddLayerNormPass> {
+  using Base::Base;
+  explicit FuseAddLayerNormPass(FusionReport *report) : report(report) {}
 
   void runOnOperation() override {
     FusionRecorder recorder{"add_layer_norm", report, remarks};
-    SmallVector<LayerNormOp> norms;
-    getOperation().walk([&](LayerNormOp op) { norms.push_back(op); });
-    for (LayerNormOp ln : norms) {
-      Location loc = ln.getLoc();
-      if (auto reason = fuse(ln))
-        recorder.missed(loc, *reason);
-      else
-        recorder.fused(loc);
-    }
+    applyFusionPatterns<FuseAddLayerNorm>(getOperation(), recorder);
   }
 
   FusionReport *report = nullptr;

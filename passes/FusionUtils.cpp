@@ -44,3 +44,10 @@ void FusionRecorder::missed(Location loc, const llvm::Twine &reason) const {
   if (remarks)
     emitRemark(loc) << fusion << ": not fused: " << reason;
 }
+
+void FusionListener::notifyMatchFailure(Location loc,
+                                        function_ref<void(Diagnostic &)> reasonCallback) {
+  Diagnostic reason(loc, DiagnosticSeverity::Remark);
+  reasonCallback(reason);
+  recorder.missed(loc, reason.str());
+}

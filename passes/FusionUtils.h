@@ -12,6 +12,8 @@
 #include "passes/FusionReport.h"
 
 #include "mlir/IR/Operation.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
 #include "mlir/IR/Value.h"
 
 #include <optional>
@@ -36,6 +38,31 @@ struct FusionRecorder {
   void fused(Location loc) const;
   void missed(Location loc, const llvm::Twine &reason) const;
 };
+
+/// Feeds a recorder from a pattern driver: the reason a pattern gives to
+/// notifyMatchFailure is a miss at the op's location. Patterns record their
+/// own successes (FusionRecorder::fused).
+class FusionListener : public RewriterBase::Listener {
+public:
+  explicit FusionListener(const FusionRecorder &recorder) : recorder(recorder) {}
+  void notifyMatchFailure(Location loc,
+                          function_ref<void(Diagnostic &)> reasonCallback) override;
+
+private:
+  const FusionRecorder &recorder;
+};
+
+/// Applies the fusion pattern(s) `Patterns` once to every op under `root`,
+/// in order (one walk, no fixpoint: a fusion never enables another of its
+/// kind), feeding `recorder`.
+template <typename... Patterns>
+void applyFusionPatterns(Operation *root, const FusionRecorder &recorder) {
+  RewritePatternSet set(root->getContext());
+  set.add<Patterns...>(root->getContext(), recorder);
+  FrozenRewritePatternSet frozen(std::move(set));
+  FusionListener listener(recorder);
+  walkAndApplyPatterns(root, frozen, &listener);
+}
 
 } // namespace mlir::transfuse
 
