@@ -28,12 +28,15 @@ bool isScalarConstant(Value v) {
   return c && cast<ShapedType>(c.getType()).getNumElements() == 1;
 }
 
-struct FuseElementwisePass : mlir::transfuse::impl::TransfuseFuseElementwiseBase<FuseElementwisePass> {
-  using Base::Base;
-  explicit FuseElementwisePass(FusionReport *report) : report(report) {}
+/// The chain of elementwise ops ending at a root (an op whose result does
+/// not feed another op of the same chain, else the chain grows from its
+/// consumer) -> one fused_elementwise.
+struct FuseElementwise : RewritePattern {
+  FuseElementwise(MLIRContext *context, const FusionRecorder &recorder)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context), recorder(recorder) {}
 
   /// The chain ending at `root`, producers first.
-  SmallVector<Operation *> cluster(Operation *root) {
+  static SmallVector<Operation *> cluster(Operation *root) {
     SmallVector<Operation *> ops = {root}, worklist = {root};
     Type type = root->getResult(0).getType();
     while (!worklist.empty()) {
@@ -51,7 +54,7 @@ struct FuseElementwisePass : mlir::transfuse::impl::TransfuseFuseElementwiseBase
     return ops;
   }
 
-  void fuse(ArrayRef<Operation *> ops) {
+  static void fuse(ArrayRef<Operation *> ops, PatternRewriter &b) {
     Operation *root = ops.back();
     SmallVector<Value> inputs;
     for (Operation *op : ops)
@@ -59,7 +62,7 @@ struct FuseElementwisePass : mlir::transfuse::impl::TransfuseFuseElementwiseBase
         if (!llvm::is_contained(ops, operand.getDefiningOp()) && !isScalarConstant(operand) &&
             !llvm::is_contained(inputs, operand))
           inputs.push_back(operand);
-    OpBuilder b(root);
+    b.setInsertionPoint(root);
     SmallVector<Location> locs;
     for (Operation *op : ops)
       locs.push_back(op->getLoc());
@@ -76,36 +79,38 @@ struct FuseElementwisePass : mlir::transfuse::impl::TransfuseFuseElementwiseBase
     for (Operation *op : ops)
       b.clone(*op, map);
     YieldOp::create(b, loc, map.lookup(root->getResult(0)));
-    root->getResult(0).replaceAllUsesWith(fused.getResult());
+    b.replaceAllUsesWith(root->getResult(0), fused.getResult());
     for (Operation *op : llvm::reverse(ops))
-      op->erase();
+      b.eraseOp(op);
   }
+
+  LogicalResult matchAndRewrite(Operation *root, PatternRewriter &rewriter) const override {
+    if (!isMath(root) || root->getParentOfType<FusedElementwiseOp>())
+      return failure();
+    Value r = root->getResult(0);
+    if (r.hasOneUse() && isMath(*r.getUsers().begin()) &&
+        (*r.getUsers().begin())->getResult(0).getType() == r.getType())
+      return failure(); // inside a chain: its root fuses it
+    SmallVector<Operation *> ops = cluster(root);
+    if (ops.size() < 2)
+      return rewriter.notifyMatchFailure(
+          root, "no elementwise producer of the same shape with a single use to fuse with");
+    Location loc = root->getLoc(); // fuse() erases root
+    fuse(ops, rewriter);
+    recorder.fused(loc);
+    return success();
+  }
+
+  const FusionRecorder &recorder;
+};
+
+struct FuseElementwisePass : mlir::transfuse::impl::TransfuseFuseElementwiseBase<FuseElementwisePass> {
+  using Base::Base;
+  explicit FuseElementwisePass(FusionReport *report) : report(report) {}
 
   void runOnOperation() override {
     FusionRecorder recorder{"elementwise", report, remarks};
-    // Roots: elementwise ops whose result does not feed another op of the
-    // same chain (else the chain grows from its consumer).
-    SmallVector<Operation *> roots;
-    getOperation().walk([&](Operation *op) {
-      if (!isMath(op) || op->getParentOfType<FusedElementwiseOp>())
-        return;
-      Value r = op->getResult(0);
-      bool inner = r.hasOneUse() && isMath(*r.getUsers().begin()) &&
-                   (*r.getUsers().begin())->getResult(0).getType() == r.getType();
-      if (!inner)
-        roots.push_back(op);
-    });
-    for (Operation *root : roots) {
-      SmallVector<Operation *> ops = cluster(root);
-      if (ops.size() < 2) {
-        recorder.missed(root->getLoc(), "no elementwise producer of the same shape with a "
-                                        "single use to fuse with");
-        continue;
-      }
-      Location loc = root->getLoc(); // fuse() erases root
-      fuse(ops);
-      recorder.fused(loc);
-    }
+    applyFusionPatterns<FuseElementwise>(getOperation(), recorder);
   }
 
   FusionReport *report = nullptr;

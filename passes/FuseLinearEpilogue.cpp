@@ -32,13 +32,17 @@ bool feedsLayerNorm(Value v) {
                       [](Operation *u) { return isa<LayerNormOp, AddLayerNormOp>(u); });
 }
 
-struct FuseLinearEpiloguePass
-    : mlir::transfuse::impl::TransfuseFuseLinearEpilogueBase<FuseLinearEpiloguePass> {
-  using Base::Base;
-  explicit FuseLinearEpiloguePass(FusionReport *report) : report(report) {}
+/// matmul by a rank-2 weight, and the bias add, activation and residual add
+/// that follow it, -> one linear. A matmul with nothing to absorb becomes a
+/// plain linear, recorded as a miss (it runs without an epilogue).
+struct FuseLinearEpilogue : OpRewritePattern<MatmulOp> {
+  FuseLinearEpilogue(MLIRContext *context, const FusionRecorder &recorder)
+      : OpRewritePattern(context), recorder(recorder) {}
 
-  /// Rewrites one matmul; returns true when an epilogue was fused.
-  bool fuse(MatmulOp mm) {
+  LogicalResult matchAndRewrite(MatmulOp mm, PatternRewriter &rewriter) const override {
+    if (mm.getRhs().getType().getRank() != 2 || mm.getTransposeLhs() ||
+        ShapedType::isDynamic(mm.getType().getShape().back()))
+      return failure(); // not a linear layer: not a candidate
     Value x = mm.getLhs(), w = mm.getRhs();
     Value cur = mm.getResult(), bias, residual;
     SmallVector<Operation *> absorbed;
@@ -71,38 +75,40 @@ struct FuseLinearEpiloguePass
         cur = add.getResult();
       }
     }
+    Location loc = mm.getLoc();
     Operation *last = absorbed.empty() ? mm.getOperation() : absorbed.back();
     // The residual may be defined after the matmul: build at the last op.
-    OpBuilder b(last);
-    SmallVector<Location> locs = {mm.getLoc()};
+    rewriter.setInsertionPoint(last);
+    SmallVector<Location> locs = {loc};
     for (Operation *op : absorbed)
       locs.push_back(op->getLoc());
-    auto linear = LinearOp::create(b, b.getFusedLoc(locs), cur.getType(), x, w, bias, residual,
-                                   mm.getTransposeRhs() ? b.getUnitAttr() : UnitAttr(),
-                                   ActivationAttr::get(b.getContext(), activation));
-    cur.replaceAllUsesWith(linear.getResult());
+    auto linear = LinearOp::create(rewriter, rewriter.getFusedLoc(locs), cur.getType(), x, w,
+                                   bias, residual,
+                                   mm.getTransposeRhs() ? rewriter.getUnitAttr() : UnitAttr(),
+                                   ActivationAttr::get(rewriter.getContext(), activation));
+    rewriter.replaceAllUsesWith(cur, linear.getResult());
     for (Operation *op : llvm::reverse(absorbed))
-      op->erase();
-    mm.erase();
-    return !absorbed.empty();
+      rewriter.eraseOp(op);
+    rewriter.eraseOp(mm);
+    if (absorbed.empty())
+      recorder.missed(loc, "no bias, activation or residual add follows the matmul "
+                           "(it runs as a plain linear)");
+    else
+      recorder.fused(loc);
+    return success();
   }
+
+  const FusionRecorder &recorder;
+};
+
+struct FuseLinearEpiloguePass
+    : mlir::transfuse::impl::TransfuseFuseLinearEpilogueBase<FuseLinearEpiloguePass> {
+  using Base::Base;
+  explicit FuseLinearEpiloguePass(FusionReport *report) : report(report) {}
 
   void runOnOperation() override {
     FusionRecorder recorder{"linear_epilogue", report, remarks};
-    SmallVector<MatmulOp> candidates;
-    getOperation().walk([&](MatmulOp mm) {
-      if (mm.getRhs().getType().getRank() == 2 && !mm.getTransposeLhs() &&
-          !ShapedType::isDynamic(mm.getType().getShape().back()))
-        candidates.push_back(mm);
-    });
-    for (MatmulOp mm : candidates) {
-      Location loc = mm.getLoc();
-      if (fuse(mm))
-        recorder.fused(loc);
-      else
-        recorder.missed(loc, "no bias, activation or residual add follows the matmul "
-                             "(it runs as a plain linear)");
-    }
+    applyFusionPatterns<FuseLinearEpilogue>(getOperation(), recorder);
   }
 
   FusionReport *report = nullptr;

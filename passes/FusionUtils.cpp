@@ -7,6 +7,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/Rewrite/FrozenRewritePatternSet.h"
+#include "mlir/Rewrite/PatternApplicator.h"
+#include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
 using namespace mlir::transfuse;
@@ -45,9 +48,45 @@ void FusionRecorder::missed(Location loc, const llvm::Twine &reason) const {
     emitRemark(loc) << fusion << ": not fused: " << reason;
 }
 
-void FusionListener::notifyMatchFailure(Location loc,
-                                        function_ref<void(Diagnostic &)> reasonCallback) {
-  Diagnostic reason(loc, DiagnosticSeverity::Remark);
-  reasonCallback(reason);
-  recorder.missed(loc, reason.str());
+namespace {
+
+/// Tracks erased ops and takes the reason of a match failure.
+struct FusionListener : RewriterBase::Listener {
+  void notifyOperationErased(Operation *op) override { erased.insert(op); }
+  void notifyMatchFailure(Location loc, function_ref<void(Diagnostic &)> reasonCallback) override {
+    if (reason)
+      return; // the first reason given is the why-not
+    Diagnostic diag(loc, DiagnosticSeverity::Remark);
+    reasonCallback(diag);
+    reason = {loc, diag.str()};
+  }
+
+  llvm::DenseSet<Operation *> erased;
+  /// Where and why the current op did not fuse.
+  std::optional<std::pair<Location, std::string>> reason;
+};
+
+} // namespace
+
+void mlir::transfuse::applyFusionPatterns(Operation *root, RewritePatternSet &&patterns,
+                                          const FusionRecorder &recorder) {
+  FrozenRewritePatternSet frozen(std::move(patterns));
+  PatternApplicator applicator(frozen);
+  applicator.applyDefaultCostModel();
+  FusionListener listener;
+  PatternRewriter rewriter(root->getContext());
+  rewriter.setListener(&listener);
+  SmallVector<Operation *> ops;
+  root->walk([&](Operation *op) {
+    if (op != root)
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    if (listener.erased.contains(op))
+      continue;
+    listener.reason.reset();
+    rewriter.setInsertionPoint(op);
+    if (failed(applicator.matchAndRewrite(op, rewriter)) && listener.reason)
+      recorder.missed(listener.reason->first, listener.reason->second);
+  }
 }

@@ -13,7 +13,6 @@
 
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/WalkPatternRewriteDriver.h"
 #include "mlir/IR/Value.h"
 
 #include <optional>
@@ -39,29 +38,25 @@ struct FusionRecorder {
   void missed(Location loc, const llvm::Twine &reason) const;
 };
 
-/// Feeds a recorder from a pattern driver: the reason a pattern gives to
-/// notifyMatchFailure is a miss at the op's location. Patterns record their
-/// own successes (FusionRecorder::fused).
-class FusionListener : public RewriterBase::Listener {
-public:
-  explicit FusionListener(const FusionRecorder &recorder) : recorder(recorder) {}
-  void notifyMatchFailure(Location loc,
-                          function_ref<void(Diagnostic &)> reasonCallback) override;
+/// Applies fusion patterns once to every op under `root`, in IR order, with
+/// MLIR's PatternApplicator and a PatternRewriter, and feeds `recorder`: the
+/// first reason a pattern gives to notifyMatchFailure is the report's
+/// why-not, at the location of the op it names (a failure without a reason:
+/// not a candidate, not reported);
+/// patterns record their own successes (FusionRecorder::fused). Ops a
+/// rewrite erased are skipped. Neither of MLIR's drivers fits: the greedy
+/// one revisits ops (a reason would be reported twice) and removes dead ops
+/// on its way; walkAndApplyPatterns lets a pattern erase only the op it
+/// matched, while a fusion erases the ops it absorbs.
+void applyFusionPatterns(Operation *root, RewritePatternSet &&patterns,
+                         const FusionRecorder &recorder);
 
-private:
-  const FusionRecorder &recorder;
-};
-
-/// Applies the fusion pattern(s) `Patterns` once to every op under `root`,
-/// in order (one walk, no fixpoint: a fusion never enables another of its
-/// kind), feeding `recorder`.
+/// The same for patterns constructed from (context, recorder).
 template <typename... Patterns>
 void applyFusionPatterns(Operation *root, const FusionRecorder &recorder) {
   RewritePatternSet set(root->getContext());
   set.add<Patterns...>(root->getContext(), recorder);
-  FrozenRewritePatternSet frozen(std::move(set));
-  FusionListener listener(recorder);
-  walkAndApplyPatterns(root, frozen, &listener);
+  applyFusionPatterns(root, std::move(set), recorder);
 }
 
 } // namespace mlir::transfuse

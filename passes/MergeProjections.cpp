@@ -11,8 +11,8 @@
 #include "passes/PassDetail.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
 
-#include <map>
 
 namespace mlir::transfuse {
 #define GEN_PASS_DEF_TRANSFUSEMERGEPROJECTIONS
@@ -57,53 +57,80 @@ std::optional<Projection> asProjection(Operation *op) {
   return std::nullopt;
 }
 
-/// Makes `v` available before `point`: true when it already is, or when its
-/// computation is pure, does not depend on an op of the group being merged
-/// (`group`), and can move there (weights sliced from a packed parameter
-/// are computed where each layer starts).
-bool hoistBefore(Value v, Operation *point, const llvm::DenseSet<Operation *> &group) {
+/// Collects, operands first, the ops to move before `point` so that `v` is
+/// available there: none when it already is; false when it cannot be made
+/// available (it depends on an op of the group being merged, `group`, or on
+/// an impure op after `point`). Weights sliced from a packed parameter are
+/// computed where each layer starts, so they move.
+bool hoistable(Value v, Operation *point, const llvm::DenseSet<Operation *> &group,
+               llvm::SetVector<Operation *> &moves) {
   if (isa<BlockArgument>(v))
     return true;
   Operation *def = v.getDefiningOp();
   if (group.contains(def) || def->getBlock() != point->getBlock())
     return false;
-  if (def->isBeforeInBlock(point))
+  if (def->isBeforeInBlock(point) || moves.contains(def))
     return true;
   if (!isPure(def) || def->getNumRegions() != 0)
     return false;
   for (Value operand : def->getOperands())
-    if (!hoistBefore(operand, point, group))
+    if (!hoistable(operand, point, group, moves))
       return false;
-  def->moveBefore(point);
+  moves.insert(def);
   return true;
 }
 
-struct MergeProjectionsPass : mlir::transfuse::impl::TransfuseMergeProjectionsBase<MergeProjectionsPass> {
-  using Base::Base;
-  explicit MergeProjectionsPass(FusionReport *report) : report(report) {}
+/// Group key: the input, the weight layout, linear vs matmul, bias presence.
+using Key = std::tuple<void *, bool, bool, bool>;
 
-  /// Group key: the input, the weight layout, linear vs matmul, bias presence.
-  using Key = std::tuple<void *, bool, bool, bool>;
+std::optional<Key> keyOf(Operation *op, const Projection &p) {
+  bool transposed = isa<LinearOp>(op) ? cast<LinearOp>(op).getTransposeWeight()
+                                      : cast<MatmulOp>(op).getTransposeRhs();
+  return Key{op->getOperand(0).getAsOpaquePointer(), transposed, isa<LinearOp>(op),
+             static_cast<bool>(p.bias)};
+}
 
-  void merge(ArrayRef<Projection> group, const FusionRecorder &recorder) {
-    Operation *first = group.front().op;
-    for (const Projection &p : group)
-      if (p.op->isBeforeInBlock(first))
-        first = p.op;
+/// Projections of one input with one key -> one matmul (or linear) on the
+/// concatenated weights and a split of its result. Rooted at the group's
+/// first projection; the others are the input's later users with its key.
+struct MergeProjections : RewritePattern {
+  MergeProjections(MLIRContext *context, const FusionRecorder &recorder)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context), recorder(recorder) {}
+
+  LogicalResult matchAndRewrite(Operation *root, PatternRewriter &b) const override {
+    std::optional<Projection> rootProjection = asProjection(root);
+    if (!rootProjection)
+      return failure();
+    std::optional<Key> key = keyOf(root, *rootProjection);
+    SmallVector<Projection> group;
+    for (Operation *user : root->getOperand(0).getUsers()) {
+      if (user->getBlock() != root->getBlock() || user->getOperand(0) != root->getOperand(0))
+        continue;
+      std::optional<Projection> p = asProjection(user);
+      if (p && keyOf(user, *p) == key)
+        group.push_back(*p);
+    }
+    llvm::sort(group, [](const Projection &x, const Projection &y) {
+      return x.op->isBeforeInBlock(y.op);
+    });
+    if (group.size() < 2 || group.front().op != root)
+      return failure(); // alone, or not the group's first: not a candidate here
+    Operation *first = root;
     llvm::DenseSet<Operation *> members;
     for (const Projection &p : group) {
       members.insert(p.op);
       if (p.biasAdd)
         members.insert(p.biasAdd);
     }
+    llvm::SetVector<Operation *> moves;
     for (const Projection &p : group)
-      if (!hoistBefore(p.weight, first, members) ||
-          (p.bias && !hoistBefore(p.bias, first, members))) {
-        recorder.missed(p.op->getLoc(), "its weight or bias depends on values computed after "
-                                        "the other projections of the same input start");
-        return;
-      }
-    OpBuilder b(first);
+      if (!hoistable(p.weight, first, members, moves) ||
+          (p.bias && !hoistable(p.bias, first, members, moves)))
+        return b.notifyMatchFailure(p.op, "its weight or bias depends on values computed after "
+                                          "the other projections of the same input start");
+    for (Operation *op : moves)
+      b.moveOpBefore(op, first);
+    b.setInsertionPoint(first);
     SmallVector<Location> locs;
     SmallVector<Value> weights, biases;
     SmallVector<int64_t> sizes;
@@ -141,34 +168,25 @@ struct MergeProjectionsPass : mlir::transfuse::impl::TransfuseMergeProjectionsBa
     int64_t axis = cast<RankedTensorType>(y.getType()).getRank() - 1;
     auto split = SplitOp::create(b, loc, y, axis, sizes);
     for (auto [p, part] : llvm::zip(group, split.getResults())) {
-      Value(p.result).replaceAllUsesWith(part);
+      b.replaceAllUsesWith(p.result, part);
       if (p.biasAdd)
-        p.biasAdd->erase();
-      p.op->erase();
+        b.eraseOp(p.biasAdd);
+      b.eraseOp(p.op);
     }
     recorder.fused(loc);
+    return success();
   }
+
+  const FusionRecorder &recorder;
+};
+
+struct MergeProjectionsPass : mlir::transfuse::impl::TransfuseMergeProjectionsBase<MergeProjectionsPass> {
+  using Base::Base;
+  explicit MergeProjectionsPass(FusionReport *report) : report(report) {}
 
   void runOnOperation() override {
     FusionRecorder recorder{"projections", report, remarks};
-    std::map<Key, SmallVector<Projection>> groups;
-    SmallVector<Key> order;
-    getOperation().walk([&](Operation *op) {
-      std::optional<Projection> p = asProjection(op);
-      if (!p)
-        return;
-      bool transposed = isa<LinearOp>(op) ? cast<LinearOp>(op).getTransposeWeight()
-                                          : cast<MatmulOp>(op).getTransposeRhs();
-      Key key{op->getOperand(0).getAsOpaquePointer(), transposed, isa<LinearOp>(op),
-              static_cast<bool>(p->bias)};
-      auto &group = groups[key];
-      if (group.empty())
-        order.push_back(key);
-      group.push_back(*p);
-    });
-    for (const Key &key : order)
-      if (groups[key].size() > 1)
-        merge(groups[key], recorder);
+    applyFusionPatterns<MergeProjections>(getOperation(), recorder);
   }
 
   FusionReport *report = nullptr;
