@@ -57,8 +57,10 @@ public:
 
   /// Matches; on failure returns the reason.
   std::optional<std::string> match();
-  /// Builds the attention op and erases what it replaces.
-  LogicalResult rewrite(std::string &reason);
+  /// Builds the attention op and erases what it replaces; on failure (the
+  /// fused op does not verify) erases what it built, leaving the input IR
+  /// as it was, and sets `reason`.
+  LogicalResult rewrite(PatternRewriter &b, std::string &reason);
 
 private:
   std::optional<std::string> walkScores();
@@ -229,9 +231,9 @@ Value swapLastTwo(OpBuilder &b, Location loc, Operand o) {
   return TransposeOp::create(b, loc, o.value, ArrayRef<int64_t>{0, 1, 3, 2});
 }
 
-LogicalResult AttentionMatcher::rewrite(std::string &reason) {
+LogicalResult AttentionMatcher::rewrite(PatternRewriter &b, std::string &reason) {
   Operation *last = pv->getPrevNode(); // everything built goes after it
-  OpBuilder b(pv);
+  b.setInsertionPoint(pv);
   Location loc = b.getFusedLoc({qk.getLoc(), softmax.getLoc(), pv.getLoc()});
   Value query = swapLastTwo(b, loc, q), key = swapLastTwo(b, loc, k),
         value = swapLastTwo(b, loc, v);
@@ -257,21 +259,43 @@ LogicalResult AttentionMatcher::rewrite(std::string &reason) {
     // Erase it and what was built for it (transposes, reshape, bias), which
     // all sit between `last` and the ·V matmul.
     while (pv->getPrevNode() != last)
-      pv->getPrevNode()->erase();
+      b.eraseOp(pv->getPrevNode());
     return failure();
   }
-  pv.getResult().replaceAllUsesWith(att.getResult());
-  pv.erase();
+  b.replaceOp(pv, att.getResult());
   if (dropout)
-    dropout.erase();
-  softmax.erase();
+    b.eraseOp(dropout);
+  b.eraseOp(softmax);
   for (Operation *op : chain)
-    op->erase();
-  qk.erase();
+    b.eraseOp(op);
+  b.eraseOp(qk);
   for (Operation *op : prescales)
-    op->erase();
+    b.eraseOp(op);
   return success();
 }
+
+/// softmax((Q·Kᵀ)·scale, masked)·V -> attention; the matcher's reason for a
+/// site it does not take is the report's why-not.
+struct FuseAttention : OpRewritePattern<SoftmaxOp> {
+  FuseAttention(MLIRContext *context, const FusionRecorder &recorder)
+      : OpRewritePattern(context), recorder(recorder) {}
+
+  LogicalResult matchAndRewrite(SoftmaxOp softmax, PatternRewriter &rewriter) const override {
+    // Fresh per site: rewrites erase ops a previous analysis may know.
+    SizeAnalysis dims;
+    AttentionMatcher matcher(softmax, dims);
+    Location loc = softmax.getLoc();
+    if (auto why = matcher.match())
+      return rewriter.notifyMatchFailure(softmax, *why);
+    std::string reason;
+    if (failed(matcher.rewrite(rewriter, reason)))
+      return rewriter.notifyMatchFailure(loc, reason);
+    recorder.fused(loc);
+    return success();
+  }
+
+  const FusionRecorder &recorder;
+};
 
 struct FuseAttentionPass : mlir::transfuse::impl::TransfuseFuseAttentionBase<FuseAttentionPass> {
   using Base::Base;
@@ -279,21 +303,7 @@ struct FuseAttentionPass : mlir::transfuse::impl::TransfuseFuseAttentionBase<Fus
 
   void runOnOperation() override {
     FusionRecorder recorder{"attention", report, remarks};
-    SmallVector<SoftmaxOp> softmaxes;
-    getOperation().walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
-    for (SoftmaxOp softmax : softmaxes) {
-      // Fresh per site: rewrites erase ops the previous analysis may know.
-      SizeAnalysis dims;
-      AttentionMatcher matcher(softmax, dims);
-      Location loc = softmax.getLoc();
-      std::string reason;
-      if (auto why = matcher.match())
-        recorder.missed(loc, *why);
-      else if (failed(matcher.rewrite(reason)))
-        recorder.missed(loc, reason);
-      else
-        recorder.fused(loc);
-    }
+    applyFusionPatterns<FuseAttention>(getOperation(), recorder);
   }
 
   FusionReport *report = nullptr;
