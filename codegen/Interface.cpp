@@ -130,7 +130,7 @@ llvm::Expected<ModelInterface> mlir::transfuse::extractInterface(ModuleOp module
     rt::ParamSpec p;
     p.name = op.getName().str();
     p.shape.assign(type.getShape().begin(), type.getShape().end());
-    rt::parseInitKind(op.getInit().str(), &p.init);
+    rt::parseInitKind(stringifyInitKind(op.getInit()).str(), &p.init);
     if (type.getRank() >= 2) { // PyTorch: fan_in = size(1) * receptive field, fan_out = size(0) * ...
       int64_t receptive = 1;
       for (int64_t d = 2; d < type.getRank(); ++d)

@@ -25,7 +25,10 @@ Value GraphBuilder::param(StringRef name, ArrayRef<int64_t> shape, StringRef ini
   else
     b.setInsertionPointToStart(b.getInsertionBlock());
   auto type = RankedTensorType::get(shape, b.getF32Type());
-  auto op = ParamOp::create(b, loc, type, b.getStringAttr(name), b.getStringAttr(init),
+  std::optional<InitKind> kind = symbolizeInitKind(init);
+  assert(kind && "unknown init kind");
+  auto op = ParamOp::create(b, loc, type, b.getStringAttr(name),
+                            InitKindAttr::get(b.getContext(), *kind),
                             fanIn ? b.getI64IntegerAttr(*fanIn) : IntegerAttr(),
                             optional ? b.getUnitAttr() : UnitAttr(), /*prepared=*/UnitAttr());
   lastParam = op;

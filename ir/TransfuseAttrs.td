@@ -36,4 +36,20 @@ def TF_GeluApproximationAttr : EnumAttr<Transfuse_Dialect, TF_GeluApproximation,
   let assemblyFormat = "`<` $value `>`";
 }
 
+// How random weights are drawn when no weights file is given: runtime/Init.h
+// (rt::InitKind, same order and spellings).
+def TF_InitKind : I32EnumAttr<"InitKind", "how a parameter's random weights are drawn", [
+    I32EnumAttrCase<"Zeros", 0, "zeros">,
+    I32EnumAttrCase<"Ones", 1, "ones">,
+    I32EnumAttrCase<"XavierUniform", 2, "xavier_uniform">,
+    I32EnumAttrCase<"Normal002", 3, "normal_0.02">,
+    I32EnumAttrCase<"UniformFanIn", 4, "uniform_fan_in">
+  ]> {
+  let cppNamespace = "::mlir::transfuse";
+  let genSpecializedAttr = 0;
+}
+def TF_InitKindAttr : EnumAttr<Transfuse_Dialect, TF_InitKind, "init"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // TRANSFUSE_ATTRS_TD

@@ -61,8 +61,3 @@ LogicalResult mlir::transfuse::broadcastShapes(ArrayRef<int64_t> a,
   }
   return success();
 }
-
-bool mlir::transfuse::isValidInitKind(StringRef init) {
-  return init == "zeros" || init == "ones" || init == "xavier_uniform" ||
-         init == "normal_0.02" || init == "uniform_fan_in";
-}

@@ -52,9 +52,6 @@ inline bool compatibleSizes(int64_t a, int64_t b) {
 /// (add, sub, mul, div, scale, relu, gelu, exp, tanh, select) and constants.
 bool isElementwise(Operation *op);
 
-/// True for the init kinds a transfuse.param accepts.
-bool isValidInitKind(StringRef init);
-
 } // namespace mlir::transfuse
 
 #endif // TRANSFUSE_IR_TRANSFUSEDIALECT_H

@@ -57,18 +57,13 @@ RankedTensorType tensorOf(Value v) {
 LogicalResult ParamOp::verify() {
   if (getName().empty())
     return emitOpError("needs a non-empty parameter name");
-  if (!isValidInitKind(getInit()))
-    return emitOpError("unknown init '")
-           << getInit()
-           << "' (expected zeros, ones, xavier_uniform, normal_0.02 or "
-              "uniform_fan_in)";
   auto type = getType();
   if (!type.hasStaticShape())
     return emitOpError("parameter '") << getName() << "' must have a static shape, got "
                                       << type;
-  if (getInit() == "uniform_fan_in" && (!getFanIn() || *getFanIn() <= 0))
+  if (getInit() == InitKind::UniformFanIn && (!getFanIn() || *getFanIn() <= 0))
     return emitOpError("init 'uniform_fan_in' needs a positive fan_in");
-  if (getInit() == "xavier_uniform" && type.getRank() < 2)
+  if (getInit() == InitKind::XavierUniform && type.getRank() < 2)
     return emitOpError("init 'xavier_uniform' needs a parameter of rank >= 2");
   return success();
 }

@@ -45,16 +45,16 @@ def Transfuse_ParamOp : Transfuse_Op<"param"> {
   let summary = "a named weight, bound by name when a model loads";
   let description = [{
     A model parameter, looked up by `name` in the weights file (safetensors).
-    `init` names how random weights are drawn when no file is given
-    (`zeros`, `ones`, `xavier_uniform`, `normal_0.02`, `uniform_fan_in`, the
-    last using `fan_in`). An `optional` parameter absent from the file is zero.
+    `init` (`#transfuse.init<...>`) names how random weights are drawn when
+    no file is given (`zeros`, `ones`, `xavier_uniform`, `normal_0.02`,
+    `uniform_fan_in`, the last using `fan_in`). An `optional` parameter absent from the file is zero.
     All params of one name in a module have one type.
 
     ```mlir
-    %w = transfuse.param "generator.bias" {init = "uniform_fan_in", fan_in = 512 : i64, optional} : tensor<37000xf32>
+    %w = transfuse.param "generator.bias" {init = #transfuse.init<uniform_fan_in>, fan_in = 512 : i64, optional} : tensor<37000xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$name, StrAttr:$init,
+  let arguments = (ins StrAttr:$name, TF_InitKindAttr:$init,
                        OptionalAttr<I64Attr>:$fan_in, UnitAttr:$optional,
                        UnitAttr:$prepared);
   let results = (outs TF_FloatTensor:$result);

@@ -18,7 +18,7 @@
 //     return %q, %k, %v ...
 //   }
 //   func.func @forward(...) {
-//     %q = transfuse.param "prepared.0" {init = "zeros", prepared} ...
+//     %q = transfuse.param "prepared.0" {init = #transfuse.init<zeros>, prepared} ...
 //
 //===----------------------------------------------------------------------===//
 
@@ -113,7 +113,8 @@ struct HoistPreparePass : mlir::transfuse::impl::TransfuseHoistPrepareBase<Hoist
           OpBuilder fb(func.getBody().front().getParentOp());
           fb.setInsertionPoint(op);
           auto param = ParamOp::create(fb, op->getLoc(), cast<RankedTensorType>(result.getType()),
-                                       fb.getStringAttr(name), fb.getStringAttr("zeros"),
+                                       fb.getStringAttr(name),
+                                       InitKindAttr::get(fb.getContext(), InitKind::Zeros),
                                        IntegerAttr(), UnitAttr(), fb.getUnitAttr());
           result.replaceUsesWithIf(param.getResult(), [&](OpOperand &use) {
             return !moved.contains(use.getOwner());

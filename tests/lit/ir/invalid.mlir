@@ -8,7 +8,7 @@
 // Tests that a param needs a non-empty name.
 func.func @f() {
   // expected-error @+1 {{needs a non-empty parameter name}}
-  %0 = transfuse.param "" {init = "zeros"} : tensor<4xf32>
+  %0 = transfuse.param "" {init = #transfuse.init<zeros>} : tensor<4xf32>
   return
 }
 
@@ -16,8 +16,9 @@ func.func @f() {
 
 // Tests that a param rejects an unknown init kind.
 func.func @f() {
-  // expected-error @+1 {{unknown init 'glorot' (expected zeros, ones, xavier_uniform, normal_0.02 or uniform_fan_in)}}
-  %0 = transfuse.param "w" {init = "glorot"} : tensor<4x4xf32>
+  // expected-error @+2 {{expected ::mlir::transfuse::InitKind to be one of: zeros, ones, xavier_uniform, normal_0.02, uniform_fan_in}}
+  // expected-error @+1 {{failed to parse TF_InitKindAttr parameter 'value'}}
+  %0 = transfuse.param "w" {init = #transfuse.init<glorot>} : tensor<4x4xf32>
   return
 }
 
@@ -26,7 +27,7 @@ func.func @f() {
 // Tests that a param must have a static shape.
 func.func @f() {
   // expected-error @+1 {{parameter 'w' must have a static shape, got 'tensor<?x512xf32>'}}
-  %0 = transfuse.param "w" {init = "zeros"} : tensor<?x512xf32>
+  %0 = transfuse.param "w" {init = #transfuse.init<zeros>} : tensor<?x512xf32>
   return
 }
 
@@ -35,7 +36,7 @@ func.func @f() {
 // Tests that init uniform_fan_in needs a fan_in.
 func.func @f() {
   // expected-error @+1 {{init 'uniform_fan_in' needs a positive fan_in}}
-  %0 = transfuse.param "b" {init = "uniform_fan_in"} : tensor<512xf32>
+  %0 = transfuse.param "b" {init = #transfuse.init<uniform_fan_in>} : tensor<512xf32>
   return
 }
 
@@ -44,7 +45,7 @@ func.func @f() {
 // Tests that init uniform_fan_in needs a positive fan_in.
 func.func @f() {
   // expected-error @+1 {{init 'uniform_fan_in' needs a positive fan_in}}
-  %0 = transfuse.param "b" {init = "uniform_fan_in", fan_in = 0 : i64} : tensor<512xf32>
+  %0 = transfuse.param "b" {init = #transfuse.init<uniform_fan_in>, fan_in = 0 : i64} : tensor<512xf32>
   return
 }
 
@@ -53,7 +54,7 @@ func.func @f() {
 // Tests that init xavier_uniform needs a parameter of rank >= 2.
 func.func @f() {
   // expected-error @+1 {{init 'xavier_uniform' needs a parameter of rank >= 2}}
-  %0 = transfuse.param "b" {init = "xavier_uniform"} : tensor<512xf32>
+  %0 = transfuse.param "b" {init = #transfuse.init<xavier_uniform>} : tensor<512xf32>
   return
 }
 
@@ -62,7 +63,7 @@ func.func @f() {
 // Tests that a param must be a float tensor (ODS type constraint).
 func.func @f() {
   // expected-error @+1 {{result #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type or 64-bit float values, but got 'tensor<4xi32>'}}
-  %0 = transfuse.param "w" {init = "zeros"} : tensor<4xi32>
+  %0 = transfuse.param "w" {init = #transfuse.init<zeros>} : tensor<4xi32>
   return
 }
 

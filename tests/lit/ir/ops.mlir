@@ -7,14 +7,14 @@
 
 // CHECK-LABEL: func.func @sources
 func.func @sources(%tokens: tensor<?x?xi32>) -> (tensor<37000xf32>, tensor<512x512xf32>, tensor<8xf16>, tensor<4xbf16>, tensor<f32>, tensor<2x3xi32>, tensor<2xi1>, index, index) {
-  // CHECK: transfuse.param "generator.bias" {fan_in = 512 : i64, init = "uniform_fan_in", optional} : tensor<37000xf32>
-  %b = transfuse.param "generator.bias" {init = "uniform_fan_in", fan_in = 512 : i64, optional} : tensor<37000xf32>
-  // CHECK: transfuse.param "layers.0.w" {init = "xavier_uniform"} : tensor<512x512xf32>
-  %w = transfuse.param "layers.0.w" {init = "xavier_uniform"} : tensor<512x512xf32>
-  // CHECK: transfuse.param "ln.gamma" {init = "ones"} : tensor<8xf16>
-  %g = transfuse.param "ln.gamma" {init = "ones"} : tensor<8xf16>
-  // CHECK: transfuse.param "emb" {init = "normal_0.02"} : tensor<4xbf16>
-  %e = transfuse.param "emb" {init = "normal_0.02"} : tensor<4xbf16>
+  // CHECK: transfuse.param "generator.bias" {fan_in = 512 : i64, init = #transfuse.init<uniform_fan_in>, optional} : tensor<37000xf32>
+  %b = transfuse.param "generator.bias" {init = #transfuse.init<uniform_fan_in>, fan_in = 512 : i64, optional} : tensor<37000xf32>
+  // CHECK: transfuse.param "layers.0.w" {init = #transfuse.init<xavier_uniform>} : tensor<512x512xf32>
+  %w = transfuse.param "layers.0.w" {init = #transfuse.init<xavier_uniform>} : tensor<512x512xf32>
+  // CHECK: transfuse.param "ln.gamma" {init = #transfuse.init<ones>} : tensor<8xf16>
+  %g = transfuse.param "ln.gamma" {init = #transfuse.init<ones>} : tensor<8xf16>
+  // CHECK: transfuse.param "emb" {init = #transfuse.init<normal_0.02>} : tensor<4xbf16>
+  %e = transfuse.param "emb" {init = #transfuse.init<normal_0.02>} : tensor<4xbf16>
   // CHECK: transfuse.constant dense<0xFF800000> : tensor<f32>
   %ninf = transfuse.constant dense<0xFF800000> : tensor<f32>
   // CHECK: transfuse.constant dense<{{\[}}[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi32>

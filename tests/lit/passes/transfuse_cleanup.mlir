@@ -144,8 +144,8 @@ func.func @dim_dynamic(%ids: tensor<?x?xi32>) -> (index, index, index) {
 // CHECK-NOT: transfuse.gelu
 // CHECK: return %[[G]], %[[G]]
 func.func @cse_duplicates(%x: tensor<?x?x512xf32>) -> (tensor<?x?x2048xf32>, tensor<?x?x2048xf32>) {
-  %w0 = transfuse.param "w" {init = "xavier_uniform"} : tensor<2048x512xf32>
-  %w1 = transfuse.param "w" {init = "xavier_uniform"} : tensor<2048x512xf32>
+  %w0 = transfuse.param "w" {init = #transfuse.init<xavier_uniform>} : tensor<2048x512xf32>
+  %w1 = transfuse.param "w" {init = #transfuse.init<xavier_uniform>} : tensor<2048x512xf32>
   %0 = transfuse.matmul %x, %w0 {transpose_rhs = true} : (tensor<?x?x512xf32>, tensor<2048x512xf32>) -> tensor<?x?x2048xf32>
   %1 = transfuse.matmul %x, %w1 {transpose_rhs = true} : (tensor<?x?x512xf32>, tensor<2048x512xf32>) -> tensor<?x?x2048xf32>
   %2 = transfuse.gelu %0 {approximate = #transfuse.approximation<tanh>} : tensor<?x?x2048xf32>
@@ -163,8 +163,8 @@ func.func @cse_duplicates(%x: tensor<?x?x512xf32>) -> (tensor<?x?x2048xf32>, ten
 // CHECK-COUNT-2: transfuse.gelu
 // CHECK-NOT: transfuse.gelu
 func.func @cse_distinct_attrs(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
-  %a = transfuse.param "a" {init = "zeros"} : tensor<4x4xf32>
-  %b = transfuse.param "b" {init = "zeros"} : tensor<4x4xf32>
+  %a = transfuse.param "a" {init = #transfuse.init<zeros>} : tensor<4x4xf32>
+  %b = transfuse.param "b" {init = #transfuse.init<zeros>} : tensor<4x4xf32>
   %0 = transfuse.matmul %x, %a : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %1 = transfuse.matmul %x, %b {transpose_rhs = true} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %2 = transfuse.gelu %x : tensor<4x4xf32>

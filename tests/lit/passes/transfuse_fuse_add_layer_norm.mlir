@@ -68,8 +68,8 @@ func.func @broadcast_residual(%x: tensor<?x?x64xf32>, %pe: tensor<?x64xf32>, %g:
 // CHECK-NEXT: return %[[Y]], %[[E]]
 func.func @params_after_add(%x: tensor<?x?x64xf32>, %r: tensor<?x?x64xf32>) -> (tensor<?x?x64xf32>, tensor<?x?x64xf32>) {
   %s = transfuse.add %x, %r : (tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
-  %g = transfuse.param "g" {init = "ones"} : tensor<64xf32>
-  %b = transfuse.param "b" {init = "zeros"} : tensor<64xf32>
+  %g = transfuse.param "g" {init = #transfuse.init<ones>} : tensor<64xf32>
+  %b = transfuse.param "b" {init = #transfuse.init<zeros>} : tensor<64xf32>
   // expected-remark@+1 {{add_layer_norm: fused}}
   %y = transfuse.layer_norm %s, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
   %e = transfuse.exp %s : tensor<?x?x64xf32>
@@ -88,8 +88,8 @@ func.func @params_after_add(%x: tensor<?x?x64xf32>, %r: tensor<?x?x64xf32>) -> (
 func.func @sum_used_before_params(%x: tensor<?x?x64xf32>, %r: tensor<?x?x64xf32>) -> (tensor<?x?x64xf32>, tensor<?x?x64xf32>) {
   %s = transfuse.add %x, %r : (tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
   %e = transfuse.exp %s : tensor<?x?x64xf32>
-  %g = transfuse.param "g" {init = "ones"} : tensor<64xf32>
-  %b = transfuse.param "b" {init = "zeros"} : tensor<64xf32>
+  %g = transfuse.param "g" {init = #transfuse.init<ones>} : tensor<64xf32>
+  %b = transfuse.param "b" {init = #transfuse.init<zeros>} : tensor<64xf32>
   // expected-remark@+1 {{add_layer_norm: not fused: the sum is used before the layer norm's parameters are defined}}
   %y = transfuse.layer_norm %s, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f64} : (tensor<?x?x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
   return %y, %e : tensor<?x?x64xf32>, tensor<?x?x64xf32>

@@ -147,7 +147,7 @@ func.func @weight_hoisted(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>) -> (te
   // expected-remark@+1 {{projections: fused}}
   %q = transfuse.matmul %x, %w0 {transpose_rhs = true} : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
   %r = transfuse.relu %q : tensor<?x?x64xf32>
-  %p = transfuse.param "wk" {init = "zeros"} : tensor<64x64xf32>
+  %p = transfuse.param "wk" {init = #transfuse.init<zeros>} : tensor<64x64xf32>
   %k = transfuse.matmul %x, %p {transpose_rhs = true} : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
   return %r, %k : tensor<?x?x64xf32>, tensor<?x?x64xf32>
 }
@@ -179,12 +179,12 @@ func.func @weight_depends_on_group(%x: tensor<64x64xf32>, %wq: tensor<64x64xf32>
 // CHECK-NOT: transfuse.matmul
 // CHECK-NOT: transfuse.split
 func.func @memory_kv_all_layers(%mem: tensor<?x?x64xf32>, %b: tensor<64xf32>) -> (tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>) {
-  %w0 = transfuse.param "l0.k" {init = "zeros"} : tensor<64x64xf32>
-  %w1 = transfuse.param "l0.v" {init = "zeros"} : tensor<64x64xf32>
-  %w2 = transfuse.param "l1.k" {init = "zeros"} : tensor<64x64xf32>
-  %w3 = transfuse.param "l1.v" {init = "zeros"} : tensor<64x64xf32>
-  %w4 = transfuse.param "l2.k" {init = "zeros"} : tensor<64x64xf32>
-  %w5 = transfuse.param "l2.v" {init = "zeros"} : tensor<64x64xf32>
+  %w0 = transfuse.param "l0.k" {init = #transfuse.init<zeros>} : tensor<64x64xf32>
+  %w1 = transfuse.param "l0.v" {init = #transfuse.init<zeros>} : tensor<64x64xf32>
+  %w2 = transfuse.param "l1.k" {init = #transfuse.init<zeros>} : tensor<64x64xf32>
+  %w3 = transfuse.param "l1.v" {init = #transfuse.init<zeros>} : tensor<64x64xf32>
+  %w4 = transfuse.param "l2.k" {init = #transfuse.init<zeros>} : tensor<64x64xf32>
+  %w5 = transfuse.param "l2.v" {init = #transfuse.init<zeros>} : tensor<64x64xf32>
   // expected-remark@+1 {{projections: fused}}
   %0 = transfuse.matmul %mem, %w0 {transpose_rhs = true} : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
   %1 = transfuse.add %0, %b : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>

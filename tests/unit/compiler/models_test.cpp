@@ -59,7 +59,7 @@ Summary summarize(ModuleOp module) {
     if (auto p = dyn_cast<ParamOp>(op)) {
       auto shape = p.getType().getShape();
       s.params[p.getName().str()] = {std::vector<int64_t>(shape.begin(), shape.end()),
-                                     p.getInit().str(), p.getOptional()};
+                                     stringifyInitKind(p.getInit()).str(), p.getOptional()};
     }
     if (auto d = dyn_cast<DropoutOp>(op)) {
       s.dropoutStreams.insert(d.getStream());

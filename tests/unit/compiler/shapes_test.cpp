@@ -207,12 +207,12 @@ TEST_F(ShapeInferenceTest, LayerNorm) {
   auto gamma = op.getGamma().getDefiningOp<ParamOp>();
   ASSERT_TRUE(gamma);
   EXPECT_EQ(gamma.getName(), "enc.norm.weight");
-  EXPECT_EQ(gamma.getInit(), "ones");
+  EXPECT_EQ(gamma.getInit(), InitKind::Ones);
   EXPECT_EQ(shapeOf(gamma), (Shape{16}));
   auto beta = op.getBeta().getDefiningOp<ParamOp>();
   ASSERT_TRUE(beta);
   EXPECT_EQ(beta.getName(), "enc.norm.bias");
-  EXPECT_EQ(beta.getInit(), "zeros");
+  EXPECT_EQ(beta.getInit(), InitKind::Zeros);
 }
 
 TEST_F(ShapeInferenceTest, LayerNormRejectsWrongGamma) {

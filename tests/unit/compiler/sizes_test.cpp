@@ -99,7 +99,7 @@ protected:
 TEST_F(SizeAnalysisTest, FollowsRulesToTheArguments) {
   parse(R"mlir(
 func.func @f(%x: tensor<?x?x16xf32>, %ids: tensor<?x?xi32>, %y: tensor<?x?x16xf32>) {
-  %t = transfuse.param "t" {init = "zeros"} : tensor<100x16xf32>
+  %t = transfuse.param "t" {init = #transfuse.init<zeros>} : tensor<100x16xf32>
   %e = transfuse.gather %t, %ids {test.name = "gather"} : (tensor<100x16xf32>, tensor<?x?xi32>) -> tensor<?x?x16xf32>
   %h = transfuse.reshape %x {test.name = "reshape"} : (tensor<?x?x16xf32>) -> tensor<?x?x4x4xf32>
   %p = transfuse.transpose %h {test.name = "transpose", permutation = array<i64: 0, 2, 1, 3>} : (tensor<?x?x4x4xf32>) -> tensor<?x4x?x4xf32>
@@ -145,7 +145,7 @@ func.func @f(%x: tensor<?x?x16xf32>, %ids: tensor<?x?xi32>, %y: tensor<?x?x16xf3
 TEST_F(SizeAnalysisTest, FusedOpsAndRegionArguments) {
   parse(R"mlir(
 func.func @f(%q: tensor<?x2x?x8xf32>, %k: tensor<?x2x?x8xf32>, %x: tensor<?x?x8xf32>, %pe: tensor<?x8xf32>) {
-  %w = transfuse.param "w" {init = "zeros"} : tensor<8x8xf32>
+  %w = transfuse.param "w" {init = #transfuse.init<zeros>} : tensor<8x8xf32>
   %o = transfuse.attention %q, %k, %k {test.name = "attention", scale = 1.0 : f64} : (tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>) -> tensor<?x2x?x8xf32>
   %y = transfuse.linear %x, %w {test.name = "linear"} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
   %r = transfuse.fused_elementwise %x, %pe {test.name = "fused"} : (tensor<?x?x8xf32>, tensor<?x8xf32>) -> tensor<?x?x8xf32> {
