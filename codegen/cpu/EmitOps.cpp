@@ -50,7 +50,7 @@ llvm::Error Emitter::emitOp(Operation *op) {
       })
       .Case<AddOp, SubOp, MulOp, DivOp>([&](auto b) {
         std::string kind = math::info(*mathKindOf(op)).enumerator;
-        call("exec::binary(exec::BinaryOp::" + kind + ", " + in(b.getLhs()) + ", " +
+        call("exec::binary(exec::ElementwiseKind::" + kind + ", " + in(b.getLhs()) + ", " +
              dims.shape(b.getLhs()) + ", " + in(b.getRhs()) + ", " + dims.shape(b.getRhs()) +
              ", " + ptr(res()) + ", " + dims.shape(res()) + ", c.pool);");
         return llvm::Error::success();
@@ -62,7 +62,7 @@ llvm::Error Emitter::emitOp(Operation *op) {
       })
       .Case<ReluOp, ExpOp, TanhOp, GeluOp>([&](auto u) {
         std::string kind = math::info(*mathKindOf(op)).enumerator;
-        call("exec::unary(exec::UnaryOp::" + kind + ", " + in(u.getInput()) + ", " + ptr(res()) +
+        call("exec::unary(exec::ElementwiseKind::" + kind + ", " + in(u.getInput()) + ", " + ptr(res()) +
              ", " + dims.numel(res()) + ", c.pool);");
         return llvm::Error::success();
       })

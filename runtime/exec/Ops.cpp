@@ -159,17 +159,20 @@ void mapBinary(F f, const float* a, int64_t sa, const float* b, int64_t sb, floa
   }
 }
 
-void binaryRun(BinaryOp op, const float* a, int64_t sa, const float* b, int64_t sb, float* o,
+void binaryRun(ElementwiseKind op, const float* a, int64_t sa, const float* b, int64_t sb, float* o,
                int64_t n) {
   switch (op) {
-    case BinaryOp::kAdd:
+    case ElementwiseKind::kAdd:
       return mapBinary([](float x, float y) { return math::add(x, y); }, a, sa, b, sb, o, n);
-    case BinaryOp::kSub:
+    case ElementwiseKind::kSub:
       return mapBinary([](float x, float y) { return math::sub(x, y); }, a, sa, b, sb, o, n);
-    case BinaryOp::kMul:
+    case ElementwiseKind::kMul:
       return mapBinary([](float x, float y) { return math::mul(x, y); }, a, sa, b, sb, o, n);
-    case BinaryOp::kDiv:
+    case ElementwiseKind::kDiv:
       return mapBinary([](float x, float y) { return math::div(x, y); }, a, sa, b, sb, o, n);
+    default:  // any other binary kind: the table's scalar template
+      return mapBinary([op](float x, float y) { return math::apply(op, x, y); }, a, sa, b, sb,
+                       o, n);
   }
 }
 
@@ -201,7 +204,7 @@ void gatherElems(const char* x, int64_t stride, char* y, int64_t n, size_t size)
 
 }  // namespace
 
-void binary(BinaryOp op, const float* a, const Shape& as, const float* b, const Shape& bs,
+void binary(ElementwiseKind op, const float* a, const Shape& as, const float* b, const Shape& bs,
             float* out, const Shape& os, rt::ThreadPool* pool) {
   if (os.numel() == 0) return;
   const Layout L = broadcastLayout(os, {&as, &bs});
@@ -219,20 +222,24 @@ void binary(BinaryOp op, const float* a, const Shape& as, const float* b, const 
   });
 }
 
-void unary(UnaryOp op, const float* x, float* y, int64_t n, rt::ThreadPool* pool) {
+void unary(ElementwiseKind op, const float* x, float* y, int64_t n, rt::ThreadPool* pool) {
   if (n <= 0) return;
   const size_t un = static_cast<size_t>(n);
   switch (op) {
-    case UnaryOp::kRelu: return kernels::relu(x, y, un, pool);
-    case UnaryOp::kGelu: return kernels::gelu(x, y, un, pool);
-    case UnaryOp::kGeluTanh: return kernels::geluTanh(x, y, un, pool);
-    case UnaryOp::kExp:
+    case ElementwiseKind::kRelu: return kernels::relu(x, y, un, pool);
+    case ElementwiseKind::kGelu: return kernels::gelu(x, y, un, pool);
+    case ElementwiseKind::kGeluTanh: return kernels::geluTanh(x, y, un, pool);
+    case ElementwiseKind::kExp:
       return forRange(n, 1, pool, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) y[i] = math::exp(x[i]);
       });
-    case UnaryOp::kTanh:
+    case ElementwiseKind::kTanh:
       return forRange(n, 1, pool, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) y[i] = math::tanh(x[i]);
+      });
+    default:  // any other unary kind: the table's scalar template
+      return forRange(n, 1, pool, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) y[i] = math::apply(op, x[i]);
       });
   }
 }

@@ -14,6 +14,7 @@
 
 #include "runtime/Status.h"
 #include "runtime/ThreadPool.h"
+#include "runtime/kernels/ElementwiseMath.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -64,17 +65,18 @@ struct Strides {
   }
 };
 
-enum class BinaryOp { kAdd, kSub, kMul, kDiv };
-enum class UnaryOp { kRelu, kExp, kTanh, kGelu, kGeluTanh };
+// Elementwise ops are named by the math table (runtime/kernels/ElementwiseMath.h).
+using ElementwiseKind = kernels::math::Kind;
 enum class ReduceOp { kSum, kMean, kMax };
 
-// out = a (op) b, broadcast to `os`.
-void binary(BinaryOp op, const float* a, const Shape& as, const float* b, const Shape& bs,
+// out = a (op) b, broadcast to `os`; `op` is a binary kind (add, sub, mul, div).
+void binary(ElementwiseKind op, const float* a, const Shape& as, const float* b, const Shape& bs,
             float* out, const Shape& os, rt::ThreadPool* pool);
 
-// y = op(x) over n elements; y may alias x. gelu is exact (erf), gelu_tanh
-// GPT-2's tanh form, as in runtime/kernels/Elementwise.h.
-void unary(UnaryOp op, const float* x, float* y, int64_t n, rt::ThreadPool* pool);
+// y = op(x) over n elements; y may alias x; `op` is a unary kind. relu and
+// the gelus run the vectorized kernels of runtime/kernels/Elementwise.h,
+// other kinds the table's scalar template.
+void unary(ElementwiseKind op, const float* x, float* y, int64_t n, rt::ThreadPool* pool);
 
 // y = x · factor over n elements; y may alias x.
 void scale(const float* x, float factor, float* y, int64_t n, rt::ThreadPool* pool);

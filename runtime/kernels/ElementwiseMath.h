@@ -74,7 +74,7 @@ template <class T> T apply(Kind kind, T a, T b = T(0)) {
 
 // How generated code names the op.
 struct KindInfo {
-  const char* enumerator;  // "kGelu": also the exec::UnaryOp / BinaryOp name
+  const char* enumerator;  // "kGelu": Kind::kGelu
   int arity;
   const char* scalar;      // "gelu": transfuse::kernels::math::gelu
   const char* vector;      // "tk::GeluErf", with hn = hwy::HWY_NAMESPACE and
