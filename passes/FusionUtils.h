@@ -41,10 +41,10 @@ struct FusionRecorder {
 /// Applies fusion patterns once to every op under `root`, in IR order, with
 /// MLIR's PatternApplicator and a PatternRewriter, and feeds `recorder`: the
 /// first reason a pattern gives to notifyMatchFailure is the report's
-/// why-not, at the location of the op it names (a failure without a reason:
-/// not a candidate, not reported);
-/// patterns record their own successes (FusionRecorder::fused). Ops a
-/// rewrite erased are skipped. Neither of MLIR's drivers fits: the greedy
+/// why-not, at the location of the op it names (a failure without a reason
+/// means not a candidate and is not reported); patterns record their own
+/// successes (FusionRecorder::fused). Ops a rewrite erased are skipped, and
+/// ops a rewrite created are not visited. Neither of MLIR's drivers fits: the greedy
 /// one revisits ops (a reason would be reported twice) and removes dead ops
 /// on its way; walkAndApplyPatterns lets a pattern erase only the op it
 /// matched, while a fusion erases the ops it absorbs.
