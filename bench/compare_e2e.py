@@ -7,15 +7,18 @@ Measures, on this machine and thread count:
      (each compiled for the CPU and timed);
   3. bench/torch_e2e.py (the PyTorch tutorial's Seq2SeqTransformer, or GPT-2,
      inference mode, same threads) under every Python given with --python that
-     has torch, e.g. a venv with PyPI's torch and Debian's python3-torch. Each
-     PyTorch is timed before and after Transfuse; the faster median counts.
+     has torch, e.g. a venv with PyPI's torch and Debian's python3-torch, and,
+     under every Python given with --ort-python, the same model exported to
+     ONNX and run by ONNX Runtime (torch_e2e.py --runtime onnxruntime). Each
+     peer is timed before and after Transfuse; the faster median counts.
 and prints one table: median and min ms, GFLOP/s, the fraction of the
 machine's FMA peak (threads x per-thread peak), and Transfuse's best strategy's
 speed-up over each peer.
 
   /usr/bin/python3 bench/compare_e2e.py --model models/transformer-base.json \\
       --batch 8 --src-len 64 --tgt-len 64 --threads 2 \\
-      --python /work/venv-torch/bin/python --python /usr/bin/python3
+      --python /work/venv-torch/bin/python --python /usr/bin/python3 \\
+      --ort-python /work/venv-ort/bin/python
 """
 import argparse
 import json
@@ -46,8 +49,11 @@ def main():
     p.add_argument("--iters", type=int, default=10, help="PyTorch timed forwards")
     p.add_argument("--python", action="append", default=None,
                    help="a Python with torch (repeatable; default /usr/bin/python3)")
+    p.add_argument("--ort-python", action="append", default=[],
+                   help="a Python with torch and onnxruntime (repeatable; default none)")
     args = p.parse_args()
     pythons = args.python or ["/usr/bin/python3"]
+    peers = [(py, "pytorch") for py in pythons] + [(py, "onnxruntime") for py in args.ort_python]
 
     peak, err = run_json([args.transfuse, "bench", "gemm", "--m", "64", "--n", "64", "--k", "64",
                           "--min-seconds", "0.2", "--json"])
@@ -62,20 +68,21 @@ def main():
     torch_cmd = ["bench/torch_e2e.py", "--model", args.model, "--threads", str(args.threads),
                  "--warmup", "3", "--iters", str(args.iters), "--json"] + sizes
 
-    def torch_runs():
+    def peer_runs():
         out = {}
-        for py in pythons:
-            res, e = run_json([py, os.path.join(ROOT, torch_cmd[0])] + torch_cmd[1:])
-            out[py] = res if res else e
+        for py, runtime in peers:
+            res, e = run_json([py, os.path.join(ROOT, torch_cmd[0])] + torch_cmd[1:] +
+                              ["--runtime", runtime])
+            out[(py, runtime)] = res if res else e
         return out
 
-    before = torch_runs()
+    before = peer_runs()
     ours, err = run_json([args.transfuse, "bench", "model", args.model, "--fusion", args.fusion,
                           "--threads", str(args.threads), "--min-seconds", str(args.min_seconds),
                           "--json"] + sizes)
     if err:
         sys.exit(f"compare_e2e: transfuse bench model failed: {err}")
-    after = torch_runs()
+    after = peer_runs()
 
     print(f"{os.path.basename(args.model)}: B={args.batch}"
           + ("" if decoder_only else f" S={args.src_len}") + f" T={args.tgt_len}, "
@@ -89,13 +96,14 @@ def main():
               f"{gflops:8.1f} {100 * gflops / peak_total:6.1f}%")
         if best is None or row["median_ms"] < best["median_ms"]:
             best = row
-    for py in pythons:
-        runs = [r for r in (before[py], after[py]) if isinstance(r, dict)]
+    for key in peers:
+        py, runtime = key
+        runs = [r for r in (before[key], after[key]) if isinstance(r, dict)]
         if not runs:
-            print(f"{'pytorch (' + py + ')':44} unavailable: {before[py]}")
+            print(f"{runtime + ' (' + py + ')':44} unavailable: {before[key]}")
             continue
         r = min(runs, key=lambda x: x["median_ms"])
-        label = f"pytorch {r['torch_version']} ({py})"
+        label = f"{runtime} {r.get('version', r['torch_version'])} ({py})"
         print(f"{label[:44]:44} {r['median_ms']:10.1f} {r['min_ms']:9.1f} {r['gflops']:8.1f} "
               f"{100 * r['gflops'] / peak_total:6.1f}%   transfuse {best['strategy']} is "
               f"{r['median_ms'] / best['median_ms']:.2f}x faster")

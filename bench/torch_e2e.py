@@ -38,8 +38,21 @@ Examples (from the repository root):
   /usr/bin/python3 bench/torch_e2e.py --model models/gpt2-small.json --batch 1 --tgt-len 128 --json
   /usr/bin/python3 bench/torch_e2e.py --model models/transformer-base.json --flops-only
 
-Exit status: 0 on success, 2 on a bad argument or config, 77 when torch is not
-importable (--flops-only needs no torch).
+--runtime onnxruntime runs the same model (same weights, same inputs) in ONNX
+Runtime instead: it is exported with torch.onnx.export (the TorchScript
+exporter, `dynamo=False` where torch has dynamo) in train mode with every dropout
+rate 0 and `training=TrainingMode.PRESERVE`, since in eval mode the exporter meets
+nn.TransformerEncoder's fused fast path and fails; the logits are checked
+against PyTorch's before timing. The session gets --threads intra-op threads,
+one inter-op thread, sequential execution and every graph optimization.
+  /work/venv-ort/bin/python bench/torch_e2e.py --model models/transformer-base.json \
+      --runtime onnxruntime --threads 2
+(a venv with --system-site-packages over Debian's torch and numpy, plus
+`pip install onnxruntime`).
+
+Exit status: 0 on success, 2 on a bad argument or config, 77 when torch (or,
+with --runtime onnxruntime, onnxruntime) is not importable (--flops-only needs
+neither).
 """
 import argparse
 import json
@@ -154,6 +167,9 @@ def parse_args(argv):
                     help="encoder_decoder: pass src_mask=None instead of the tutorial's all-False "
                          "src_mask, letting eval-mode nn.TransformerEncoder take PyTorch's fused "
                          "fast path where it otherwise can (off by default: the tutorial's masks)")
+    ap.add_argument("--runtime", choices=("pytorch", "onnxruntime"), default="pytorch",
+                    help="who runs the model: PyTorch itself, or ONNX Runtime on its ONNX export "
+                         "(default pytorch)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     ap.add_argument("--flops-only", action="store_true",
                     help="print the forward FLOP count for the shape and exit (no torch needed, no timing)")
@@ -210,8 +226,11 @@ def build(torch, c, B, S, T, encoder_fastpath):
         tgt_mask = generate_square_subsequent_mask(T)
         src_padding_mask, tgt_padding_mask = src == c["pad_id"], tgt == c["pad_id"]
         model.eval()
+        args = [src, tgt, src_mask, tgt_mask, src_padding_mask, tgt_padding_mask, src_padding_mask]
+        if src_mask is None:
+            args[2] = torch.zeros((S, S)).type(torch.bool)  # ONNX inputs are tensors
         return model, lambda: model(src, tgt, src_mask, tgt_mask, src_padding_mask, tgt_padding_mask,
-                                    src_padding_mask)
+                                    src_padding_mask), args
 
     model = ref.GPT2LMHead(c)
     with torch.no_grad():  # Conv1D starts uninitialized (torch.empty): GPT-2's init
@@ -221,7 +240,46 @@ def build(torch, c, B, S, T, encoder_fastpath):
                 m.bias.zero_()
     tokens = torch.randint(FIRST_TOKEN, c["vocab_size"], (B, T))
     model.eval()
-    return model, lambda: model(tokens)
+    return model, lambda: model(tokens), [tokens]
+
+
+def onnxruntime_forward(torch, model, forward_args, threads):
+    """Exports `model` on `forward_args` to ONNX and returns (a zero-argument
+    ONNX Runtime forward, the onnxruntime version)."""
+    try:
+        import onnxruntime as ort
+    except ImportError as e:
+        print(f"SKIPPED: onnxruntime is not importable ({e}); pip install onnxruntime")
+        sys.exit(77)
+    import inspect
+    import tempfile
+    for m in model.modules():  # train mode without randomness: dropout off
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        if hasattr(m, "dropout") and isinstance(getattr(m, "dropout"), float):
+            m.dropout = 0.0
+    model.train()
+    names = [f"in{i}" for i in range(len(forward_args))]
+    path = os.path.join(tempfile.mkdtemp(prefix="transfuse-ort-"), "model.onnx")
+    kwargs = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
+    # Constant folding is safe here (the weights are not trained); the logits
+    # are checked against PyTorch's below.
+    warnings.filterwarnings("ignore", message="It is recommended that constant folding be turned off")
+    with torch.no_grad():
+        torch.onnx.export(model, tuple(forward_args), path, input_names=names,
+                          output_names=["logits"], opset_version=17,
+                          training=torch.onnx.TrainingMode.PRESERVE, **kwargs)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    used = {i.name for i in session.get_inputs()}  # the exporter drops unused inputs
+    feeds = {n: a.numpy() for n, a in zip(names, forward_args) if n in used}
+    return (lambda: torch.from_numpy(session.run(None, feeds)[0])), ort.__version__
 
 
 def main(argv):
@@ -256,7 +314,18 @@ def main(argv):
     torch.set_num_interop_threads(1)  # before any parallel work
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    model, forward = build(torch, c, B, S, T, a.encoder_fastpath)
+    model, forward, forward_args = build(torch, c, B, S, T, a.encoder_fastpath)
+    peer, version = "pytorch", torch.__version__
+    if a.runtime == "onnxruntime":
+        with torch.inference_mode():
+            expected = forward()
+        forward, version = onnxruntime_forward(torch, model, forward_args, a.threads)
+        got = forward()
+        scale = max(1.0, float(expected.abs().max()))
+        err = float((got - expected).abs().max()) / scale
+        if not err < 1e-3:
+            fail(f"ONNX Runtime's logits differ from PyTorch's by {err:.3g} (relative to max(1, |ref|))")
+        peer = "onnxruntime"
 
     times = []
     with torch.inference_mode():
@@ -274,14 +343,15 @@ def main(argv):
         print("torch_e2e.py: warning: the logits are not all finite", file=sys.stderr)
 
     median_s, min_s = statistics.median(times), min(times)
-    res = {"peer": "pytorch", "model": a.model, "torch_version": torch.__version__,
+    res = {"peer": peer, "version": version, "model": a.model, "torch_version": torch.__version__,
            "threads": torch.get_num_threads(), "batch": B, "src_len": S, "tgt_len": T,
            "median_ms": median_s * 1e3, "min_ms": min_s * 1e3, "gflop": flops / 1e9,
            "gflops": flops / 1e9 / median_s}
     if a.json:
         print(json.dumps(res))
         return 0
-    print(f"pytorch {torch.__version__}, {res['threads']} thread(s) (interop 1), fp32, eval, inference_mode")
+    print(f"{peer} {version}, {res['threads']} thread(s) (interop 1), fp32"
+          + (", eval, inference_mode" if peer == "pytorch" else f", exported from torch {torch.__version__}"))
     print(f"model  {a.model} ({c['architecture']}), {shape}, "
           f"{sum(p.numel() for p in model.parameters()) / 1e6:.4g} M parameters")
     print(f"flops  {flops / 1e9:.4g} GFLOP per forward")
