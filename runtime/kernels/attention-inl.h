@@ -8,8 +8,9 @@
 //   for key tiles [j0, j0 + 72) up to the last visible key (causal: tiles
 //   wholly above the diagonal are never visited):
 //     S[j·M + r] = Σ_d K[j0 + j, d] · qt[d·M + r]     QKTile: micro-kernel of
-//                  12 keys × 2 query vectors (24 accumulators) for dense K with
-//                  D = 64 or 128 (rows at immediate offsets), else 8 keys × 2
+//                  12 keys × 2 query vectors (24 accumulators; 6 keys and 12
+//                  on AVX2, which has 16 registers) for dense K with
+//                  D = 64 or 128 (rows at immediate offsets), else 8 (4) keys × 2
 //                  vectors with a pointer per key row; K broadcast from its rows
 //                  in place; also returns the tile maximum per query
 //     masks → S = -inf (and + additive·log2 e)
@@ -17,7 +18,8 @@
 //     score exceeds m + 12): then α = 2^(m - m'), l ·= α, O-tile rows ·= α
 //     P = 2^(S - m) (Exp2Shifted, 10 instructions), l += Σ_j P
 //     O[r, :] += Σ_j P[j·M + r] · V[j0 + j, :]     PVTile: micro-kernel of
-//                  6 queries × 4 vectors of D (24 accumulators), P broadcast,
+//                  6 queries × 4 vectors of D (24 accumulators; × 2 vectors,
+//                  12, on AVX2), P broadcast,
 //                  V rows loaded in place
 //   O[i0 + r, :] = O-tile[r, :] / l[r]   (l == 0, a fully masked row: 0)
 // Every softmax statistic is per lane (per query): no horizontal reductions;
@@ -48,8 +50,18 @@ namespace transfuse::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr size_t kAttnKeyBlock = 8;  // keys per QK micro-kernel call
-constexpr size_t kAttnKeyBlockFixed = 12;  // QKMicroFixed's block
+// The micro-kernels' shapes fill the vector registers with accumulators:
+// x86 targets before AVX-512 have 16 (AVX2: QK 6 keys × 2 query vectors and
+// PV 6 queries × 2 vectors of D, 12 accumulators each), AVX-512 and the
+// others 32 (QK 12 × 2, PV 6 × 4: 24 accumulators).
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+constexpr bool kAttnFewRegisters = true;
+#else
+constexpr bool kAttnFewRegisters = false;
+#endif
+constexpr size_t kAttnKeyBlock = kAttnFewRegisters ? 4 : 8;  // keys per QK micro-kernel call
+constexpr size_t kAttnKeyBlockFixed = kAttnFewRegisters ? 6 : 12;  // QKMicroFixed's block
+constexpr size_t kAttnPVCols = kAttnFewRegisters ? 2 : 4;  // vectors of D per PV micro-kernel
 constexpr size_t kAttnKeyTile = 72;   // keys per tile (a multiple of both blocks)
 constexpr size_t kAttnMaxDim = 256;
 
@@ -157,8 +169,9 @@ HWY_INLINE void PVRows(DF d, const float* p, size_t nk, size_t M, const float* v
   const size_t N = hn::Lanes(d);
   const size_t full = D / N;
   size_t c0 = 0;
-  for (; c0 + 4 <= full; c0 += 4) PVMicro<R, 4>(d, p, nk, M, vbase, vstride, c0, q0, o, Dp);
-  if (c0 + 2 <= full) {
+  constexpr size_t C = kAttnPVCols;
+  for (; c0 + C <= full; c0 += C) PVMicro<R, C>(d, p, nk, M, vbase, vstride, c0, q0, o, Dp);
+  if (C > 2 && c0 + 2 <= full) {
     PVMicro<R, 2>(d, p, nk, M, vbase, vstride, c0, q0, o, Dp);
     c0 += 2;
   }
