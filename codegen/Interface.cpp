@@ -130,7 +130,11 @@ llvm::Expected<ModelInterface> mlir::transfuse::extractInterface(ModuleOp module
     rt::ParamSpec p;
     p.name = op.getName().str();
     p.shape.assign(type.getShape().begin(), type.getShape().end());
-    rt::parseInitKind(stringifyInitKind(op.getInit()).str(), &p.init);
+    // The dialect's init kinds are rt::InitKind's, with the same spellings.
+    if (!rt::parseInitKind(stringifyInitKind(op.getInit()).str(), &p.init) && !failedOp) {
+      failedOp = op;
+      failure = "parameter '" + op.getName().str() + "' has an init kind the runtime lacks";
+    }
     if (type.getRank() >= 2) { // PyTorch: fan_in = size(1) * receptive field, fan_out = size(0) * ...
       int64_t receptive = 1;
       for (int64_t d = 2; d < type.getRank(); ++d)

@@ -6,6 +6,7 @@
 #include "codegen/Interface.h"
 #include "codegen/reference/Interpreter.h"
 #include "models/Models.h"
+#include "runtime/Init.h"
 #include "runtime/TensorSpec.h"
 #include "runtime/WeightBinding.h"
 
@@ -40,6 +41,18 @@ TensorMap goodInputs() {
 std::string check(const TensorMap &inputs) {
   rt::Status s = rt::validateInputs(specs(), inputs);
   return s.isOk() ? "" : s.message();
+}
+
+// The dialect's init kinds (#transfuse.init) and the runtime's (rt::InitKind)
+// are one list: every enum case parses as the runtime kind of the same place.
+TEST(InitKindTest, DialectKindsAreTheRuntimes) {
+  for (uint32_t i = 0; i <= getMaxEnumValForInitKind(); ++i) {
+    std::optional<InitKind> kind = symbolizeInitKind(i);
+    ASSERT_TRUE(kind) << i;
+    rt::InitKind r;
+    ASSERT_TRUE(rt::parseInitKind(stringifyInitKind(*kind).str(), &r)) << stringifyInitKind(*kind).str();
+    EXPECT_EQ(static_cast<uint32_t>(r), i) << stringifyInitKind(*kind).str();
+  }
 }
 
 TEST(ValidateInputsTest, AcceptsGoodInputsAtTheBounds) {
