@@ -50,8 +50,9 @@ TEST(InitKindTest, DialectKindsAreTheRuntimes) {
     std::optional<InitKind> kind = symbolizeInitKind(i);
     ASSERT_TRUE(kind) << i;
     rt::InitKind r;
-    ASSERT_TRUE(rt::parseInitKind(stringifyInitKind(*kind).str(), &r)) << stringifyInitKind(*kind).str();
-    EXPECT_EQ(static_cast<uint32_t>(r), i) << stringifyInitKind(*kind).str();
+    std::string name = stringifyInitKind(*kind).str();
+    ASSERT_TRUE(rt::parseInitKind(name, &r)) << name;
+    EXPECT_EQ(static_cast<uint32_t>(r), i) << name;
   }
 }
 
