@@ -58,8 +58,7 @@ public:
   /// Matches; on failure returns the reason.
   std::optional<std::string> match();
   /// Builds the attention op and erases what it replaces; on failure (the
-  /// fused op does not verify) erases what it built, leaving the input IR
-  /// as it was, and sets `reason`.
+  /// fused op does not verify) the input IR is untouched and `reason` set.
   LogicalResult rewrite(PatternRewriter &b, std::string &reason);
 
 private:
@@ -231,9 +230,12 @@ Value swapLastTwo(OpBuilder &b, Location loc, Operand o) {
   return TransposeOp::create(b, loc, o.value, ArrayRef<int64_t>{0, 1, 3, 2});
 }
 
-LogicalResult AttentionMatcher::rewrite(PatternRewriter &b, std::string &reason) {
-  Operation *last = pv->getPrevNode(); // everything built goes after it
-  b.setInsertionPoint(pv);
+LogicalResult AttentionMatcher::rewrite(PatternRewriter &rewriter, std::string &reason) {
+  // Build into a block of its own: nothing touches the IR until the fused op
+  // verifies, so a failure leaves the input as it was.
+  Block scratch;
+  OpBuilder b(rewriter.getContext());
+  b.setInsertionPointToEnd(&scratch);
   Location loc = b.getFusedLoc({qk.getLoc(), softmax.getLoc(), pv.getLoc()});
   Value query = swapLastTwo(b, loc, q), key = swapLastTwo(b, loc, k),
         value = swapLastTwo(b, loc, v);
@@ -256,21 +258,19 @@ LogicalResult AttentionMatcher::rewrite(PatternRewriter &b, std::string &reason)
       b.getI64IntegerAttr(dropout ? (int64_t)dropout.getStream() : 0));
   if (failed(att.verify())) {
     reason = "internal: the fused op does not verify";
-    // Erase it and what was built for it (transposes, reshape, bias), which
-    // all sit between `last` and the ·V matmul.
-    while (pv->getPrevNode() != last)
-      b.eraseOp(pv->getPrevNode());
-    return failure();
+    return failure(); // the scratch block and what it holds go away
   }
-  b.replaceOp(pv, att.getResult());
+  while (!scratch.empty())
+    rewriter.moveOpBefore(&scratch.front(), pv);
+  rewriter.replaceOp(pv, att.getResult());
   if (dropout)
-    b.eraseOp(dropout);
-  b.eraseOp(softmax);
+    rewriter.eraseOp(dropout);
+  rewriter.eraseOp(softmax);
   for (Operation *op : chain)
-    b.eraseOp(op);
-  b.eraseOp(qk);
+    rewriter.eraseOp(op);
+  rewriter.eraseOp(qk);
   for (Operation *op : prescales)
-    b.eraseOp(op);
+    rewriter.eraseOp(op);
   return success();
 }
 
