@@ -29,6 +29,8 @@ bool availableBefore(Value v, Operation *op) {
 /// layer_norm(add(x, r)) -> add_layer_norm; a match failure's reason is the
 /// report's why-not.
 struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
+  static constexpr llvm::StringLiteral kFusion = "add_layer_norm";
+
   FuseAddLayerNorm(MLIRContext *context, const FusionRecorder &recorder)
       : OpRewritePattern(context), recorder(recorder) {}
 
@@ -75,16 +77,10 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
   const FusionRecorder &recorder;
 };
 
-struct FuseAddLayerNormPass : mlir::transfuse::impl::TransfuseFuseAddLayerNormBase<FuseAddLayerNormPass> {
-  using Base::Base;
-  explicit FuseAddLayerNormPass(FusionReport *report) : report(report) {}
-
-  void runOnOperation() override {
-    FusionRecorder recorder{"add_layer_norm", report, remarks};
-    applyFusionPatterns<FuseAddLayerNorm>(getOperation(), recorder);
-  }
-
-  FusionReport *report = nullptr;
+struct FuseAddLayerNormPass
+    : FusionPass<mlir::transfuse::impl::TransfuseFuseAddLayerNormBase<FuseAddLayerNormPass>,
+                 FuseAddLayerNorm> {
+  using FusionPass::FusionPass;
 };
 
 } // namespace

@@ -277,6 +277,8 @@ LogicalResult AttentionMatcher::rewrite(PatternRewriter &rewriter, std::string &
 /// softmax((Q·Kᵀ)·scale, masked)·V -> attention; the matcher's reason for a
 /// site it does not take is the report's why-not.
 struct FuseAttention : OpRewritePattern<SoftmaxOp> {
+  static constexpr llvm::StringLiteral kFusion = "attention";
+
   FuseAttention(MLIRContext *context, const FusionRecorder &recorder)
       : OpRewritePattern(context), recorder(recorder) {}
 
@@ -297,16 +299,10 @@ struct FuseAttention : OpRewritePattern<SoftmaxOp> {
   const FusionRecorder &recorder;
 };
 
-struct FuseAttentionPass : mlir::transfuse::impl::TransfuseFuseAttentionBase<FuseAttentionPass> {
-  using Base::Base;
-  explicit FuseAttentionPass(FusionReport *report) : report(report) {}
-
-  void runOnOperation() override {
-    FusionRecorder recorder{"attention", report, remarks};
-    applyFusionPatterns<FuseAttention>(getOperation(), recorder);
-  }
-
-  FusionReport *report = nullptr;
+struct FuseAttentionPass
+    : FusionPass<mlir::transfuse::impl::TransfuseFuseAttentionBase<FuseAttentionPass>,
+                 FuseAttention> {
+  using FusionPass::FusionPass;
 };
 
 } // namespace

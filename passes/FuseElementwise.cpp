@@ -32,6 +32,8 @@ bool isScalarConstant(Value v) {
 /// not feed another op of the same chain, else the chain grows from its
 /// consumer) -> one fused_elementwise.
 struct FuseElementwise : RewritePattern {
+  static constexpr llvm::StringLiteral kFusion = "elementwise";
+
   FuseElementwise(MLIRContext *context, const FusionRecorder &recorder)
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context), recorder(recorder) {}
 
@@ -104,16 +106,10 @@ struct FuseElementwise : RewritePattern {
   const FusionRecorder &recorder;
 };
 
-struct FuseElementwisePass : mlir::transfuse::impl::TransfuseFuseElementwiseBase<FuseElementwisePass> {
-  using Base::Base;
-  explicit FuseElementwisePass(FusionReport *report) : report(report) {}
-
-  void runOnOperation() override {
-    FusionRecorder recorder{"elementwise", report, remarks};
-    applyFusionPatterns<FuseElementwise>(getOperation(), recorder);
-  }
-
-  FusionReport *report = nullptr;
+struct FuseElementwisePass
+    : FusionPass<mlir::transfuse::impl::TransfuseFuseElementwiseBase<FuseElementwisePass>,
+                 FuseElementwise> {
+  using FusionPass::FusionPass;
 };
 
 } // namespace

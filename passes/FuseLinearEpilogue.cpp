@@ -36,6 +36,8 @@ bool feedsLayerNorm(Value v) {
 /// that follow it, -> one linear. A matmul with nothing to absorb becomes a
 /// plain linear, recorded as a miss (it runs without an epilogue).
 struct FuseLinearEpilogue : OpRewritePattern<MatmulOp> {
+  static constexpr llvm::StringLiteral kFusion = "linear_epilogue";
+
   FuseLinearEpilogue(MLIRContext *context, const FusionRecorder &recorder)
       : OpRewritePattern(context), recorder(recorder) {}
 
@@ -102,16 +104,9 @@ struct FuseLinearEpilogue : OpRewritePattern<MatmulOp> {
 };
 
 struct FuseLinearEpiloguePass
-    : mlir::transfuse::impl::TransfuseFuseLinearEpilogueBase<FuseLinearEpiloguePass> {
-  using Base::Base;
-  explicit FuseLinearEpiloguePass(FusionReport *report) : report(report) {}
-
-  void runOnOperation() override {
-    FusionRecorder recorder{"linear_epilogue", report, remarks};
-    applyFusionPatterns<FuseLinearEpilogue>(getOperation(), recorder);
-  }
-
-  FusionReport *report = nullptr;
+    : FusionPass<mlir::transfuse::impl::TransfuseFuseLinearEpilogueBase<FuseLinearEpiloguePass>,
+                 FuseLinearEpilogue> {
+  using FusionPass::FusionPass;
 };
 
 } // namespace

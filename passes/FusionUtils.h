@@ -59,6 +59,22 @@ void applyFusionPatterns(Operation *root, const FusionRecorder &recorder) {
   applyFusionPatterns(root, std::move(set), recorder);
 }
 
+/// The pass of one fusion: runs `Pattern` through applyFusionPatterns,
+/// reporting under `Pattern::kFusion`. `Base` is the pass's generated base
+/// class (impl::Transfuse...Base<the pass>).
+template <typename Base, typename Pattern>
+struct FusionPass : Base {
+  using Base::Base;
+  explicit FusionPass(FusionReport *report) : report(report) {}
+
+  void runOnOperation() override {
+    FusionRecorder recorder{Pattern::kFusion, report, this->remarks};
+    applyFusionPatterns<Pattern>(this->getOperation(), recorder);
+  }
+
+  FusionReport *report = nullptr;
+};
+
 } // namespace mlir::transfuse
 
 #endif // TRANSFUSE_PASSES_FUSIONUTILS_H

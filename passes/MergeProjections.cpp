@@ -94,6 +94,8 @@ std::optional<Key> keyOf(Operation *op, const Projection &p) {
 /// concatenated weights and a split of its result. Rooted at the group's
 /// first projection; the others are the input's later users with its key.
 struct MergeProjections : RewritePattern {
+  static constexpr llvm::StringLiteral kFusion = "projections";
+
   MergeProjections(MLIRContext *context, const FusionRecorder &recorder)
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context), recorder(recorder) {}
 
@@ -180,16 +182,10 @@ struct MergeProjections : RewritePattern {
   const FusionRecorder &recorder;
 };
 
-struct MergeProjectionsPass : mlir::transfuse::impl::TransfuseMergeProjectionsBase<MergeProjectionsPass> {
-  using Base::Base;
-  explicit MergeProjectionsPass(FusionReport *report) : report(report) {}
-
-  void runOnOperation() override {
-    FusionRecorder recorder{"projections", report, remarks};
-    applyFusionPatterns<MergeProjections>(getOperation(), recorder);
-  }
-
-  FusionReport *report = nullptr;
+struct MergeProjectionsPass
+    : FusionPass<mlir::transfuse::impl::TransfuseMergeProjectionsBase<MergeProjectionsPass>,
+                 MergeProjections> {
+  using FusionPass::FusionPass;
 };
 
 } // namespace
