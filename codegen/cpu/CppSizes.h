@@ -12,7 +12,6 @@
 
 #include "ir/Sizes.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <map>
@@ -24,10 +23,6 @@ namespace mlir::transfuse::cpu {
 
 class CppSizes {
 public:
-  explicit CppSizes(func::FuncOp func) : func(func) {}
-
-  SizeAnalysis &analysis() { return sizes; }
-
   /// Dimension `d` of `v`; empty (and `error` set) when not derivable.
   std::string dim(Value v, int64_t d);
   /// An index value (transfuse.dim).
@@ -57,7 +52,6 @@ public:
 private:
   std::string print(const SizeExpr &e);
 
-  func::FuncOp func;
   SizeAnalysis sizes;
   std::map<std::pair<unsigned, int64_t>, bool> used;
 };

@@ -59,7 +59,7 @@ class Emitter {
 public:
   Emitter(func::FuncOp func, const EntryPoint &ep, ModelTables &tables, std::string &kernels,
           std::string &constants, int &counter)
-      : func(func), ep(ep), tables(tables), dims(func), kernels(kernels),
+      : func(func), ep(ep), tables(tables), kernels(kernels),
         constants(constants), counter(counter) {}
 
   llvm::Error emit(std::string &out);
