@@ -208,6 +208,17 @@ TEST_P(AttentionTest, CrossAttentionAndCausalBottomRight) {
       checkAgainstReference({2, 2, Sq, Sk, 64, masks, false, 1});
 }
 
+// Decode-shaped calls (a KV cache): few queries against many keys, where
+// the rows of a head share one pass over K and V.
+TEST_P(AttentionTest, FewQueriesManyKeys) {
+  for (int masks : {kNoMask, kCausal, kKeyLengths | kKeyMask | kAdditive, kCausal | kAdditive})
+    for (size_t Sq : {1, 2, 3, 5, 8})
+      for (size_t Sk : {1, 71, 300}) {
+        checkAgainstReference({2, 3, Sq, Sk, 64, masks, true, 1});
+        checkAgainstReference({1, 2, Sq, Sk, 40, masks, false, 0});
+      }
+}
+
 TEST_P(AttentionTest, MasksAndLayouts) {
   for (int masks : {kKeyLengths, kKeyMask, kAdditive, kCausal | kKeyLengths,
                     kCausal | kAdditive | kKeyMask, kKeyLengths | kKeyMask | kAdditive})
