@@ -31,8 +31,7 @@ bool availableBefore(Value v, Operation *op) {
 struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
   static constexpr llvm::StringLiteral kFusion = "add_layer_norm";
 
-  FuseAddLayerNorm(MLIRContext *context, const FusionRecorder &recorder)
-      : OpRewritePattern(context), recorder(recorder) {}
+  using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(LayerNormOp ln, PatternRewriter &rewriter) const override {
     auto type = ln.getType();
@@ -63,18 +62,14 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
           return rewriter.notifyMatchFailure(
               ln, "the sum is used before the layer norm's parameters are defined");
     }
-    Location loc = ln.getLoc();
     rewriter.setInsertionPoint(at);
-    auto fused = AddLayerNormOp::create(rewriter, rewriter.getFusedLoc({add.getLoc(), loc}),
+    auto fused = AddLayerNormOp::create(rewriter, rewriter.getFusedLoc({add.getLoc(), ln.getLoc()}),
                                         TypeRange{type, type}, x, r, ln.getGamma(),
                                         ln.getBeta(), ln.getEpsilon());
     rewriter.replaceOp(ln, fused.getResult());
     rewriter.replaceOp(add, fused.getSum());
-    recorder.fused(loc);
     return success();
   }
-
-  const FusionRecorder &recorder;
 };
 
 struct FuseAddLayerNormPass

@@ -279,24 +279,19 @@ LogicalResult AttentionMatcher::rewrite(PatternRewriter &rewriter, std::string &
 struct FuseAttention : OpRewritePattern<SoftmaxOp> {
   static constexpr llvm::StringLiteral kFusion = "attention";
 
-  FuseAttention(MLIRContext *context, const FusionRecorder &recorder)
-      : OpRewritePattern(context), recorder(recorder) {}
+  using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(SoftmaxOp softmax, PatternRewriter &rewriter) const override {
     // Fresh per site: rewrites erase ops a previous analysis may know.
     SizeAnalysis dims;
     AttentionMatcher matcher(softmax, dims);
-    Location loc = softmax.getLoc();
     if (auto why = matcher.match())
       return rewriter.notifyMatchFailure(softmax, *why);
     std::string reason;
     if (failed(matcher.rewrite(rewriter, reason)))
-      return rewriter.notifyMatchFailure(loc, reason);
-    recorder.fused(loc);
+      return rewriter.notifyMatchFailure(softmax, reason);
     return success();
   }
-
-  const FusionRecorder &recorder;
 };
 
 struct FuseAttentionPass

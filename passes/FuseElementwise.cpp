@@ -34,8 +34,8 @@ bool isScalarConstant(Value v) {
 struct FuseElementwise : RewritePattern {
   static constexpr llvm::StringLiteral kFusion = "elementwise";
 
-  FuseElementwise(MLIRContext *context, const FusionRecorder &recorder)
-      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context), recorder(recorder) {}
+  explicit FuseElementwise(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
 
   /// The chain ending at `root`, producers first.
   static SmallVector<Operation *> cluster(Operation *root) {
@@ -97,13 +97,9 @@ struct FuseElementwise : RewritePattern {
     if (ops.size() < 2)
       return rewriter.notifyMatchFailure(
           root, "no elementwise producer of the same shape with a single use to fuse with");
-    Location loc = root->getLoc(); // fuse() erases root
     fuse(ops, rewriter);
-    recorder.fused(loc);
     return success();
   }
-
-  const FusionRecorder &recorder;
 };
 
 struct FuseElementwisePass

@@ -9,6 +9,8 @@
 
 #include "passes/PassDetail.h"
 
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+
 namespace mlir::transfuse {
 #define GEN_PASS_DEF_TRANSFUSEFUSELINEAREPILOGUE
 #include "passes/Passes.h.inc"
@@ -32,20 +34,41 @@ bool feedsLayerNorm(Value v) {
                       [](Operation *u) { return isa<LayerNormOp, AddLayerNormOp>(u); });
 }
 
-/// matmul by a rank-2 weight, and the bias add, activation and residual add
-/// that follow it, -> one linear. A matmul with nothing to absorb becomes a
-/// plain linear, recorded as a miss (it runs without an epilogue).
+/// A matmul of activations [..., K] by a rank-2 weight: a linear layer.
+bool isLinearCandidate(MatmulOp mm) {
+  return mm.getRhs().getType().getRank() == 2 && !mm.getTransposeLhs() &&
+         !ShapedType::isDynamic(mm.getType().getShape().back());
+}
+
+/// Replaces `mm` and the ops it absorbs (bias add, activation, residual add,
+/// in that order; `cur` is the last one's result) with one linear, built at
+/// the last of them (the residual may be defined after the matmul).
+void replaceWithLinear(RewriterBase &rewriter, MatmulOp mm, ArrayRef<Operation *> absorbed,
+                       Value cur, Value bias, Activation activation, Value residual) {
+  rewriter.setInsertionPoint(absorbed.empty() ? mm.getOperation() : absorbed.back());
+  SmallVector<Location> locs = {mm.getLoc()};
+  for (Operation *op : absorbed)
+    locs.push_back(op->getLoc());
+  auto linear = LinearOp::create(rewriter, rewriter.getFusedLoc(locs), cur.getType(),
+                                 mm.getLhs(), mm.getRhs(), bias, residual,
+                                 mm.getTransposeRhs() ? rewriter.getUnitAttr() : UnitAttr(),
+                                 ActivationAttr::get(rewriter.getContext(), activation));
+  rewriter.replaceAllUsesWith(cur, linear.getResult());
+  for (Operation *op : llvm::reverse(absorbed))
+    rewriter.eraseOp(op);
+  rewriter.eraseOp(mm);
+}
+
+/// A linear-layer matmul and the bias add, activation and residual add that
+/// follow it -> one linear.
 struct FuseLinearEpilogue : OpRewritePattern<MatmulOp> {
   static constexpr llvm::StringLiteral kFusion = "linear_epilogue";
 
-  FuseLinearEpilogue(MLIRContext *context, const FusionRecorder &recorder)
-      : OpRewritePattern(context), recorder(recorder) {}
+  using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(MatmulOp mm, PatternRewriter &rewriter) const override {
-    if (mm.getRhs().getType().getRank() != 2 || mm.getTransposeLhs() ||
-        ShapedType::isDynamic(mm.getType().getShape().back()))
+    if (!isLinearCandidate(mm))
       return failure(); // not a linear layer: not a candidate
-    Value x = mm.getLhs(), w = mm.getRhs();
     Value cur = mm.getResult(), bias, residual;
     SmallVector<Operation *> absorbed;
     Activation activation = Activation::None;
@@ -77,36 +100,38 @@ struct FuseLinearEpilogue : OpRewritePattern<MatmulOp> {
         cur = add.getResult();
       }
     }
-    Location loc = mm.getLoc();
-    Operation *last = absorbed.empty() ? mm.getOperation() : absorbed.back();
-    // The residual may be defined after the matmul: build at the last op.
-    rewriter.setInsertionPoint(last);
-    SmallVector<Location> locs = {loc};
-    for (Operation *op : absorbed)
-      locs.push_back(op->getLoc());
-    auto linear = LinearOp::create(rewriter, rewriter.getFusedLoc(locs), cur.getType(), x, w,
-                                   bias, residual,
-                                   mm.getTransposeRhs() ? rewriter.getUnitAttr() : UnitAttr(),
-                                   ActivationAttr::get(rewriter.getContext(), activation));
-    rewriter.replaceAllUsesWith(cur, linear.getResult());
-    for (Operation *op : llvm::reverse(absorbed))
-      rewriter.eraseOp(op);
-    rewriter.eraseOp(mm);
     if (absorbed.empty())
-      recorder.missed(loc, "no bias, activation or residual add follows the matmul "
-                           "(it runs as a plain linear)");
-    else
-      recorder.fused(loc);
+      return rewriter.notifyMatchFailure(
+          mm, "no bias, activation or residual add follows the matmul (it runs as a plain linear)");
+    replaceWithLinear(rewriter, mm, absorbed, cur, bias, activation, residual);
     return success();
   }
+};
 
-  const FusionRecorder &recorder;
+/// A linear-layer matmul that fused nothing becomes a plain linear, so that
+/// every product by a weight takes the one GEMM path.
+struct PlainLinear : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatmulOp mm, PatternRewriter &rewriter) const override {
+    if (!isLinearCandidate(mm))
+      return failure();
+    replaceWithLinear(rewriter, mm, {}, mm.getResult(), Value(), Activation::None, Value());
+    return success();
+  }
 };
 
 struct FuseLinearEpiloguePass
     : FusionPass<mlir::transfuse::impl::TransfuseFuseLinearEpilogueBase<FuseLinearEpiloguePass>,
                  FuseLinearEpilogue> {
   using FusionPass::FusionPass;
+
+  void runOnOperation() override {
+    FusionPass::runOnOperation();
+    RewritePatternSet plain(&getContext());
+    plain.add<PlainLinear>(&getContext());
+    walkAndApplyPatterns(getOperation(), FrozenRewritePatternSet(std::move(plain)));
+  }
 };
 
 } // namespace

@@ -85,8 +85,11 @@ void mlir::transfuse::applyFusionPatterns(Operation *root, RewritePatternSet &&p
     if (listener.erased.contains(op))
       continue;
     listener.reason.reset();
+    Location loc = op->getLoc(); // the op may be gone after the rewrite
     rewriter.setInsertionPoint(op);
-    if (failed(applicator.matchAndRewrite(op, rewriter)) && listener.reason)
+    if (succeeded(applicator.matchAndRewrite(op, rewriter)))
+      recorder.fused(loc);
+    else if (listener.reason)
       recorder.missed(listener.reason->first, listener.reason->second);
   }
 }

@@ -39,23 +39,24 @@ struct FusionRecorder {
 };
 
 /// Applies fusion patterns once to every op under `root`, in IR order, with
-/// MLIR's PatternApplicator and a PatternRewriter, and feeds `recorder`: the
-/// first reason a pattern gives to notifyMatchFailure is the report's
-/// why-not, at the location of the op it names (a failure without a reason
-/// means not a candidate and is not reported); patterns record their own
-/// successes (FusionRecorder::fused). Ops a rewrite erased are skipped, and
-/// ops a rewrite created are not visited. Neither of MLIR's drivers fits: the greedy
+/// MLIR's PatternApplicator and a PatternRewriter, and feeds `recorder`: a
+/// successful rewrite is a fusion at the matched op's location; the first
+/// reason a pattern gives to notifyMatchFailure is the report's why-not, at
+/// the location of the op it names (a failure without a reason means not a
+/// candidate and is not reported). A fusion pattern succeeds only when it
+/// fused. Ops a rewrite erased are skipped, and ops a rewrite created are not
+/// visited. Neither of MLIR's drivers fits: the greedy
 /// one revisits ops (a reason would be reported twice) and removes dead ops
 /// on its way; walkAndApplyPatterns lets a pattern erase only the op it
 /// matched, while a fusion erases the ops it absorbs.
 void applyFusionPatterns(Operation *root, RewritePatternSet &&patterns,
                          const FusionRecorder &recorder);
 
-/// The same for patterns constructed from (context, recorder).
+/// The same for patterns constructed from the context.
 template <typename... Patterns>
 void applyFusionPatterns(Operation *root, const FusionRecorder &recorder) {
   RewritePatternSet set(root->getContext());
-  set.add<Patterns...>(root->getContext(), recorder);
+  set.add<Patterns...>(root->getContext());
   applyFusionPatterns(root, std::move(set), recorder);
 }
 

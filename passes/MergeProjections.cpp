@@ -96,8 +96,8 @@ std::optional<Key> keyOf(Operation *op, const Projection &p) {
 struct MergeProjections : RewritePattern {
   static constexpr llvm::StringLiteral kFusion = "projections";
 
-  MergeProjections(MLIRContext *context, const FusionRecorder &recorder)
-      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context), recorder(recorder) {}
+  explicit MergeProjections(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
 
   LogicalResult matchAndRewrite(Operation *root, PatternRewriter &b) const override {
     std::optional<Projection> rootProjection = asProjection(root);
@@ -175,11 +175,8 @@ struct MergeProjections : RewritePattern {
         b.eraseOp(p.biasAdd);
       b.eraseOp(p.op);
     }
-    recorder.fused(loc);
     return success();
   }
-
-  const FusionRecorder &recorder;
 };
 
 struct MergeProjectionsPass
