@@ -58,6 +58,10 @@ SizeExpr SizeExpr::sum(const std::vector<SizeExpr> &terms) {
 
 SizeExpr SizeExpr::broadcast(const std::vector<SizeExpr> &terms) {
   std::vector<SizeExpr> unique;
+  auto add = [&](const SizeExpr &t) {
+    if (!llvm::is_contained(unique, t))
+      unique.push_back(t);
+  };
   for (const SizeExpr &t : terms) {
     if (!t.known())
       return SizeExpr();
@@ -65,9 +69,10 @@ SizeExpr SizeExpr::broadcast(const std::vector<SizeExpr> &terms) {
       return t; // a static size other than 1 is the size
     if (t.kind_ == Kind::kConstant)
       continue; // 1 broadcasts to anything
-    for (const SizeExpr &inner : t.kind_ == Kind::kBroadcast ? t.terms() : std::vector<SizeExpr>{t})
-      if (!llvm::is_contained(unique, inner))
-        unique.push_back(inner);
+    if (t.kind_ == Kind::kBroadcast)
+      llvm::for_each(t.terms(), add); // flattened
+    else
+      add(t);
   }
   if (unique.empty())
     return SizeExpr::constant(1);

@@ -83,7 +83,7 @@ bool hoistable(Value v, Operation *point, const llvm::DenseSet<Operation *> &gro
 /// Group key: the input, the weight layout, linear vs matmul, bias presence.
 using Key = std::tuple<void *, bool, bool, bool>;
 
-std::optional<Key> keyOf(Operation *op, const Projection &p) {
+Key keyOf(Operation *op, const Projection &p) {
   bool transposed = isa<LinearOp>(op) ? cast<LinearOp>(op).getTransposeWeight()
                                       : cast<MatmulOp>(op).getTransposeRhs();
   return Key{op->getOperand(0).getAsOpaquePointer(), transposed, isa<LinearOp>(op),
@@ -103,7 +103,7 @@ struct MergeProjections : RewritePattern {
     std::optional<Projection> rootProjection = asProjection(root);
     if (!rootProjection)
       return failure();
-    std::optional<Key> key = keyOf(root, *rootProjection);
+    Key key = keyOf(root, *rootProjection);
     SmallVector<Projection> group;
     for (Operation *user : root->getOperand(0).getUsers()) {
       if (user->getBlock() != root->getBlock() || user->getOperand(0) != root->getOperand(0))

@@ -5,7 +5,6 @@
 #include "codegen/OpMath.h"
 #include "codegen/cpu/CppText.h"
 
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -37,8 +36,8 @@ llvm::Error Emitter::emitOp(Operation *op) {
         Value rhs = rootOf(m.getRhs());
         auto rt = m.getRhs().getType();
         if (rhs.getDefiningOp<ParamOp>() && rt.getRank() == 2 && !m.getTransposeLhs())
-          return emitLinear(op, m.getLhs(), m.getRhs(), m.getTransposeRhs(), Value(), Activation::None,
-                            Value(), res());
+          return emitLinear(op, m.getLhs(), m.getRhs(), m.getTransposeRhs(), Value(),
+                            Activation::None, Value(), res());
         auto lt = m.getLhs().getType();
         std::string kExpr = dims.dim(m.getLhs(), m.getTransposeLhs() ? lt.getRank() - 2 : lt.getRank() - 1);
         call("exec::matmul(" + in(m.getLhs()) + ", " + dims.shape(m.getLhs()) + ", " +
@@ -62,8 +61,8 @@ llvm::Error Emitter::emitOp(Operation *op) {
       })
       .Case<ReluOp, ExpOp, TanhOp, GeluOp>([&](auto u) {
         std::string kind = math::info(*mathKindOf(op)).enumerator;
-        call("exec::unary(exec::ElementwiseKind::" + kind + ", " + in(u.getInput()) + ", " + ptr(res()) +
-             ", " + dims.numel(res()) + ", c.pool);");
+        call("exec::unary(exec::ElementwiseKind::" + kind + ", " + in(u.getInput()) + ", " +
+             ptr(res()) + ", " + dims.numel(res()) + ", c.pool);");
         return llvm::Error::success();
       })
       .Case([&](SelectOp s) {

@@ -271,12 +271,6 @@ void dropoutInPlace(Buf &r, double rate, uint64_t seed, uint64_t step, uint64_t 
     r.data[i] = rt::philoxUniform(seed, step, stream, i) >= rate ? r.data[i] * keepScale : 0.0;
 }
 
-/// A linear op's activation.
-double activate(Activation kind, double x) {
-  std::optional<math::Kind> k = activationKind(kind);
-  return k ? math::apply(*k, x) : x;
-}
-
 LogicalResult Interpreter::evalReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
                                       bool keep) {
   const Buf &in = get(input);
@@ -514,9 +508,9 @@ LogicalResult Interpreter::evalLinear(LinearOp op) {
       return failure();
     r = std::move(biased);
   }
-  Activation act = op.getActivation();
-  for (double &y : r.data)
-    y = activate(act, y);
+  if (std::optional<math::Kind> act = activationKind(op.getActivation()))
+    for (double &y : r.data)
+      y = math::apply(*act, y);
   if (op.getResidual()) {
     Buf sum;
     if (failed(binary(op, r, get(op.getResidual()), std::plus<>(), sum)))
@@ -578,7 +572,8 @@ LogicalResult Interpreter::eval(Operation *op) {
       })
       .Case<AddOp, SubOp, MulOp, DivOp>([&](auto o) {
         math::Kind k = *mathKindOf(op);
-        return binary(op, o.getLhs(), o.getRhs(), [k](double x, double y) { return math::apply(k, x, y); });
+        return binary(op, o.getLhs(), o.getRhs(),
+                      [k](double x, double y) { return math::apply(k, x, y); });
       })
       .Case([&](ScaleOp o) {
         double f = o.getFactor().convertToDouble();

@@ -51,10 +51,11 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // The micro-kernels' shapes fill the vector registers with accumulators:
-// x86 targets before AVX-512 have 16 (AVX2: QK 6 keys × 2 query vectors and
-// PV 6 queries × 2 vectors of D, 12 accumulators each), AVX-512 and the
-// others 32 (QK 12 × 2, PV 6 × 4: 24 accumulators).
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+// AVX2 has 16 (QK 6 keys × 2 query vectors and PV 6 queries × 2 vectors of
+// D, 12 accumulators each), AVX-512 32 (QK 12 × 2, PV 6 × 4: 24). SSE4 and
+// SSSE3 also have 16, but without FMA the smaller shapes measured no faster
+// there (forced SSE4 on a Xeon, noisy), so they keep the wide ones.
+#if HWY_TARGET == HWY_AVX2
 constexpr bool kAttnFewRegisters = true;
 #else
 constexpr bool kAttnFewRegisters = false;

@@ -208,8 +208,8 @@ TEST_P(AttentionTest, CrossAttentionAndCausalBottomRight) {
       checkAgainstReference({2, 2, Sq, Sk, 64, masks, false, 1});
 }
 
-// Decode-shaped calls (a KV cache): few queries against many keys, where
-// the rows of a head share one pass over K and V.
+// Decode-shaped calls (a KV cache): few queries against many keys (where the
+// vectors are wide enough, the few-rows path with D in the lanes).
 TEST_P(AttentionTest, FewQueriesManyKeys) {
   for (int masks : {kNoMask, kCausal, kKeyLengths | kKeyMask | kAdditive, kCausal | kAdditive})
     for (size_t Sq : {1, 2, 3, 5, 8})
