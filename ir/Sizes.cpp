@@ -190,6 +190,12 @@ SizeExpr SizeAnalysis::derive(Value v, int64_t axis) {
   return rule.resultSize(result.getResultNumber(), axis, *this);
 }
 
+void SizeAnalysis::assumeSameSizes(Value v, Value original) {
+  int64_t rank = cast<ShapedType>(original.getType()).getRank();
+  for (int64_t d = 0; d < rank; ++d)
+    memo[{v, d}] = dim(original, d);
+}
+
 SizeExpr SizeAnalysis::index(Value size) {
   auto d = size.getDefiningOp<DimOp>();
   if (!d)

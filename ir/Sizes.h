@@ -93,6 +93,10 @@ public:
     return dim(v, axis).maximum(maxBatch, maxSeqLen);
   }
 
+  /// From now on `v` has the sizes `original` has (a rewrite that replaces
+  /// an argument by another value keeps its sizes).
+  void assumeSameSizes(Value v, Value original);
+
 private:
   SizeExpr derive(Value v, int64_t axis);
   llvm::DenseMap<std::pair<Value, int64_t>, SizeExpr> memo;

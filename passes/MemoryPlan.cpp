@@ -14,12 +14,6 @@ using namespace mlir::transfuse;
 
 namespace {
 
-int64_t alignUp(int64_t n) {
-  if (n > std::numeric_limits<int64_t>::max() - kArenaAlignment)
-    return std::numeric_limits<int64_t>::max() / kArenaAlignment * kArenaAlignment;
-  return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
-}
-
 /// Bytes of `v` with every dynamic dimension at its maximum; saturates at
 /// INT64_MAX instead of overflowing.
 int64_t bytesAtMaxima(Value v, SizeAnalysis &dims, int64_t maxBatch, int64_t maxSeq) {
@@ -38,6 +32,12 @@ int64_t bytesAtMaxima(Value v, SizeAnalysis &dims, int64_t maxBatch, int64_t max
 bool ownsNoMemory(Operation *op) { return isa<ParamOp, ConstantOp, ReshapeOp, DimOp>(op); }
 
 } // namespace
+
+int64_t mlir::transfuse::alignToArena(int64_t n) {
+  if (n > std::numeric_limits<int64_t>::max() - kArenaAlignment)
+    return std::numeric_limits<int64_t>::max() / kArenaAlignment * kArenaAlignment;
+  return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
 
 Value mlir::transfuse::storageRoot(Value v, const llvm::DenseMap<Value, Value> &aliases) {
   for (;;) {
@@ -79,7 +79,7 @@ MemoryPlan mlir::transfuse::planMemory(func::FuncOp func,
       if (!type || returned.contains(result) || aliases.count(result))
         continue;
       index[result] = plan.buffers.size();
-      plan.buffers.push_back({result, 0, alignUp(bytesAtMaxima(result, dims, maxBatch, maxSeq)),
+      plan.buffers.push_back({result, 0, alignToArena(bytesAtMaxima(result, dims, maxBatch, maxSeq)),
                               position[&op], position[&op]});
     }
   }
@@ -97,7 +97,12 @@ MemoryPlan mlir::transfuse::planMemory(func::FuncOp func,
         plan.buffers[it->second].lastUse =
             std::max(plan.buffers[it->second].lastUse, position[&op]);
 
-  // Greedy by size: place the largest first at the lowest free offset.
+  placeBuffers(plan);
+  return plan;
+}
+
+void mlir::transfuse::placeBuffers(MemoryPlan &plan) {
+  plan.arenaSize = 0;
   std::vector<size_t> order(plan.buffers.size());
   for (size_t i = 0; i < order.size(); ++i)
     order[i] = i;
@@ -127,5 +132,4 @@ MemoryPlan mlir::transfuse::planMemory(func::FuncOp func,
     plan.arenaSize = std::max(plan.arenaSize, end);
     placed.push_back(i);
   }
-  return plan;
 }

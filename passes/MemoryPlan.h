@@ -36,6 +36,14 @@ Value storageRoot(Value v, const llvm::DenseMap<Value, Value> &aliases);
 /// The byte alignment of every buffer (a cache line; AVX-512 friendly).
 inline constexpr int64_t kArenaAlignment = 64;
 
+/// `n` bytes rounded up to kArenaAlignment (saturating).
+int64_t alignToArena(int64_t n);
+
+/// Places `plan.buffers` (sizes and live ranges set) in one arena and sets
+/// `arenaSize`: greedy by size, the largest buffers first, each at the
+/// lowest offset free during its live range.
+void placeBuffers(MemoryPlan &plan);
+
 /// Plans the arena of `func`. Dynamic dimensions take their maxima: the
 /// function's `transfuse.max_batch` for sizes that come from dimension 0 of
 /// an argument, `transfuse.max_seq_len` for other argument dimensions

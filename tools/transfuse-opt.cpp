@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/lowering/Lowering.h"
+#include "ir/KernelDialect.h"
 #include "ir/TransfuseDialect.h"
 #include "passes/Passes.h"
 
@@ -14,9 +16,11 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<mlir::transfuse::TransfuseDialect, mlir::func::FuncDialect>();
+  registry.insert<mlir::transfuse::TransfuseDialect, mlir::transfuse::kernel::TFKDialect,
+                  mlir::arith::ArithDialect, mlir::func::FuncDialect>();
   mlir::registerTransformsPasses();
   mlir::transfuse::registerTransfusePassesAndPipelines();
+  mlir::transfuse::registerKernelPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "Transfuse optimizer driver\n", registry));
 }

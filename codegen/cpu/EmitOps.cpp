@@ -2,7 +2,7 @@
 
 #include "codegen/cpu/Emitter.h"
 
-#include "codegen/OpMath.h"
+#include "codegen/lowering/OpMath.h"
 #include "codegen/cpu/CppText.h"
 
 #include "llvm/ADT/TypeSwitch.h"

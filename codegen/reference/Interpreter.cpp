@@ -9,7 +9,7 @@
 #include "codegen/reference/Interpreter.h"
 
 #include "codegen/Interface.h"
-#include "codegen/OpMath.h"
+#include "codegen/lowering/OpMath.h"
 #include "ir/TransfuseDialect.h"
 #include "passes/Passes.h"
 #include "runtime/Philox.h"

@@ -1,6 +1,6 @@
 //===- OpMath.cpp - which formula of ElementwiseMath.h an op computes -----===//
 
-#include "codegen/OpMath.h"
+#include "codegen/lowering/OpMath.h"
 
 #include "ir/TransfuseDialect.h"
 

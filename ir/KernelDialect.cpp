@@ -1,0 +1,117 @@
+//===- KernelDialect.cpp - tfk registration, verifiers, helpers -----------===//
+
+#include "ir/KernelDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectImplementation.h"
+
+using namespace mlir;
+using namespace mlir::transfuse::kernel;
+
+#include "ir/KernelDialect.cpp.inc"
+#include "ir/KernelInterfaces.cpp.inc"
+
+void TFKDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "ir/KernelOps.cpp.inc"
+      >();
+}
+
+#define GET_OP_CLASSES
+#include "ir/KernelOps.cpp.inc"
+
+OpFoldResult mlir::transfuse::kernel::dimSize(Value view, int64_t d) {
+  auto type = cast<MemRefType>(view.getType());
+  if (!type.isDynamicDim(d))
+    return IntegerAttr::get(IndexType::get(view.getContext()), type.getDimSize(d));
+  auto sized = view.getDefiningOp<SizedOpInterface>();
+  if (!sized)
+    return Value();
+  return sized.getSizes()[type.getDynamicDimIndex(d)];
+}
+
+bool mlir::transfuse::kernel::sameSize(Value x, int64_t a, Value y, int64_t b) {
+  OpFoldResult sx = dimSize(x, a), sy = dimSize(y, b);
+  if (auto vx = dyn_cast<Value>(sx))
+    return vx && vx == dyn_cast<Value>(sy);
+  auto ax = cast<IntegerAttr>(cast<Attribute>(sx));
+  auto ay = dyn_cast_or_null<IntegerAttr>(dyn_cast<Attribute>(sy));
+  return ay && ax.getInt() == ay.getInt();
+}
+
+bool mlir::transfuse::kernel::isExecKernel(llvm::StringRef name) {
+  static constexpr llvm::StringLiteral kKernels[] = {
+      "gather", "binary", "unary",       "scale",      "select",           "softmax",
+      "transpose", "concat", "slice", "reduce", "key_padding_mask", "causal_mask",
+      "positional_encoding", "copy"};
+  return llvm::is_contained(kKernels, name);
+}
+
+/// One index value per dynamic dimension of the result.
+static LogicalResult verifySizes(Operation *op, Type type, ValueRange sizes) {
+  auto memref = cast<MemRefType>(type);
+  if (static_cast<int64_t>(sizes.size()) != memref.getNumDynamicDims())
+    return op->emitOpError() << "has " << sizes.size() << " sizes for "
+                             << memref.getNumDynamicDims() << " dynamic dimensions";
+  return success();
+}
+
+LogicalResult InputOp::verify() { return verifySizes(*this, getType(), getSizes()); }
+LogicalResult OutputOp::verify() { return verifySizes(*this, getType(), getSizes()); }
+LogicalResult AllocOp::verify() { return verifySizes(*this, getType(), getSizes()); }
+LogicalResult ReshapeOp::verify() {
+  if (failed(verifySizes(*this, getType(), getSizes())))
+    return failure();
+  auto from = getSource().getType(), to = getType();
+  if (from.getElementType() != to.getElementType())
+    return emitOpError("changes the element type");
+  if (from.hasStaticShape() && to.hasStaticShape() &&
+      from.getNumElements() != to.getNumElements())
+    return emitOpError("changes the number of elements");
+  return success();
+}
+LogicalResult HeadsOp::verify() {
+  if (failed(verifySizes(*this, getType(), getSizes())))
+    return failure();
+  auto from = getSource().getType(), to = getType();
+  if ((from.getRank() != 3 && from.getRank() != 4) || to.getRank() != 4)
+    return emitOpError("views a [B, S, N] or [B, S, H, D] source as [B, H, S, D]");
+  int64_t n = from.getDimSize(2) * (from.getRank() == 4 ? from.getDimSize(3) : 1);
+  if (from.isDynamicDim(from.getRank() - 1) || (from.getRank() == 4 && from.isDynamicDim(2)) ||
+      to.isDynamicDim(1) || to.isDynamicDim(3))
+    return emitOpError("needs static head counts, head sizes and columns");
+  if (getColumn() < 0 || getColumn() + to.getDimSize(1) * to.getDimSize(3) > n)
+    return emitOpError("reads columns past the source's ") << n;
+  return success();
+}
+
+LogicalResult CheckOp::verify() {
+  if (getPredicate() != "le" && getPredicate() != "eq")
+    return emitOpError("predicate must be \"le\" or \"eq\"");
+  return success();
+}
+
+LogicalResult ElementwiseOp::verify() {
+  if (getKinds().size() != getInputs().size())
+    return emitOpError("has ") << getKinds().size() << " kinds for " << getInputs().size()
+                               << " inputs";
+  for (Attribute k : getKinds())
+    if (!llvm::is_contained({"full", "trailing", "splat", "strided"},
+                            cast<StringAttr>(k).getValue()))
+      return emitOpError("input kind ") << k << " is not full, trailing, splat or strided";
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body has ") << body.getNumArguments() << " arguments for "
+                                    << getInputs().size() << " inputs";
+  return success();
+}
+
+LogicalResult ExecOp::verify() {
+  if (!isExecKernel(getKernel()))
+    return emitOpError("names no runtime/exec kernel: '") << getKernel() << "'";
+  if (getOuts().empty())
+    return emitOpError("writes nothing");
+  return success();
+}

@@ -1,0 +1,41 @@
+//===- KernelDialect.h - the kernel-level IR (tfk) ------------------------===//
+//
+// Include this to use the tfk dialect (KernelOps.td) and its helpers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_IR_KERNELDIALECT_H
+#define TRANSFUSE_IR_KERNELDIALECT_H
+
+#include "ir/TransfuseDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include "ir/KernelDialect.h.inc"
+#include "ir/KernelInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "ir/KernelOps.h.inc"
+
+namespace mlir::transfuse::kernel {
+
+/// The size of dimension `d` of the memref `view`: its static size, or the
+/// index value its defining storage or view op holds for it (null when the
+/// value is not defined by a tfk op that holds sizes).
+OpFoldResult dimSize(Value view, int64_t d);
+
+/// True when dimension `a` of `x` and `b` of `y` are the same size: equal
+/// static sizes, or the same index value.
+bool sameSize(Value x, int64_t a, Value y, int64_t b);
+
+/// The kernels `tfk.exec` may name.
+bool isExecKernel(llvm::StringRef name);
+
+/// Function attribute: the bytes of the entry's arena (set by
+/// --transfuse-plan-memory).
+inline constexpr llvm::StringLiteral kArenaBytesAttr = "tfk.arena_bytes";
+
+} // namespace mlir::transfuse::kernel
+
+#endif // TRANSFUSE_IR_KERNELDIALECT_H

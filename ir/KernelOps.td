@@ -1,0 +1,283 @@
+//===- KernelOps.td - the kernel-level IR (tfk) ---------------*- tablegen -*-===//
+//
+// The kernel-level IR sits between the fused transfuse graph and the
+// backends' printers (docs/codegen.md). An entry point is a function with no
+// arguments and no results: storage ops name where data lives (the call's
+// inputs and outputs, parameters, constants, arena slots) as memrefs, views
+// reinterpret them (a reshape, the head view of a projection's output), and
+// destination-style kernel ops read and write them, one op per call of
+// runtime/kernels or runtime/exec. Every dynamic size is an index value:
+// dimension d of input n (`tfk.input_dim`), a sum (`arith.addi`) or a
+// broadcast (`tfk.broadcast_dim`), computed once at the top of the entry.
+//
+// Passes over it: --transfuse-lower-to-kernels (from the fused graph),
+// --transfuse-kernel-views (copies around attention become strided views),
+// --transfuse-plan-memory (each alloc gets its arena offset and room).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_KERNEL_OPS_TD
+#define TRANSFUSE_KERNEL_OPS_TD
+
+include "ir/TransfuseAttrs.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "ir/KernelInterfaces.td"
+
+def TFK_Dialect : Dialect {
+  let name = "tfk";
+  let cppNamespace = "::mlir::transfuse::kernel";
+  let summary = "kernel-level IR: kernel calls on views of planned storage";
+  let description = [{
+    Destination-style ops on memrefs, each naming one kernel of
+    runtime/kernels or one generic op of runtime/exec. A printer (the CPU
+    backend today, CUDA next) turns each op into a call; everything above
+    the printers (sizes, views, the memory plan) is shared.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+class TFK_Op<string mnemonic, list<Trait> traits = []>
+    : Op<TFK_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Sizes
+//===----------------------------------------------------------------------===//
+
+def TFK_InputDimOp : TFK_Op<"input_dim", [Pure]> {
+  let summary = "dimension `dim` of the call's input `input` (a<input>_<dim>)";
+  let description = [{
+    Dimension 0 of every input is the one batch size (docs/ir.md), bounded
+    by the function's `transfuse.max_batch`; other dynamic dimensions by
+    `transfuse.max_seq_len`.
+  }];
+  let arguments = (ins I64Attr:$input, I64Attr:$dim);
+  let results = (outs Index:$size);
+  let assemblyFormat = "$input `,` $dim attr-dict";
+}
+
+def TFK_BroadcastDimOp : TFK_Op<"broadcast_dim", [Pure]> {
+  let summary = "the size dynamic sizes broadcast into (each must be it or 1)";
+  let description = [{
+    Their maximum; a printer checks at the start of the call that every
+    term is that maximum or 1.
+  }];
+  let arguments = (ins Variadic<Index>:$terms);
+  let results = (outs Index:$size);
+  let assemblyFormat = "$terms attr-dict";
+}
+
+def TFK_CheckOp : TFK_Op<"check"> {
+  let summary = "a condition on sizes checked at the start of a call";
+  let description = [{
+    `tfk.check "le" %a, %b, "message"`: the call fails with `message` unless
+    a <= b (`"eq"`: a == b). A slice with a dynamic length and an attention
+    bias's key dimension carry one.
+  }];
+  let arguments = (ins StrAttr:$predicate, Index:$lhs, Index:$rhs, StrAttr:$message);
+  let assemblyFormat = "$predicate $lhs `,` $rhs `,` $message attr-dict";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Storage and views
+//===----------------------------------------------------------------------===//
+
+class TFK_SizedStorageOp<string mnemonic, list<Trait> traits = []>
+    : TFK_Op<mnemonic, !listconcat(traits, [TFK_SizedInterface])> {
+  let hasVerifier = 1;
+}
+
+def TFK_InputOp : TFK_SizedStorageOp<"input", [Pure]> {
+  let summary = "the caller's buffer of input `index` (read only)";
+  let arguments = (ins I64Attr:$index, Variadic<Index>:$sizes);
+  let results = (outs AnyMemRef:$view);
+  let assemblyFormat = "$index (`[` $sizes^ `]`)? attr-dict `:` type($view)";
+}
+
+def TFK_OutputOp : TFK_SizedStorageOp<"output", [Pure]> {
+  let summary = "the caller's buffer of output `index`, written in place";
+  let arguments = (ins I64Attr:$index, Variadic<Index>:$sizes);
+  let results = (outs AnyMemRef:$view);
+  let assemblyFormat = "$index (`[` $sizes^ `]`)? attr-dict `:` type($view)";
+}
+
+def TFK_ParamOp : TFK_Op<"param", [Pure]> {
+  let summary = "a parameter of the model by name (a weight or a prepared value)";
+  let description = [{
+    `prepared`: an output of `@prepare` (docs/codegen.md), not a weight.
+  }];
+  let arguments = (ins StrAttr:$name, UnitAttr:$prepared);
+  let results = (outs AnyStaticShapeMemRef:$view);
+  let assemblyFormat = "$name attr-dict `:` type($view)";
+}
+
+def TFK_ConstantOp : TFK_Op<"constant", [Pure]> {
+  let summary = "a constant array of the generated code";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyStaticShapeMemRef:$view);
+  let assemblyFormat = "$value attr-dict `:` type($view)";
+}
+
+def TFK_AllocOp : TFK_SizedStorageOp<"alloc", [MemoryEffects<[MemAlloc]>]> {
+  let summary = "an intermediate buffer of the call, a slot of its arena";
+  let description = [{
+    `--transfuse-plan-memory` sets `offset` and `bytes`: the slot's place in
+    the call's arena and its room at the compiled maxima (a call whose sizes
+    need more is refused before any kernel runs).
+  }];
+  let arguments = (ins Variadic<Index>:$sizes, OptionalAttr<I64Attr>:$offset,
+                   OptionalAttr<I64Attr>:$bytes);
+  let results = (outs AnyMemRef:$view);
+  let assemblyFormat = "(`[` $sizes^ `]`)? attr-dict `:` type($view)";
+}
+
+def TFK_ReshapeOp : TFK_SizedStorageOp<"reshape", [Pure]> {
+  let summary = "the same contiguous elements under another shape";
+  let arguments = (ins AnyMemRef:$source, Variadic<Index>:$sizes);
+  let results = (outs AnyMemRef:$view);
+  let assemblyFormat = [{
+    $source (`[` $sizes^ `]`)? attr-dict `:` type($source) `to` type($view)
+  }];
+}
+
+def TFK_HeadsOp : TFK_SizedStorageOp<"heads", [Pure]> {
+  let summary = "a [B, H, S, D] view of columns of a [B, S, N] buffer";
+  let description = [{
+    Element (b, h, s, d) is element (b, s, column + h·D + d) of the source;
+    a rank-4 source [B, S, H', D] is read as [B, S, H'·D]. Attention reads
+    Q, K and V out of the projection GEMM's output this way, and writes its
+    output into the [B, S, H, D] buffer the next GEMM reads.
+
+    ```mlir
+    %q = tfk.heads %qkv column 512 [%b, %s] : memref<?x?x1536xf32> to memref<?x8x?x64xf32, strided<[?, 64, 1536, 1], offset: 512>>
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$source, I64Attr:$column, Variadic<Index>:$sizes);
+  let results = (outs AnyMemRef:$view);
+  let assemblyFormat = [{
+    $source `column` $column (`[` $sizes^ `]`)? attr-dict `:` type($source) `to` type($view)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+def TFK_GemmOp : TFK_Op<"gemm", [AttrSizedOperandSegments]> {
+  let summary = "kernels::gemm: out = act(input · W + bias) + residual";
+  let description = [{
+    `input` is [.., K], `out` [.., N] (the leading dimensions are the rows);
+    W is [K, N], or [N, K] with `transpose_weight`. `packed`: W is a
+    parameter and the GEMM reads the panels packed from it at load.
+  }];
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$weight, Optional<AnyMemRef>:$bias,
+                   Optional<AnyMemRef>:$residual, AnyMemRef:$out,
+                   UnitAttr:$transpose_weight, UnitAttr:$packed,
+                   DefaultValuedAttr<TF_ActivationAttr, "::mlir::transfuse::Activation::None">:$activation);
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` $bias^)? (`residual` $residual^)? `into` $out attr-dict `:`
+    type($input) `,` type($weight) (`,` type($bias)^)? (`,` type($residual)^)? `into` type($out)
+  }];
+}
+
+def TFK_MatmulOp : TFK_Op<"matmul"> {
+  let summary = "exec::matmul: a batched matmul of two activations";
+  let arguments = (ins AnyMemRef:$lhs, AnyMemRef:$rhs, AnyMemRef:$out,
+                   UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `into` $out attr-dict `:` type($lhs) `,` type($rhs) `into` type($out)
+  }];
+}
+
+def TFK_AttentionOp : TFK_Op<"attention", [AttrSizedOperandSegments]> {
+  let summary = "kernels::attention: softmax(scale·Q·Kᵀ + masks)·V";
+  let description = [{
+    Q [B, H, Sq, D], K and V [B, H, Sk, D] and the output [B, H, Sq, D]
+    are views with any batch, head and row strides (`tfk.heads`);
+    `key_padding` is [B, 1, 1, Sk] (i1, true = a padded key), `bias` an
+    additive mask broadcast to [B, H, Sq, Sk].
+  }];
+  let arguments = (ins AnyMemRef:$query, AnyMemRef:$key, AnyMemRef:$value,
+                   Optional<AnyMemRef>:$key_padding, Optional<AnyMemRef>:$bias,
+                   AnyMemRef:$out, F64Attr:$scale, UnitAttr:$causal);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`key_padding` $key_padding^)? (`bias` $bias^)? `into` $out
+    attr-dict `:` type($query) `,` type($key) `,` type($value)
+    (`,` type($key_padding)^)? (`,` type($bias)^)? `into` type($out)
+  }];
+}
+
+def TFK_AddLayerNormOp : TFK_Op<"add_layer_norm"> {
+  let summary = "kernels::addLayerNorm: out = layer_norm(input + residual), sum = the sum";
+  let description = [{
+    Over the last dimension. `input` has the output's sizes; `residual`
+    has them too, or is a trailing block of them ([T, D] into [B, T, D]),
+    which the printer runs as one call per block.
+  }];
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$residual, AnyMemRef:$gamma,
+                   AnyMemRef:$beta, AnyMemRef:$out, Optional<AnyMemRef>:$sum,
+                   F64Attr:$epsilon);
+  let assemblyFormat = [{
+    $input `,` $residual `,` $gamma `,` $beta `into` $out (`sum` $sum^)? attr-dict `:`
+    type($input) `,` type($residual) `,` type($gamma) `,` type($beta) `into` type($out)
+    (`,` type($sum)^)?
+  }];
+}
+
+def TFK_LayerNormOp : TFK_Op<"layer_norm"> {
+  let summary = "kernels::layerNorm over dimensions [axis, rank)";
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$gamma, AnyMemRef:$beta, AnyMemRef:$out,
+                   I64Attr:$axis, F64Attr:$epsilon);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $beta `into` $out attr-dict `:` type($input) `,` type($gamma) `,`
+    type($beta) `into` type($out)
+  }];
+}
+
+def TFK_ElementwiseOp : TFK_Op<"elementwise", [IsolatedFromAbove, SingleBlock]> {
+  let summary = "one generated loop over the output computing a region of elementwise ops";
+  let description = [{
+    The body is the fused_elementwise region it came from (transfuse ops on
+    tensors of the inputs' types). `kinds` says how each input is read:
+    `full` (the output's sizes), `trailing` (a trailing block repeated over
+    the leading rows), `splat` (one value), `strided` (any other broadcast).
+    With `vector` the printer writes Highway code over rows of the last
+    dimension, otherwise a scalar loop with broadcast strides.
+  }];
+  let arguments = (ins Variadic<AnyMemRef>:$inputs, AnyMemRef:$out, StrArrayAttr:$kinds,
+                   UnitAttr:$vector);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $inputs `into` $out attr-dict `:` type($inputs) `into` type($out) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def TFK_YieldOp : TFK_Op<"yield", [Terminator, HasParent<"ElementwiseOp">]> {
+  let summary = "yields the value a tfk.elementwise body computes";
+  let arguments = (ins AnyRankedTensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def TFK_ExecOp : TFK_Op<"exec", [AttrSizedOperandSegments]> {
+  let summary = "one generic op of runtime/exec/Ops.h";
+  let description = [{
+    `kernel` names it: gather, binary, unary, scale, select, softmax,
+    transpose, concat, slice, reduce, key_padding_mask, causal_mask,
+    positional_encoding, copy. Its other attributes are the transfuse op's
+    (kind, axis, permutation, ...); `ins` may hold index values (a
+    positional table's offset).
+
+    ```mlir
+    tfk.exec "binary" (%a, %b : memref<?x512xf32>, memref<512xf32>) into (%c : memref<?x512xf32>) {kind = "kAdd"}
+    ```
+  }];
+  let arguments = (ins StrAttr:$kernel, Variadic<AnyType>:$ins, Variadic<AnyMemRef>:$outs);
+  let assemblyFormat = [{
+    $kernel (`(` $ins^ `:` type($ins) `)`)? `into` `(` $outs `:` type($outs) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // TRANSFUSE_KERNEL_OPS_TD
