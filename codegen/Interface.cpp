@@ -2,6 +2,7 @@
 
 #include "codegen/Interface.h"
 
+#include "ir/KernelDialect.h"
 #include "ir/TransfuseDialect.h"
 #include "passes/MemoryPlan.h"
 
@@ -220,7 +221,7 @@ static llvm::json::Array specsToJson(const std::vector<rt::TensorSpec> &specs) {
   return out;
 }
 
-llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module,
+llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module, ModuleOp kernels,
                                                const ModelInterface &mi,
                                                llvm::StringRef dir,
                                                llvm::StringRef fusion,
@@ -243,11 +244,16 @@ llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module,
     manifest["config"] = std::move(*config);
   }
   llvm::json::Array entryPoints;
-  for (const auto &ep : mi.entryPoints)
+  for (const auto &ep : mi.entryPoints) {
+    int64_t arena = planMemory(module.lookupSymbol<func::FuncOp>(ep.name)).arenaSize;
+    if (auto f = kernels ? kernels.lookupSymbol<func::FuncOp>(ep.name) : func::FuncOp())
+      if (auto bytes = f->getAttrOfType<IntegerAttr>(kernel::kArenaBytesAttr))
+        arena = bytes.getInt();
     entryPoints.push_back(llvm::json::Object{{"name", ep.name},
                                              {"inputs", specsToJson(ep.inputs)},
                                              {"outputs", specsToJson(ep.outputs)},
-                                             {"arena_bytes", planMemory(module.lookupSymbol<func::FuncOp>(ep.name)).arenaSize}});
+                                             {"arena_bytes", arena}});
+  }
   manifest["entry_points"] = std::move(entryPoints);
   llvm::json::Array params;
   for (const auto &p : mi.params) {
@@ -279,7 +285,16 @@ llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module,
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return llvm::createStringError(ec, "cannot create output directory '%s': %s",
                                    dir.str().c_str(), ec.message().c_str());
-  return writeFiles(dir, {{"model.mlir", std::move(mlirText)},
-                          {"manifest.json", std::move(manifestText)},
-                          {"report.json", std::move(reportText)}});
+  std::vector<std::pair<const char *, std::string>> files = {
+      {"model.mlir", std::move(mlirText)},
+      {"manifest.json", std::move(manifestText)},
+      {"report.json", std::move(reportText)}};
+  if (kernels) {
+    std::string kernelText;
+    llvm::raw_string_ostream os(kernelText);
+    kernels->print(os);
+    os << "\n";
+    files.push_back({"kernels.mlir", std::move(kernelText)});
+  }
+  return writeFiles(dir, files);
 }

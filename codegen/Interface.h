@@ -35,10 +35,13 @@ struct ModelInterface {
 /// a dynamic dimension without a maximum, ...).
 llvm::Expected<ModelInterface> extractInterface(ModuleOp module);
 
-/// Writes DIR/model.mlir, DIR/manifest.json (with each entry point's arena
-/// bytes, passes/MemoryPlan.h) and DIR/report.json (the fusion report); all
-/// are written to temporary names first, then renamed.
-llvm::Error writeMlirArtifact(ModuleOp module, const ModelInterface &interface,
+/// Writes DIR/model.mlir, DIR/manifest.json and DIR/report.json (the
+/// fusion report), and DIR/kernels.mlir when `kernels` (the kernel IR of
+/// `module`) is given; all are written to temporary names first, then
+/// renamed. Each entry point's arena bytes in the manifest are the kernel
+/// IR's memory plan, or without it the graph-level plan of
+/// passes/MemoryPlan.h (an upper bound: it knows no strided views).
+llvm::Error writeMlirArtifact(ModuleOp module, ModuleOp kernels, const ModelInterface &interface,
                               llvm::StringRef dir, llvm::StringRef fusion,
                               llvm::json::Value report);
 

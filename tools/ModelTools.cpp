@@ -2,6 +2,7 @@
 
 #include "tools/ModelTools.h"
 
+#include "codegen/lowering/Lowering.h"
 #include "codegen/reference/Interpreter.h"
 #include "ir/TransfuseDialect.h"
 #include "models/Models.h"
@@ -60,7 +61,8 @@ struct Cleanup {
   }
   void removeAll() const {
     for (const char *f : {"model.cpp", "model.h", "libmodel.so", "libmodel.a", "model",
-                          "model.o", "build.log", "model.mlir", "manifest.json", "report.json"})
+                          "model.o", "build.log", "model.mlir", "kernels.mlir", "manifest.json",
+                          "report.json"})
       llvm::sys::fs::remove(dir + "/" + f);
   }
 };
@@ -81,11 +83,12 @@ tools::TemporaryDirectory::~TemporaryDirectory() {
 
 llvm::Expected<Emit> tools::parseEmit(StringRef name) {
   if (name == "mlir") return Emit::kMlir;
+  if (name == "kernels") return Emit::kKernels;
   if (name == "cpp") return Emit::kCpp;
   if (name == "shared") return Emit::kShared;
   if (name == "static") return Emit::kStatic;
   if (name == "exe") return Emit::kExecutable;
-  return error("--emit " + name + " is not one of mlir, cpp, shared, static, exe");
+  return error("--emit " + name + " is not one of mlir, kernels, cpp, shared, static, exe");
 }
 
 llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const FusionStrategy &strategy,
@@ -108,6 +111,13 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
   auto mi = extractInterface(module);
   if (!mi)
     return mi.takeError();
+  OwningOpRef<ModuleOp> kernels;
+  if (emit != Emit::kMlir) {
+    auto lowered = lowerToKernels(module, "cpu");
+    if (!lowered)
+      return lowered.takeError();
+    kernels = std::move(*lowered);
+  }
   const bool existed = llvm::sys::fs::is_directory(dir);
   std::error_code ec = llvm::sys::fs::create_directories(dir);
   if (ec)
@@ -117,10 +127,11 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
   Cleanup cleanup{dir.str(), /*created=*/!existed};
   cleanup.removeAll();
   llvm::json::Value reportJson = report ? report->toJson() : llvm::json::Value(nullptr);
-  if (llvm::Error e = writeMlirArtifact(module, *mi, dir, strategy.str(), std::move(reportJson)))
+  if (llvm::Error e = writeMlirArtifact(module, kernels ? *kernels : ModuleOp(), *mi, dir,
+                                       strategy.str(), std::move(reportJson)))
     return std::move(e);
-  if (emit != Emit::kMlir) {
-    auto source = cpu::generateCpp(module, *mi, strategy.str());
+  if (emit != Emit::kMlir && emit != Emit::kKernels) {
+    auto source = cpu::generateCpp(*kernels, *mi, strategy.str());
     if (!source)
       return source.takeError();
     cpu::BuildOptions options = build;

@@ -22,7 +22,7 @@
 
 namespace mlir::transfuse::tools {
 
-enum class Emit { kMlir, kCpp, kShared, kStatic, kExecutable };
+enum class Emit { kMlir, kKernels, kCpp, kShared, kStatic, kExecutable };
 
 /// A fresh directory in the system's temporary folder, removed with its
 /// contents when this object is destroyed (benchmarks and stress runs compile

@@ -1,6 +1,6 @@
 //===- transfuse.cpp - the transfuse driver --------------------------------===//
 //
-//   transfuse compile MODEL -o DIR [--emit mlir] [--fusion STRATEGY] [--report]
+//   transfuse compile MODEL -o DIR [--emit mlir|kernels] [--fusion STRATEGY] [--report]
 //                     [--max-batch N] [--max-seq-len N]
 //   transfuse run DIR --inputs IN --outputs OUT [--backend reference] [--weights W] [--seed S]
 //                 [--f64-outputs]
@@ -188,7 +188,8 @@ int runCompile(const std::vector<std::string> &positional,
     die("compiling " + positional[0] + " failed: " + llvm::toString(result.takeError()));
   if (flags.count("--report"))
     llvm::outs() << report.format();
-  static const char *written[] = {"model.mlir", "model.cpp", "libmodel.so", "libmodel.a", "model"};
+  static const char *written[] = {"model.mlir", "kernels.mlir", "model.cpp",
+                                  "libmodel.so", "libmodel.a", "model"};
   llvm::outs() << "compiled " << positional[0] << " (fusion " << strategy.str() << ", "
                << llvm::format("%.1f", result->seconds) << " s): " << describe(*module, result->interface)
                << " -> " << out << "/" << written[(int)emit] << "\n";
@@ -555,7 +556,7 @@ int main(int argc, char **argv) {
        "DIR/model.mlir, DIR/manifest.json and DIR/report.json.",
        {{"-o", "DIR", "output directory (created if missing)"},
         {"--target", "NAME", "cpu (default, the only target so far)"},
-        {"--emit", "KIND", "shared (default: libmodel.so), static (libmodel.a), exe, cpp or mlir"},
+        {"--emit", "KIND", "shared (default: libmodel.so), static (libmodel.a), exe, cpp, kernels or mlir"},
         {"--cxx", "PATH", "C++ compiler for the artifact (default: $TRANSFUSE_CXX, else clang++-22)"},
         {"--verify", nullptr, "run the compiled model against the reference backend, random "
                               "weights and padded inputs; exit 1 past the tolerance"},

@@ -1,73 +1,77 @@
-//===- CppSizes.cpp - run-time sizes printed as C++ expressions -----------===//
+//===- CppSizes.cpp - run-time sizes of the kernel IR printed as C++ ------===//
 
 #include "codegen/cpu/CppSizes.h"
 
-#include "codegen/cpu/CppText.h"
-#include "ir/TransfuseDialect.h"
+#include "ir/KernelDialect.h"
 
 using namespace mlir;
 using namespace mlir::transfuse;
 using namespace mlir::transfuse::cpu;
+namespace tfk = mlir::transfuse::kernel;
 
-std::string CppSizes::print(const SizeExpr &e) {
-  switch (e.kind()) {
-  case SizeExpr::Kind::kUnknown:
-    return "";
-  case SizeExpr::Kind::kConstant:
-    return std::to_string(e.value());
-  case SizeExpr::Kind::kArgument:
-    used[{e.arg(), e.dim()}] = true;
-    return "a" + std::to_string(e.arg()) + "_" + std::to_string(e.dim());
-  case SizeExpr::Kind::kSum: {
-    std::string s;
-    for (const SizeExpr &t : e.terms())
-      s += (s.empty() ? "(" : " + ") + print(t);
-    return s + ")";
+void CppSizes::terms(Value v, std::vector<std::string> &out) {
+  if (auto add = v.getDefiningOp<arith::AddIOp>()) {
+    terms(add.getLhs(), out);
+    terms(add.getRhs(), out);
+  } else {
+    out.push_back(index(v));
   }
-  case SizeExpr::Kind::kBroadcast: {
-    std::vector<std::string> terms;
-    for (const SizeExpr &t : e.terms())
-      terms.push_back(print(t));
-    std::string m = terms.front();
-    for (size_t i = 1; i < terms.size(); ++i)
-      m = "std::max<int64_t>(" + m + ", " + terms[i] + ")";
-    for (const std::string &t : terms)
-      checks.push_back({"(" + t + " != " + m + " && " + t + " != 1)",
-                        "input sizes that do not broadcast"});
-    return m;
-  }
-  }
-  return "";
-}
-
-std::string CppSizes::dim(Value v, int64_t d) {
-  std::string e = print(sizes.dim(v, d));
-  if (e.empty() && error.empty()) {
-    Operation *def = v.getDefiningOp();
-    error = (def ? locOf(def) + ": '" + def->getName().getStringRef().str() + "': " : "") +
-            "cannot derive the run-time size of dimension " + std::to_string(d) + " of its result";
-  }
-  return e;
 }
 
 std::string CppSizes::index(Value v) {
-  std::string e = print(sizes.index(v));
-  if (e.empty() && error.empty())
-    error = "only sizes from transfuse.dim are supported as index values";
-  return e;
+  if (auto it = printed.find(v); it != printed.end())
+    return it->second;
+  std::string s;
+  Operation *def = v.getDefiningOp();
+  if (auto c = dyn_cast_or_null<arith::ConstantIndexOp>(def)) {
+    s = std::to_string(c.value());
+  } else if (auto d = dyn_cast_or_null<tfk::InputDimOp>(def)) {
+    used.insert({(int64_t)d.getInput(), (int64_t)d.getDim()});
+    s = "a" + std::to_string(d.getInput()) + "_" + std::to_string(d.getDim());
+  } else if (isa_and_nonnull<arith::AddIOp>(def)) {
+    std::vector<std::string> t;
+    terms(v, t);
+    for (const std::string &term : t)
+      s += (s.empty() ? "(" : " + ") + term;
+    s += ")";
+  } else if (auto b = dyn_cast_or_null<tfk::BroadcastDimOp>(def)) {
+    std::vector<std::string> t;
+    for (Value term : b.getTerms())
+      t.push_back(index(term));
+    s = t.front();
+    for (size_t i = 1; i < t.size(); ++i)
+      s = "std::max<int64_t>(" + s + ", " + t[i] + ")";
+    for (const std::string &term : t)
+      checks.push_back({"(" + term + " != " + s + " && " + term + " != 1)",
+                        "input sizes that do not broadcast"});
+  } else if (error.empty()) {
+    error = "an index value that is not a size of the kernel IR";
+  }
+  return printed[v] = s;
 }
 
-std::string CppSizes::numel(Value v) {
-  return product(v, 0, cast<RankedTensorType>(v.getType()).getRank());
+std::string CppSizes::dim(Value view, int64_t d) {
+  OpFoldResult size = tfk::dimSize(view, d);
+  if (auto a = dyn_cast<Attribute>(size))
+    return std::to_string(cast<IntegerAttr>(a).getInt());
+  if (Value v = cast<Value>(size))
+    return index(v);
+  if (error.empty())
+    error = "a view whose sizes are not known";
+  return "0";
 }
 
-std::string CppSizes::product(Value v, int64_t from, int64_t to) {
+std::string CppSizes::numel(Value view) {
+  return product(view, 0, cast<MemRefType>(view.getType()).getRank());
+}
+
+std::string CppSizes::product(Value view, int64_t from, int64_t to) {
   std::string e;
   int64_t n = 1;
-  auto type = cast<RankedTensorType>(v.getType());
+  auto type = cast<MemRefType>(view.getType());
   for (int64_t d = from; d < to; ++d) {
     if (type.isDynamicDim(d))
-      e += (e.empty() ? "" : " * ") + dim(v, d);
+      e += (e.empty() ? "" : " * ") + dim(view, d);
     else
       n *= type.getDimSize(d);
   }
@@ -76,30 +80,20 @@ std::string CppSizes::product(Value v, int64_t from, int64_t to) {
   return n == 1 ? "(" + e + ")" : "(" + std::to_string(n) + " * " + e + ")";
 }
 
-std::string CppSizes::shape(Value v) {
-  auto type = cast<RankedTensorType>(v.getType());
+std::string CppSizes::shape(Value view) {
+  auto type = cast<MemRefType>(view.getType());
   std::string s = "exec::Shape{";
   for (int64_t d = 0; d < type.getRank(); ++d)
-    s += (d ? ", " : "") + dim(v, d);
+    s += (d ? ", " : "") + dim(view, d);
   return s + "}";
-}
-
-bool CppSizes::sameSizes(Value a, Value b) {
-  auto ta = cast<RankedTensorType>(a.getType()), tb = cast<RankedTensorType>(b.getType());
-  if (ta.getRank() != tb.getRank())
-    return false;
-  for (int64_t d = 0; d < ta.getRank(); ++d)
-    if (!sizes.equal(a, d, b, d))
-      return false;
-  return true;
 }
 
 std::string CppSizes::declarations(llvm::StringRef shapes) const {
   std::string s;
-  for (const auto &entry : used) {
-    std::string arg = std::to_string(entry.first.first), d = std::to_string(entry.first.second);
-    s += "  [[maybe_unused]] const int64_t a" + arg + "_" + d + " = " + shapes.str() + "[" + arg +
-         "][" + d + "];\n";
+  for (auto [input, d] : used) {
+    std::string arg = std::to_string(input), dim = std::to_string(d);
+    s += "  [[maybe_unused]] const int64_t a" + arg + "_" + dim + " = " + shapes.str() + "[" +
+         arg + "][" + dim + "];\n";
   }
   return s;
 }

@@ -1,20 +1,20 @@
-//===- CppSizes.h - run-time sizes printed as C++ expressions -------------===//
+//===- CppSizes.h - run-time sizes of the kernel IR printed as C++ --------===//
 //
 // The generated code computes every dynamic size once per call from the
-// input shapes: dimension d of argument n is the variable a<n>_<d>, and
-// every other size is the expression SizeAnalysis (ir/Sizes.h) derives from
-// the ops' shape rules, printed here. A broadcast of dynamic sizes prints as
-// their maximum and adds a run-time check that each is that size or 1.
+// input shapes: `tfk.input_dim n, d` is the variable a<n>_<d>, `arith.addi`
+// a sum and `tfk.broadcast_dim` the maximum of its terms, with a run-time
+// check that each term is that maximum or 1. Dimensions of a memref are its
+// static sizes or the index values its storage or view op holds.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRANSFUSE_CODEGEN_CPU_CPPSIZES_H
 #define TRANSFUSE_CODEGEN_CPU_CPPSIZES_H
 
-#include "ir/Sizes.h"
-
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringRef.h"
 
-#include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,37 +23,32 @@ namespace mlir::transfuse::cpu {
 
 class CppSizes {
 public:
-  /// Dimension `d` of `v`; empty (and `error` set) when not derivable.
-  std::string dim(Value v, int64_t d);
-  /// An index value (transfuse.dim).
+  /// An index value of the kernel IR.
   std::string index(Value v);
-  /// The number of elements of `v`, static sizes folded.
-  std::string numel(Value v);
-  /// The product of dimensions [from, to) of `v`.
-  std::string product(Value v, int64_t from, int64_t to);
-  /// "exec::Shape{...}" of `v`.
-  std::string shape(Value v);
+  /// Dimension `d` of the memref `view`.
+  std::string dim(Value view, int64_t d);
+  /// The number of elements of `view`, static sizes folded.
+  std::string numel(Value view);
+  /// The product of dimensions [from, to) of `view`.
+  std::string product(Value view, int64_t from, int64_t to);
+  /// "exec::Shape{...}" of `view`.
+  std::string shape(Value view);
 
-  /// True when dimension `a` of `x` and `b` of `y` are provably equal.
-  bool equal(Value x, int64_t a, Value y, int64_t b) { return sizes.equal(x, a, y, b); }
-  /// True when `a` and `b` have the same rank and provably the same sizes.
-  bool sameSizes(Value a, Value b);
-
-  /// Declarations of the argument sizes used, reading `shapes` (an
+  /// Declarations of the input sizes used, reading `shapes` (an
   /// `const int64_t* const*` expression).
   std::string declarations(llvm::StringRef shapes) const;
 
   /// Conditions that make a call invalid (true = error) and their messages,
   /// checked at the start of a run.
   std::vector<std::pair<std::string, std::string>> checks;
-  /// The first size that could not be derived, with the op it belongs to.
+  /// The first size that could not be printed.
   std::string error;
 
 private:
-  std::string print(const SizeExpr &e);
+  void terms(Value v, std::vector<std::string> &out);
 
-  SizeAnalysis sizes;
-  std::map<std::pair<unsigned, int64_t>, bool> used;
+  llvm::DenseMap<Value, std::string> printed;
+  std::set<std::pair<int64_t, int64_t>> used;
 };
 
 } // namespace mlir::transfuse::cpu

@@ -1,8 +1,9 @@
 //===- CpuCodegen.cpp - the generated translation unit --------------------===//
 //
-// generateCpp writes each entry point through an Emitter (Emitter.h), then
-// the tables runtime/exec/Generated.h declares (parameters, binding rules,
-// entry points, weights to pack) and the Highway dispatch of fused regions.
+// generateCpp prints each entry point of the kernel IR through an Emitter
+// (Emitter.h), then the tables runtime/exec/Generated.h declares
+// (parameters, binding rules, entry points, weights to pack) and the
+// Highway dispatch of fused regions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,7 +61,7 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
               std::to_string(p.fanOut) + ", " + (p.optional ? "true" : "false") + ", false},\n";
   }
   auto prepare = module.lookupSymbol<func::FuncOp>(kPrepareFunction);
-  module.walk([&](ParamOp p) {
+  module.walk([&](kernel::ParamOp p) {
     if (!p.getPrepared() || tables.paramIndex.count(p.getName()))
       return;
     tables.paramIndex[p.getName()] = (int)tables.paramIndex.size();
@@ -76,7 +77,10 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
   std::string entries, prepareDesc = "nullptr";
   for (const EntryPoint &ep : mi.entryPoints) {
     auto func = module.lookupSymbol<func::FuncOp>(ep.name);
-    Emitter emitter(func, ep, tables, kernels, constants, counter);
+    if (!func)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "the kernel IR has no entry point @" + ep.name);
+    Emitter emitter(func, tables, kernels, constants, counter);
     if (llvm::Error e = emitter.emit(functions))
       return std::move(e);
     scalarKernels += emitter.scalarKernels;

@@ -1,11 +1,12 @@
-//===- CpuCodegen.h - fused IR to C++ over the runtime kernels ------------===//
+//===- CpuCodegen.h - the kernel IR printed as C++ over the runtime kernels ===//
 //
-// The CPU backend. generateCpp turns a compiled module (fused, @prepare
-// hoisted) into one C++ translation unit: per entry point, straight-line
-// calls into runtime/kernels (GEMM with epilogues, attention, norms) and
-// runtime/exec/Ops.h (the generic primitives), with shapes and arena offsets
-// (passes/MemoryPlan.h) baked in and the dynamic sizes read from the inputs;
-// plus Highway code generated for each fused_elementwise region. The unit
+// The CPU backend. generateCpp prints the kernel IR of a compiled module
+// (codegen/lowering/Lowering.h: lowered, viewed, planned) as one C++
+// translation unit: per entry point, straight-line calls into
+// runtime/kernels (GEMM with epilogues, attention, norms) and
+// runtime/exec/Ops.h (the generic primitives), with shapes and arena
+// offsets baked in and the dynamic sizes read from the inputs; plus Highway
+// code generated for each tfk.elementwise region. The unit
 // defines transfuse_generated_model() (runtime/exec/Generated.h);
 // runtime/exec/ModelAbi.cpp turns that into the C ABI of model.h.
 //
@@ -27,9 +28,10 @@
 
 namespace mlir::transfuse::cpu {
 
-/// The C++ source of `module`'s artifact; fails, naming the op, on an op or
-/// a shape the CPU backend cannot lower.
-llvm::Expected<std::string> generateCpp(ModuleOp module, const ModelInterface &interface,
+/// The C++ source of the artifact of `kernels` (the kernel IR of a module
+/// whose interface is `interface`); fails, naming the op, on what the
+/// printer cannot print.
+llvm::Expected<std::string> generateCpp(ModuleOp kernels, const ModelInterface &interface,
                                         llvm::StringRef fusion);
 
 enum class ArtifactKind { kShared, kStatic, kExecutable };

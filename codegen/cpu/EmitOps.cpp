@@ -1,4 +1,4 @@
-//===- EmitOps.cpp - one statement per op ---------------------------------===//
+//===- EmitOps.cpp - one statement per kernel op --------------------------===//
 
 #include "codegen/cpu/Emitter.h"
 
@@ -10,248 +10,185 @@
 using namespace mlir;
 using namespace mlir::transfuse;
 using namespace mlir::transfuse::cpu;
+namespace tfk = mlir::transfuse::kernel;
+
+namespace {
+
+int64_t intAttr(Operation *op, StringRef name) { return op->getAttrOfType<IntegerAttr>(name).getInt(); }
+
+std::string elemBytes(Value v) {
+  return std::to_string(elemSize(cast<MemRefType>(v.getType()).getElementType()));
+}
+
+int64_t rankOf(Value v) { return cast<MemRefType>(v.getType()).getRank(); }
+
+/// The parameter a view is (through reshapes), or null.
+tfk::ParamOp paramOf(Value v) {
+  while (auto r = v.getDefiningOp<tfk::ReshapeOp>())
+    v = r.getSource();
+  return v.getDefiningOp<tfk::ParamOp>();
+}
+
+} // namespace
 
 llvm::Error Emitter::emitOp(Operation *op) {
-  auto res = [&](unsigned i = 0) { return op->getResult(i); };
-  if (elided.count(op))
-    return llvm::Error::success();
   return llvm::TypeSwitch<Operation *, llvm::Error>(op)
-      .Case<ParamOp, DimOp, ReshapeOp>([](auto) { return llvm::Error::success(); })
-      .Case([&](ConstantOp c) -> llvm::Error {
-        llvm::Error err = llvm::Error::success();
-        std::string name = constant(c, err);
-        if (err)
-          return err;
-        constNames[c.getResult()] = name;
+      .Case<tfk::InputOp, tfk::OutputOp, tfk::ParamOp, tfk::AllocOp, tfk::ReshapeOp,
+            tfk::HeadsOp, tfk::InputDimOp, tfk::BroadcastDimOp, arith::ConstantOp,
+            arith::AddIOp>([](auto) { return llvm::Error::success(); })
+      .Case([&](tfk::ConstantOp c) { return constant(c); })
+      .Case([&](tfk::CheckOp c) {
+        const char *fails = c.getPredicate() == "le" ? " > " : " != ";
+        dims.checks.push_back({"(" + dims.index(c.getLhs()) + fails + dims.index(c.getRhs()) + ")",
+                               c.getMessage().str()});
         return llvm::Error::success();
       })
-      .Case([&](GatherOp g) {
-        auto table = g.getTable().getType();
-        checked("exec::gather(" + in(g.getTable()) + ", " + std::to_string(table.getDimSize(0)) +
-                ", " + std::to_string(table.getDimSize(1)) + ", " + in(g.getIds()) + ", " +
-                dims.shape(g.getIds()) + ", " + quote(nameOf(g.getIds())) + ", " + ptr(res()) + ")");
+      .Case([&](tfk::ExecOp e) { return emitExec(e); })
+      .Case([&](tfk::GemmOp g) { return emitGemm(g); })
+      .Case([&](tfk::MatmulOp m) {
+        Value lhs = m.getLhs(), rhs = m.getRhs(), out = m.getOut();
+        std::string k = dims.dim(lhs, m.getTransposeLhs() ? rankOf(lhs) - 2 : rankOf(lhs) - 1);
+        call("exec::matmul(" + ptr(lhs) + ", " + dims.shape(lhs) + ", " +
+             (m.getTransposeLhs() ? "true" : "false") + ", " + ptr(rhs) + ", " + dims.shape(rhs) +
+             ", " + (m.getTransposeRhs() ? "true" : "false") + ", " + ptr(out) + ", " +
+             dims.shape(out) + ", c.pool);");
+        flops("2.0 * " + dims.numel(out) + " * " + k);
         return llvm::Error::success();
       })
-      .Case([&](MatmulOp m) -> llvm::Error {
-        Value rhs = rootOf(m.getRhs());
-        auto rt = m.getRhs().getType();
-        if (rhs.getDefiningOp<ParamOp>() && rt.getRank() == 2 && !m.getTransposeLhs())
-          return emitLinear(op, m.getLhs(), m.getRhs(), m.getTransposeRhs(), Value(),
-                            Activation::None, Value(), res());
-        auto lt = m.getLhs().getType();
-        std::string kExpr = dims.dim(m.getLhs(), m.getTransposeLhs() ? lt.getRank() - 2 : lt.getRank() - 1);
-        call("exec::matmul(" + in(m.getLhs()) + ", " + dims.shape(m.getLhs()) + ", " +
-             (m.getTransposeLhs() ? "true" : "false") + ", " + in(m.getRhs()) + ", " +
-             dims.shape(m.getRhs()) + ", " + (m.getTransposeRhs() ? "true" : "false") + ", " +
-             ptr(res()) + ", " + dims.shape(res()) + ", c.pool);");
-        flops("2.0 * " + dims.numel(res()) + " * " + kExpr);
-        return llvm::Error::success();
-      })
-      .Case<AddOp, SubOp, MulOp, DivOp>([&](auto b) {
-        std::string kind = math::info(*mathKindOf(op)).enumerator;
-        call("exec::binary(exec::ElementwiseKind::" + kind + ", " + in(b.getLhs()) + ", " +
-             dims.shape(b.getLhs()) + ", " + in(b.getRhs()) + ", " + dims.shape(b.getRhs()) +
-             ", " + ptr(res()) + ", " + dims.shape(res()) + ", c.pool);");
-        return llvm::Error::success();
-      })
-      .Case([&](ScaleOp s) {
-        call("exec::scale(" + in(s.getInput()) + ", " + floatLit(s.getFactor().convertToDouble()) +
-             ", " + ptr(res()) + ", " + dims.numel(res()) + ", c.pool);");
-        return llvm::Error::success();
-      })
-      .Case<ReluOp, ExpOp, TanhOp, GeluOp>([&](auto u) {
-        std::string kind = math::info(*mathKindOf(op)).enumerator;
-        call("exec::unary(exec::ElementwiseKind::" + kind + ", " + in(u.getInput()) + ", " +
-             ptr(res()) + ", " + dims.numel(res()) + ", c.pool);");
-        return llvm::Error::success();
-      })
-      .Case([&](SelectOp s) {
-        call("exec::select(" + in(s.getCond()) + ", " + dims.shape(s.getCond()) + ", " +
-             in(s.getOnTrue()) + ", " + dims.shape(s.getOnTrue()) + ", " + in(s.getOnFalse()) +
-             ", " + dims.shape(s.getOnFalse()) + ", " + ptr(res()) + ", " + dims.shape(res()) + ");");
-        return llvm::Error::success();
-      })
-      .Case([&](SoftmaxOp s) {
-        auto t = s.getInput().getType();
-        call("exec::softmax(" + in(s.getInput()) + ", " + dims.shape(s.getInput()) + ", " +
-             std::to_string(normalizedAxis(s.getAxis(), t.getRank())) + ", " + ptr(res()) +
+      .Case([&](tfk::AttentionOp a) { return emitAttention(a); })
+      .Case([&](tfk::AddLayerNormOp l) { return emitAddLayerNorm(l); })
+      .Case([&](tfk::LayerNormOp l) {
+        Value x = l.getInput();
+        int64_t axis = l.getAxis();
+        call("kernels::layerNorm(" + ptr(x) + ", " + ptr(l.getGamma()) + ", " + ptr(l.getBeta()) +
+             ", " + ptr(l.getOut()) + ", " + dims.product(x, 0, axis) + ", " +
+             dims.product(x, axis, rankOf(x)) + ", " + floatLit(l.getEpsilon().convertToDouble()) +
              ", c.pool);");
         return llvm::Error::success();
       })
-      .Case([&](LayerNormOp l) {
-        auto t = l.getInput().getType();
-        int64_t axis = normalizedAxis(l.getAxis(), t.getRank());
-        call("kernels::layerNorm(" + in(l.getInput()) + ", " + in(l.getGamma()) + ", " +
-             in(l.getBeta()) + ", " + ptr(res()) + ", " + dims.product(l.getInput(), 0, axis) +
-             ", " + dims.product(l.getInput(), axis, t.getRank()) + ", " +
-             floatLit(l.getEpsilon().convertToDouble()) + ", c.pool);");
-        return llvm::Error::success();
-      })
-      .Case([&](AddLayerNormOp l) -> llvm::Error {
-        // x + residual with one of them possibly a trailing block of the
-        // other ([T, D] positions into [B, T, D] tokens): one call per block.
-        Value x = l.getInput(), r = l.getResidual();
-        auto t = cast<RankedTensorType>(l.getResult().getType());
-        if (x.getType() != t)
-          std::swap(x, r);
-        auto rt = cast<RankedTensorType>(r.getType());
-        bool trailing = dims.sameSizes(x, l.getResult()) && rt.getRank() >= 1 &&
-                        rt.getRank() <= t.getRank() && t.getRank() >= 1;
-        for (int64_t d = 0; trailing && d < rt.getRank(); ++d)
-          trailing = dims.equal(r, d, l.getResult(), t.getRank() - rt.getRank() + d);
-        if (!trailing)
-          return fail(op, "this broadcast of the residual is not supported");
-        std::string width = std::to_string(t.getDimSize(t.getRank() - 1));
-        std::string blockRows = dims.product(r, 0, rt.getRank() - 1);
-        std::string blocks = dims.product(l.getResult(), 0, t.getRank() - rt.getRank());
-        std::string sum = l.getSum().use_empty() ? "nullptr" : ptr(l.getSum());
-        std::string args = in(l.getGamma()) + ", " + in(l.getBeta()) + ", ";
-        std::string eps = floatLit(l.getEpsilon().convertToDouble());
-        if (dims.sameSizes(r, l.getResult())) {
-          call("kernels::addLayerNorm(" + in(x) + ", " + in(r) + ", " + args + ptr(l.getResult()) +
-               ", " + sum + ", " + blockRows + ", " + width + ", " + eps + ", c.pool);");
-          return llvm::Error::success();
-        }
-        std::string block = "(" + blockRows + " * " + width + ")";
-        line("for (int64_t b = 0, n = " + block + "; b < " + blocks + "; ++b)");
-        call("  kernels::addLayerNorm(" + in(x) + " + b * n, " + in(r) + ", " + args +
-             ptr(l.getResult()) + " + b * n, " +
-             (sum == "nullptr" ? sum : sum + " + b * n") + ", " + blockRows + ", " + width +
-             ", " + eps + ", c.pool);");
-        return llvm::Error::success();
-      })
-      .Case([&](LinearOp l) {
-        return emitLinear(op, l.getInput(), l.getWeight(), l.getTransposeWeight(), l.getBias(),
-                          l.getActivation(), l.getResidual(), res());
-      })
-      .Case([&](AttentionOp a) { return emitAttention(a); })
-      .Case([&](FusedElementwiseOp f) { return emitFused(f); })
-      .Case([&](TransposeOp t) {
-        std::string perm;
-        for (int64_t p : t.getPermutation())
-          perm += (perm.empty() ? "" : ", ") + std::to_string(p);
-        call("exec::transpose(" + in(t.getInput()) + ", " + dims.shape(t.getInput()) +
-             ", std::array<int64_t, " + std::to_string(t.getPermutation().size()) + ">{" + perm +
-             "}.data(), " + ptr(res()) + ", " +
-             std::to_string(elemSize(t.getType().getElementType())) + ");");
-        return llvm::Error::success();
-      })
-      .Case([&](ConcatOp cc) {
-        std::string ptrs, shapes;
-        for (Value v : cc.getInputs()) {
-          ptrs += (ptrs.empty() ? "" : ", ") + in(v);
-          shapes += (shapes.empty() ? "" : ", ") + dims.shape(v);
-        }
-        auto t = cc.getType();
-        line("{");
-        line("  const void* ins[] = {" + ptrs + "};");
-        line("  const exec::Shape shapes[] = {" + shapes + "};");
-        call("  exec::concat(ins, shapes, " + std::to_string(cc.getInputs().size()) + ", " +
-             std::to_string(normalizedAxis(cc.getAxis(), t.getRank())) + ", " + ptr(res()) + ", " +
-             std::to_string(elemSize(t.getElementType())) + ");");
-        line("}");
-        return llvm::Error::success();
-      })
-      .Case([&](SplitOp s) {
-        auto t = s.getInput().getType();
-        int64_t axis = normalizedAxis(s.getAxis(), t.getRank()), start = 0;
-        for (auto [r, size] : llvm::zip(s.getResults(), s.getSizes())) {
-          if (!r.use_empty() && !aliases.count(r))
-            call("exec::slice(" + in(s.getInput()) + ", " + dims.shape(s.getInput()) + ", " +
-                 std::to_string(axis) + ", " + std::to_string(start) + ", " + std::to_string(size) +
-                 ", " + ptr(r) + ", " + std::to_string(elemSize(t.getElementType())) + ");");
-          start += size;
-        }
-        return llvm::Error::success();
-      })
-      .Case([&](SliceOp s) {
-        auto t = s.getInput().getType();
-        int64_t axis = normalizedAxis(s.getAxis(), t.getRank());
-        if (s.getLength())
-          dims.checks.push_back({"(" + std::to_string(s.getStart()) + " + " + dims.dim(res(), axis) +
-                                     " > " + dims.dim(s.getInput(), axis) + ")",
-                                 "a slice past the end of its axis (a length over the table?)"});
-        call("exec::slice(" + in(s.getInput()) + ", " + dims.shape(s.getInput()) + ", " +
-             std::to_string(axis) + ", " + std::to_string(s.getStart()) + ", " +
-             dims.dim(res(), axis) + ", " + ptr(res()) + ", " +
-             std::to_string(elemSize(t.getElementType())) + ");");
-        return llvm::Error::success();
-      })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](auto r) {
-        auto t = r.getInput().getType();
-        uint32_t mask = 0;
-        for (int64_t a : r.getAxes())
-          mask |= 1u << normalizedAxis(a, t.getRank());
-        std::string kind = isa<ReduceSumOp>(op) ? "kSum" : isa<ReduceMeanOp>(op) ? "kMean" : "kMax";
-        call("exec::reduce(exec::ReduceOp::" + kind + ", " + in(r.getInput()) + ", " +
-             dims.shape(r.getInput()) + ", " + std::to_string(mask) + "u, " + ptr(res()) + ");");
-        return llvm::Error::success();
-      })
-      .Case([&](KeyPaddingMaskOp k) {
-        call("exec::keyPaddingMask(" + in(k.getTokens()) + ", " + dims.numel(k.getTokens()) + ", " +
-             std::to_string(k.getPadId()) + ", " + ptr(res()) + ");");
-        return llvm::Error::success();
-      })
-      .Case([&](CausalMaskOp m) {
-        call("exec::causalMask(" + dims.index(m.getQueryLen()) + ", " + dims.index(m.getKeyLen()) +
-             ", " + ptr(res()) + ");");
-        return llvm::Error::success();
-      })
-      .Case([&](PositionalEncodingOp p) {
-        std::string offset = p.getOffset() ? dims.index(p.getOffset()) : "0";
-        call("exec::positionalEncoding(" + dims.index(p.getLength()) + ", " + offset + ", " +
-             std::to_string(p.getType().getDimSize(1)) + ", " + ptr(res()) + ");");
-        return llvm::Error::success();
-      })
-      .Default([&](Operation *) { return fail(op, "is not supported"); });
+      .Case([&](tfk::ElementwiseOp e) { return emitElementwise(e); })
+      .Default([&](Operation *) { return fail(op, "is not a kernel op the cpu printer knows"); });
 }
 
-llvm::Error Emitter::emitLinear(Operation *op, Value x, Value w, bool transW, Value bias,
-                                Activation act, Value residual, Value result) {
-  auto xt = cast<RankedTensorType>(x.getType()), wt = cast<RankedTensorType>(w.getType());
-  auto rt = cast<RankedTensorType>(result.getType());
-  if (wt.getRank() != 2)
-    return fail(op, "a weight of rank " + llvm::Twine(wt.getRank()) + " is not supported");
+llvm::Error Emitter::emitExec(tfk::ExecOp e) {
+  StringRef k = e.getKernel();
+  ValueRange ins = e.getIns();
+  Value out = e.getOuts()[0];
+  auto kind = [&] { return e->getAttrOfType<StringAttr>("kind").str(); };
+  if (k == "gather") {
+    auto table = cast<MemRefType>(ins[0].getType());
+    auto what = e->getAttrOfType<StringAttr>("what");
+    checked("exec::gather(" + ptr(ins[0]) + ", " + std::to_string(table.getDimSize(0)) + ", " +
+            std::to_string(table.getDimSize(1)) + ", " + ptr(ins[1]) + ", " + dims.shape(ins[1]) +
+            ", " + quote(what ? what.getValue() : "an operand") + ", " + ptr(out) + ")");
+  } else if (k == "binary") {
+    call("exec::binary(exec::ElementwiseKind::" + kind() + ", " + ptr(ins[0]) + ", " +
+         dims.shape(ins[0]) + ", " + ptr(ins[1]) + ", " + dims.shape(ins[1]) + ", " + ptr(out) +
+         ", " + dims.shape(out) + ", c.pool);");
+  } else if (k == "unary") {
+    call("exec::unary(exec::ElementwiseKind::" + kind() + ", " + ptr(ins[0]) + ", " + ptr(out) +
+         ", " + dims.numel(out) + ", c.pool);");
+  } else if (k == "scale") {
+    double factor = e->getAttrOfType<FloatAttr>("factor").getValueAsDouble();
+    call("exec::scale(" + ptr(ins[0]) + ", " + floatLit(factor) + ", " + ptr(out) + ", " +
+         dims.numel(out) + ", c.pool);");
+  } else if (k == "select") {
+    call("exec::select(" + ptr(ins[0]) + ", " + dims.shape(ins[0]) + ", " + ptr(ins[1]) + ", " +
+         dims.shape(ins[1]) + ", " + ptr(ins[2]) + ", " + dims.shape(ins[2]) + ", " + ptr(out) +
+         ", " + dims.shape(out) + ");");
+  } else if (k == "softmax") {
+    call("exec::softmax(" + ptr(ins[0]) + ", " + dims.shape(ins[0]) + ", " +
+         std::to_string(intAttr(e, "axis")) + ", " + ptr(out) + ", c.pool);");
+  } else if (k == "transpose") {
+    std::string perm;
+    auto p = e->getAttrOfType<DenseI64ArrayAttr>("permutation").asArrayRef();
+    for (int64_t i : p)
+      perm += (perm.empty() ? "" : ", ") + std::to_string(i);
+    call("exec::transpose(" + ptr(ins[0]) + ", " + dims.shape(ins[0]) + ", std::array<int64_t, " +
+         std::to_string(p.size()) + ">{" + perm + "}.data(), " + ptr(out) + ", " + elemBytes(out) +
+         ");");
+  } else if (k == "concat") {
+    std::string ptrs, shapes;
+    for (Value v : ins) {
+      ptrs += (ptrs.empty() ? "" : ", ") + ptr(v);
+      shapes += (shapes.empty() ? "" : ", ") + dims.shape(v);
+    }
+    line("{");
+    line("  const void* ins[] = {" + ptrs + "};");
+    line("  const exec::Shape shapes[] = {" + shapes + "};");
+    call("  exec::concat(ins, shapes, " + std::to_string(ins.size()) + ", " +
+         std::to_string(intAttr(e, "axis")) + ", " + ptr(out) + ", " + elemBytes(out) + ");");
+    line("}");
+  } else if (k == "slice") {
+    int64_t axis = intAttr(e, "axis");
+    call("exec::slice(" + ptr(ins[0]) + ", " + dims.shape(ins[0]) + ", " + std::to_string(axis) +
+         ", " + std::to_string(intAttr(e, "start")) + ", " + dims.dim(out, axis) + ", " +
+         ptr(out) + ", " + elemBytes(out) + ");");
+  } else if (k == "reduce") {
+    call("exec::reduce(exec::ReduceOp::" + kind() + ", " + ptr(ins[0]) + ", " +
+         dims.shape(ins[0]) + ", " + std::to_string(intAttr(e, "axes_mask")) + "u, " + ptr(out) +
+         ");");
+  } else if (k == "key_padding_mask") {
+    call("exec::keyPaddingMask(" + ptr(ins[0]) + ", " + dims.numel(ins[0]) + ", " +
+         std::to_string(intAttr(e, "pad_id")) + ", " + ptr(out) + ");");
+  } else if (k == "causal_mask") {
+    call("exec::causalMask(" + dims.index(ins[0]) + ", " + dims.index(ins[1]) + ", " + ptr(out) +
+         ");");
+  } else if (k == "positional_encoding") {
+    std::string offset = ins.size() > 1 ? dims.index(ins[1]) : "0";
+    call("exec::positionalEncoding(" + dims.index(ins[0]) + ", " + offset + ", " +
+         dims.dim(out, 1) + ", " + ptr(out) + ");");
+  } else if (k == "copy") {
+    call("exec::copyBytes(" + ptr(ins[0]) + ", " + ptr(out) + ", " + dims.numel(ins[0]) + " * " +
+         elemBytes(out) + ");");
+  } else {
+    return fail(e, "kernel '" + k + "' has no cpu form");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::emitGemm(tfk::GemmOp g) {
+  Value x = g.getInput(), w = g.getWeight(), result = g.getOut();
+  auto xt = cast<MemRefType>(x.getType()), rt = cast<MemRefType>(result.getType());
   int64_t k = xt.getDimSize(xt.getRank() - 1), n = rt.getDimSize(rt.getRank() - 1);
-  if (ShapedType::isDynamic(k) || ShapedType::isDynamic(n))
-    return fail(op, "dynamic contraction or output sizes are not supported");
-  if (residual && !dims.sameSizes(residual, result))
-    return fail(op, "a residual that may broadcast is not supported");
-  if (xt.getRank() == 0)
-    return fail(op, "a rank-0 input is not supported");
+  bool transW = g.getTransposeWeight();
   std::string m = dims.product(x, 0, xt.getRank() - 1);
-  std::optional<math::Kind> kind = activationKind(act);
+  std::optional<math::Kind> kind = activationKind(g.getActivation());
   std::string activation = kind ? math::info(*kind).enumerator : "kNone";
-  std::string epi = "kernels::GemmEpilogue{" + (bias ? in(bias) : std::string("nullptr")) +
+  std::string epi = "kernels::GemmEpilogue{" + (g.getBias() ? ptr(g.getBias()) : "nullptr") +
                     ", kernels::Activation::" + activation + ", " +
-                    (residual ? in(residual) : std::string("nullptr")) + ", 0}";
+                    (g.getResidual() ? ptr(g.getResidual()) : "nullptr") + ", 0}";
   std::string sizes = m + ", " + std::to_string(n) + ", " + std::to_string(k);
-  if (auto p = rootOf(w).getDefiningOp<ParamOp>()) {
+  if (g.getPacked()) {
+    tfk::ParamOp p = paramOf(w);
+    if (!p)
+      return fail(g, "a packed weight that is not a parameter");
     int pack = tables.pack(tables.paramIndex.lookup(p.getName()), transW, k, n);
-    call("kernels::gemm(" + sizes + ", " + in(x) + ", " + std::to_string(k) +
+    call("kernels::gemm(" + sizes + ", " + ptr(x) + ", " + std::to_string(k) +
          ", false, *c.packed[" + std::to_string(pack) + "], " + ptr(result) + ", " +
          std::to_string(n) + ", " + epi + ", c.pool);");
   } else {
-    call("kernels::gemm(" + sizes + ", " + in(x) + ", " + std::to_string(k) + ", false, " + in(w) +
-         ", " + std::to_string(transW ? k : n) + ", " + (transW ? "true" : "false") + ", " +
-         ptr(result) + ", " + std::to_string(n) + ", " + epi + ", c.pool);");
+    call("kernels::gemm(" + sizes + ", " + ptr(x) + ", " + std::to_string(k) + ", false, " +
+         ptr(w) + ", " + std::to_string(transW ? k : n) + ", " + (transW ? "true" : "false") +
+         ", " + ptr(result) + ", " + std::to_string(n) + ", " + epi + ", c.pool);");
   }
   flops("2.0 * " + m + " * " + std::to_string(n * k));
   return llvm::Error::success();
 }
 
-llvm::Error Emitter::emitAttention(AttentionOp op) {
-  if (op.getMask())
-    return fail(op, "a boolean mask operand is not supported (causal and key_padding are)");
-  if (op.getDropoutRate().convertToDouble() > 0.0)
-    return fail(op, "attention dropout (training) is not supported");
-  Value q = op.getQuery(), k = op.getKey();
-  int64_t headDim = cast<RankedTensorType>(q.getType()).getDimSize(3);
-  if (ShapedType::isDynamic(headDim) || headDim < 1 || headDim > 256)
-    return fail(op, "the head size must be static, 1 to 256");
-  if (cast<RankedTensorType>(op.getValue().getType()).getDimSize(3) != headDim ||
-      cast<RankedTensorType>(k.getType()).getDimSize(3) != headDim)
-    return fail(op, "query, key and value head sizes must be equal");
+std::string Emitter::attentionTensor(Value v) {
+  auto h = v.getDefiningOp<tfk::HeadsOp>();
+  if (!h)
+    return ptr(v) + ", 0, 0, 0"; // dense [B, H, S, D]
+  auto st = cast<MemRefType>(h.getSource().getType());
+  std::string n = std::to_string(st.getDimSize(2) * (st.getRank() == 4 ? st.getDimSize(3) : 1));
+  std::string headDim = std::to_string(cast<MemRefType>(v.getType()).getDimSize(3));
+  return ptr(v) + ", size_t(" + dims.dim(h.getSource(), 1) + " * " + n + "), " + headDim + ", " + n;
+}
+
+llvm::Error Emitter::emitAttention(tfk::AttentionOp op) {
+  Value q = op.getQuery(), k = op.getKey(), out = op.getOut();
+  int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
   std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(k, 2);
   line("{");
   line("  kernels::AttentionArgs args;");
@@ -260,25 +197,23 @@ llvm::Error Emitter::emitAttention(AttentionOp op) {
   line("  args.q = {" + attentionTensor(q) + "};");
   line("  args.k = {" + attentionTensor(k) + "};");
   line("  args.v = {" + attentionTensor(op.getValue()) + "};");
-  line("  args.out = " + ptr(op.getResult()) + ";");
-  if (auto it = aliases.find(op.getResult()); it != aliases.end()) {
-    // Written as [B, S, H, D], the transpose that follows.
+  if (auto view = out.getDefiningOp<tfk::HeadsOp>()) {
+    // Written as [B, S, H, D] (the layout of the view's source).
+    line("  args.out = " + ptr(view.getSource()) + ";");
     std::string row = std::to_string(headDim) + " * " + h;
     line("  args.outBatchStride = " + sq + " * " + row + "; args.outHeadStride = " +
          std::to_string(headDim) + "; args.outRowStride = " + row + ";");
+  } else {
+    line("  args.out = " + ptr(out) + ";");
   }
   line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
   if (op.getCausal())
     line("  args.causal = true;");
   if (Value kp = op.getKeyPadding())
-    line("  args.keyMask = " + in(kp) + ";");
+    line("  args.keyMask = " + ptr(kp) + ";");
   if (Value bias = op.getBias()) {
     // [.., Sq, Sk] broadcast to [B, H, Sq, Sk]: stride 0 where broadcast.
-    auto t = cast<RankedTensorType>(bias.getType());
-    if (t.getRank() < 2 || (!t.isDynamicDim(t.getRank() - 1) && t.getDimSize(t.getRank() - 1) == 1))
-      return fail(op, "the bias must hold one value per key (a last dimension of Sk)");
-    dims.checks.push_back({"(" + dims.dim(bias, t.getRank() - 1) + " != " + sk + ")",
-                           "an attention bias whose last dimension is not the key length"});
+    auto t = cast<MemRefType>(bias.getType());
     std::string strides[3] = {"0", "0", "0"};
     std::string inner = dims.dim(bias, t.getRank() - 1);
     int64_t slot = 2;
@@ -288,7 +223,7 @@ llvm::Error Emitter::emitAttention(AttentionOp op) {
         strides[slot] = inner;
       inner = "(" + inner + " * " + dims.dim(bias, d) + ")";
     }
-    line("  args.additive = " + in(bias) + ";");
+    line("  args.additive = " + ptr(bias) + ";");
     line("  args.additiveBatchStride = " + strides[0] + "; args.additiveHeadStride = " +
          strides[1] + "; args.additiveRowStride = " + strides[2] + ";");
   }
@@ -296,5 +231,32 @@ llvm::Error Emitter::emitAttention(AttentionOp op) {
   ++kernelCalls;
   line("}");
   flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::emitAddLayerNorm(tfk::AddLayerNormOp l) {
+  // input + residual with the residual possibly a trailing block of the
+  // output ([T, D] positions into [B, T, D] tokens): one call per block.
+  Value x = l.getInput(), r = l.getResidual(), out = l.getOut();
+  int64_t rank = rankOf(out), rr = rankOf(r);
+  bool same = rr == rank;
+  for (int64_t d = 0; same && d < rank; ++d)
+    same = tfk::sameSize(r, d, out, d);
+  std::string width = std::to_string(cast<MemRefType>(out.getType()).getDimSize(rank - 1));
+  std::string blockRows = dims.product(r, 0, rr - 1);
+  std::string blocks = dims.product(out, 0, rank - rr);
+  std::string sum = l.getSum() ? ptr(l.getSum()) : "nullptr";
+  std::string args = ptr(l.getGamma()) + ", " + ptr(l.getBeta()) + ", ";
+  std::string eps = floatLit(l.getEpsilon().convertToDouble());
+  if (same) {
+    call("kernels::addLayerNorm(" + ptr(x) + ", " + ptr(r) + ", " + args + ptr(out) + ", " + sum +
+         ", " + blockRows + ", " + width + ", " + eps + ", c.pool);");
+    return llvm::Error::success();
+  }
+  std::string block = "(" + blockRows + " * " + width + ")";
+  line("for (int64_t b = 0, n = " + block + "; b < " + blocks + "; ++b)");
+  call("  kernels::addLayerNorm(" + ptr(x) + " + b * n, " + ptr(r) + ", " + args + ptr(out) +
+       " + b * n, " + (sum == "nullptr" ? sum : sum + " + b * n") + ", " + blockRows + ", " +
+       width + ", " + eps + ", c.pool);");
   return llvm::Error::success();
 }

@@ -1,18 +1,17 @@
-//===- Emitter.h - one entry point of the fused IR written as C++ ---------===//
+//===- Emitter.h - one entry point of the kernel IR printed as C++ --------===//
 //
-// One Emitter per entry point walks the body in order and writes one
-// statement per op into runtime/kernels and runtime/exec/Ops.h. Values live
-// in the caller's inputs and outputs, in the parameter table, in constant
-// arrays, or at their arena offsets (passes/MemoryPlan.h); a reshape is a
-// view, and so are the strided head views around attention (Views.cpp).
-// Every dynamic size is an expression over the inputs' dynamic dimensions
-// (CppSizes), so shapes, strides and FLOP counts are computed once per call.
-// The files of this backend, one concern each:
-//   Emitter.cpp      the entry point: storage, arena plan, checks, the
-//                    run/shapes/flops functions
-//   EmitOps.cpp      one statement per op (GEMM, attention, norms, exec::)
-//   Views.cpp        the strided views of Q, K, V and attention outputs
-//   FusedRegion.cpp  Highway (or scalar) code for fused_elementwise regions
+// One Emitter per entry point walks the tfk function (docs/codegen.md) in
+// order and prints one statement per kernel op: a call into
+// runtime/kernels or runtime/exec/Ops.h. Storage ops print as pointers
+// (the caller's inputs and outputs, the parameter table, constant arrays,
+// arena slots at their planned offsets), views as pointer arithmetic and
+// strides, index values as size expressions (CppSizes), computed once per
+// call. The files of this backend, one concern each:
+//   Emitter.cpp      the entry point: storage, checks, the run/shapes/flops
+//                    functions
+//   EmitOps.cpp      one statement per kernel op (GEMM, attention, norms,
+//                    exec::)
+//   FusedRegion.cpp  Highway (or scalar) code for tfk.elementwise
 //   CpuCodegen.cpp   the translation unit: ABI tables, includes, dispatch
 //   Toolchain.cpp    building libmodel.so / .a / the executable
 //
@@ -23,12 +22,10 @@
 #include "codegen/Interface.h"
 #include "codegen/cpu/CppSizes.h"
 #include "codegen/cpu/CppText.h"
-#include "ir/TransfuseDialect.h"
-#include "passes/MemoryPlan.h"
+#include "ir/KernelDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
@@ -54,16 +51,16 @@ struct ModelTables {
   }
 };
 
-/// Writes one entry point: its run, output-shape and FLOP functions.
+/// Prints one entry point: its run, output-shape and FLOP functions.
 class Emitter {
 public:
-  Emitter(func::FuncOp func, const EntryPoint &ep, ModelTables &tables, std::string &kernels,
-          std::string &constants, int &counter)
-      : func(func), ep(ep), tables(tables), kernels(kernels),
-        constants(constants), counter(counter) {}
+  Emitter(func::FuncOp func, ModelTables &tables, std::string &kernels, std::string &constants,
+          int &counter)
+      : func(func), tables(tables), kernels(kernels), constants(constants), counter(counter) {}
 
   llvm::Error emit(std::string &out);
   int64_t arenaBytes = 0, kernelCalls = 0;
+  std::string scalarKernels; // region functions without Highway
 
 private:
   llvm::Error fail(Operation *op, const llvm::Twine &message) {
@@ -71,10 +68,8 @@ private:
                                    locOf(op) + ": '" + op->getName().getStringRef().str() +
                                        "': " + message.str() + " (cpu target)");
   }
-  /// A typed pointer expression to the storage of `v`.
+  /// A typed pointer expression to the first element of the view `v`.
   std::string ptr(Value v);
-  /// The same, for an operand (read-only by convention).
-  std::string in(Value v) { return ptr(v); }
   void line(const std::string &s) { body += "  " + s + "\n"; }
   void call(const std::string &s) {
     line(s);
@@ -86,50 +81,23 @@ private:
   }
   void flops(const std::string &e) { flopTerms += "  f += " + e + ";\n"; }
   llvm::Error emitOp(Operation *op);
-  llvm::Error emitLinear(Operation *op, Value x, Value w, bool transW, Value bias,
-                         Activation act, Value residual, Value result);
-  llvm::Error emitAttention(AttentionOp op);
-  llvm::Error emitFused(FusedElementwiseOp op);
-  std::string constant(ConstantOp op, llvm::Error &err);
-  std::string nameOf(Value v) {
-    if (auto arg = dyn_cast<BlockArgument>(v))
-      return "input '" + ep.inputs[arg.getArgNumber()].name + "'";
-    return "an operand";
-  }
+  llvm::Error emitExec(kernel::ExecOp op);
+  llvm::Error emitGemm(kernel::GemmOp op);
+  llvm::Error emitAttention(kernel::AttentionOp op);
+  llvm::Error emitAddLayerNorm(kernel::AddLayerNormOp op);
+  llvm::Error emitElementwise(kernel::ElementwiseOp op);
+  llvm::Error constant(kernel::ConstantOp op);
+  /// "data, batch stride, head stride, row stride" of an attention operand.
+  std::string attentionTensor(Value v);
 
   func::FuncOp func;
-  const EntryPoint &ep;
   ModelTables &tables;
   CppSizes dims;
   std::string &kernels, &constants;
   int &counter;
-  void findViews();
-  /// "data, batch stride, head stride, row stride" of attention operand `v`.
-  std::string attentionTensor(Value v);
-
-  MemoryPlan plan;
-  // Strided views around attention (docs/codegen.md): Q/K/V are read from
-  // the projection GEMM's output through strides, and attention writes its
-  // output in the [B, S, H, D] layout the next GEMM reads. The split and
-  // transpose ops of such chains emit nothing.
-  struct HeadView {
-    Value storage;        // the [B, S, N] GEMM output
-    int64_t column = 0;   // first column of this tensor in it
-  };
-  llvm::DenseMap<Value, HeadView> headViews;   // transposed attention operands
-  llvm::DenseMap<Value, Value> aliases;        // for planMemory
-  llvm::DenseSet<Operation *> elided;
-  llvm::DenseMap<Value, int64_t> offsets;        // arena values
-  llvm::DenseMap<Value, unsigned> outputOwned;   // results written in place
   llvm::DenseMap<Value, std::string> constNames;
   std::string body, flopTerms, storageError;
-
-public:
-  std::string scalarKernels; // region functions without Highway
 };
-
-/// The value `v` is a reshape of (or `v`).
-Value rootOf(Value v);
 
 } // namespace mlir::transfuse::cpu
 

@@ -1,4 +1,4 @@
-//===- FusedRegion.cpp - fused_elementwise regions as generated loops -----===//
+//===- FusedRegion.cpp - tfk.elementwise as generated loops ---------------===//
 
 #include "codegen/cpu/Emitter.h"
 
@@ -8,6 +8,7 @@
 using namespace mlir;
 using namespace mlir::transfuse;
 using namespace mlir::transfuse::cpu;
+namespace tfk = mlir::transfuse::kernel;
 
 namespace {
 
@@ -44,40 +45,25 @@ std::string regionExpr(Operation &inner, llvm::function_ref<std::string(unsigned
   return "";
 }
 
-/// A fused_elementwise region becomes one generated function. When every
-/// input is f32 and is the full shape, a trailing block of it repeated over
-/// the leading rows ([S, D] into [B, S, D]) or one value, it is Highway code
-/// over rows of the last dimension; otherwise a scalar loop over rows with
-/// each input's broadcast strides (masks, selects, any broadcast).
+/// A tfk.elementwise region becomes one generated function: with `vector`,
+/// Highway code over rows of the last dimension, each input read whole
+/// (`full`), as a trailing block repeated over the leading rows
+/// ([S, D] into [B, S, D]) or as one value (`splat`); otherwise a scalar
+/// loop over rows with each input's broadcast strides (masks, selects, any
+/// broadcast).
 } // namespace
 
-llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
-  auto rt = op.getType();
-  if (!rt.getElementType().isF32())
-    return fail(op, "only f32 regions are supported");
-  if (rt.getRank() == 0)
-    return fail(op, "a rank-0 region is not supported");
+llvm::Error Emitter::emitElementwise(tfk::ElementwiseOp op) {
+  Value result = op.getOut();
+  int64_t rank = cast<MemRefType>(result.getType()).getRank();
   Block &body = op.getBody().front();
-  int64_t rank = rt.getRank();
   std::string name = "fe" + std::to_string(counter++);
-  std::string rows = dims.product(op.getResult(), 0, rank - 1);
-  std::string width = dims.dim(op.getResult(), rank - 1);
-
-  enum Kind { kFull, kTrailing, kSplat };
-  llvm::SmallVector<Kind> kinds;
-  bool vector = llvm::none_of(body.without_terminator(),
-                              [](Operation &o) { return isa<SelectOp>(o); });
-  for (Value input : op.getInputs()) {
-    auto t = cast<RankedTensorType>(input.getType());
-    bool trailing = t.getRank() <= rank && t.getRank() >= 1;
-    for (int64_t d = 0; trailing && d < t.getRank(); ++d)
-      trailing = dims.equal(input, d, op.getResult(), rank - t.getRank() + d);
-    Kind k = t.hasStaticShape() && t.getNumElements() == 1 ? kSplat
-             : dims.sameSizes(input, op.getResult())       ? kFull
-                                                            : kTrailing;
-    vector &= t.getElementType().isF32() && (k != kTrailing || trailing);
-    kinds.push_back(k);
-  }
+  std::string rows = dims.product(result, 0, rank - 1);
+  std::string width = dims.dim(result, rank - 1);
+  bool vector = op.getVector();
+  SmallVector<StringRef> kinds;
+  for (Attribute k : op.getKinds())
+    kinds.push_back(cast<StringAttr>(k).getValue());
   llvm::DenseMap<Value, std::string> names;
   for (auto [i, arg] : llvm::enumerate(body.getArguments()))
     names[arg] = "x" + std::to_string(i);
@@ -92,14 +78,14 @@ llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
     compute += "      const auto " + v + " = " + e + ";\n";
     names[inner.getResult(0)] = v;
   }
-  std::string y = names.lookup(cast<YieldOp>(body.getTerminator()).getValue());
+  std::string y = names.lookup(cast<tfk::YieldOp>(body.getTerminator()).getValue());
 
   std::string ins;
   for (Value v : op.getInputs())
-    ins += (ins.empty() ? "" : ", ") + std::string("static_cast<const void*>(") + in(v) + ")";
+    ins += (ins.empty() ? "" : ", ") + std::string("static_cast<const void*>(") + ptr(v) + ")";
   line("{");
   line("  const void* ins[] = {" + ins + "};");
-  line("  float* out = " + ptr(op.getResult()) + ";");
+  line("  float* out = " + ptr(result) + ";");
   if (vector) {
     std::string k = "void " + name +
                     "(const void* const* in, const int64_t* period, float* out, int64_t W, "
@@ -109,8 +95,8 @@ llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
     for (auto [i, kind] : llvm::enumerate(kinds)) {
       std::string idx = std::to_string(i), x = "x" + idx;
       Value input = op.getInputs()[i];
-      auto t = cast<RankedTensorType>(input.getType());
-      if (kind == kSplat) {
+      auto t = cast<MemRefType>(input.getType());
+      if (kind == "splat") {
         k += "    const auto " + x + "s = hn::Set(d, static_cast<const float*>(in[" + idx + "])[0]);\n";
         loads += "      const auto " + x + " = " + x + "s;\n";
         tailLoads += "      const auto " + x + " = " + x + "s;\n";
@@ -120,7 +106,7 @@ llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
       k += "    const float* p" + idx + " = static_cast<const float*>(in[" + idx +
            "]) + (r % period[" + idx + "]) * W;\n";
       periods += (periods.empty() ? "" : ", ") +
-                 (kind == kFull ? rows : dims.product(input, 0, t.getRank() - 1));
+                 (kind == "full" ? rows : dims.product(input, 0, t.getRank() - 1));
       loads += "      const auto " + x + " = hn::LoadU(d, p" + idx + " + j);\n";
       tailLoads += "      const auto " + x + " = tk::LoadTail(d, p" + idx + " + j, size_t(W - j), 0.0f);\n";
     }
@@ -141,7 +127,7 @@ llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
     std::string strides;
     for (auto [i, input] : llvm::enumerate(op.getInputs())) {
       std::string idx = std::to_string(i);
-      auto t = cast<RankedTensorType>(input.getType());
+      auto t = cast<MemRefType>(input.getType());
       std::string ct = cType(t.getElementType());
       k += "    const " + ct + "* p" + idx + " = static_cast<const " + ct + "*>(in[" + idx +
            "]) + st[" + idx + "].rowOffset(os, r);\n    const int64_t s" + idx + " = st[" + idx +
@@ -155,7 +141,7 @@ llvm::Error Emitter::emitFused(FusedElementwiseOp op) {
            std::to_string(i) + "];\n";
     k += compute + "      out[r * W + j] = " + y + ";\n    }\n  }\n}\n";
     scalarKernels += k;
-    line("  const exec::Shape os = " + dims.shape(op.getResult()) + ";");
+    line("  const exec::Shape os = " + dims.shape(result) + ";");
     line("  const exec::Strides st[] = {" + strides + "};");
     call("  " + name + "(ins, os, st, out);");
   }

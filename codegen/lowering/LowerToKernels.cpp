@@ -62,7 +62,9 @@ bool supportedElement(Type t) { return t.isF32() || t.isInteger(32) || t.isInteg
 struct Entry {
   SizeAnalysis analysis;
   std::map<std::string, Value> indexOf; // SizeExpr::str() -> index value
-  llvm::DenseMap<Value, unsigned> output;
+  /// Values written into the caller's output buffer: the output's index
+  /// and the value returned there (the value itself or a reshape of it).
+  llvm::DenseMap<Value, std::pair<unsigned, Value>> output;
   llvm::DenseMap<unsigned, std::string> inputNames;
   OpBuilder top;
 
@@ -133,8 +135,13 @@ struct Entry {
   }
   /// Where `result` is written: the caller's output, or a new alloc.
   Value destination(OpBuilder &b, Location loc, Value result) {
-    if (auto it = output.find(result); it != output.end())
-      return tfk::OutputOp::create(b, loc, memrefOf(result.getType()), it->second, sizes(result));
+    if (auto it = output.find(result); it != output.end()) {
+      auto [index, returned] = it->second;
+      Value out = tfk::OutputOp::create(b, loc, memrefOf(returned.getType()), index, sizes(returned));
+      if (returned == result)
+        return out;
+      return tfk::ReshapeOp::create(b, loc, memrefOf(result.getType()), out, sizes(result));
+    }
     return tfk::AllocOp::create(b, loc, memrefOf(result.getType()), sizes(result), IntegerAttr(),
                                 IntegerAttr());
   }
@@ -550,7 +557,7 @@ LOWERING(ReturnOp) {
   // twice) are copied into their output.
   for (auto [i, v] : llvm::enumerate(op.getOperands())) {
     auto it = entry.output.find(rootThroughReshapes(v));
-    if (it != entry.output.end() && it->second == i)
+    if (it != entry.output.end() && it->second.first == i)
       continue;
     Value out = tfk::OutputOp::create(rw, op.getLoc(), memrefOf(v.getType()), i, entry.sizes(v));
     tfk::ExecOp::create(rw, op.getLoc(), "copy", ValueRange{a.getOperands()[i]}, ValueRange{out});
@@ -572,7 +579,7 @@ LogicalResult lowerEntry(func::FuncOp func) {
     Value root = rootThroughReshapes(v);
     Operation *def = root.getDefiningOp();
     if (def && !isa<ParamOp, ConstantOp>(def) && !entry.output.count(root))
-      entry.output[root] = i;
+      entry.output[root] = {(unsigned)i, v};
   }
   // Every size, derived while the graph is whole.
   for (Operation &op : body) {

@@ -3,12 +3,14 @@
 
 #include "codegen/Interface.h"
 #include "codegen/cpu/CpuCodegen.h"
+#include "codegen/lowering/Lowering.h"
 #include "models/Models.h"
 #include "passes/Passes.h"
 #include "tests/fuzz/FuzzUtil.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 
 namespace transfuse::fuzz {
@@ -59,7 +61,11 @@ void compileDefinition(std::string_view text, std::string_view name, uint8_t sel
   auto mi = extractInterface(**module);
   if (!mi)
     return expectMessage(mi.takeError(), "extractInterface");
-  auto source = cpu::generateCpp(**module, *mi, strategy->str());
+  auto kernels = lowerToKernels(**module, "cpu");
+  if (!kernels)
+    return expectMessage(kernels.takeError(), "lowerToKernels");
+  FUZZ_CHECK(succeeded(verify(**kernels)), "the kernel IR does not verify");
+  auto source = cpu::generateCpp(**kernels, *mi, strategy->str());
   if (!source)
     return expectMessage(source.takeError(), "generateCpp");
   FUZZ_CHECK(source->find("transfuse_generated_model") != std::string::npos,
