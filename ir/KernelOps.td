@@ -195,7 +195,7 @@ def TFK_AttentionOp : TFK_Op<"attention", [AttrSizedOperandSegments]> {
   let description = [{
     Q [B, H, Sq, D], K and V [B, H, Sk, D] and the output [B, H, Sq, D]
     are views with any batch, head and row strides (`tfk.heads`);
-    `key_padding` is [B, 1, 1, Sk] (i1, true = a padded key), `bias` an
+    `key_padding` is [B, Sk] (i1, true = a padded key), `bias` an
     additive mask broadcast to [B, H, Sq, Sk].
   }];
   let arguments = (ins AnyMemRef:$query, AnyMemRef:$key, AnyMemRef:$value,

@@ -644,11 +644,12 @@ LogicalResult lowerEntry(func::FuncOp func) {
   func.setFunctionType(FunctionType::get(ctx, {}, {}));
   func.removeArgAttrsAttr();
   func.removeResAttrsAttr();
-  // Sizes nothing reads.
+  // Sizes and views nothing reads.
   for (bool changed = true; changed;) {
     changed = false;
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-      if (isa<arith::ConstantOp, arith::AddIOp, tfk::InputDimOp, tfk::BroadcastDimOp>(op) &&
+      if (isa<arith::ConstantOp, arith::AddIOp, tfk::InputDimOp, tfk::BroadcastDimOp,
+              tfk::ReshapeOp>(op) &&
           op.use_empty()) {
         op.erase();
         changed = true;

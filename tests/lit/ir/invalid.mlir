@@ -980,3 +980,53 @@ func.func @f(%t: index) {
   %0 = transfuse.positional_encoding %t : tensor<?x512xi32>
   return
 }
+
+// -----
+
+// Tests that a tfk storage op holds one size per dynamic dimension.
+func.func @f() {
+  %b = tfk.input_dim 0, 0
+  // expected-error @+1 {{'tfk.alloc' op has 1 sizes for 2 dynamic dimensions}}
+  %a = tfk.alloc[%b] : memref<?x?xf32>
+  return
+}
+
+// -----
+
+// Tests that tfk.exec names a kernel of runtime/exec.
+func.func @f(%x: memref<4xf32>) {
+  // expected-error @+1 {{'tfk.exec' op names no runtime/exec kernel: 'fft'}}
+  tfk.exec "fft"(%x : memref<4xf32>) into(%x : memref<4xf32>)
+  return
+}
+
+// -----
+
+// Tests that a head view stays inside its source's columns.
+func.func @f(%x: memref<2x3x24xf32>) {
+  // expected-error @+1 {{'tfk.heads' op reads columns past the source's 24}}
+  %h = tfk.heads %x column 20 : memref<2x3x24xf32> to memref<2x2x3x4xf32, strided<[72, 4, 24, 1], offset: 20>>
+  return
+}
+
+// -----
+
+// Tests that tfk.elementwise says how each input is read.
+func.func @f(%x: memref<4xf32>) {
+  // expected-error @+1 {{'tfk.elementwise' op input kind "diagonal" is not full, trailing, splat or strided}}
+  tfk.elementwise %x into %x {kinds = ["diagonal"]} : memref<4xf32> into memref<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    tfk.yield %a : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that tfk.check knows its predicate.
+func.func @f() {
+  %b = tfk.input_dim 0, 0
+  // expected-error @+1 {{'tfk.check' op predicate must be "le" or "eq"}}
+  tfk.check "lt" %b, %b, "message"
+  return
+}

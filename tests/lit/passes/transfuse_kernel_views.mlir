@@ -1,0 +1,92 @@
+// RUN: transfuse-opt %s -split-input-file --transfuse-kernel-views | FileCheck %s
+// RUN: transfuse-opt %s -split-input-file --transfuse-kernel-views | transfuse-opt -split-input-file | FileCheck %s
+
+// Tests that Q, K and V sliced out of the projection GEMM's [B, S, 24]
+// output, reshaped and transposed to [B, H, S, D], are read through head
+// views of the GEMM output (the slices, transposes and their buffers go),
+// and that the attention output transposed back to [B, S, H, D] is written
+// there through a view.
+// CHECK-LABEL: func.func @forward()
+// CHECK: %[[B:.*]] = tfk.input_dim 0, 0
+// CHECK: %[[S:.*]] = tfk.input_dim 0, 1
+// CHECK: %[[P:.*]] = tfk.alloc[%[[B]], %[[S]]] : memref<?x?x24xf32>
+// CHECK-NEXT: tfk.gemm
+// CHECK-NEXT: %[[Q:.*]] = tfk.heads %[[P]] column 0[%[[B]], %[[S]]] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1]>>
+// CHECK-NEXT: %[[K:.*]] = tfk.heads %[[P]] column 8[%[[B]], %[[S]]] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1], offset: 8>>
+// CHECK-NEXT: %[[V:.*]] = tfk.heads %[[P]] column 16[%[[B]], %[[S]]] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1], offset: 16>>
+// CHECK-NEXT: %[[T:.*]] = tfk.alloc[%[[B]], %[[S]]] : memref<?x?x2x4xf32>
+// CHECK-NEXT: %[[O:.*]] = tfk.heads %[[T]] column 0[%[[B]], %[[S]]] : memref<?x?x2x4xf32> to memref<?x2x?x4xf32, strided<[?, 4, 8, 1]>>
+// CHECK-NEXT: tfk.attention %[[Q]], %[[K]], %[[V]] into %[[O]]
+// CHECK-NEXT: %[[R:.*]] = tfk.reshape %[[T]]
+// CHECK-NOT: "slice"
+// CHECK-NOT: "transpose"
+// CHECK: tfk.exec "unary"(%[[R]]
+func.func @forward() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
+  %0 = tfk.input_dim 0, 0
+  %1 = tfk.input_dim 0, 1
+  %2 = tfk.input 0[%0, %1] : memref<?x?x8xf32>
+  %3 = tfk.param "w" : memref<8x24xf32>
+  %4 = tfk.alloc[%0, %1] : memref<?x?x24xf32>
+  tfk.gemm %2, %3 into %4 {packed} : memref<?x?x8xf32>, memref<8x24xf32> into memref<?x?x24xf32>
+  %5 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
+  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%5 : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
+  %6 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
+  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%6 : memref<?x?x8xf32>) {axis = 2 : i64, start = 8 : i64}
+  %7 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
+  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%7 : memref<?x?x8xf32>) {axis = 2 : i64, start = 16 : i64}
+  %8 = tfk.reshape %5[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
+  %9 = tfk.reshape %6[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
+  %10 = tfk.reshape %7[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
+  %11 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  tfk.exec "transpose"(%8 : memref<?x?x2x4xf32>) into(%11 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %12 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  tfk.exec "transpose"(%9 : memref<?x?x2x4xf32>) into(%12 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %13 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  tfk.exec "transpose"(%10 : memref<?x?x2x4xf32>) into(%13 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %14 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  tfk.attention %11, %12, %13 into %14 {scale = 5.000000e-01 : f64} : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32> into memref<?x2x?x4xf32>
+  %15 = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
+  tfk.exec "transpose"(%14 : memref<?x2x?x4xf32>) into(%15 : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %16 = tfk.reshape %15[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
+  %17 = tfk.output 0[%0, %1] : memref<?x?x8xf32>
+  tfk.exec "unary"(%16 : memref<?x?x8xf32>) into(%17 : memref<?x?x8xf32>) {kind = "kRelu"}
+  return
+}
+
+// -----
+
+// Tests that nothing is viewed when the Q buffer has another reader (a
+// copy), when K and V are one buffer sliced along the batch axis, or when
+// the output's transpose is not {0,2,1,3}: the copies stay.
+// CHECK-LABEL: func.func @forward()
+// CHECK-NOT: tfk.heads
+// CHECK: tfk.exec "transpose"
+// CHECK: tfk.exec "copy"
+// CHECK: tfk.exec "slice"
+// CHECK: tfk.exec "transpose"
+// CHECK: tfk.attention
+// CHECK: tfk.exec "transpose"{{.*}}permutation = array<i64: 0, 1, 3, 2>
+// CHECK-NOT: tfk.heads
+func.func @forward() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
+  %0 = tfk.input_dim 0, 0
+  %1 = tfk.input_dim 0, 1
+  %2 = tfk.input 0[%0, %1] : memref<?x?x8xf32>
+  %3 = tfk.param "w" : memref<8x24xf32>
+  %4 = tfk.alloc[%0, %1] : memref<?x?x24xf32>
+  tfk.gemm %2, %3 into %4 {packed} : memref<?x?x8xf32>, memref<8x24xf32> into memref<?x?x24xf32>
+  %r = tfk.reshape %4[%0, %1] : memref<?x?x24xf32> to memref<?x?x6x4xf32>
+  %q = tfk.alloc[%0, %1] : memref<?x6x?x4xf32>
+  tfk.exec "transpose"(%r : memref<?x?x6x4xf32>) into(%q : memref<?x6x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %copy = tfk.output 1[%0, %1] : memref<?x6x?x4xf32>
+  tfk.exec "copy"(%q : memref<?x6x?x4xf32>) into(%copy : memref<?x6x?x4xf32>)
+  %s = tfk.alloc[%1] : memref<1x?x24xf32>
+  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%s : memref<1x?x24xf32>) {axis = 0 : i64, start = 0 : i64}
+  %sr = tfk.reshape %s[%1] : memref<1x?x24xf32> to memref<1x?x6x4xf32>
+  %k = tfk.alloc[%1] : memref<1x6x?x4xf32>
+  tfk.exec "transpose"(%sr : memref<1x?x6x4xf32>) into(%k : memref<1x6x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %o = tfk.alloc[%0, %1] : memref<?x6x?x4xf32>
+  tfk.attention %q, %k, %k into %o {scale = 5.000000e-01 : f64} : memref<?x6x?x4xf32>, memref<1x6x?x4xf32>, memref<1x6x?x4xf32> into memref<?x6x?x4xf32>
+  %t = tfk.output 0[%0, %1] : memref<?x6x4x?xf32>
+  tfk.exec "transpose"(%o : memref<?x6x?x4xf32>) into(%t : memref<?x6x4x?xf32>) {permutation = array<i64: 0, 1, 3, 2>}
+  return
+}

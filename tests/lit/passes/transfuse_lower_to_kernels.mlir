@@ -1,0 +1,124 @@
+// RUN: transfuse-opt %s -split-input-file --transfuse-lower-to-kernels | FileCheck %s
+// RUN: transfuse-opt %s -split-input-file --transfuse-lower-to-kernels | transfuse-opt -split-input-file | FileCheck %s
+
+// Tests that an entry point becomes a function without arguments or
+// results: sizes at the top (one value per distinct size, the seq lengths
+// of x and ids broadcast where they meet), inputs as tfk.input, a GEMM by a
+// parameter packed with its epilogue, a result computed by an op written
+// straight into its output (through a view when a reshape of it is
+// returned), and a returned input copied.
+// CHECK-LABEL: func.func @forward()
+// CHECK-SAME: transfuse.max_batch = 2
+// CHECK-DAG: %[[B:.*]] = tfk.input_dim 0, 0
+// CHECK-DAG: %[[SI:.*]] = tfk.input_dim 1, 1
+// CHECK-DAG: %[[SX:.*]] = tfk.input_dim 0, 1
+// CHECK: %[[S:.*]] = tfk.broadcast_dim %[[SI]], %[[SX]]
+// CHECK: %[[X:.*]] = tfk.input 0[%[[B]], %[[SX]]] : memref<?x?x8xf32>
+// CHECK: %[[IDS:.*]] = tfk.input 1[%[[B]], %[[SI]]] : memref<?x?xi32>
+// CHECK: %[[W:.*]] = tfk.param "w" : memref<8x8xf32>
+// CHECK: %[[BIAS:.*]] = tfk.param "b" : memref<8xf32>
+// CHECK: %[[T:.*]] = tfk.param "table" : memref<5x8xf32>
+// CHECK: %[[E:.*]] = tfk.alloc[%[[B]], %[[SI]]] : memref<?x?x8xf32>
+// CHECK: tfk.exec "gather"(%[[T]], %[[IDS]] : {{.*}}) into(%[[E]] : {{.*}}) {what = "input 'ids'"}
+// CHECK: %[[Y:.*]] = tfk.output 0[%[[B]], %[[SI]]] : memref<?x?x8xf32>
+// CHECK: tfk.gemm %[[E]], %[[W]] bias %[[BIAS]] into %[[Y]] {activation = #transfuse.activation<relu>, packed}
+// CHECK: %[[O2:.*]] = tfk.output 2[%[[B]], %[[S]]] : memref<?x?x2x4xf32>
+// CHECK: %[[V:.*]] = tfk.reshape %[[O2]][%[[B]], %[[S]]] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
+// CHECK: tfk.exec "binary"(%[[Y]], %[[X]] : {{.*}}) into(%[[V]] : memref<?x?x8xf32>) {kind = "kAdd"}
+// CHECK: %[[O1:.*]] = tfk.output 1[%[[B]], %[[SI]]] : memref<?x?xi32>
+// CHECK: tfk.exec "copy"(%[[IDS]] : memref<?x?xi32>) into(%[[O1]] : memref<?x?xi32>)
+// CHECK-NEXT: return
+// CHECK-NOT: transfuse.
+func.func @forward(%x: tensor<?x?x8xf32> {transfuse.name = "x"}, %ids: tensor<?x?xi32> {transfuse.name = "ids"}) -> (tensor<?x?x8xf32>, tensor<?x?xi32>, tensor<?x?x2x4xf32>) attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
+  %w = transfuse.param "w" {init = #transfuse.init<xavier_uniform>} : tensor<8x8xf32>
+  %b = transfuse.param "b" {init = #transfuse.init<zeros>} : tensor<8xf32>
+  %t = transfuse.param "table" {init = #transfuse.init<normal_0.02>} : tensor<5x8xf32>
+  %e = transfuse.gather %t, %ids : (tensor<5x8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
+  %y = transfuse.linear %e, %w bias %b {activation = #transfuse.activation<relu>} : (tensor<?x?x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  %s = transfuse.add %y, %x : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %r = transfuse.reshape %s : (tensor<?x?x8xf32>) -> tensor<?x?x2x4xf32>
+  return %y, %ids, %r : tensor<?x?x8xf32>, tensor<?x?xi32>, tensor<?x?x2x4xf32>
+}
+
+// -----
+
+// Tests that add_layer_norm keeps a residual that is a trailing block of
+// the output (positions), without a sum nobody reads, and that fused
+// regions say how each input is read: full, trailing, one value (Highway,
+// `vector`), or strided (a select with a broadcast, scalar code).
+// CHECK-LABEL: func.func @forward()
+// CHECK-DAG: %[[S:.*]] = tfk.input_dim 0, 1
+// CHECK-DAG: %[[B:.*]] = tfk.input_dim 0, 0
+// CHECK: %[[X:.*]] = tfk.input 0
+// CHECK: %[[P:.*]] = tfk.alloc[%[[S]]] : memref<?x8xf32>
+// CHECK: tfk.exec "positional_encoding"(%[[S]] : index) into(%[[P]] : memref<?x8xf32>)
+// CHECK: %[[Y:.*]] = tfk.output 2[%[[B]], %[[S]]]
+// CHECK: tfk.add_layer_norm %[[X]], %[[P]], %{{.*}}, %{{.*}} into %[[Y]] {epsilon = 1.000000e-05 : f64} :
+// CHECK-NOT: sum
+// CHECK: %[[C:.*]] = tfk.constant dense<2.000000e+00> : tensor<1xf32> : memref<1xf32>
+// CHECK: tfk.elementwise %[[Y]], %[[P]], %[[C]] into %{{.*}} {kinds = ["full", "trailing", "splat"], vector}
+// CHECK: transfuse.add
+// CHECK: transfuse.mul
+// CHECK: tfk.yield
+// CHECK: tfk.elementwise {{.*}} {kinds = ["strided", "strided", "strided"]} :
+// CHECK: transfuse.select
+func.func @forward(%x: tensor<?x?x8xf32> {transfuse.name = "x"}, %m: tensor<?x?x8xi1> {transfuse.name = "m"}) -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
+  %n = transfuse.dim %x, 1 : tensor<?x?x8xf32>
+  %pos = transfuse.positional_encoding %n : tensor<?x8xf32>
+  %g = transfuse.param "g" {init = #transfuse.init<ones>} : tensor<8xf32>
+  %b = transfuse.param "b" {init = #transfuse.init<zeros>} : tensor<8xf32>
+  %y, %sum = transfuse.add_layer_norm %x, %pos, %g, %b {epsilon = 1.0e-05 : f64} : (tensor<?x?x8xf32>, tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+  %c = transfuse.constant dense<2.0> : tensor<1xf32>
+  %v = transfuse.fused_elementwise %y, %pos, %c : (tensor<?x?x8xf32>, tensor<?x8xf32>, tensor<1xf32>) -> tensor<?x?x8xf32> {
+  ^bb0(%a: tensor<?x?x8xf32>, %p: tensor<?x8xf32>, %k: tensor<1xf32>):
+    %0 = transfuse.add %a, %p : (tensor<?x?x8xf32>, tensor<?x8xf32>) -> tensor<?x?x8xf32>
+    %1 = transfuse.mul %0, %k : (tensor<?x?x8xf32>, tensor<1xf32>) -> tensor<?x?x8xf32>
+    transfuse.yield %1 : tensor<?x?x8xf32>
+  }
+  %w = transfuse.fused_elementwise %m, %x, %y : (tensor<?x?x8xi1>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
+  ^bb0(%mm: tensor<?x?x8xi1>, %a: tensor<?x?x8xf32>, %bb: tensor<?x?x8xf32>):
+    %0 = transfuse.select %mm, %a, %bb : (tensor<?x?x8xi1>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+    transfuse.yield %0 : tensor<?x?x8xf32>
+  }
+  return %v, %w, %y : tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>
+}
+
+// -----
+
+// Tests that a split becomes one slice per used result (the unused middle
+// one costs nothing), and that a slice whose length is a size gets a check
+// that it stays inside its axis.
+// CHECK-LABEL: func.func @forward()
+// CHECK-DAG: %[[S:.*]] = tfk.input_dim 0, 1
+// CHECK-DAG: %[[N:.*]] = tfk.input_dim 1, 1
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1 : index
+// CHECK: %[[END:.*]] = arith.addi %[[N]], %[[ONE]] : index
+// CHECK: %[[X:.*]] = tfk.input 0
+// CHECK: %[[O0:.*]] = tfk.output 0
+// CHECK: tfk.exec "slice"(%[[X]] : memref<?x?x24xf32>) into(%[[O0]] : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
+// CHECK-NOT: start = 8
+// CHECK: %[[A2:.*]] = tfk.alloc
+// CHECK: tfk.exec "slice"(%[[X]] : memref<?x?x24xf32>) into(%[[A2]] : memref<?x?x8xf32>) {axis = 2 : i64, start = 16 : i64}
+// CHECK: tfk.check "le" %[[END]], %[[S]], "a slice past the end of its axis (a length over the table?)"
+// CHECK: tfk.exec "slice"(%[[A2]] : {{.*}}) into({{.*}}) {axis = 1 : i64, start = 1 : i64}
+func.func @forward(%x: tensor<?x?x24xf32> {transfuse.name = "x"}, %t: tensor<?x?xi32> {transfuse.name = "t"}) -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>) attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
+  %a:3 = transfuse.split %x {axis = 2 : i64, sizes = array<i64: 8, 8, 8>} : (tensor<?x?x24xf32>) -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+  %n = transfuse.dim %t, 1 : tensor<?x?xi32>
+  %s = transfuse.slice %a#2 length %n {axis = 1 : i64, start = 1 : i64} : (tensor<?x?x8xf32>, index) -> tensor<?x?x8xf32>
+  return %a#0, %s : tensor<?x?x8xf32>, tensor<?x?x8xf32>
+}
+
+// -----
+
+// Tests that attention keeps its masks and scale, that an additive bias
+// gets a check that its last dimension is the key length, and that a
+// matmul of two activations is exec's matmul, not the GEMM by a weight.
+// CHECK-LABEL: func.func @forward()
+// CHECK: tfk.matmul %{{.*}}, %{{.*}} into %{{.*}} {transpose_rhs}
+// CHECK: tfk.check "eq" %{{.*}}, %{{.*}}, "an attention bias whose last dimension is not the key length"
+// CHECK: tfk.attention %{{.*}}, %{{.*}}, %{{.*}} key_padding %{{.*}} bias %{{.*}} into %{{.*}} {causal, scale = 1.250000e-01 : f64}
+func.func @forward(%q: tensor<?x2x?x8xf32> {transfuse.name = "q"}, %kp: tensor<?x?xi1> {transfuse.name = "kp"}, %bias: tensor<?x?xf32> {transfuse.name = "bias"}) -> (tensor<?x2x?x8xf32>, tensor<?x2x?x?xf32>) attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
+  %s = transfuse.matmul %q, %q {transpose_rhs = true} : (tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>) -> tensor<?x2x?x?xf32>
+  %o = transfuse.attention %q, %q, %q key_padding %kp bias %bias {scale = 0.125 : f64, causal} : (tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>, tensor<?x?xi1>, tensor<?x?xf32>) -> tensor<?x2x?x8xf32>
+  return %o, %s : tensor<?x2x?x8xf32>, tensor<?x2x?x?xf32>
+}

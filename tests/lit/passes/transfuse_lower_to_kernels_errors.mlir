@@ -1,0 +1,50 @@
+// RUN: transfuse-opt %s -split-input-file -verify-diagnostics --transfuse-lower-to-kernels
+
+// Tests that an element type the kernels do not hold is one error on the op.
+func.func @forward(%x: tensor<?x8xf16> {transfuse.name = "x"}) -> tensor<?x8xf16> attributes {transfuse.max_batch = 2 : i64} {
+  // expected-error @+1 {{'transfuse.relu': element type f16 is not supported (f32, i32, i1 are)}}
+  %y = transfuse.relu %x : tensor<?x8xf16>
+  return %y : tensor<?x8xf16>
+}
+
+// -----
+
+// Tests that attention dropout (a training graph) is refused by name.
+func.func @forward(%q: tensor<?x2x?x8xf32> {transfuse.name = "q"}) -> tensor<?x2x?x8xf32> attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
+  // expected-error @+1 {{'transfuse.attention': attention dropout (training) is not supported}}
+  %o = transfuse.attention %q, %q, %q {scale = 0.125 : f64, dropout_rate = 0.1 : f64} : (tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>) -> tensor<?x2x?x8xf32>
+  return %o : tensor<?x2x?x8xf32>
+}
+
+// -----
+
+// Tests that an op without a kernel is refused by name.
+func.func @forward(%x: tensor<?x8xf32> {transfuse.name = "x"}) -> tensor<?x8xf32> attributes {transfuse.max_batch = 2 : i64} {
+  // expected-error @+1 {{'transfuse.dropout': is not supported}}
+  %y = transfuse.dropout %x {rate = 0.1 : f64, seed = 1 : i64, stream = 0 : i64} : tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that a linear whose residual may broadcast is refused.
+func.func @forward(%x: tensor<?x8xf32> {transfuse.name = "x"}, %r: tensor<8xf32> {transfuse.name = "r"}) -> tensor<?x8xf32> attributes {transfuse.max_batch = 2 : i64} {
+  %w = transfuse.param "w" {init = #transfuse.init<xavier_uniform>} : tensor<8x8xf32>
+  // expected-error @+1 {{'transfuse.linear': a residual that may broadcast is not supported}}
+  %y = transfuse.linear %x, %w residual %r : (tensor<?x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that an op a fused region cannot compute is refused on that op.
+func.func @forward(%x: tensor<?x8xf32> {transfuse.name = "x"}) -> tensor<?x8xf32> attributes {transfuse.max_batch = 2 : i64} {
+  %y = transfuse.fused_elementwise %x : (tensor<?x8xf32>) -> tensor<?x8xf32> {
+  ^bb0(%a: tensor<?x8xf32>):
+    // expected-error @+1 {{'transfuse.constant': is not supported in a fused region}}
+    %c = transfuse.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]> : tensor<8xf32>
+    %0 = transfuse.add %a, %c : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+    transfuse.yield %0 : tensor<?x8xf32>
+  }
+  return %y : tensor<?x8xf32>
+}
