@@ -150,7 +150,7 @@ struct Entry {
 std::string opName(Operation *op) { return op->getName().getStringRef().str(); }
 
 /// What the kernels cannot run, as one error on the op; success otherwise.
-LogicalResult check(func::FuncOp func, Entry &entry) {
+LogicalResult check(func::FuncOp func, Entry &entry, const llvm::DenseSet<OperationName> &lowered) {
   Operation *bad = nullptr;
   std::string why;
   auto fail = [&](Operation *op, const llvm::Twine &message) {
@@ -258,11 +258,10 @@ LogicalResult check(func::FuncOp func, Entry &entry) {
             }
           }
         })
-        .Case<ParamOp, DimOp, ReshapeOp, GatherOp, AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp,
-              ExpOp, TanhOp, GeluOp, SelectOp, SoftmaxOp, LayerNormOp, TransposeOp, ConcatOp,
-              SplitOp, SliceOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, KeyPaddingMaskOp,
-              CausalMaskOp, PositionalEncodingOp>([](Operation *) {})
-        .Default([&](Operation *) { fail(op, "is not supported"); });
+        .Default([&](Operation *) {
+          if (!lowered.contains(op->getName()) && !mathKindOf(op))
+            fail(op, "is not supported");
+        });
   }
   if (!bad)
     return success();
@@ -360,16 +359,22 @@ LOWERING(LinearOp) {
   return success();
 }
 
-/// add, sub, mul, div, relu, exp, tanh, gelu: exec's binary or unary with
-/// the table's kind (ElementwiseMath.h).
-template <class Op> struct MathLowering : Lowering<Op> {
-  using Lowering<Op>::Lowering;
-  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor a,
+/// Every op with a formula of the table (add, sub, mul, div, relu, exp,
+/// tanh, gelu: codegen/lowering/OpMath.h): exec's binary or unary with the
+/// table's kind, so a new elementwise op needs nothing here.
+struct MathLowering : ConversionPattern {
+  MathLowering(const TypeConverter &converter, MLIRContext *ctx, Entry &entry)
+      : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, ctx), entry(entry) {}
+  Entry &entry;
+  LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value> operands,
                                 ConversionPatternRewriter &rw) const override {
-    math::Kind kind = *mathKindOf(op);
-    Value out = this->dest(rw, op);
-    this->exec(rw, op, math::info(kind).arity == 2 ? "binary" : "unary", a.getOperands(), {out},
-               {this->attr(rw, "kind", rw.getStringAttr(math::info(kind).enumerator))});
+    std::optional<math::Kind> kind = mathKindOf(op);
+    if (!kind || op->getParentOfType<tfk::ElementwiseOp>())
+      return failure();
+    Value out = entry.destination(rw, op->getLoc(), op->getResult(0));
+    auto e = tfk::ExecOp::create(rw, op->getLoc(), math::info(*kind).arity == 2 ? "binary" : "unary",
+                                 operands, ValueRange{out});
+    e->setAttr("kind", rw.getStringAttr(math::info(*kind).enumerator));
     rw.replaceOp(op, out);
     return success();
   }
@@ -570,7 +575,25 @@ LOWERING(ReturnOp) {
 
 LogicalResult lowerEntry(func::FuncOp func) {
   Entry entry(func);
-  if (failed(check(func, entry)))
+  MLIRContext *ctx = func.getContext();
+  TypeConverter types;
+  types.addConversion([](Type t) { return t; });
+  types.addConversion([](RankedTensorType t) -> Type { return memrefOf(t); });
+  RewritePatternSet patterns(ctx);
+  patterns.add<UnrealizedConversionCastOpLowering, ParamOpLowering, ConstantOpLowering,
+               DimOpLowering, ReshapeOpLowering, GatherOpLowering, MatmulOpLowering,
+               LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering,
+               SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,
+               AttentionOpLowering, FusedElementwiseOpLowering, TransposeOpLowering,
+               ConcatOpLowering, SplitOpLowering, SliceOpLowering, ReduceLowering<ReduceSumOp>,
+               ReduceLowering<ReduceMeanOp>, ReduceLowering<ReduceMaxOp>,
+               KeyPaddingMaskOpLowering, CausalMaskOpLowering, PositionalEncodingOpLowering,
+               ReturnOpLowering>(types, ctx, entry);
+  llvm::DenseSet<OperationName> lowered;
+  for (const std::unique_ptr<RewritePattern> &p : patterns.getNativePatterns())
+    if (std::optional<OperationName> root = p->getRootKind())
+      lowered.insert(*root);
+  if (failed(check(func, entry, lowered)))
     return failure();
   Block &body = func.getBody().front();
   // Results computed by an op write the caller's buffer; the first return
@@ -616,10 +639,6 @@ LogicalResult lowerEntry(func::FuncOp func) {
   }
   body.eraseArguments(0, body.getNumArguments());
 
-  MLIRContext *ctx = func.getContext();
-  TypeConverter types;
-  types.addConversion([](Type t) { return t; });
-  types.addConversion([](RankedTensorType t) -> Type { return memrefOf(t); });
   ConversionTarget target(*ctx);
   target.addLegalDialect<tfk::TFKDialect, arith::ArithDialect>();
   target.addLegalOp<func::FuncOp>();
@@ -627,18 +646,6 @@ LogicalResult lowerEntry(func::FuncOp func) {
   // A fused region's ops stay transfuse ops inside tfk.elementwise.
   target.addDynamicallyLegalDialect<TransfuseDialect>(
       [](Operation *op) { return op->getParentOfType<tfk::ElementwiseOp>() != nullptr; });
-  RewritePatternSet patterns(ctx);
-  patterns.add<UnrealizedConversionCastOpLowering, ParamOpLowering, ConstantOpLowering,
-               DimOpLowering, ReshapeOpLowering, GatherOpLowering, MatmulOpLowering,
-               LinearOpLowering, MathLowering<AddOp>, MathLowering<SubOp>, MathLowering<MulOp>,
-               MathLowering<DivOp>, MathLowering<ReluOp>, MathLowering<ExpOp>,
-               MathLowering<TanhOp>, MathLowering<GeluOp>, ScaleOpLowering, SelectOpLowering,
-               SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,
-               AttentionOpLowering, FusedElementwiseOpLowering, TransposeOpLowering,
-               ConcatOpLowering, SplitOpLowering, SliceOpLowering, ReduceLowering<ReduceSumOp>,
-               ReduceLowering<ReduceMeanOp>, ReduceLowering<ReduceMaxOp>,
-               KeyPaddingMaskOpLowering, CausalMaskOpLowering, PositionalEncodingOpLowering,
-               ReturnOpLowering>(types, ctx, entry);
   if (failed(applyFullConversion(func, target, std::move(patterns))))
     return failure();
   func.setFunctionType(FunctionType::get(ctx, {}, {}));
