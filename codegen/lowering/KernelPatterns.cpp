@@ -1,0 +1,333 @@
+//===- KernelPatterns.cpp - one conversion pattern per transfuse op -------===//
+//
+// Each pattern writes its op's kernel op into a destination: the caller's
+// output when the value is returned, else a new tfk.alloc (Entry). Sizes
+// come from the Entry, derived before the conversion started.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/lowering/LoweringEntry.h"
+#include "codegen/lowering/OpMath.h"
+
+using namespace mlir;
+using namespace mlir::transfuse;
+using namespace mlir::transfuse::lowering;
+
+namespace {
+
+
+template <class Op> struct Lowering : OpConversionPattern<Op> {
+  Lowering(const TypeConverter &converter, MLIRContext *ctx, Entry &entry)
+      : OpConversionPattern<Op>(converter, ctx), entry(entry) {}
+  Entry &entry;
+  Value dest(ConversionPatternRewriter &rw, Op op, unsigned i = 0) const {
+    return entry.destination(rw, op.getLoc(), op->getResult(i));
+  }
+  tfk::ExecOp exec(ConversionPatternRewriter &rw, Op op, StringRef kernel, ValueRange ins,
+                   ValueRange outs, ArrayRef<NamedAttribute> attrs = {}) const {
+    auto e = tfk::ExecOp::create(rw, op.getLoc(), kernel, ins, outs);
+    for (const NamedAttribute &a : attrs)
+      e->setAttr(a.getName(), a.getValue());
+    return e;
+  }
+  NamedAttribute attr(ConversionPatternRewriter &rw, StringRef name, Attribute value) const {
+    return rw.getNamedAttr(name, value);
+  }
+};
+
+#define LOWERING(OP)                                                                     \
+  struct OP##Lowering : Lowering<OP> {                                                   \
+    using Lowering::Lowering;                                                            \
+    LogicalResult matchAndRewrite(OP op, OpAdaptor a,                                    \
+                                  ConversionPatternRewriter &rw) const override;         \
+  };                                                                                     \
+  LogicalResult OP##Lowering::matchAndRewrite(OP op, OpAdaptor a,                        \
+                                              ConversionPatternRewriter &rw) const
+
+LOWERING(UnrealizedConversionCastOp) { // an argument's tensor view of its tfk.input
+  rw.replaceOp(op, a.getInputs());
+  return success();
+}
+
+LOWERING(ParamOp) {
+  rw.replaceOpWithNewOp<tfk::ParamOp>(op, memrefOf(op.getType()), op.getName(), op.getPrepared());
+  return success();
+}
+
+LOWERING(ConstantOp) {
+  rw.replaceOpWithNewOp<tfk::ConstantOp>(op, memrefOf(op.getType()), op.getValue());
+  return success();
+}
+
+LOWERING(DimOp) {
+  rw.replaceOp(op, entry.size(entry.analysis.index(op)));
+  return success();
+}
+
+LOWERING(ReshapeOp) {
+  rw.replaceOpWithNewOp<tfk::ReshapeOp>(op, memrefOf(op.getType()), a.getInput(),
+                                        entry.sizes(op.getResult()));
+  return success();
+}
+
+LOWERING(GatherOp) {
+  Value out = dest(rw, op);
+  std::string what = "an operand";
+  if (auto cast = op.getIds().getDefiningOp<UnrealizedConversionCastOp>())
+    if (auto in = cast.getInputs()[0].getDefiningOp<tfk::InputOp>())
+      what = "input '" + entry.inputNames.lookup(in.getIndex()) + "'";
+  exec(rw, op, "gather", {a.getTable(), a.getIds()}, {out},
+       {attr(rw, "what", rw.getStringAttr(what))});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(MatmulOp) {
+  Value out = dest(rw, op);
+  if (isGemmByWeight(op))
+    tfk::GemmOp::create(rw, op.getLoc(), a.getLhs(), a.getRhs(), Value(), Value(), out,
+                        op.getTransposeRhs(), /*packed=*/true, Activation::None);
+  else
+    tfk::MatmulOp::create(rw, op.getLoc(), a.getLhs(), a.getRhs(), out, op.getTransposeLhs(),
+                          op.getTransposeRhs());
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(LinearOp) {
+  Value out = dest(rw, op);
+  bool packed = (bool)weightParam(op.getWeight());
+  tfk::GemmOp::create(rw, op.getLoc(), a.getInput(), a.getWeight(), a.getBias(), a.getResidual(),
+                      out, op.getTransposeWeight(), packed, op.getActivation());
+  rw.replaceOp(op, out);
+  return success();
+}
+
+/// Every op with a formula of the table (add, sub, mul, div, relu, exp,
+/// tanh, gelu: codegen/lowering/OpMath.h): exec's binary or unary with the
+/// table's kind, so a new elementwise op needs nothing here.
+struct MathLowering : ConversionPattern {
+  MathLowering(const TypeConverter &converter, MLIRContext *ctx, Entry &entry)
+      : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, ctx), entry(entry) {}
+  Entry &entry;
+  LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value> operands,
+                                ConversionPatternRewriter &rw) const override {
+    std::optional<math::Kind> kind = mathKindOf(op);
+    if (!kind || op->getParentOfType<tfk::ElementwiseOp>())
+      return failure();
+    Value out = entry.destination(rw, op->getLoc(), op->getResult(0));
+    auto e = tfk::ExecOp::create(rw, op->getLoc(), math::info(*kind).arity == 2 ? "binary" : "unary",
+                                 operands, ValueRange{out});
+    e->setAttr("kind", rw.getStringAttr(math::info(*kind).enumerator));
+    rw.replaceOp(op, out);
+    return success();
+  }
+};
+
+LOWERING(ScaleOp) {
+  Value out = dest(rw, op);
+  exec(rw, op, "scale", {a.getInput()}, {out}, {attr(rw, "factor", op.getFactorAttr())});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(SelectOp) {
+  Value out = dest(rw, op);
+  exec(rw, op, "select", a.getOperands(), {out});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(SoftmaxOp) {
+  Value out = dest(rw, op);
+  int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
+  exec(rw, op, "softmax", {a.getInput()}, {out}, {attr(rw, "axis", rw.getI64IntegerAttr(axis))});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(LayerNormOp) {
+  Value out = dest(rw, op);
+  int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
+  tfk::LayerNormOp::create(rw, op.getLoc(), a.getInput(), a.getGamma(), a.getBeta(), out, axis,
+                           op.getEpsilon());
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(AddLayerNormOp) {
+  // The operand with the output's sizes first; the other may be a block.
+  Value x = a.getInput(), r = a.getResidual();
+  if (op.getInput().getType() != op.getResult().getType())
+    std::swap(x, r);
+  Value out = dest(rw, op, 0);
+  Value sum = op.getSum().use_empty() ? Value() : dest(rw, op, 1);
+  tfk::AddLayerNormOp::create(rw, op.getLoc(), x, r, a.getGamma(), a.getBeta(), out, sum,
+                              op.getEpsilon());
+  rw.replaceOp(op, ValueRange{out, sum});
+  return success();
+}
+
+LOWERING(AttentionOp) {
+  Value out = dest(rw, op);
+  if (Value bias = op.getBias()) {
+    int64_t last = cast<RankedTensorType>(bias.getType()).getRank() - 1;
+    tfk::CheckOp::create(rw, op.getLoc(), "eq", entry.dim(bias, last), entry.dim(op.getKey(), 2),
+                         "an attention bias whose last dimension is not the key length");
+  }
+  tfk::AttentionOp::create(rw, op.getLoc(), a.getQuery(), a.getKey(), a.getValue(),
+                           a.getKeyPadding(), a.getBias(), out, op.getScale(), op.getCausal());
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(FusedElementwiseOp) {
+  // How each input is read; Highway code when every input is an f32 full
+  // tensor, trailing block or single value and no select needs masks.
+  Block &body = op.getBody().front();
+  bool vector = llvm::none_of(body.without_terminator(), [](Operation &o) { return isa<SelectOp>(o); });
+  SmallVector<StringRef> kinds;
+  for (Value input : op.getInputs()) {
+    auto t = cast<RankedTensorType>(input.getType());
+    StringRef k = t.hasStaticShape() && t.getNumElements() == 1 ? "splat"
+                  : entry.sameSizes(input, op.getResult())      ? "full"
+                  : entry.trailing(input, op.getResult())        ? "trailing"
+                                                                 : "strided";
+    vector &= t.getElementType().isF32() && k != "strided";
+    kinds.push_back(k);
+  }
+  Value out = dest(rw, op);
+  auto e = tfk::ElementwiseOp::create(rw, op.getLoc(), a.getInputs(), out,
+                                      rw.getStrArrayAttr(kinds), vector);
+  rw.inlineRegionBefore(op.getBody(), e.getBody(), e.getBody().end());
+  auto yield = cast<YieldOp>(e.getBody().front().getTerminator());
+  rw.setInsertionPoint(yield);
+  rw.replaceOpWithNewOp<tfk::YieldOp>(yield, yield.getValue());
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(TransposeOp) {
+  Value out = dest(rw, op);
+  exec(rw, op, "transpose", {a.getInput()}, {out},
+       {attr(rw, "permutation", op.getPermutationAttr())});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(ConcatOp) {
+  Value out = dest(rw, op);
+  int64_t axis = normalizedAxis(op.getAxis(), op.getType().getRank());
+  exec(rw, op, "concat", a.getInputs(), {out}, {attr(rw, "axis", rw.getI64IntegerAttr(axis))});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(SplitOp) {
+  // One slice per used result.
+  int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank()), start = 0;
+  SmallVector<Value> results;
+  for (auto [i, r] : llvm::enumerate(op.getResults())) {
+    int64_t size = op.getSizes()[i];
+    Value out;
+    if (!r.use_empty()) {
+      out = dest(rw, op, i);
+      exec(rw, op, "slice", {a.getInput()}, {out},
+           {attr(rw, "axis", rw.getI64IntegerAttr(axis)),
+            attr(rw, "start", rw.getI64IntegerAttr(start))});
+    }
+    results.push_back(out);
+    start += size;
+  }
+  rw.replaceOp(op, results);
+  return success();
+}
+
+LOWERING(SliceOp) {
+  int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
+  if (op.getLength()) {
+    SizeExpr end = SizeExpr::sum({SizeExpr::constant(op.getStart()),
+                                  entry.analysis.dim(op.getResult(), axis)});
+    tfk::CheckOp::create(rw, op.getLoc(), "le", entry.size(end), entry.dim(op.getInput(), axis),
+                         "a slice past the end of its axis (a length over the table?)");
+  }
+  Value out = dest(rw, op);
+  exec(rw, op, "slice", {a.getInput()}, {out},
+       {attr(rw, "axis", rw.getI64IntegerAttr(axis)),
+        attr(rw, "start", rw.getI64IntegerAttr(op.getStart()))});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+template <class Op> struct ReduceLowering : Lowering<Op> {
+  using Lowering<Op>::Lowering;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor a,
+                                ConversionPatternRewriter &rw) const override {
+    int64_t rank = op.getInput().getType().getRank(), mask = 0;
+    for (int64_t axis : op.getAxes())
+      mask |= int64_t{1} << normalizedAxis(axis, rank);
+    StringRef kind = isa<ReduceSumOp>(op) ? "kSum" : isa<ReduceMeanOp>(op) ? "kMean" : "kMax";
+    Value out = this->dest(rw, op);
+    this->exec(rw, op, "reduce", {a.getInput()}, {out},
+               {this->attr(rw, "kind", rw.getStringAttr(kind)),
+                this->attr(rw, "axes_mask", rw.getI64IntegerAttr(mask))});
+    rw.replaceOp(op, out);
+    return success();
+  }
+};
+
+LOWERING(KeyPaddingMaskOp) {
+  Value out = dest(rw, op);
+  exec(rw, op, "key_padding_mask", {a.getTokens()}, {out}, {attr(rw, "pad_id", op.getPadIdAttr())});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(CausalMaskOp) {
+  Value out = dest(rw, op);
+  exec(rw, op, "causal_mask", {a.getQueryLen(), a.getKeyLen()}, {out});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(PositionalEncodingOp) {
+  Value out = dest(rw, op);
+  SmallVector<Value> ins{a.getLength()};
+  if (a.getOffset())
+    ins.push_back(a.getOffset());
+  exec(rw, op, "positional_encoding", ins, {out});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+using ReturnOp = func::ReturnOp;
+LOWERING(ReturnOp) {
+  // Values not written in place (an input, a parameter, a value returned
+  // twice) are copied into their output.
+  for (auto [i, v] : llvm::enumerate(op.getOperands())) {
+    auto it = entry.output.find(rootThroughReshapes(v));
+    if (it != entry.output.end() && it->second.first == i)
+      continue;
+    Value out = tfk::OutputOp::create(rw, op.getLoc(), memrefOf(v.getType()), i, entry.sizes(v));
+    tfk::ExecOp::create(rw, op.getLoc(), "copy", ValueRange{a.getOperands()[i]}, ValueRange{out});
+  }
+  rw.replaceOpWithNewOp<func::ReturnOp>(op);
+  return success();
+}
+
+#undef LOWERING
+
+} // namespace
+
+void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patterns,
+                                                       const TypeConverter &types, Entry &entry) {
+  patterns.add<UnrealizedConversionCastOpLowering, ParamOpLowering, ConstantOpLowering,
+               DimOpLowering, ReshapeOpLowering, GatherOpLowering, MatmulOpLowering,
+               LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering,
+               SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,
+               AttentionOpLowering, FusedElementwiseOpLowering, TransposeOpLowering,
+               ConcatOpLowering, SplitOpLowering, SliceOpLowering, ReduceLowering<ReduceSumOp>,
+               ReduceLowering<ReduceMeanOp>, ReduceLowering<ReduceMaxOp>,
+               KeyPaddingMaskOpLowering, CausalMaskOpLowering, PositionalEncodingOpLowering,
+               ReturnOpLowering>(types, patterns.getContext(), entry);
+}

@@ -1,0 +1,169 @@
+// The kernel IR (tfk) of every shipped config at the fusion strategies none
+// and all: it verifies, prints and parses back to the same text, and its
+// memory plan is checked here independently of --transfuse-plan-memory: every
+// alloc has a slot, aligned, inside the arena, with room for its sizes at the
+// compiled maxima, and no two allocs that some kernel span uses together
+// share a byte; the arena is at most the graph-level plan's.
+
+#include "codegen/lowering/Lowering.h"
+#include "ir/KernelDialect.h"
+#include "models/Models.h"
+#include "passes/MemoryPlan.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+using namespace mlir;
+using namespace mlir::transfuse;
+namespace tfk = mlir::transfuse::kernel;
+
+namespace {
+
+std::string print(ModuleOp m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m->print(os);
+  return s;
+}
+
+/// An index value of the kernel IR at the maxima, evaluated here from the
+/// ops' meaning (dimension 0 of an input at maxBatch, others at maxSeq).
+int64_t atMaxima(Value v, int64_t maxBatch, int64_t maxSeq) {
+  Operation *def = v.getDefiningOp();
+  if (auto c = dyn_cast<arith::ConstantIndexOp>(def))
+    return c.value();
+  if (auto d = dyn_cast<tfk::InputDimOp>(def))
+    return d.getDim() == 0 ? maxBatch : maxSeq;
+  if (auto a = dyn_cast<arith::AddIOp>(def))
+    return atMaxima(a.getLhs(), maxBatch, maxSeq) + atMaxima(a.getRhs(), maxBatch, maxSeq);
+  int64_t m = 1;
+  for (Value t : cast<tfk::BroadcastDimOp>(def).getTerms())
+    m = std::max(m, atMaxima(t, maxBatch, maxSeq));
+  return m;
+}
+
+/// The allocs whose memory `v` is or views.
+Operation *bufferOf(Value v) {
+  Operation *def = v.getDefiningOp();
+  while (def && isa<tfk::ReshapeOp, tfk::HeadsOp>(def))
+    def = def->getOperand(0).getDefiningOp();
+  return def && isa<tfk::AllocOp>(def) ? def : nullptr;
+}
+
+void checkPlan(func::FuncOp f, const std::string &what) {
+  auto arena = f->getAttrOfType<IntegerAttr>(tfk::kArenaBytesAttr);
+  ASSERT_TRUE(arena) << what;
+  auto bound = [&](StringRef name) { // @prepare has none: nothing is dynamic there
+    auto a = f->getAttrOfType<IntegerAttr>(name);
+    return a ? a.getInt() : int64_t{1};
+  };
+  int64_t maxBatch = bound(kMaxBatchAttr), maxSeq = bound(kMaxSeqLenAttr);
+  // Live range of each alloc: the kernel ops (in order) that touch it.
+  std::map<Operation *, std::pair<int64_t, int64_t>> live;
+  int64_t position = 0;
+  for (Operation &op : f.getBody().front()) {
+    if (!isa<tfk::GemmOp, tfk::MatmulOp, tfk::AttentionOp, tfk::AddLayerNormOp,
+             tfk::LayerNormOp, tfk::ElementwiseOp, tfk::ExecOp>(op))
+      continue;
+    for (Value v : op.getOperands())
+      if (Operation *buf = bufferOf(v)) {
+        auto [it, inserted] = live.try_emplace(buf, position, position);
+        it->second.second = position;
+      }
+    ++position;
+  }
+  std::vector<tfk::AllocOp> allocs(f.getBody().front().getOps<tfk::AllocOp>().begin(),
+                                   f.getBody().front().getOps<tfk::AllocOp>().end());
+  for (tfk::AllocOp a : allocs) {
+    ASSERT_TRUE(a.getOffset() && a.getBytes()) << what << ": an alloc without a slot";
+    EXPECT_TRUE(live.count(a)) << what << ": an alloc no kernel touches";
+    EXPECT_EQ(*a.getOffset() % kArenaAlignment, 0) << what;
+    EXPECT_LE(int64_t(*a.getOffset() + *a.getBytes()), arena.getInt()) << what;
+    MemRefType t = a.getType();
+    int64_t need = t.getElementType().isInteger(1) ? 1 : t.getElementTypeBitWidth() / 8;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      need *= t.isDynamicDim(d) ? atMaxima(a.getSizes()[t.getDynamicDimIndex(d)], maxBatch, maxSeq)
+                                : t.getDimSize(d);
+    EXPECT_GE(int64_t(*a.getBytes()), need) << what;
+  }
+  for (size_t i = 0; i < allocs.size(); ++i)
+    for (size_t j = i + 1; j < allocs.size(); ++j) {
+      auto [fi, li] = live[allocs[i]];
+      auto [fj, lj] = live[allocs[j]];
+      int64_t oi = *allocs[i].getOffset(), oj = *allocs[j].getOffset();
+      int64_t ei = oi + *allocs[i].getBytes(), ej = oj + *allocs[j].getBytes();
+      bool together = fi <= lj && fj <= li, overlap = oi < ej && oj < ei;
+      EXPECT_FALSE(together && overlap) << what << ": allocs " << i << " and " << j;
+    }
+}
+
+TEST(KernelIR, EveryShippedConfigLowersVerifiesRoundTripsAndPlansSafely) {
+  MLIRContext context;
+  std::vector<std::string> configs;
+  for (const auto &entry :
+       std::filesystem::directory_iterator(std::string(TRANSFUSE_SOURCE_DIR) + "/models"))
+    if (entry.path().extension() == ".json")
+      configs.push_back(entry.path().string());
+  ASSERT_GE(configs.size(), 7u);
+  for (const std::string &config : configs) {
+    for (const char *strategy : {"none", "all"}) {
+      std::string what = config + " (" + strategy + ")";
+      auto loaded = loadModelDefinition(context, config, BuildOptions());
+      ASSERT_TRUE(static_cast<bool>(loaded)) << what;
+      OwningOpRef<ModuleOp> module = std::move(*loaded);
+      PassManager pm(&context);
+      buildCompilePipeline(pm, *FusionStrategy::parse(strategy), nullptr);
+      ASSERT_TRUE(succeeded(pm.run(*module))) << what;
+      auto kernels = lowerToKernels(*module, "cpu");
+      ASSERT_TRUE(static_cast<bool>(kernels)) << what << ": " << llvm::toString(kernels.takeError());
+      ASSERT_TRUE(succeeded(verify(**kernels))) << what;
+      std::string text = print(**kernels);
+      OwningOpRef<ModuleOp> again = parseSourceString<ModuleOp>(text, &context);
+      ASSERT_TRUE(again) << what;
+      EXPECT_EQ(print(*again), text) << what;
+      for (auto f : (*kernels)->getOps<func::FuncOp>()) {
+        checkPlan(f, what + " @" + f.getName().str());
+        EXPECT_TRUE(f.getFunctionType().getInputs().empty() && f.getFunctionType().getResults().empty());
+        // Never more than the graph-level plan, which knows no views.
+        int64_t graph = planMemory(module->lookupSymbol<func::FuncOp>(f.getName())).arenaSize;
+        EXPECT_LE(f->getAttrOfType<IntegerAttr>(tfk::kArenaBytesAttr).getInt(), graph) << what;
+        // Nothing of the fused graph is left outside fused regions.
+        for (Operation &op : f.getBody().front())
+          EXPECT_FALSE(isa<TransfuseDialect>(op.getDialect())) << what << ": " << op.getName().getStringRef().str();
+      }
+    }
+  }
+}
+
+TEST(KernelIR, AnOpTheKernelsCannotRunIsOneErrorNamingIt) {
+  MLIRContext context;
+  context.loadDialect<TransfuseDialect, func::FuncDialect>();
+  const char *source = R"mlir(
+    func.func @forward(%x: tensor<?x8xf32> {transfuse.name = "x"}) -> tensor<?x8xf32>
+        attributes {transfuse.max_batch = 2 : i64} {
+      %y = transfuse.dropout %x {rate = 0.1 : f64, seed = 1 : i64, stream = 0 : i64} : tensor<?x8xf32>
+      return %y : tensor<?x8xf32>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  std::string before = print(*module);
+  auto kernels = lowerToKernels(*module, "cpu");
+  ASSERT_FALSE(static_cast<bool>(kernels));
+  std::string message = llvm::toString(kernels.takeError());
+  EXPECT_NE(message.find("'transfuse.dropout': is not supported (cpu target)"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("loc("), std::string::npos) << message;
+  EXPECT_EQ(print(*module), before); // the input module is left as it was
+}
+
+} // namespace
