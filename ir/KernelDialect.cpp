@@ -49,6 +49,22 @@ bool mlir::transfuse::kernel::isExecKernel(llvm::StringRef name) {
   return llvm::is_contained(kKernels, name);
 }
 
+LogicalResult TFKDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == kArenaBytesAttr) {
+    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!bytes || bytes.getInt() < 0)
+      return op->emitError() << "'" << kArenaBytesAttr << "' must be a non-negative integer";
+    return success();
+  }
+  if (attr.getName() == kDeviceAttr) {
+    auto device = dyn_cast<StringAttr>(attr.getValue());
+    if (!device || (device.getValue() != "cpu" && device.getValue() != "cuda"))
+      return op->emitError() << "'" << kDeviceAttr << "' must be \"cpu\" or \"cuda\"";
+    return success();
+  }
+  return op->emitError() << "unknown tfk attribute '" << attr.getName().getValue() << "'";
+}
+
 /// One index value per dynamic dimension of the result.
 static LogicalResult verifySizes(Operation *op, Type type, ValueRange sizes) {
   auto memref = cast<MemRefType>(type);
@@ -61,6 +77,11 @@ static LogicalResult verifySizes(Operation *op, Type type, ValueRange sizes) {
 LogicalResult InputOp::verify() { return verifySizes(*this, getType(), getSizes()); }
 LogicalResult OutputOp::verify() { return verifySizes(*this, getType(), getSizes()); }
 LogicalResult AllocOp::verify() { return verifySizes(*this, getType(), getSizes()); }
+LogicalResult StateOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a name");
+  return verifySizes(*this, getType(), getSizes());
+}
 LogicalResult ReshapeOp::verify() {
   if (failed(verifySizes(*this, getType(), getSizes())))
     return failure();

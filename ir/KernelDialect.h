@@ -35,6 +35,9 @@ bool isExecKernel(llvm::StringRef name);
 /// Function attribute: the bytes of the entry's arena (set by
 /// --transfuse-plan-memory).
 inline constexpr llvm::StringLiteral kArenaBytesAttr = "tfk.arena_bytes";
+/// Function attribute: the device the entry runs on, "cpu" (also when
+/// absent) or "cuda"; its storage lives there.
+inline constexpr llvm::StringLiteral kDeviceAttr = "tfk.device";
 
 } // namespace mlir::transfuse::kernel
 

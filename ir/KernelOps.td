@@ -35,6 +35,8 @@ def TFK_Dialect : Dialect {
     the printers (sizes, views, the memory plan) is shared.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
+  // tfk.arena_bytes and tfk.device on entry functions.
+  let hasOperationAttrVerify = 1;
 }
 
 class TFK_Op<string mnemonic, list<Trait> traits = []>
@@ -106,8 +108,10 @@ def TFK_ParamOp : TFK_Op<"param", [Pure]> {
   let summary = "a parameter of the model by name (a weight or a prepared value)";
   let description = [{
     `prepared`: an output of `@prepare` (docs/codegen.md), not a weight.
+    `written`: the entry updates it in place (a training step; docs/codegen.md,
+    the ABI plan), so no printer may treat it as constant across calls.
   }];
-  let arguments = (ins StrAttr:$name, UnitAttr:$prepared);
+  let arguments = (ins StrAttr:$name, UnitAttr:$prepared, UnitAttr:$written);
   let results = (outs AnyStaticShapeMemRef:$view);
   let assemblyFormat = "$name attr-dict `:` type($view)";
 }
@@ -117,6 +121,23 @@ def TFK_ConstantOp : TFK_Op<"constant", [Pure]> {
   let arguments = (ins ElementsAttr:$value);
   let results = (outs AnyStaticShapeMemRef:$view);
   let assemblyFormat = "$value attr-dict `:` type($view)";
+}
+
+def TFK_StateOp : TFK_SizedStorageOp<"state", [Pure]> {
+  let summary = "a persistent state tensor by name (a KV cache), kept between calls";
+  let description = [{
+    Storage of a `tf_state` object (the ABI plan of docs/codegen.md), read
+    and written by the entries that take that state; the memory plan never
+    places it in the arena. Its sizes are its current extent (the capacity
+    comes from the compiled maxima).
+
+    ```mlir
+    %k = tfk.state "kv.decoder.0.self.k" [%b, %t] : memref<?x8x?x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Variadic<Index>:$sizes);
+  let results = (outs AnyMemRef:$view);
+  let assemblyFormat = "$name (`[` $sizes^ `]`)? attr-dict `:` type($view)";
 }
 
 def TFK_AllocOp : TFK_SizedStorageOp<"alloc", [MemoryEffects<[MemAlloc]>]> {

@@ -37,6 +37,10 @@ llvm::Error Emitter::emitOp(Operation *op) {
             tfk::HeadsOp, tfk::InputDimOp, tfk::BroadcastDimOp, arith::ConstantOp,
             arith::AddIOp>([](auto) { return llvm::Error::success(); })
       .Case([&](tfk::ConstantOp c) { return constant(c); })
+      .Case([&](tfk::StateOp s) {
+        return fail(s, "persistent state needs ABI 2 (tf_state), which this printer does not "
+                       "print yet");
+      })
       .Case([&](tfk::CheckOp c) {
         const char *fails = c.getPredicate() == "le" ? " > " : " != ";
         dims.checks.push_back({"(" + dims.index(c.getLhs()) + fails + dims.index(c.getRhs()) + ")",

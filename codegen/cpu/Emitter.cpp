@@ -68,6 +68,11 @@ llvm::Error Emitter::constant(tfk::ConstantOp op) {
 
 llvm::Error Emitter::emit(std::string &out) {
   Block &block = func.getBody().front();
+  if (auto device = func->getAttrOfType<StringAttr>(kernel::kDeviceAttr);
+      device && device.getValue() != "cpu")
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "@" + func.getName().str() + " runs on device '" +
+                                       device.getValue().str() + "', not on the cpu target");
   auto arena = func->getAttrOfType<IntegerAttr>(kernel::kArenaBytesAttr);
   if (!arena)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),

@@ -1030,3 +1030,20 @@ func.func @f() {
   tfk.check "lt" %b, %b, "message"
   return
 }
+
+// -----
+
+// Tests that an entry's device is one tfk knows.
+// expected-error @+1 {{'tfk.device' must be "cpu" or "cuda"}}
+func.func @f() attributes {tfk.device = "tpu"} {
+  return
+}
+
+// -----
+
+// Tests that state has a name.
+func.func @f() {
+  // expected-error @+1 {{'tfk.state' op needs a name}}
+  %s = tfk.state "" : memref<4xf32>
+  return
+}

@@ -63,3 +63,17 @@ func.func @kernels(%x: memref<?x8xf32>, %w: memref<8x8xf32>, %v: memref<8xf32>, 
   tfk.exec "positional_encoding"(%i : index) into(%y : memref<?x8xf32>)
   return
 }
+
+// The room the IR keeps for later issues: persistent state (decoding), a
+// parameter an entry writes (training), and the device of an entry (CUDA).
+// CHECK-LABEL: func.func @room
+// CHECK-SAME: tfk.device = "cuda"
+func.func @room() attributes {tfk.device = "cuda"} {
+  %b = tfk.input_dim 0, 0
+  %t = tfk.input_dim 0, 1
+  // CHECK: tfk.state "kv.decoder.0.self.k"[%{{.*}}, %{{.*}}] : memref<?x8x?x64xf32>
+  %k = tfk.state "kv.decoder.0.self.k" [%b, %t] : memref<?x8x?x64xf32>
+  // CHECK: tfk.param "w" {written} : memref<8x8xf32>
+  %w = tfk.param "w" {written} : memref<8x8xf32>
+  return
+}

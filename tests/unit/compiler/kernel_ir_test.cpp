@@ -5,6 +5,7 @@
 // compiled maxima, and no two allocs that some kernel span uses together
 // share a byte; the arena is at most the graph-level plan's.
 
+#include "codegen/cpu/CpuCodegen.h"
 #include "codegen/lowering/Lowering.h"
 #include "ir/KernelDialect.h"
 #include "models/Models.h"
@@ -164,6 +165,33 @@ TEST(KernelIR, AnOpTheKernelsCannotRunIsOneErrorNamingIt) {
       << message;
   EXPECT_NE(message.find("loc("), std::string::npos) << message;
   EXPECT_EQ(print(*module), before); // the input module is left as it was
+}
+
+/// What the CPU printer says of a kernel IR function it cannot print yet.
+std::string printError(const char *body, const char *attrs = "") {
+  MLIRContext context;
+  context.loadDialect<tfk::TFKDialect, func::FuncDialect>();
+  std::string source = std::string("func.func @forward() attributes {tfk.arena_bytes = 0 : i64") +
+                       attrs + "} {\n" + body + "\n  return\n}";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  EXPECT_TRUE(module);
+  if (!module)
+    return "";
+  ModelInterface mi;
+  mi.entryPoints.push_back(EntryPoint{"forward", {}, {}});
+  auto cpp = cpu::generateCpp(*module, mi, "none");
+  EXPECT_FALSE(static_cast<bool>(cpp));
+  return cpp ? std::string() : llvm::toString(cpp.takeError());
+}
+
+TEST(KernelIR, TheCpuPrinterRefusesStateAndOtherDevicesByName) {
+  std::string state = printError(R"mlir(
+    %b = tfk.input_dim 0, 0
+    %k = tfk.state "kv.decoder.0.self.k" [%b] : memref<?x8xf32>)mlir");
+  EXPECT_NE(state.find("'tfk.state': persistent state needs ABI 2"), std::string::npos) << state;
+  std::string device = printError("", ", tfk.device = \"cuda\"");
+  EXPECT_NE(device.find("@forward runs on device 'cuda', not on the cpu target"), std::string::npos)
+      << device;
 }
 
 } // namespace
