@@ -10,6 +10,12 @@
 // 4·B·H·Sq·Sk·D (halved when causal) per call, and peak_frac = GFLOPS /
 // (one thread's measured FMA peak · threads).
 //
+// Decode step: B=8 sequences, H=8, D=64, Sq queries each (1; 4 and 8: a
+// short prompt or forced prefix) against Sk cached keys (64, 256, 1024), 1
+// thread: the decode kernel (K cache transposed) against the fused and
+// unfused kernels on the same data; args: queries/keys. Counter cache_GBps:
+// the K and V bytes a step must read once (2·B·H·Sk·D·4) per second.
+//
 // Bandwidth: add+layer_norm (x, residual in; y and the sum out), layer_norm,
 // softmax and gelu on rows of 512 and 2048, and a copy (std::memcpy) of one
 // tensor of the same size, at two sizes per tensor: 256 KiB (every tensor of
@@ -21,6 +27,7 @@
 
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Attention.h"
+#include "runtime/kernels/DecodeAttention.h"
 #include "runtime/kernels/Elementwise.h"
 #include "bench/lib/BenchUtil.h"
 #include "runtime/kernels/Norm.h"
@@ -97,6 +104,57 @@ BENCHMARK(BM_AttentionFused)->Apply(attentionArgs);
 BENCHMARK(BM_AttentionUnfused)->Apply(attentionArgs);
 BENCHMARK(BM_AttentionFusedD128)->Apply(attentionArgs);
 BENCHMARK(BM_AttentionUnfusedD128)->Apply(attentionArgs);
+
+// kind 0: decodeAttention (Kᵀ cache), 1: attention, 2: attentionUnfused.
+void runDecode(benchmark::State& state, int kind) {
+  const size_t B = 8, H = 8, D = 64, Sq = static_cast<size_t>(state.range(0)),
+               Sk = static_cast<size_t>(state.range(1));
+  auto q = randomBuf(B * H * Sq * D, 1), k = randomBuf(B * H * Sk * D, 2),
+       v = randomBuf(B * H * Sk * D, 3), o = randomBuf(B * H * Sq * D, 4);
+  rt::ThreadPool* pool = tk::benchPool(1);
+  tk::DecodeAttentionArgs d;
+  d.batch = B;
+  d.heads = H;
+  d.seqQ = Sq;
+  d.seqK = Sk;
+  d.headDim = D;
+  d.q.data = q.get();
+  d.k.data = k.get();  // read as [B, H, D, Sk]: the same bytes, another layout
+  d.v.data = v.get();
+  d.out = o.get();
+  d.scale = 0.125f;
+  tk::AttentionArgs a;
+  a.batch = B;
+  a.heads = H;
+  a.seqQ = Sq;
+  a.seqK = Sk;
+  a.headDim = D;
+  a.q.data = q.get();
+  a.k.data = k.get();
+  a.v.data = v.get();
+  a.out = o.get();
+  a.scale = 0.125f;
+  for (auto _ : state) {
+    rt::Status st = kind == 0   ? tk::decodeAttention(d, pool)
+                    : kind == 1 ? tk::attention(a, pool)
+                                : tk::attentionUnfused(a, pool);
+    benchmark::DoNotOptimize(st);
+    benchmark::ClobberMemory();
+  }
+  state.counters["cache_GBps"] = benchmark::Counter(2.0 * B * H * Sk * D * 4 * 1e-9,
+                                                    benchmark::Counter::kIsIterationInvariantRate);
+}
+void BM_DecodeStepKernel(benchmark::State& s) { runDecode(s, 0); }
+void BM_DecodeStepFused(benchmark::State& s) { runDecode(s, 1); }
+void BM_DecodeStepUnfused(benchmark::State& s) { runDecode(s, 2); }
+void decodeArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"queries", "keys"});
+  for (auto [q, k] : {std::pair{1, 64}, {1, 256}, {1, 1024}, {4, 256}, {8, 256}}) b->Args({q, k});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_DecodeStepKernel)->Apply(decodeArgs);
+BENCHMARK(BM_DecodeStepFused)->Apply(decodeArgs);
+BENCHMARK(BM_DecodeStepUnfused)->Apply(decodeArgs);
 
 // ---- bandwidth ---------------------------------------------------------------
 

@@ -1,0 +1,72 @@
+// DecodeAttention.h: dispatch, strides and threading. Per-target code:
+// decode_attention-inl.h.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/kernels/DecodeAttention.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include "runtime/kernels/decode_attention-inl.h"
+
+#if HWY_ONCE
+#include "runtime/ThreadPool.h"
+#include "runtime/kernels/DecodeAttention.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace transfuse::kernels {
+
+HWY_EXPORT(DecodeAttentionTask);
+HWY_EXPORT(DecodeScratchFloats);
+
+rt::Status decodeAttention(const DecodeAttentionArgs& args, rt::ThreadPool* pool) {
+  DecodeAttentionArgs a = args;
+  if (a.headDim == 0 || a.headDim > 256)
+    return rt::Status::error("decode attention: head_dim " + std::to_string(a.headDim) +
+                             " is outside 1..256");
+  if (a.batch * a.heads * a.seqQ == 0) return rt::Status::ok();
+  if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data)))
+    return rt::Status::error("decode attention: Q, K, V and the output must be given");
+  const size_t D = a.headDim;
+  auto dense = [&](AttentionTensor& t, size_t S) {
+    if (t.batchStride == 0 && t.headStride == 0 && t.rowStride == 0) {
+      t.rowStride = D;
+      t.headStride = S * D;
+      t.batchStride = a.heads * S * D;
+    }
+  };
+  dense(a.q, a.seqQ);
+  dense(a.v, a.seqK);
+  if (a.k.batchStride == 0 && a.k.headStride == 0 && a.k.dimStride == 0) {
+    a.k.dimStride = a.seqK;
+    a.k.headStride = D * a.seqK;
+    a.k.batchStride = a.heads * D * a.seqK;
+  }
+  if (a.outBatchStride == 0 && a.outHeadStride == 0 && a.outRowStride == 0) {
+    a.outRowStride = D;
+    a.outHeadStride = a.seqQ * D;
+    a.outBatchStride = a.heads * a.seqQ * D;
+  }
+  const size_t scratch = HWY_DYNAMIC_DISPATCH(DecodeScratchFloats)(a.seqQ, a.seqK, D);
+  auto* task = HWY_DYNAMIC_DISPATCH(DecodeAttentionTask);
+  auto run = [&](size_t t0, size_t t1) {
+    thread_local std::vector<float> buffer;
+    if (buffer.size() < scratch) buffer.resize(scratch);
+    for (size_t t = t0; t < t1; ++t) task(a, t / a.heads, t % a.heads, buffer.data());
+  };
+  const size_t tasks = a.batch * a.heads;
+  if (!pool || pool->numThreads() <= 1) {
+    run(0, tasks);
+  } else {
+    pool->parallelForChunked(static_cast<int64_t>(tasks), 1, [&](int64_t b, int64_t e, int) {
+      run(static_cast<size_t>(b), static_cast<size_t>(e));
+    });
+  }
+  return rt::Status::ok();
+}
+
+}  // namespace transfuse::kernels
+#endif  // HWY_ONCE
