@@ -106,10 +106,11 @@ private:
 const char *const kCommonKeys[] = {
     "architecture", "d_model",   "num_heads",     "d_ff",           "max_seq_len",
     "dropout",      "activation", "norm_position", "final_norm",    "layer_norm_eps",
-    "tie_output",   "positional", "pad_id",        "bos_id",        "eos_id"};
+    "tie_output",   "positional", "pad_id",        "bos_id",        "eos_id",
+    "unk_id"};
 const char *const kEncoderDecoderKeys[] = {"num_encoder_layers", "num_decoder_layers",
                                            "src_vocab_size", "tgt_vocab_size",
-                                           "share_embeddings"};
+                                           "share_embeddings", "source_bos"};
 const char *const kDecoderOnlyKeys[] = {"num_layers", "vocab_size"};
 
 } // namespace
@@ -206,7 +207,9 @@ llvm::Expected<ModelConfig> mlir::transfuse::parseModelConfig(llvm::StringRef js
     c.tieOutput = true;
     c.positional = "learned";
     c.padId.reset();
-    c.bosId = c.eosId = 50256;
+    c.bosId.reset();
+    c.eosId.reset();
+    c.unkId.reset();
   }
   bool hasDFF = obj->get("d_ff") != nullptr;
   llvm::Error err = llvm::joinErrors(r.readInt("d_model", c.dModel, 1),
@@ -222,6 +225,7 @@ llvm::Expected<ModelConfig> mlir::transfuse::parseModelConfig(llvm::StringRef js
     err = llvm::joinErrors(std::move(err), r.readInt("src_vocab_size", c.srcVocabSize, 1));
     err = llvm::joinErrors(std::move(err), r.readInt("tgt_vocab_size", c.tgtVocabSize, 1));
     err = llvm::joinErrors(std::move(err), r.readBool("share_embeddings", c.shareEmbeddings));
+    err = llvm::joinErrors(std::move(err), r.readBool("source_bos", c.sourceBos));
   }
   err = llvm::joinErrors(std::move(err), r.readInt("max_seq_len", c.maxSeqLen, 1));
   err = llvm::joinErrors(std::move(err), r.readDouble("dropout", c.dropout));
@@ -232,8 +236,9 @@ llvm::Expected<ModelConfig> mlir::transfuse::parseModelConfig(llvm::StringRef js
   err = llvm::joinErrors(std::move(err), r.readBool("tie_output", c.tieOutput));
   err = llvm::joinErrors(std::move(err), r.readChoice("positional", c.positional, {"sinusoidal", "learned"}));
   err = llvm::joinErrors(std::move(err), r.readOptionalInt("pad_id", c.padId));
-  err = llvm::joinErrors(std::move(err), r.readInt("bos_id", c.bosId, 0));
-  err = llvm::joinErrors(std::move(err), r.readInt("eos_id", c.eosId, 0));
+  err = llvm::joinErrors(std::move(err), r.readOptionalInt("bos_id", c.bosId));
+  err = llvm::joinErrors(std::move(err), r.readOptionalInt("eos_id", c.eosId));
+  err = llvm::joinErrors(std::move(err), r.readOptionalInt("unk_id", c.unkId));
   if (err)
     return std::move(err);
   if (!hasDFF)
@@ -266,10 +271,17 @@ llvm::Expected<ModelConfig> mlir::transfuse::parseModelConfig(llvm::StringRef js
   if (c.padId)
     if (auto e = checkId("pad_id", *c.padId, smallestVocab))
       return std::move(e);
-  if (auto e = checkId("bos_id", c.bosId, c.tgtVocabSize))
-    return std::move(e);
-  if (auto e = checkId("eos_id", c.eosId, c.tgtVocabSize))
-    return std::move(e);
+  if (c.bosId)
+    if (auto e = checkId("bos_id", *c.bosId, c.tgtVocabSize))
+      return std::move(e);
+  if (c.eosId)
+    if (auto e = checkId("eos_id", *c.eosId, c.tgtVocabSize))
+      return std::move(e);
+  if (c.unkId)
+    if (auto e = checkId("unk_id", *c.unkId, smallestVocab))
+      return std::move(e);
+  if (!decoderOnly && c.sourceBos && !c.bosId)
+    return r.error("source_bos", "needs a bos_id");
   return c;
 }
 
@@ -289,6 +301,7 @@ Object mlir::transfuse::toJson(const ModelConfig &c) {
     o["src_vocab_size"] = c.srcVocabSize;
     o["tgt_vocab_size"] = c.tgtVocabSize;
     o["share_embeddings"] = c.shareEmbeddings;
+    o["source_bos"] = c.sourceBos;
   }
   o["max_seq_len"] = c.maxSeqLen;
   o["dropout"] = c.dropout;
@@ -298,8 +311,10 @@ Object mlir::transfuse::toJson(const ModelConfig &c) {
   o["layer_norm_eps"] = c.layerNormEps;
   o["tie_output"] = c.tieOutput;
   o["positional"] = c.positional;
-  o["pad_id"] = c.padId ? Value(*c.padId) : Value(nullptr);
-  o["bos_id"] = c.bosId;
-  o["eos_id"] = c.eosId;
+  auto id = [](const std::optional<int64_t> &v) { return v ? Value(*v) : Value(nullptr); };
+  o["pad_id"] = id(c.padId);
+  o["bos_id"] = id(c.bosId);
+  o["eos_id"] = id(c.eosId);
+  o["unk_id"] = id(c.unkId);
   return o;
 }

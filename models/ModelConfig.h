@@ -39,9 +39,14 @@ struct ModelConfig {
   bool shareEmbeddings = false;
   bool tieOutput = false;
   std::string positional = "sinusoidal"; // sinusoidal | learned
+  // Special tokens (models/README.md, "Token conventions"): the
+  // encoder_decoder defaults are the PyTorch translation tutorial's; a
+  // decoder_only model has none unless its config names them.
   std::optional<int64_t> padId = 1;
-  int64_t bosId = 2;
-  int64_t eosId = 3;
+  std::optional<int64_t> bosId = 2;
+  std::optional<int64_t> eosId = 3;
+  std::optional<int64_t> unkId = 0;
+  bool sourceBos = true; // encoder_decoder: a source is BOS ids EOS (else ids EOS)
 
   bool isDecoderOnly() const { return architecture == Architecture::DecoderOnly; }
   int64_t outputVocabSize() const { return tgtVocabSize; }

@@ -83,8 +83,10 @@ TEST(ModelConfigTest, DecoderOnlyDefaultsAreGpt2Small) {
   EXPECT_TRUE(c->tieOutput);
   EXPECT_EQ(c->positional, "learned");
   EXPECT_FALSE(c->padId.has_value());
-  EXPECT_EQ(c->bosId, 50256);
-  EXPECT_EQ(c->eosId, 50256);
+  // No special tokens unless the config names them.
+  EXPECT_FALSE(c->bosId.has_value());
+  EXPECT_FALSE(c->eosId.has_value());
+  EXPECT_FALSE(c->unkId.has_value());
 }
 
 TEST(ModelConfigTest, DFFDefaultsToFourTimesDModel) {
@@ -218,15 +220,42 @@ TEST(ModelConfigTest, BadValuesOfDecoderOnlyKeys) {
   expectBad(R"("architecture": "decoder_only")", {"vocab_size", "[1]", "expected an integer"});
 }
 
-TEST(ModelConfigTest, DecoderOnlyDefaultBosIdMustFitASmallVocabulary) {
-  // bos_id/eos_id default to 50256, outside a vocabulary of 100.
-  std::string msg = parseError(R"({"architecture": "decoder_only", "vocab_size": 100})");
-  EXPECT_TRUE(contains(msg, kSource)) << msg;
+TEST(ModelConfigTest, DecoderOnlyDefaultsFitAnyVocabulary) {
+  // A decoder_only model has no special tokens by default, so no default can
+  // fall outside a small vocabulary (67 tokens, as a character-level model).
+  auto c = parseModelConfig(R"({"architecture": "decoder_only", "vocab_size": 67})", kSource);
+  ASSERT_TRUE(!!c) << errorText(c);
+  EXPECT_FALSE(c->bosId || c->eosId || c->unkId || c->padId);
+  std::string msg = parseError(R"({"architecture": "decoder_only", "vocab_size": 100,
+                                   "bos_id": 50256})");
   EXPECT_TRUE(contains(msg, "key 'bos_id'")) << msg;
   EXPECT_TRUE(contains(msg, "50256 is outside the vocabulary [0, 100)")) << msg;
-  EXPECT_TRUE(parseError(R"({"architecture": "decoder_only", "vocab_size": 100,
-                             "bos_id": 0, "eos_id": 99})")
-                  .empty());
+}
+
+TEST(ModelConfigTest, TokenConventionsOfBothArchitectures) {
+  // encoder_decoder: the PyTorch translation tutorial's (pad 1, BOS 2, EOS 3,
+  // unk 0; a source is BOS ids EOS).
+  auto ed = parseModelConfig("{" + kEncDec + "}", kSource);
+  ASSERT_TRUE(!!ed) << errorText(ed);
+  EXPECT_EQ(ed->padId, 1);
+  EXPECT_EQ(ed->bosId, 2);
+  EXPECT_EQ(ed->eosId, 3);
+  EXPECT_EQ(ed->unkId, 0);
+  EXPECT_TRUE(ed->sourceBos);
+  auto plain = parseModelConfig("{" + kEncDec + R"(, "source_bos": false, "unk_id": null})", kSource);
+  ASSERT_TRUE(!!plain) << errorText(plain);
+  EXPECT_FALSE(plain->sourceBos);
+  EXPECT_FALSE(plain->unkId.has_value());
+  // The resolved config states every convention.
+  std::string json;
+  llvm::raw_string_ostream os(json);
+  os << llvm::json::Value(toJson(*ed));
+  EXPECT_TRUE(contains(json, R"("source_bos":true)")) << json;
+  EXPECT_TRUE(contains(json, R"("unk_id":0)")) << json;
+  // A source wrapped in BOS needs a BOS; source_bos is not a decoder_only key.
+  EXPECT_TRUE(contains(parseError("{" + kEncDec + R"(, "bos_id": null})"), "key 'source_bos': needs a bos_id"));
+  EXPECT_TRUE(contains(parseError("{" + kDecOnly + R"(, "source_bos": true})"), "source_bos"));
+  EXPECT_TRUE(contains(parseError("{" + kEncDec + R"(, "unk_id": 100000})"), "key 'unk_id'"));
 }
 
 TEST(ModelConfigTest, PadIdNull) {
@@ -365,11 +394,12 @@ TEST(ModelConfigTest, ToJsonHasEveryKeyOfItsArchitectureOnly) {
   for (const char *key : {"architecture", "d_model", "num_heads", "d_ff", "num_layers",
                           "vocab_size", "max_seq_len", "dropout", "activation",
                           "norm_position", "final_norm", "layer_norm_eps", "tie_output",
-                          "positional", "pad_id", "bos_id", "eos_id"})
+                          "positional", "pad_id", "bos_id", "eos_id", "unk_id"})
     EXPECT_NE(o.get(key), nullptr) << key;
-  EXPECT_EQ(o.size(), 17u);
+  EXPECT_EQ(o.size(), 18u);
   EXPECT_EQ(o.get("src_vocab_size"), nullptr);
   EXPECT_EQ(o.get("share_embeddings"), nullptr);
+  EXPECT_EQ(o.get("source_bos"), nullptr);
   ASSERT_NE(o.get("pad_id"), nullptr);
   EXPECT_TRUE(o.get("pad_id")->getAsNull().has_value());
   EXPECT_EQ(o.getString("activation"), std::optional<llvm::StringRef>("gelu_tanh"));
@@ -378,7 +408,7 @@ TEST(ModelConfigTest, ToJsonHasEveryKeyOfItsArchitectureOnly) {
   auto e = parseModelConfig("{" + kEncDec + "}", kSource);
   ASSERT_TRUE(!!e) << errorText(e);
   llvm::json::Object eo = toJson(*e);
-  EXPECT_EQ(eo.size(), 20u);
+  EXPECT_EQ(eo.size(), 22u); // + share_embeddings, source_bos and the four vocabulary keys
   EXPECT_EQ(eo.get("num_layers"), nullptr);
   EXPECT_EQ(eo.get("vocab_size"), nullptr);
   EXPECT_EQ(eo.getInteger("num_encoder_layers"), std::optional<int64_t>(6));
