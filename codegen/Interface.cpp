@@ -5,6 +5,7 @@
 #include "ir/KernelDialect.h"
 #include "ir/TransfuseDialect.h"
 #include "passes/MemoryPlan.h"
+#include "runtime/exec/model.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -19,7 +20,7 @@ namespace rt = ::transfuse::rt;
 
 /// Compiler and ABI versions recorded in every manifest.
 static constexpr const char *kCompilerVersion = "0.1.0";
-static constexpr int kAbiVersion = 1;
+static constexpr int kAbiVersion = TF_ABI_VERSION;
 
 static llvm::Error errorAt(Operation *op, const llvm::Twine &message) {
   std::string loc;

@@ -62,6 +62,11 @@ struct Call {
   const kernels::PackedB* const* packed;  // PackDesc order
   std::byte* arena;                    // arenaBytes, 64-byte aligned
   rt::ThreadPool* pool;                // may be null
+  // Entries that use state (EntryDesc::usesState): the ModelDesc's state
+  // tensors at their capacity, and the positions filled so far, which the
+  // entry checks against the capacity before writing and then advances.
+  void* const* state = nullptr;
+  int64_t* stateLength = nullptr;
 };
 
 using RunFn = rt::Status (*)(const Call&);
@@ -81,6 +86,7 @@ struct EntryDesc {
   RunFn run;
   ShapeFn outputShapes;
   FlopsFn flops;
+  bool usesState = false;  // run with tf_model_run_with_state (ABI 2)
 };
 
 struct ModelDesc {
@@ -106,6 +112,10 @@ struct ModelDesc {
   int32_t numEntries;
   const PackDesc* packs;
   int32_t numPacks;
+  // Persistent state tensors (ABI 2; a KV cache), held per tf_state at their
+  // maxShape (the capacity).
+  const TensorDesc* states = nullptr;
+  int32_t numStates = 0;
 };
 
 }  // namespace transfuse::exec

@@ -14,6 +14,8 @@
 
 #include "runtime/exec/model.h"
 
+#include "runtime/exec/AbiInternal.h"
+
 #include "runtime/Init.h"
 #include "runtime/MemoryLimit.h"
 #include "runtime/Safetensors.h"
@@ -50,15 +52,10 @@ static_assert(static_cast<int>(rt::DType::F32) == TF_F32 &&
                   static_cast<int>(rt::DType::Bool) == TF_BOOL,
               "tf_dtype (model.h) must number the dtypes as rt::DType does");
 
-namespace {
+namespace transfuse::exec::abi {
 
 constexpr size_t kArenaAlignment = 64;
 constexpr int kMaxThreads = 1024;
-
-struct AlignedFree {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using Arena = std::unique_ptr<std::byte, AlignedFree>;
 
 // A 64-byte aligned block of max(bytes, 64) bytes (never null: generated code
 // may form the arena pointer even when it uses none of it).
@@ -115,22 +112,6 @@ std::vector<rt::TensorSpec> specsOf(const TensorDesc* descs, int32_t n) {
   return specs;
 }
 
-}  // namespace
-
-struct tf_model {
-  const ModelDesc* desc = nullptr;
-  std::unique_ptr<rt::ThreadPool> pool;
-  std::vector<rt::Tensor> params;  // the ParamDesc order, F32
-  std::vector<const float*> paramPtrs;
-  std::vector<kernels::PackedB> packed;  // the PackDesc order
-  std::vector<const kernels::PackedB*> packedPtrs;
-  std::vector<std::vector<rt::TensorSpec>> inputSpecs;  // per entry point
-  std::mutex arenaMutex;
-  std::vector<std::vector<Arena>> freeArenas;  // per entry point
-};
-
-namespace {
-
 const EntryDesc* entryOf(const tf_model* m, int32_t entry) {
   if (!m || entry < 0 || entry >= m->desc->numEntries) return nullptr;
   return &m->desc->entries[entry];
@@ -141,6 +122,12 @@ rt::Status badEntry(const tf_model* m, int32_t entry) {
   return rt::Status::error("no entry point with index " + std::to_string(entry) +
                            " (the model has " + std::to_string(m->desc->numEntries) + ")");
 }
+
+}  // namespace transfuse::exec::abi
+
+using namespace transfuse::exec::abi;
+
+namespace {
 
 // Checks the caller's input array and returns, per input spec, the index of
 // its tensor in `inputs`.
@@ -454,6 +441,57 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
 
 }  // namespace
 
+namespace transfuse::exec::abi {
+
+int32_t run(tf_model* model, int32_t entry, tf_state* state, const tf_tensor* inputs,
+            int32_t num_inputs, const tf_tensor* outputs, int32_t num_outputs, tf_error* error,
+            const char* function) {
+  clearError(error);
+  try {
+    std::vector<size_t> inOrder;
+    rt::Status s = validateInputs(model, entry, inputs, num_inputs, &inOrder);
+    if (!s) return setError(error, s.message());
+    const EntryDesc& e = *entryOf(model, entry);
+    if (e.usesState && !state)
+      return setError(error, "entry point '" + str(e.name) +
+                                 "' reads and writes state: run it with tf_model_run_with_state");
+    if (!e.usesState && state)
+      return setError(error, "entry point '" + str(e.name) + "' takes no state");
+    std::vector<const void*> inData(e.numInputs);
+    std::vector<const int64_t*> inShapes = orderedShapes(inputs, inOrder);
+    for (int32_t i = 0; i < e.numInputs; ++i) {
+      const tf_tensor& t = inputs[inOrder[i]];
+      int64_t numel = 1;
+      for (int32_t d = 0; d < t.rank; ++d) numel *= t.shape[d];
+      if (numel > 0 && !t.data) return setError(error, "input '" + str(t.name) + "' has no data");
+      inData[i] = t.data;
+    }
+    auto shapes = outputShapes(e, inShapes);
+    std::vector<size_t> outOrder;
+    s = checkOutputs(e, outputs, num_outputs, shapes, &outOrder);
+    if (s) s = checkOverlap(inputs, inOrder, outputs, outOrder);
+    if (!s) return setError(error, s.message());
+    std::vector<void*> outData(e.numOutputs);
+    for (int32_t i = 0; i < e.numOutputs; ++i) outData[i] = outputs[outOrder[i]].data;
+
+    ArenaLease arena(model, entry);
+    transfuse::exec::Call call{inData.data(),         inShapes.data(),
+                               outData.data(),        model->paramPtrs.data(),
+                               model->packedPtrs.data(), arena.get(),
+                               model->pool.get(),     state ? state->ptrs.data() : nullptr,
+                               state ? &state->length : nullptr};
+    s = e.run(call);
+    if (!s) return setError(error, s.message());
+    return 0;
+  } catch (const std::exception& ex) {
+    return setError(error, std::string(function) + ": " + ex.what());
+  } catch (...) {
+    return setError(error, std::string(function) + ": unknown exception");
+  }
+}
+
+}  // namespace transfuse::exec::abi
+
 extern "C" {
 
 uint32_t tf_abi_version(void) { return TF_ABI_VERSION; }
@@ -585,42 +623,8 @@ int32_t tf_model_output_shape(const tf_model* model, int32_t entry, const tf_ten
 
 int32_t tf_model_run(tf_model* model, int32_t entry, const tf_tensor* inputs, int32_t num_inputs,
                      const tf_tensor* outputs, int32_t num_outputs, tf_error* error) {
-  clearError(error);
-  try {
-    std::vector<size_t> inOrder;
-    rt::Status s = validateInputs(model, entry, inputs, num_inputs, &inOrder);
-    if (!s) return setError(error, s.message());
-    const EntryDesc& e = *entryOf(model, entry);
-    std::vector<const void*> inData(e.numInputs);
-    std::vector<const int64_t*> inShapes = orderedShapes(inputs, inOrder);
-    for (int32_t i = 0; i < e.numInputs; ++i) {
-      const tf_tensor& t = inputs[inOrder[i]];
-      int64_t numel = 1;
-      for (int32_t d = 0; d < t.rank; ++d) numel *= t.shape[d];
-      if (numel > 0 && !t.data) return setError(error, "input '" + str(t.name) + "' has no data");
-      inData[i] = t.data;
-    }
-    auto shapes = outputShapes(e, inShapes);
-    std::vector<size_t> outOrder;
-    s = checkOutputs(e, outputs, num_outputs, shapes, &outOrder);
-    if (s) s = checkOverlap(inputs, inOrder, outputs, outOrder);
-    if (!s) return setError(error, s.message());
-    std::vector<void*> outData(e.numOutputs);
-    for (int32_t i = 0; i < e.numOutputs; ++i) outData[i] = outputs[outOrder[i]].data;
-
-    ArenaLease arena(model, entry);
-    transfuse::exec::Call call{inData.data(),         inShapes.data(),
-                               outData.data(),        model->paramPtrs.data(),
-                               model->packedPtrs.data(), arena.get(),
-                               model->pool.get()};
-    s = e.run(call);
-    if (!s) return setError(error, s.message());
-    return 0;
-  } catch (const std::exception& ex) {
-    return setError(error, std::string("tf_model_run: ") + ex.what());
-  } catch (...) {
-    return setError(error, "tf_model_run: unknown exception");
-  }
+  return transfuse::exec::abi::run(model, entry, nullptr, inputs, num_inputs, outputs, num_outputs,
+                                   error, "tf_model_run");
 }
 
 int64_t tf_model_arena_bytes(const tf_model* model, int32_t entry) {

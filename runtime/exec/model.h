@@ -42,7 +42,7 @@
 extern "C" {
 #endif
 
-#define TF_ABI_VERSION 1
+#define TF_ABI_VERSION 2
 
 /* Element types; the numbering is fixed by the ABI. */
 typedef enum tf_dtype {
@@ -129,6 +129,44 @@ int64_t tf_model_arena_bytes(const tf_model* model, int32_t entry);
 int64_t tf_model_kernel_calls(const tf_model* model, int32_t entry);
 int32_t tf_model_flops(const tf_model* model, int32_t entry, const tf_tensor* inputs,
                        int32_t num_inputs, double* flops, tf_error* error);
+
+/* ---- State (ABI 2) --------------------------------------------------------
+ * Persistent tensors a model declares (a KV cache), kept between calls in a
+ * tf_state created from the model: every state tensor at its capacity (the
+ * compiled maxima, tf_model_state_spec's max_shape), zero after create and
+ * reset, and a length: the positions filled so far, which the entries that
+ * use state read and advance (going past the capacity is an error naming
+ * it, and writes nothing). Several states of one model may be used at once
+ * (one per conversation or batch); one state by one call at a time (a
+ * second concurrent call on it fails). A state belongs to the model it was
+ * created from and is destroyed before it. */
+typedef struct tf_state tf_state;
+
+int32_t tf_model_num_states(const tf_model* model);
+int32_t tf_model_state_spec(const tf_model* model, int32_t index, tf_tensor_spec* spec,
+                            tf_error* error);
+/* 1 when the entry point reads and writes state, 0 when not, -1 for a bad entry. */
+int32_t tf_model_entry_uses_state(const tf_model* model, int32_t entry);
+
+int32_t tf_state_create(tf_model* model, tf_state** state, tf_error* error);
+void tf_state_destroy(tf_state* state);
+/* Back to length 0 and zeros. */
+int32_t tf_state_reset(tf_state* state, tf_error* error);
+/* The positions filled so far; -1 for a NULL state. */
+int64_t tf_state_length(const tf_state* state);
+/* Beam search: row i of every state tensor (its dimension 0) takes the old
+ * row rows[i], for i < num_rows (1 <= num_rows <= the rows' capacity; rows
+ * may repeat); rows from num_rows on are unchanged. Done inside the state. */
+int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
+                         tf_error* error);
+/* `to` becomes a copy of `from` (contents and length); both of one model. */
+int32_t tf_state_copy(tf_state* to, const tf_state* from, tf_error* error);
+
+/* Runs an entry point that uses state (tf_model_run refuses it, and this
+ * refuses entries that do not). */
+int32_t tf_model_run_with_state(tf_model* model, int32_t entry, tf_state* state,
+                                const tf_tensor* inputs, int32_t num_inputs,
+                                const tf_tensor* outputs, int32_t num_outputs, tf_error* error);
 
 #ifdef __cplusplus
 }

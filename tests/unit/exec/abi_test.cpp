@@ -21,7 +21,8 @@ namespace {
 
 const std::string kModel = TRANSFUSE_FAKE_MODEL;
 const std::string kV999 = TRANSFUSE_FAKE_ABI_V999;
-const std::string kV1Only = TRANSFUSE_FAKE_ABI_V1_ONLY;
+const std::string kV1 = TRANSFUSE_FAKE_ABI_V1;
+const std::string kV2Only = TRANSFUSE_FAKE_ABI_V2_ONLY;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -88,7 +89,7 @@ TEST(ModelAbi, RandomWeightsMatchTheReference) {
   opt.threads = 2;
   auto m = loadOrDie(opt);
   ASSERT_TRUE(m);
-  EXPECT_EQ(m->entryPoints(), std::vector<std::string>{"forward"});
+  EXPECT_EQ(m->entryPoints(), (std::vector<std::string>{"forward", "step"}));
   EXPECT_EQ(m->fusion(), "all");
   EXPECT_EQ(m->threads(), 2);
   EXPECT_EQ(m->arenaBytes("forward"), 8 * 4 * 4);
@@ -298,13 +299,21 @@ TEST(ModelAbi, UnknownAbiVersionIsRefused) {
   auto m = CompiledModel::load(kV999, {});
   ASSERT_FALSE(m.isOk());
   EXPECT_EQ(m.status().message(),
-            "artifact '" + kV999 + "' has ABI version 999; this runtime reads version 1");
+            "artifact '" + kV999 + "' has ABI version 999; this runtime reads version 2");
+}
+
+// An artifact compiled before state existed (ABI 1) is refused, named.
+TEST(ModelAbi, AbiOneArtifactIsRefused) {
+  auto m = CompiledModel::load(kV1, {});
+  ASSERT_FALSE(m.isOk());
+  EXPECT_EQ(m.status().message(),
+            "artifact '" + kV1 + "' has ABI version 1; this runtime reads version 2");
 }
 
 TEST(ModelAbi, MissingSymbolIsNamed) {
-  auto m = CompiledModel::load(kV1Only, {});
+  auto m = CompiledModel::load(kV2Only, {});
   ASSERT_FALSE(m.isOk());
-  EXPECT_EQ(m.status().message(), "artifact '" + kV1Only +
+  EXPECT_EQ(m.status().message(), "artifact '" + kV2Only +
                                       "' does not export symbol 'tf_model_create' of the "
                                       "model.h ABI");
 }

@@ -47,9 +47,10 @@ int main(void) {
   CHECK(strstr(tf_model_config_json(m), "fake") != NULL);
 
   /* Entry points and specs. */
-  CHECK(tf_model_num_entry_points(m) == 1);
+  CHECK(tf_model_num_entry_points(m) == 2);
   CHECK(strcmp(tf_model_entry_point_name(m, 0), "forward") == 0);
-  CHECK(tf_model_entry_point_name(m, 1) == NULL);
+  CHECK(strcmp(tf_model_entry_point_name(m, 1), "step") == 0);
+  CHECK(tf_model_entry_point_name(m, 2) == NULL);
   CHECK(tf_model_entry_point_name(m, -1) == NULL);
   int32_t fwd = tf_model_find_entry_point(m, "forward");
   CHECK(fwd == 0);
@@ -160,6 +161,79 @@ int main(void) {
   tf_tensor out4[1] = {{"y", TF_F32, 2, y_shape, y4}};
   CHECK(tf_model_run(m, fwd, in, 2, out4, 1, &err) == 0);
   CHECK(memcmp(y, y4, sizeof y) == 0);
+
+  /* State (ABI 2): step appends x at the state's length and returns the
+   * running sum per row; acc holds 8 rows of 4 positions of 3 values. */
+  {
+    int32_t st = tf_model_find_entry_point(m, "step");
+    CHECK(st == 1);
+    CHECK(tf_model_entry_uses_state(m, st) == 1);
+    CHECK(tf_model_entry_uses_state(m, fwd) == 0);
+    CHECK(tf_model_entry_uses_state(m, 9) == -1);
+    CHECK(tf_model_num_states(m) == 1);
+    tf_tensor_spec ss;
+    CHECK(tf_model_state_spec(m, 0, &ss, &err) == 0);
+    CHECK(strcmp(ss.name, "acc") == 0 && ss.rank == 3 && ss.max_shape[0] == 8 &&
+          ss.max_shape[1] == 4 && ss.max_shape[2] == 3);
+    CHECK_ERROR(tf_model_state_spec(m, 1, &ss, &err), err, "no state tensor with index 1");
+
+    tf_state* s = NULL;
+    tf_state* s2 = NULL;
+    CHECK(tf_state_create(m, &s, &err) == 0 && s != NULL);
+    CHECK(tf_state_create(m, &s2, &err) == 0 && s2 != NULL);
+    CHECK(tf_state_length(s) == 0);
+    CHECK(tf_state_length(NULL) == -1);
+    const int64_t xs_shape[2] = {2, 3};
+    float x1[6] = {1, 2, 3, 10, 20, 30}, x2[6] = {4, 5, 6, 40, 50, 60}, ys[6];
+    tf_tensor sin1[1] = {{"x", TF_F32, 2, xs_shape, x1}};
+    tf_tensor sin2[1] = {{"x", TF_F32, 2, xs_shape, x2}};
+    tf_tensor sout[1] = {{"y", TF_F32, 2, xs_shape, ys}};
+    /* The wrong call for each kind of entry is refused by name. */
+    CHECK_ERROR(tf_model_run(m, st, sin1, 1, sout, 1, &err), err,
+                "entry point 'step' reads and writes state: run it with tf_model_run_with_state");
+    CHECK_ERROR(tf_model_run_with_state(m, fwd, s, in, 2, out4, 1, &err), err,
+                "entry point 'forward' takes no state");
+    CHECK_ERROR(tf_model_run_with_state(m, st, NULL, sin1, 1, sout, 1, &err), err,
+                "the state is NULL");
+    CHECK(tf_state_length(s) == 0);
+    CHECK(tf_model_run_with_state(m, st, s, sin1, 1, sout, 1, &err) == 0);
+    CHECK(tf_state_length(s) == 1 && ys[0] == 1 && ys[5] == 30);
+    CHECK(tf_model_run_with_state(m, st, s, sin2, 1, sout, 1, &err) == 0);
+    CHECK(tf_state_length(s) == 2 && ys[0] == 5 && ys[3] == 50 && ys[5] == 90);
+    /* Two states of one model are independent. */
+    CHECK(tf_model_run_with_state(m, st, s2, sin2, 1, sout, 1, &err) == 0);
+    CHECK(tf_state_length(s2) == 1 && ys[0] == 4);
+    /* Reorder: both rows take old row 1 (a beam that survived twice). */
+    const int32_t rows[2] = {1, 1};
+    CHECK(tf_state_reorder(s, rows, 2, &err) == 0);
+    CHECK(tf_model_run_with_state(m, st, s, sin1, 1, sout, 1, &err) == 0);
+    CHECK(ys[0] == 10 + 40 + 1 && ys[3] == 10 + 40 + 10);
+    const int32_t bad_rows[1] = {8};
+    CHECK_ERROR(tf_state_reorder(s, bad_rows, 1, &err), err,
+                "rows[0] = 8 is outside the 8 rows of state 'acc'");
+    CHECK_ERROR(tf_state_reorder(s, rows, 9, &err), err, "9 rows, but state 'acc' holds 8");
+    /* Copy: s2 becomes s (contents and length). */
+    CHECK(tf_state_copy(s2, s, &err) == 0);
+    CHECK(tf_state_length(s2) == 3);
+    /* The capacity (4 positions) is an error naming the state; nothing changes. */
+    CHECK(tf_model_run_with_state(m, st, s, sin1, 1, sout, 1, &err) == 0);
+    CHECK(tf_state_length(s) == 4);
+    CHECK_ERROR(tf_model_run_with_state(m, st, s, sin1, 1, sout, 1, &err), err,
+                "state 'acc' is full: its capacity is 4 positions");
+    CHECK(tf_state_length(s) == 4);
+    /* Reset: length 0 and zeros, so the first step returns x itself. */
+    CHECK(tf_state_reset(s, &err) == 0);
+    CHECK(tf_state_length(s) == 0);
+    CHECK(tf_model_run_with_state(m, st, s, sin2, 1, sout, 1, &err) == 0);
+    CHECK(ys[0] == 4 && ys[5] == 60);
+    /* s2 still holds the copy: its next step sums 3 earlier positions. */
+    CHECK(tf_model_run_with_state(m, st, s2, sin1, 1, sout, 1, &err) == 0);
+    CHECK(ys[0] == 10 + 40 + 1 + 1);
+    tf_state_destroy(s2);
+    tf_state_destroy(s);
+    tf_state_destroy(NULL);
+    CHECK_ERROR(tf_state_create(NULL, &s, &err), err, "the model is NULL");
+  }
 
   /* A missing weights file is named. */
   tf_model* none = NULL;

@@ -1,6 +1,6 @@
-// A shared library that exports tf_abi_version alone. Built as version 999
-// (CompiledModel must refuse it before looking for any other symbol) and as
-// version 1 (then the first missing tf_* symbol must be named).
+// A shared library that exports tf_abi_version alone. Built as versions 999
+// and 1 (CompiledModel must refuse them before looking for any other symbol)
+// and as version 2 (then the first missing tf_* symbol must be named).
 #include <cstdint>
 
 #ifndef FAKE_ABI_VERSION

@@ -8,10 +8,16 @@
 //   forward  x F32 [?, 4] (max [8, 4]), ids I32 [?] (max [8])
 //            -> y F32 [?, 3] = x · w + b; an error naming input 'ids' when an
 //            id is negative (the "token id out of range" path).
+//   states   acc F32 [8, 4, 3]: 8 rows, 4 positions of 3 values (ABI 2)
+//   step     (uses state) x F32 [?, 3] -> y F32 [?, 3]: acc[r][L] = x[r] at
+//            the state's length L, y[r] = Σ_{p <= L} acc[r][p], L += 1; at
+//            L = 4 an error naming the state and its capacity, nothing
+//            written (a decode step's cache, in miniature).
 // Weight files may prefix names with "model.".
 
 #include "runtime/ThreadPool.h"
 #include "runtime/exec/Generated.h"
+#include "runtime/exec/model.h"
 #include "runtime/kernels/Gemm.h"
 
 #include <cstring>
@@ -79,17 +85,52 @@ void forwardShapes(const int64_t* const* in, int64_t* const* out) {
 
 double forwardFlops(const int64_t* const* in) { return 2.0 * static_cast<double>(in[0][0]) * 4 * 3; }
 
+constexpr int64_t kPositions = 4;
+
+rt::Status step(const Call& c) {
+  const int64_t rows = c.inputShapes[0][0], L = *c.stateLength;
+  if (L >= kPositions)
+    return rt::Status::error("state 'acc' is full: its capacity is " + std::to_string(kPositions) +
+                             " positions");
+  float* acc = static_cast<float*>(c.state[0]);
+  const float* x = static_cast<const float*>(c.inputs[0]);
+  float* y = static_cast<float*>(c.outputs[0]);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < 3; ++k) {
+      acc[(r * kPositions + L) * 3 + k] = x[r * 3 + k];
+      float sum = 0;
+      for (int64_t p = 0; p <= L; ++p) sum += acc[(r * kPositions + p) * 3 + k];
+      y[r * 3 + k] = sum;
+    }
+  *c.stateLength = L + 1;
+  return rt::Status::ok();
+}
+
+void stepShapes(const int64_t* const* in, int64_t* const* out) {
+  out[0][0] = in[0][0];
+  out[0][1] = 3;
+}
+
+const TensorDesc kStepInputs[] = {{"x", kF32, 2, {-1, 3}, {kMaxBatch, 3}}};
+const TensorDesc kStepOutputs[] = {{"y", kF32, 2, {-1, 3}, {kMaxBatch, 3}}};
+const TensorDesc kStates[] = {
+    {"acc", kF32, 3, {kMaxBatch, kPositions, 3}, {kMaxBatch, kPositions, 3}}};
+
 const TensorDesc kForwardInputs[] = {
     {"x", kF32, 2, {-1, 4}, {kMaxBatch, 4}},
     {"ids", kI32, 1, {-1}, {kMaxBatch}},
 };
 const TensorDesc kForwardOutputs[] = {{"y", kF32, 2, {-1, 3}, {kMaxBatch, 3}}};
-const EntryDesc kEntries[] = {{"forward", kForwardInputs, 2, kForwardOutputs, 1,
-                               kMaxBatch * 4 * static_cast<int64_t>(sizeof(float)), 1, &forward,
-                               &forwardShapes, &forwardFlops}};
+const EntryDesc kEntries[] = {
+    {"forward", kForwardInputs, 2, kForwardOutputs, 1,
+     kMaxBatch * 4 * static_cast<int64_t>(sizeof(float)), 1, &forward, &forwardShapes,
+     &forwardFlops},
+    {"step", kStepInputs, 1, kStepOutputs, 1, 0, 1, &step, &stepShapes, nullptr,
+     /*usesState=*/true},
+};
 
 const ModelDesc kModel = {
-    /*abiVersion=*/1,
+    /*abiVersion=*/TF_ABI_VERSION,
     /*fusion=*/"all",
     /*configJson=*/"{\"name\": \"fake\"}",
     kParams,
@@ -102,8 +143,10 @@ const ModelDesc kModel = {
     1,
     &kPrepare,
     kEntries,
-    1,
+    2,
     kPacks,
+    1,
+    kStates,
     1,
 };
 

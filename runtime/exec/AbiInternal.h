@@ -1,0 +1,77 @@
+// Internal to runtime/exec: what the C ABI's translation units share
+// (ModelAbi.cpp: models and runs; StateAbi.cpp: state). Not installed, not
+// part of model.h.
+#ifndef TRANSFUSE_RUNTIME_EXEC_ABIINTERNAL_H
+#define TRANSFUSE_RUNTIME_EXEC_ABIINTERNAL_H
+
+#include "runtime/Status.h"
+#include "runtime/Tensor.h"
+#include "runtime/TensorSpec.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/exec/Generated.h"
+#include "runtime/exec/model.h"
+#include "runtime/kernels/Gemm.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace transfuse::exec::abi {
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using Arena = std::unique_ptr<std::byte, AlignedFree>;
+
+// A 64-byte aligned block of max(bytes, 64) bytes, never null.
+Arena allocateArena(int64_t bytes);
+
+void clearError(tf_error* error);
+// Copies `message` into *error (cut at a UTF-8 boundary); returns 1.
+int32_t setError(tf_error* error, const std::string& message);
+std::string str(const char* s);
+
+}  // namespace transfuse::exec::abi
+
+struct tf_model {
+  const transfuse::exec::ModelDesc* desc = nullptr;
+  std::unique_ptr<transfuse::rt::ThreadPool> pool;
+  std::vector<transfuse::rt::Tensor> params;  // the ParamDesc order, F32
+  std::vector<const float*> paramPtrs;
+  std::vector<transfuse::kernels::PackedB> packed;  // the PackDesc order
+  std::vector<const transfuse::kernels::PackedB*> packedPtrs;
+  std::vector<std::vector<transfuse::rt::TensorSpec>> inputSpecs;  // per entry point
+  std::mutex arenaMutex;
+  std::vector<std::vector<transfuse::exec::abi::Arena>> freeArenas;  // per entry point
+};
+
+// Every state tensor of a model at its capacity (the ModelDesc's states),
+// zeroed at create and reset, and the positions filled so far.
+struct tf_state {
+  const tf_model* model = nullptr;
+  std::vector<transfuse::exec::abi::Arena> tensors;
+  std::vector<size_t> bytes;  // per tensor
+  std::vector<void*> ptrs;    // what Call::state points to
+  int64_t length = 0;
+  std::atomic<bool> busy{false};  // one call at a time
+};
+
+namespace transfuse::exec::abi {
+
+const EntryDesc* entryOf(const tf_model* m, int32_t entry);
+rt::Status badEntry(const tf_model* m, int32_t entry);
+
+// tf_model_run and tf_model_run_with_state: validates the tensors, checks
+// that a state is given exactly when the entry uses one, and runs the entry;
+// `function` names the caller in messages about exceptions.
+int32_t run(tf_model* model, int32_t entry, tf_state* state, const tf_tensor* inputs,
+            int32_t num_inputs, const tf_tensor* outputs, int32_t num_outputs, tf_error* error,
+            const char* function);
+
+}  // namespace transfuse::exec::abi
+
+#endif  // TRANSFUSE_RUNTIME_EXEC_ABIINTERNAL_H

@@ -1,0 +1,184 @@
+// The state calls of model.h (ABI 2): persistent tensors a model declares
+// (ModelDesc::states), held per tf_state at their capacity. Runs with state
+// go through the same validation and arenas as tf_model_run (ModelAbi.cpp);
+// a state is taken by one call at a time (an atomic flag, refused rather
+// than waited for: two calls racing on one conversation is a caller bug).
+
+#include "runtime/exec/AbiInternal.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+
+using namespace transfuse::exec::abi;
+using transfuse::exec::TensorDesc;
+namespace rt = transfuse::rt;
+
+namespace {
+
+// Bytes of one state tensor at its capacity.
+size_t stateBytes(const TensorDesc& d) {
+  size_t n = d.dtype == TF_BOOL ? 1 : d.dtype == TF_F64 || d.dtype == TF_I64 ? 8
+                                    : d.dtype == TF_F16 || d.dtype == TF_BF16  ? 2
+                                                                               : 4;
+  for (int32_t i = 0; i < d.rank; ++i) n *= static_cast<size_t>(std::max<int64_t>(d.maxShape[i], 0));
+  return n;
+}
+
+// Holds a state for one call; refuses a state another call holds.
+class StateLease {
+public:
+  explicit StateLease(tf_state* s) : s_(s) {
+    bool expected = false;
+    held_ = s && s->busy.compare_exchange_strong(expected, true);
+  }
+  ~StateLease() {
+    if (held_) s_->busy.store(false);
+  }
+  bool held() const { return held_; }
+
+private:
+  tf_state* s_;
+  bool held_ = false;
+};
+
+}  // namespace
+
+extern "C" {
+
+int32_t tf_model_num_states(const tf_model* model) { return model ? model->desc->numStates : 0; }
+
+int32_t tf_model_state_spec(const tf_model* model, int32_t index, tf_tensor_spec* spec,
+                            tf_error* error) {
+  clearError(error);
+  try {
+    if (!model) return setError(error, "the model is NULL");
+    if (index < 0 || index >= model->desc->numStates)
+      return setError(error, "the model has no state tensor with index " + std::to_string(index) +
+                                 " (it has " + std::to_string(model->desc->numStates) + ")");
+    if (!spec) return setError(error, "the spec pointer is NULL");
+    const TensorDesc& d = model->desc->states[index];
+    *spec = tf_tensor_spec{d.name, d.dtype, d.rank, d.shape, d.maxShape};
+    return 0;
+  } catch (...) {
+    return setError(error, "tf_model_state_spec: unknown exception");
+  }
+}
+
+int32_t tf_model_entry_uses_state(const tf_model* model, int32_t entry) {
+  const transfuse::exec::EntryDesc* e = entryOf(model, entry);
+  return e ? (e->usesState ? 1 : 0) : -1;
+}
+
+int32_t tf_state_create(tf_model* model, tf_state** state, tf_error* error) {
+  clearError(error);
+  try {
+    if (!model) return setError(error, "the model is NULL");
+    if (!state) return setError(error, "the state pointer is NULL");
+    auto s = std::make_unique<tf_state>();
+    s->model = model;
+    for (int32_t i = 0; i < model->desc->numStates; ++i) {
+      const size_t bytes = stateBytes(model->desc->states[i]);
+      s->tensors.push_back(allocateArena(static_cast<int64_t>(bytes)));
+      std::memset(s->tensors.back().get(), 0, bytes);
+      s->bytes.push_back(bytes);
+      s->ptrs.push_back(s->tensors.back().get());
+    }
+    *state = s.release();
+    return 0;
+  } catch (const std::bad_alloc&) {
+    return setError(error, "tf_state_create: out of memory for the model's state at its capacity");
+  } catch (const std::exception& ex) {
+    return setError(error, std::string("tf_state_create: ") + ex.what());
+  } catch (...) {
+    return setError(error, "tf_state_create: unknown exception");
+  }
+}
+
+void tf_state_destroy(tf_state* state) { delete state; }
+
+int32_t tf_state_reset(tf_state* state, tf_error* error) {
+  clearError(error);
+  StateLease lease(state);
+  if (!state) return setError(error, "the state is NULL");
+  if (!lease.held()) return setError(error, "tf_state_reset: the state is in use by another call");
+  for (size_t i = 0; i < state->tensors.size(); ++i)
+    std::memset(state->tensors[i].get(), 0, state->bytes[i]);
+  state->length = 0;
+  return 0;
+}
+
+int64_t tf_state_length(const tf_state* state) { return state ? state->length : -1; }
+
+int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows, tf_error* error) {
+  clearError(error);
+  try {
+    StateLease lease(state);
+    if (!state) return setError(error, "the state is NULL");
+    if (!lease.held()) return setError(error, "tf_state_reorder: the state is in use by another call");
+    const transfuse::exec::ModelDesc& desc = *state->model->desc;
+    if (num_rows == 0 || desc.numStates == 0) return 0;
+    if (!rows) return setError(error, "tf_state_reorder: the rows pointer is NULL");
+    std::vector<std::byte> scratch;
+    for (int32_t t = 0; t < desc.numStates; ++t) {
+      const TensorDesc& d = desc.states[t];
+      const int64_t capacity = d.rank > 0 ? d.maxShape[0] : 1;
+      if (num_rows < 0 || num_rows > capacity)
+        return setError(error, "tf_state_reorder: " + std::to_string(num_rows) +
+                                   " rows, but state '" + str(d.name) + "' holds " +
+                                   std::to_string(capacity));
+      for (int32_t i = 0; i < num_rows; ++i)
+        if (rows[i] < 0 || rows[i] >= capacity)
+          return setError(error, "tf_state_reorder: rows[" + std::to_string(i) + "] = " +
+                                     std::to_string(rows[i]) + " is outside the " +
+                                     std::to_string(capacity) + " rows of state '" + str(d.name) +
+                                     "'");
+    }
+    for (int32_t t = 0; t < desc.numStates; ++t) {
+      const TensorDesc& d = desc.states[t];
+      const int64_t capacity = d.rank > 0 ? d.maxShape[0] : 1;
+      const size_t rowBytes = state->bytes[t] / static_cast<size_t>(std::max<int64_t>(capacity, 1));
+      std::byte* base = state->tensors[t].get();
+      scratch.resize(rowBytes * static_cast<size_t>(num_rows));
+      for (int32_t i = 0; i < num_rows; ++i)
+        std::memcpy(scratch.data() + rowBytes * i, base + rowBytes * rows[i], rowBytes);
+      std::memcpy(base, scratch.data(), scratch.size());
+    }
+    return 0;
+  } catch (const std::exception& ex) {
+    return setError(error, std::string("tf_state_reorder: ") + ex.what());
+  } catch (...) {
+    return setError(error, "tf_state_reorder: unknown exception");
+  }
+}
+
+int32_t tf_state_copy(tf_state* to, const tf_state* from, tf_error* error) {
+  clearError(error);
+  if (!to || !from) return setError(error, "tf_state_copy: a state is NULL");
+  if (to == from) return 0;
+  if (to->model != from->model)
+    return setError(error, "tf_state_copy: the states belong to different models");
+  StateLease lease(to);
+  if (!lease.held()) return setError(error, "tf_state_copy: the target state is in use by another call");
+  if (from->busy.load()) return setError(error, "tf_state_copy: the source state is in use by a call");
+  for (size_t i = 0; i < to->tensors.size(); ++i)
+    std::memcpy(to->tensors[i].get(), from->tensors[i].get(), to->bytes[i]);
+  to->length = from->length;
+  return 0;
+}
+
+int32_t tf_model_run_with_state(tf_model* model, int32_t entry, tf_state* state,
+                                const tf_tensor* inputs, int32_t num_inputs,
+                                const tf_tensor* outputs, int32_t num_outputs, tf_error* error) {
+  clearError(error);
+  if (!state) return setError(error, "tf_model_run_with_state: the state is NULL");
+  if (state->model != model)
+    return setError(error, "tf_model_run_with_state: the state belongs to another model");
+  StateLease lease(state);
+  if (!lease.held())
+    return setError(error, "tf_model_run_with_state: the state is in use by another call");
+  return run(model, entry, state, inputs, num_inputs, outputs, num_outputs, error,
+             "tf_model_run_with_state");
+}
+
+}  // extern "C"
