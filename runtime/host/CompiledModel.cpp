@@ -35,6 +35,17 @@ struct CompiledModel::Api {
   int64_t (*kernelCalls)(const tf_model*, int32_t) = nullptr;
   int32_t (*flops)(const tf_model*, int32_t, const tf_tensor*, int32_t, double*,
                    tf_error*) = nullptr;
+  // ABI 2: state.
+  int32_t (*numStates)(const tf_model*) = nullptr;
+  int32_t (*stateSpec)(const tf_model*, int32_t, tf_tensor_spec*, tf_error*) = nullptr;
+  int32_t (*stateCreate)(tf_model*, tf_state**, tf_error*) = nullptr;
+  void (*stateDestroy)(tf_state*) = nullptr;
+  int32_t (*stateReset)(tf_state*, tf_error*) = nullptr;
+  int64_t (*stateLength)(const tf_state*) = nullptr;
+  int32_t (*stateReorder)(tf_state*, const int32_t*, int32_t, tf_error*) = nullptr;
+  int32_t (*stateCopy)(tf_state*, const tf_state*, tf_error*) = nullptr;
+  int32_t (*runWithState)(tf_model*, int32_t, tf_state*, const tf_tensor*, int32_t,
+                          const tf_tensor*, int32_t, tf_error*) = nullptr;
 };
 
 namespace {
@@ -113,6 +124,15 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::load(const std::string& 
   TF_RESOLVE(arenaBytes, "tf_model_arena_bytes")
   TF_RESOLVE(kernelCalls, "tf_model_kernel_calls")
   TF_RESOLVE(flops, "tf_model_flops")
+  TF_RESOLVE(numStates, "tf_model_num_states")
+  TF_RESOLVE(stateSpec, "tf_model_state_spec")
+  TF_RESOLVE(stateCreate, "tf_state_create")
+  TF_RESOLVE(stateDestroy, "tf_state_destroy")
+  TF_RESOLVE(stateReset, "tf_state_reset")
+  TF_RESOLVE(stateLength, "tf_state_length")
+  TF_RESOLVE(stateReorder, "tf_state_reorder")
+  TF_RESOLVE(stateCopy, "tf_state_copy")
+  TF_RESOLVE(runWithState, "tf_model_run_with_state")
 #undef TF_RESOLVE
 
   tf_options opt{};
@@ -179,15 +199,15 @@ StatusOr<std::vector<TensorSpec>> CompiledModel::specs(const std::string& entry,
 }
 
 StatusOr<std::map<std::string, Tensor>> CompiledModel::run(
-    const std::string& entry, const std::map<std::string, Tensor>& inputs) {
+    const std::string& entry, const std::map<std::string, Tensor>& inputs, ModelState* state) {
   std::map<std::string, Tensor> outputs;
-  if (Status s = runInto(entry, inputs, outputs); !s.isOk()) return s;
+  if (Status s = runInto(entry, inputs, outputs, state); !s.isOk()) return s;
   return outputs;
 }
 
 Status CompiledModel::runInto(const std::string& entry,
                               const std::map<std::string, Tensor>& inputs,
-                              std::map<std::string, Tensor>& outputs) {
+                              std::map<std::string, Tensor>& outputs, ModelState* state) {
   int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
   if (e < 0) return unknownEntry(library_, entry, entryPoints());
   std::vector<tf_tensor> in = toTf(inputs);
@@ -215,9 +235,61 @@ Status CompiledModel::runInto(const std::string& entry,
                             static_cast<int32_t>(t.shape.size()), t.shape.data(), t.bytes.data()});
   }
   tf_error err{};
-  if (api_->run(asModel(model_), e, in.data(), numIn, out.data(), static_cast<int32_t>(out.size()),
-                &err) != 0)
-    return Status::error("entry point '" + entry + "': " + err.message);
+  if (state && state->model_ != this)
+    return Status::error("entry point '" + entry + "': the state belongs to another model");
+  const int32_t rc =
+      state ? api_->runWithState(asModel(model_), e, static_cast<tf_state*>(state->state_),
+                                 in.data(), numIn, out.data(), static_cast<int32_t>(out.size()), &err)
+            : api_->run(asModel(model_), e, in.data(), numIn, out.data(),
+                        static_cast<int32_t>(out.size()), &err);
+  if (rc != 0) return Status::error("entry point '" + entry + "': " + err.message);
+  return Status::ok();
+}
+
+std::vector<TensorSpec> CompiledModel::states() const {
+  std::vector<TensorSpec> specs;
+  for (int32_t i = 0; i < api_->numStates(asModel(model_)); ++i) {
+    tf_tensor_spec s{};
+    tf_error err{};
+    if (api_->stateSpec(asModel(model_), i, &s, &err) == 0) specs.push_back(fromTf(s));
+  }
+  return specs;
+}
+
+StatusOr<std::unique_ptr<ModelState>> CompiledModel::createState() {
+  tf_state* s = nullptr;
+  tf_error err{};
+  if (api_->stateCreate(asModel(model_), &s, &err) != 0)
+    return Status::error("artifact '" + library_ + "': " + err.message);
+  return std::unique_ptr<ModelState>(new ModelState(this, s));
+}
+
+ModelState::~ModelState() { model_->api_->stateDestroy(static_cast<tf_state*>(state_)); }
+
+int64_t ModelState::length() const {
+  return model_->api_->stateLength(static_cast<const tf_state*>(state_));
+}
+
+Status ModelState::reset() {
+  tf_error err{};
+  if (model_->api_->stateReset(static_cast<tf_state*>(state_), &err) != 0)
+    return Status::error(err.message);
+  return Status::ok();
+}
+
+Status ModelState::reorder(const std::vector<int32_t>& rows) {
+  tf_error err{};
+  if (model_->api_->stateReorder(static_cast<tf_state*>(state_), rows.data(),
+                                 static_cast<int32_t>(rows.size()), &err) != 0)
+    return Status::error(err.message);
+  return Status::ok();
+}
+
+Status ModelState::copyFrom(const ModelState& other) {
+  tf_error err{};
+  if (model_->api_->stateCopy(static_cast<tf_state*>(state_),
+                              static_cast<const tf_state*>(other.state_), &err) != 0)
+    return Status::error(err.message);
   return Status::ok();
 }
 

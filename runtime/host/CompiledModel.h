@@ -18,6 +18,31 @@
 
 namespace transfuse::rt {
 
+class CompiledModel;
+
+// A tf_state of a CompiledModel (ABI 2): the model's state tensors (a KV
+// cache) at their capacity and the positions filled so far. One call at a
+// time uses it; it must be destroyed before its model.
+class ModelState {
+public:
+  ~ModelState();
+  ModelState(const ModelState&) = delete;
+  ModelState& operator=(const ModelState&) = delete;
+
+  int64_t length() const;
+  Status reset();
+  // Row i of every state tensor takes the old row rows[i] (beam search).
+  Status reorder(const std::vector<int32_t>& rows);
+  // This state becomes a copy of `other` (a state of the same model).
+  Status copyFrom(const ModelState& other);
+
+private:
+  friend class CompiledModel;
+  ModelState(const CompiledModel* model, void* state) : model_(model), state_(state) {}
+  const CompiledModel* model_;
+  void* state_;  // tf_state*
+};
+
 struct LoadOptions {
   std::string weightsPath;  // safetensors; empty: random weights from `seed`
   uint64_t seed = 0;
@@ -45,15 +70,21 @@ public:
   }
 
   // Runs `entry`: allocates outputs of the shapes the model reports for these
-  // inputs and returns them by name.
+  // inputs and returns them by name. Entries that use state take one.
   StatusOr<std::map<std::string, Tensor>> run(const std::string& entry,
-                                              const std::map<std::string, Tensor>& inputs);
+                                              const std::map<std::string, Tensor>& inputs,
+                                              ModelState* state = nullptr);
   // The same, writing into `outputs`: tensors already there with the right
   // dtype and shape are reused (no allocation per call, for benchmarks and
   // serving loops), others are (re)allocated. On error the outputs' contents
   // are unspecified.
   Status runInto(const std::string& entry, const std::map<std::string, Tensor>& inputs,
-                 std::map<std::string, Tensor>& outputs);
+                 std::map<std::string, Tensor>& outputs, ModelState* state = nullptr);
+
+  // The model's state tensors (their max_shape is the capacity), and a new
+  // state holding them.
+  std::vector<TensorSpec> states() const;
+  StatusOr<std::unique_ptr<ModelState>> createState();
 
   // Benchmark figures (model.h): arena bytes at the maxima, kernel calls per
   // run, FLOPs of a run on these inputs.
@@ -65,6 +96,7 @@ public:
   struct Api;  // the resolved tf_* functions
 
 private:
+  friend class ModelState;
   CompiledModel() = default;
   StatusOr<std::vector<TensorSpec>> specs(const std::string& entry, bool outputs) const;
   void* handle_ = nullptr;

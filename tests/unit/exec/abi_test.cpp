@@ -295,6 +295,42 @@ TEST(ModelAbi, ConcurrentRunsGiveIdenticalOutputs) {
   for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
 }
 
+// ABI 2 state through the loader: steps accumulate per state, reorder and
+// copy act inside the states, and misuse is an error naming the entry.
+TEST(ModelAbi, StatesThroughTheLoader) {
+  auto m = CompiledModel::load(kModel, {});
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  std::vector<TensorSpec> states = (*m)->states();
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[0].name, "acc");
+  EXPECT_EQ(states[0].maxShape, (std::vector<int64_t>{8, 4, 3}));
+  auto a = (*m)->createState(), b = (*m)->createState();
+  ASSERT_TRUE(a.isOk() && b.isOk());
+  Tensor x = Tensor::zeros(DType::F32, {2, 3});
+  for (int i = 0; i < 6; ++i) x.data<float>()[i] = float(i + 1);
+  std::map<std::string, Tensor> in{{"x", x}};
+  auto y1 = (*m)->run("step", in, a->get());
+  ASSERT_TRUE(y1.isOk()) << y1.status().message();
+  auto y2 = (*m)->run("step", in, a->get());
+  ASSERT_TRUE(y2.isOk());
+  EXPECT_EQ((*a)->length(), 2);
+  EXPECT_EQ(y2->at("y").data<float>()[5], 12.0f);  // 6 + 6
+  ASSERT_TRUE((*b)->copyFrom(**a).isOk());
+  EXPECT_EQ((*b)->length(), 2);
+  ASSERT_TRUE((*a)->reorder({1, 0}).isOk());
+  auto y3 = (*m)->run("step", in, a->get());
+  ASSERT_TRUE(y3.isOk());
+  EXPECT_EQ(y3->at("y").data<float>()[0], 4.0f * 2 + 1);  // row 0 now holds row 1's history
+  EXPECT_FALSE((*a)->reorder({9}).isOk());
+  ASSERT_TRUE((*a)->reset().isOk());
+  EXPECT_EQ((*a)->length(), 0);
+  auto noState = (*m)->run("step", in);
+  ASSERT_FALSE(noState.isOk());
+  EXPECT_NE(noState.status().message().find("entry point 'step' reads and writes state"),
+            std::string::npos)
+      << noState.status().message();
+}
+
 TEST(ModelAbi, UnknownAbiVersionIsRefused) {
   auto m = CompiledModel::load(kV999, {});
   ASSERT_FALSE(m.isOk());
