@@ -81,13 +81,7 @@ rt::Status attention(const AttentionArgs& args, rt::ThreadPool* pool) {
       task(a, bh / a.heads, bh % a.heads, qt * tile);
     }
   };
-  if (!pool || pool->numThreads() <= 1) {
-    run(0, tasks);
-  } else {
-    pool->parallelForChunked(static_cast<int64_t>(tasks), 1, [&](int64_t b, int64_t e, int) {
-      run(static_cast<size_t>(b), static_cast<size_t>(e));
-    });
-  }
+  parallelTasks(pool, tasks, run);
   return rt::Status::ok();
 }
 

@@ -12,6 +12,7 @@
 #if HWY_ONCE
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/DecodeAttention.h"
+#include "runtime/kernels/Parallel.h"
 
 #include <algorithm>
 #include <string>
@@ -57,14 +58,7 @@ rt::Status decodeAttention(const DecodeAttentionArgs& args, rt::ThreadPool* pool
     if (buffer.size() < scratch) buffer.resize(scratch);
     for (size_t t = t0; t < t1; ++t) task(a, t / a.heads, t % a.heads, buffer.data());
   };
-  const size_t tasks = a.batch * a.heads;
-  if (!pool || pool->numThreads() <= 1) {
-    run(0, tasks);
-  } else {
-    pool->parallelForChunked(static_cast<int64_t>(tasks), 1, [&](int64_t b, int64_t e, int) {
-      run(static_cast<size_t>(b), static_cast<size_t>(e));
-    });
-  }
+  parallelTasks(pool, a.batch * a.heads, run);
   return rt::Status::ok();
 }
 

@@ -37,6 +37,20 @@ void parallelFor(rt::ThreadPool* pool, size_t n, size_t grain, F&& f) {
                            });
 }
 
+// Runs f(begin, end) over [0, n) one task per grab (uneven tasks, such as
+// causal attention tiles, balance), on the pool when one is given, inline
+// otherwise.
+template <class F>
+void parallelTasks(rt::ThreadPool* pool, size_t n, F&& f) {
+  if (!pool || pool->numThreads() <= 1) {
+    f(size_t{0}, n);
+    return;
+  }
+  pool->parallelForChunked(static_cast<int64_t>(n), 1, [&](int64_t b, int64_t e, int) {
+    f(static_cast<size_t>(b), static_cast<size_t>(e));
+  });
+}
+
 }  // namespace transfuse::kernels
 
 #endif  // TRANSFUSE_RUNTIME_KERNELS_PARALLEL_H
