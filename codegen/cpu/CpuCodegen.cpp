@@ -72,6 +72,21 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
               ", {" + shape + "}, \"zeros\", 0, 0, false, true},\n";
   });
 
+  // The state table (ABI 2): every tfk.state by name, at its capacity.
+  std::string states;
+  module.walk([&](kernel::StateOp st) {
+    if (tables.stateIndex.count(st.getName()))
+      return;
+    tables.stateIndex[st.getName()] = (int)tables.stateIndex.size();
+    MemRefType t = st.getType();
+    std::string shape;
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      shape += (i ? ", " : "") + std::to_string(t.getDimSize(i));
+    int dtype = t.getElementType().isF32() ? TF_F32 : t.getElementType().isInteger(1) ? TF_BOOL : TF_I32;
+    states += "    {" + quote(st.getName()) + ", " + std::to_string(dtype) + ", " +
+              std::to_string(t.getRank()) + ", {" + shape + "}, {" + shape + "}},\n";
+  });
+
   std::string kernels, constants, functions, entryTables, scalarKernels;
   int counter = 0;
   std::string entries, prepareDesc = "nullptr";
@@ -100,7 +115,7 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
                        std::to_string(ep.outputs.size()) + ", " +
                        std::to_string(emitter.arenaBytes) + ", " +
                        std::to_string(emitter.kernelCalls) + ", run_" + ep.name + ", shapes_" +
-                       ep.name + ", flops_" + ep.name + "}";
+                       ep.name + ", flops_" + ep.name + (emitter.usesState ? ", true" : "") + "}";
     if (prepare && func == prepare) {
       entryTables += "const exec::EntryDesc kPrepare = " + desc + ";\n";
       prepareDesc = "&kPrepare";
@@ -158,6 +173,8 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
      << "};\nconst exec::EntryDesc kEntries[] = {\n" << entries
      << "};\nconst exec::PackDesc kPacks[] = {\n"
      << (packs.empty() ? "    {0, 0, 0, false},\n" : packs) << "};\n"
+     << "const exec::TensorDesc kStates[] = {\n"
+     << (states.empty() ? "    {\"\", 0, 0, {}, {}},\n" : states) << "};\n"
      << stringArray("kAliases", aliases) << stringArray("kIgnored", mi.rules.ignored)
      << stringArray("kPrefixes", mi.rules.prefixes)
      << "\nconst exec::ModelDesc kModel = {\n    " << TF_ABI_VERSION << ", "
@@ -166,7 +183,8 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
      << ", kIgnored, " << mi.rules.ignored.size() << ", kPrefixes, " << mi.rules.prefixes.size()
      << ",\n    " << prepareDesc << ", kEntries, "
      << (mi.entryPoints.size() - (prepareDesc == "nullptr" ? 0 : 1)) << ", kPacks, "
-     << tables.packs.size() << "};\n\n}  // namespace\n}  // namespace transfuse_generated\n\n"
+     << tables.packs.size() << ", kStates, " << tables.stateIndex.size()
+     << "};\n\n}  // namespace\n}  // namespace transfuse_generated\n\n"
      << "extern \"C\" const transfuse::exec::ModelDesc* transfuse_generated_model(void) {\n"
         "  return &transfuse_generated::kModel;\n}\n";
   if (hwy)

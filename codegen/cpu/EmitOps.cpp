@@ -37,9 +37,12 @@ llvm::Error Emitter::emitOp(Operation *op) {
             tfk::HeadsOp, tfk::InputDimOp, tfk::BroadcastDimOp, arith::ConstantOp,
             arith::AddIOp>([](auto) { return llvm::Error::success(); })
       .Case([&](tfk::ConstantOp c) { return constant(c); })
-      .Case([&](tfk::StateOp s) {
-        return fail(s, "persistent state needs ABI 2 (tf_state), which this printer does not "
-                       "print yet");
+      .Case([&](tfk::StateOp s) -> llvm::Error {
+        // Held at its capacity by the tf_state (the ModelDesc's state table).
+        if (!s.getType().hasStaticShape())
+          return fail(s, "a state tensor's type must be its capacity (static sizes)");
+        usesState = true;
+        return llvm::Error::success();
       })
       .Case([&](tfk::CheckOp c) {
         const char *fails = c.getPredicate() == "le" ? " > " : " != ";

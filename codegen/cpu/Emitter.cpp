@@ -28,6 +28,10 @@ std::string Emitter::ptr(Value v) {
       .Case([&](tfk::ParamOp p) {
         return "c.params[" + std::to_string(tables.paramIndex.lookup(p.getName())) + "]";
       })
+      .Case([&](tfk::StateOp st) {
+        return "static_cast<" + t + "*>(c.state[" +
+               std::to_string(tables.stateIndex.lookup(st.getName())) + "])";
+      })
       .Case([&](tfk::ConstantOp) { return constNames.lookup(v); })
       .Case([&](tfk::AllocOp a) -> std::string {
         if (!a.getOffset())

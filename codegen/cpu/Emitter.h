@@ -39,6 +39,7 @@ namespace mlir::transfuse::cpu {
 /// What one entry point needs from the rest of the model.
 struct ModelTables {
   llvm::StringMap<int> paramIndex;               // name -> param table index
+  llvm::StringMap<int> stateIndex;               // name -> state table index (ABI 2)
   std::vector<std::pair<int, bool>> packs;       // (param, transB)
   std::vector<std::array<int64_t, 2>> packShape; // (k, n)
   int pack(int param, bool transB, int64_t k, int64_t n) {
@@ -60,6 +61,7 @@ public:
 
   llvm::Error emit(std::string &out);
   int64_t arenaBytes = 0, kernelCalls = 0;
+  bool usesState = false;    // the entry reads or writes tfk.state
   std::string scalarKernels; // region functions without Highway
 
 private:
