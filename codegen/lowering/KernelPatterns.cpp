@@ -15,7 +15,6 @@ using namespace mlir::transfuse::lowering;
 
 namespace {
 
-
 template <class Op> struct Lowering : OpConversionPattern<Op> {
   Lowering(const TypeConverter &converter, MLIRContext *ctx, Entry &entry)
       : OpConversionPattern<Op>(converter, ctx), entry(entry) {}

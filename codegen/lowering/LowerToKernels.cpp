@@ -155,7 +155,6 @@ LogicalResult check(func::FuncOp func, Entry &entry, const llvm::DenseSet<Operat
   return bad->emitError() << "'" << opName(bad) << "': " << why;
 }
 
-
 LogicalResult lowerEntry(func::FuncOp func) {
   Entry entry(func);
   MLIRContext *ctx = func.getContext();
@@ -187,12 +186,13 @@ LogicalResult lowerEntry(func::FuncOp func) {
       else if (isa<DimOp>(op))
         (void)entry.size(entry.analysis.index(r));
     }
-    if (auto s = dyn_cast<SliceOp>(op); s && s.getLength())
+    // The sizes the patterns' checks compare.
+    if (auto s = dyn_cast<SliceOp>(op); s && s.getLength()) {
+      int64_t axis = normalizedAxis(s.getAxis(), s.getType().getRank());
       (void)entry.size(SizeExpr::sum(
-          {SizeExpr::constant(s.getStart()),
-           entry.analysis.dim(s.getResult(), normalizedAxis(s.getAxis(), s.getType().getRank()))}));
-    if (auto s = dyn_cast<SliceOp>(op); s && s.getLength())
-      (void)entry.dim(s.getInput(), normalizedAxis(s.getAxis(), s.getType().getRank()));
+          {SizeExpr::constant(s.getStart()), entry.analysis.dim(s.getResult(), axis)}));
+      (void)entry.dim(s.getInput(), axis);
+    }
     if (auto a = dyn_cast<AttentionOp>(op); a && a.getBias()) {
       (void)entry.dim(a.getKey(), 2);
       (void)entry.dim(a.getBias(), a.getBias().getType().getRank() - 1);
