@@ -30,7 +30,7 @@ static llvm::Error errorAt(Operation *op, const llvm::Twine &message) {
                                  loc + ": " + message.str());
 }
 
-static std::optional<rt::DType> dtypeOf(Type t) {
+std::optional<rt::DType> mlir::transfuse::dtypeOf(Type t) {
   if (t.isF32()) return rt::DType::F32;
   if (t.isF64()) return rt::DType::F64;
   if (t.isF16()) return rt::DType::F16;
@@ -246,10 +246,10 @@ llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module, ModuleOp kernels
   }
   llvm::json::Array entryPoints;
   for (const auto &ep : mi.entryPoints) {
-    int64_t arena = planMemory(module.lookupSymbol<func::FuncOp>(ep.name)).arenaSize;
-    if (auto f = kernels ? kernels.lookupSymbol<func::FuncOp>(ep.name) : func::FuncOp())
-      if (auto bytes = f->getAttrOfType<IntegerAttr>(kernel::kArenaBytesAttr))
-        arena = bytes.getInt();
+    auto f = kernels ? kernels.lookupSymbol<func::FuncOp>(ep.name) : func::FuncOp();
+    auto bytes = f ? f->getAttrOfType<IntegerAttr>(kernel::kArenaBytesAttr) : IntegerAttr();
+    int64_t arena = bytes ? bytes.getInt()
+                          : planMemory(module.lookupSymbol<func::FuncOp>(ep.name)).arenaSize;
     entryPoints.push_back(llvm::json::Object{{"name", ep.name},
                                              {"inputs", specsToJson(ep.inputs)},
                                              {"outputs", specsToJson(ep.outputs)},

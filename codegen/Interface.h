@@ -35,6 +35,10 @@ struct ModelInterface {
 /// a dynamic dimension without a maximum, ...).
 llvm::Expected<ModelInterface> extractInterface(ModuleOp module);
 
+/// The runtime dtype of an MLIR element type (f32, f64, f16, bf16, i32, i1);
+/// none for others.
+std::optional<::transfuse::rt::DType> dtypeOf(Type elementType);
+
 /// Writes DIR/model.mlir, DIR/manifest.json and DIR/report.json (the
 /// fusion report), and DIR/kernels.mlir when `kernels` (the kernel IR of
 /// `module`) is given; all are written to temporary names first, then

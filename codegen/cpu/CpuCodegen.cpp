@@ -73,19 +73,25 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
   });
 
   // The state table (ABI 2): every tfk.state by name, at its capacity.
-  std::string states;
+  std::string states, badState;
   module.walk([&](kernel::StateOp st) {
     if (tables.stateIndex.count(st.getName()))
       return;
     tables.stateIndex[st.getName()] = (int)tables.stateIndex.size();
     MemRefType t = st.getType();
+    if (!cType(t.getElementType()) && badState.empty())
+      badState = locOf(st) + ": state '" + st.getName().str() +
+                 "' has an element type the cpu target does not hold (f32, i32, i1 are)";
     std::string shape;
     for (int64_t i = 0; i < t.getRank(); ++i)
       shape += (i ? ", " : "") + std::to_string(t.getDimSize(i));
-    int dtype = t.getElementType().isF32() ? TF_F32 : t.getElementType().isInteger(1) ? TF_BOOL : TF_I32;
+    int dtype = static_cast<int>(dtypeOf(t.getElementType()).value_or(rt::DType::F32));
     states += "    {" + quote(st.getName()) + ", " + std::to_string(dtype) + ", " +
               std::to_string(t.getRank()) + ", {" + shape + "}, {" + shape + "}},\n";
   });
+
+  if (!badState.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), badState);
 
   std::string kernels, constants, functions, entryTables, scalarKernels;
   int counter = 0;

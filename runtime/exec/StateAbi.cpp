@@ -6,6 +6,8 @@
 
 #include "runtime/exec/AbiInternal.h"
 
+#include "runtime/MemoryLimit.h"
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -18,11 +20,8 @@ namespace {
 
 // Bytes of one state tensor at its capacity.
 size_t stateBytes(const TensorDesc& d) {
-  size_t n = d.dtype == TF_BOOL ? 1 : d.dtype == TF_F64 || d.dtype == TF_I64 ? 8
-                                    : d.dtype == TF_F16 || d.dtype == TF_BF16  ? 2
-                                                                               : 4;
-  for (int32_t i = 0; i < d.rank; ++i) n *= static_cast<size_t>(std::max<int64_t>(d.maxShape[i], 0));
-  return n;
+  return static_cast<size_t>(rt::tensorBytes(
+      d.maxShape, static_cast<size_t>(std::max(d.rank, 0)), rt::dtypeSize(static_cast<rt::DType>(d.dtype))));
 }
 
 // Holds a state for one call; refuses a state another call holds.

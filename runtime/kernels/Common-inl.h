@@ -13,6 +13,8 @@
 
 #include <hwy/highway.h>
 
+#include <limits>
+
 #include <cstddef>
 #include <cstring>
 
@@ -119,6 +121,27 @@ HWY_INLINE V Exp2Fast(D d, V x) {
   const V t = hn::Add(xc, kShift);     // low mantissa bits: n + 127
   const V r = hn::Sub(xc, hn::Sub(t, kShift));  // x - n, in [-1/2, 1/2]
   return hn::IfThenZeroElse(hn::Lt(x, kMin), Exp2Scaled(d, r, t));
+}
+
+// p[j] = 2^(s[j] - m) in place for j < n (scores in log2 units; -inf
+// gives 0), returning Σ p: the weights of a softmax row with maximum m.
+template <class D>
+HWY_INLINE float Exp2ShiftedSumInPlace(D d, float* HWY_RESTRICT s, size_t n, float m) {
+  const size_t N = hn::Lanes(d);
+  const auto vm = hn::Set(d, m);
+  auto sum = hn::Zero(d);
+  size_t j = 0;
+  for (; j + N <= n; j += N) {
+    const auto p = Exp2Fast(d, hn::Sub(hn::LoadU(d, s + j), vm));
+    hn::StoreU(p, d, s + j);
+    sum = hn::Add(sum, p);
+  }
+  if (j < n) {
+    const auto p = Exp2Fast(d, hn::Sub(LoadTail(d, s + j, n - j, -std::numeric_limits<float>::infinity()), vm));
+    StoreTail(d, p, s + j, n - j);
+    sum = hn::Add(sum, p);
+  }
+  return ReduceSumF(d, sum);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -332,20 +332,7 @@ HWY_NOINLINE void AttentionRow(const AttentionArgs& a, size_t b, size_t h, size_
       for (size_t c = 0; c < Dp; c += N) hn::Store(hn::Mul(hn::Load(d, o + c), al), d, o + c);
       m = mn;
     }
-    const VF vm = hn::Set(d, m);
-    VF sum = hn::Zero(d);
-    size_t j = 0;
-    for (; j + N <= nk; j += N) {
-      const VF p = Exp2Fast(d, hn::Sub(hn::Load(d, s + j), vm));
-      hn::Store(p, d, s + j);
-      sum = hn::Add(sum, p);
-    }
-    if (j < nk) {
-      const VF p = Exp2Fast(d, hn::Sub(LoadTail(d, s + j, nk - j, kNegInf), vm));
-      StoreTail(d, p, s + j, nk - j);
-      sum = hn::Add(sum, p);
-    }
-    l += ReduceSumF(d, sum);
+    l += Exp2ShiftedSumInPlace(d, s, nk, m);
     // o += Σ_j p_j·V_j, four vectors of D at a time in registers, two keys
     // interleaved (independent FMA chains), summed at the end.
     const float* vt = vb + j0 * a.v.rowStride;

@@ -193,31 +193,16 @@ size_t DecodeScratchFloats(size_t seqQ, size_t seqK, size_t headDim) {
 // row's weights are then all 0).
 template <class D>
 float SoftmaxWeights(D d, float* HWY_RESTRICT si, size_t n, size_t width) {
-  const size_t N = hn::Lanes(d);
   const float ninf = -std::numeric_limits<float>::infinity();
-  auto vmax = hn::Set(d, ninf);
-  size_t j = 0;
-  for (; j + N <= n; j += N) vmax = hn::Max(vmax, hn::LoadU(d, si + j));
-  if (j < n) vmax = hn::Max(vmax, LoadTail(d, si + j, n - j, ninf));
-  const float m = ReduceMaxF(d, vmax);
-  if (n == 0 || m == ninf) {
+  const float m = n ? ReduceMaxF(d, FoldRow(d, si, n, ninf, [](auto a, auto b) { return hn::Max(a, b); }))
+                    : ninf;
+  if (m == ninf) {
     std::fill_n(si, width, 0.0f);
     return 0.0f;
   }
-  const auto vm = hn::Set(d, m);
-  auto vsum = hn::Zero(d);
-  for (j = 0; j + N <= n; j += N) {
-    const auto e = Exp2Fast(d, hn::Sub(hn::LoadU(d, si + j), vm));
-    hn::StoreU(e, d, si + j);
-    vsum = hn::Add(vsum, e);
-  }
-  if (j < n) {
-    const auto e = Exp2Fast(d, hn::Sub(LoadTail(d, si + j, n - j, ninf), vm));
-    StoreTail(d, e, si + j, n - j);
-    vsum = hn::Add(vsum, e);
-  }
+  const float sum = Exp2ShiftedSumInPlace(d, si, n, m);
   std::fill(si + n, si + width, 0.0f);
-  return 1.0f / ReduceSumF(d, vsum);
+  return 1.0f / sum;
 }
 
 void DecodeAttentionTask(const DecodeAttentionArgs& a, size_t b, size_t h, float* scratch) {

@@ -192,6 +192,11 @@ TEST(KernelIR, TheCpuPrinterRefusesDynamicStateAndOtherDevicesByName) {
     %k = tfk.state "kv.decoder.0.self.k" [%b] : memref<?x8xf32>)mlir");
   EXPECT_NE(state.find("'tfk.state': a state tensor's type must be its capacity"), std::string::npos)
       << state;
+  std::string f16 = printError(R"mlir(
+    %k = tfk.state "kv" : memref<4x8xf16>)mlir");
+  EXPECT_NE(f16.find("state 'kv' has an element type the cpu target does not hold"),
+            std::string::npos)
+      << f16;
   std::string device = printError("", ", tfk.device = \"cuda\"");
   EXPECT_NE(device.find("@forward runs on device 'cuda', not on the cpu target"), std::string::npos)
       << device;
