@@ -133,9 +133,9 @@ Value GraphBuilder::layerNorm(Value x, StringRef prefix, double eps) {
   return layerNorm(x, gamma, beta, eps);
 }
 
-Value GraphBuilder::positionalEncoding(Value length, int64_t dModel) {
+Value GraphBuilder::positionalEncoding(Value length, int64_t dModel, Value offset) {
   auto type = RankedTensorType::get({ShapedType::kDynamic, dModel}, b.getF32Type());
-  return PositionalEncodingOp::create(b, loc, type, length, /*offset=*/Value());
+  return PositionalEncodingOp::create(b, loc, type, length, offset);
 }
 
 Value GraphBuilder::keyPaddingMask(Value tokens, int64_t padId) {
@@ -150,24 +150,26 @@ Value GraphBuilder::causalMask(Value queryLen, Value keyLen) {
   return CausalMaskOp::create(b, loc, type, queryLen, keyLen);
 }
 
-/// [B, S, H·dh] -> [B, H, S, dh]
-static Value splitHeads(GraphBuilder &g, Value x, int64_t heads) {
-  auto s = typeOf(x).getShape();
-  Value r = g.reshape(x, {s[0], s[1], heads, s[2] / heads});
-  return g.transpose(r, {0, 2, 1, 3});
+Value GraphBuilder::projectHeads(Value x, Value weight, Value bias, bool transposed,
+                                 int64_t numHeads) {
+  Value y = transposed ? linear(x, weight, bias) : conv1d(x, weight, bias);
+  auto s = typeOf(y).getShape(); // [B, S, H·dh] -> [B, H, S, dh]
+  return transpose(reshape(y, {s[0], s[1], numHeads, s[2] / numHeads}), {0, 2, 1, 3});
 }
 
 Value GraphBuilder::multiHeadAttention(Value query, Value memory,
                                        const AttentionWeights &w, int64_t numHeads,
                                        ArrayRef<Value> masks, double dropoutRate) {
-  auto project = [&](Value x, Value weight, Value bias) {
-    return w.transposed ? linear(x, weight, bias) : conv1d(x, weight, bias);
-  };
-  auto qs = typeOf(query).getShape();
-  int64_t d = qs[2], dh = d / numHeads;
-  Value q = splitHeads(*this, project(query, w.wq, w.bq), numHeads);
-  Value k = splitHeads(*this, project(memory, w.wk, w.bk), numHeads);
-  Value v = splitHeads(*this, project(memory, w.wv, w.bv), numHeads);
+  Value q = projectHeads(query, w.wq, w.bq, w.transposed, numHeads);
+  Value k = projectHeads(memory, w.wk, w.bk, w.transposed, numHeads);
+  Value v = projectHeads(memory, w.wv, w.bv, w.transposed, numHeads);
+  return attendHeads(q, k, v, w, masks, dropoutRate);
+}
+
+Value GraphBuilder::attendHeads(Value q, Value k, Value v, const AttentionWeights &w,
+                                ArrayRef<Value> masks, double dropoutRate) {
+  auto qs = typeOf(q).getShape(); // [B, H, Sq, dh]
+  int64_t dh = qs[3];
   // scores[b, h, i, j] = q[b, h, i, :] · k[b, h, j, :] / sqrt(dh)
   Value scores = scale(matmul(q, k, false, /*transposeRhs=*/true), 1.0 / std::sqrt((double)dh));
   if (!masks.empty()) {
@@ -177,8 +179,30 @@ Value GraphBuilder::multiHeadAttention(Value query, Value memory,
   }
   Value probs = dropout(softmax(scores, 3), dropoutRate);
   Value heads = transpose(matmul(probs, v), {0, 2, 1, 3}); // [B, Sq, H, dh]
-  Value merged = reshape(heads, {qs[0], qs[1], d});
-  return project(merged, w.wo, w.bo);
+  Value merged = reshape(heads, {qs[0], qs[2], qs[1] * dh});
+  return w.transposed ? linear(merged, w.wo, w.bo) : conv1d(merged, w.wo, w.bo);
+}
+
+Value GraphBuilder::stateLength() { return StateLengthOp::create(b, loc); }
+
+Value GraphBuilder::cacheAppend(StringRef name, Value x, bool keys) {
+  auto s = typeOf(x).getShape();
+  auto type = RankedTensorType::get({s[0], s[1], ShapedType::kDynamic, s[3]},
+                                    typeOf(x).getElementType());
+  return CacheAppendOp::create(b, loc, type, b.getStringAttr(name), x,
+                               keys ? b.getUnitAttr() : UnitAttr());
+}
+
+void GraphBuilder::stateWrite(StringRef name, Value x, bool keys) {
+  StateWriteOp::create(b, loc, b.getStringAttr(name), x, keys ? b.getUnitAttr() : UnitAttr());
+}
+
+Value GraphBuilder::stateRead(StringRef name, Value batch, Value length, Value like, bool keys) {
+  auto s = typeOf(like).getShape();
+  auto type = RankedTensorType::get({ShapedType::kDynamic, s[1], ShapedType::kDynamic, s[3]},
+                                    typeOf(like).getElementType());
+  return StateReadOp::create(b, loc, type, b.getStringAttr(name), ValueRange{batch, length},
+                             keys ? b.getUnitAttr() : UnitAttr());
 }
 
 Value GraphBuilder::residual(Value x, StringRef normPrefix, bool preNorm, double eps,

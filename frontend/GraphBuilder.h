@@ -74,18 +74,27 @@ public:
   Value conv1d(Value x, Value weight, Value bias);
   /// LayerNorm over the last dimension with params `prefix.weight`/`.bias`.
   Value layerNorm(Value x, StringRef prefix, double eps);
-  /// Interleaved sinusoidal positions [length, dModel].
-  Value positionalEncoding(Value length, int64_t dModel);
+  /// Interleaved sinusoidal positions [length, dModel] of positions
+  /// offset..offset+length (`offset` null: 0).
+  Value positionalEncoding(Value length, int64_t dModel, Value offset = Value());
   /// A [B, 1, 1, S] keep-mask from tokens [B, S] (tokens != padId).
   Value keyPaddingMask(Value tokens, int64_t padId);
   /// A [Sq, Sk] causal keep-mask, bottom-right aligned.
   Value causalMask(Value queryLen, Value keyLen);
-  /// Multi-head attention of `query` [B, Sq, D] over `memory` [B, Sk, D].
-  /// Each mask is a boolean keep-mask broadcastable to [B, H, Sq, Sk];
-  /// masked scores become -inf before the softmax.
+  /// Multi-head attention of `query` [B, Sq, D] over `memory` [B, Sk, D]:
+  /// projectHeads of Q, K and V, then attendHeads.
   Value multiHeadAttention(Value query, Value memory, const AttentionWeights &w,
                            int64_t numHeads, ArrayRef<Value> masks,
                            double dropoutRate);
+  /// x [B, S, D] projected by `weight` and `bias` and split into heads
+  /// [B, H, S, D/H] (Linear layout when `transposed`, else Conv1D).
+  Value projectHeads(Value x, Value weight, Value bias, bool transposed, int64_t numHeads);
+  /// softmax(q·kᵀ/√dh, masked)·v over heads q [B, H, Sq, dh], k and v
+  /// [B, H, Sk, dh], merged back to [B, Sq, H·dh] and projected by wo, bo.
+  /// Each mask is a boolean keep-mask broadcastable to [B, H, Sq, Sk];
+  /// masked scores become -inf before the softmax.
+  Value attendHeads(Value q, Value k, Value v, const AttentionWeights &w,
+                    ArrayRef<Value> masks, double dropoutRate);
   /// One residual sublayer around `f`: post-LN: LN(x + dropout(f(x)));
   /// pre-LN: x + dropout(f(LN(x))), LN with params `normPrefix.weight/.bias`.
   Value residual(Value x, StringRef normPrefix, bool preNorm, double eps,
@@ -93,6 +102,14 @@ public:
   /// act(x·W1ᵀ + b1)·W2ᵀ + b2, or in Conv1D layout when !transposed.
   Value feedForward(Value x, Value w1, Value b1, Value w2, Value b2,
                     StringRef act, bool transposed, double dropoutRate);
+
+  //--- Decoding state (TransfuseStateOps.td) --------------------------------
+  Value stateLength();
+  /// Appends heads [B, H, n, dh] to cache `name`; the [B, H, L + n, dh] cache.
+  Value cacheAppend(StringRef name, Value x, bool keys);
+  void stateWrite(StringRef name, Value x, bool keys);
+  /// Positions 0..`length` of rows 0..`batch` of `name`, heads like `like`.
+  Value stateRead(StringRef name, Value batch, Value length, Value like, bool keys);
 
 private:
   OpBuilder &b;

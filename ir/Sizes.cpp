@@ -27,6 +27,12 @@ SizeExpr SizeExpr::argument(unsigned arg, int64_t dim) {
   return e;
 }
 
+SizeExpr SizeExpr::stateLength() {
+  SizeExpr e;
+  e.kind_ = Kind::kStateLength;
+  return e;
+}
+
 SizeExpr SizeExpr::sum(const std::vector<SizeExpr> &terms) {
   std::vector<SizeExpr> flat;
   int64_t constant = 0;
@@ -97,6 +103,8 @@ bool SizeExpr::operator==(const SizeExpr &o) const {
     return a_ == o.a_;
   case Kind::kArgument:
     return a_ == o.a_ && b_ == o.b_;
+  case Kind::kStateLength:
+    return true;
   default:
     return terms() == o.terms();
   }
@@ -110,6 +118,8 @@ int64_t SizeExpr::maximum(int64_t maxBatch, int64_t maxSeqLen) const {
     return a_;
   case Kind::kArgument:
     return b_ == 0 ? maxBatch : maxSeqLen;
+  case Kind::kStateLength:
+    return maxSeqLen;
   case Kind::kSum: {
     int64_t total = 0;
     for (const SizeExpr &t : terms())
@@ -141,6 +151,8 @@ std::string SizeExpr::str() const {
     return std::to_string(a_);
   case Kind::kArgument:
     return "a" + std::to_string(a_) + "_" + std::to_string(b_);
+  case Kind::kStateLength:
+    return "L";
   case Kind::kSum:
     return join("(", " + ");
   case Kind::kBroadcast:
@@ -197,6 +209,8 @@ void SizeAnalysis::assumeSameSizes(Value v, Value original) {
 }
 
 SizeExpr SizeAnalysis::index(Value size) {
+  if (size.getDefiningOp<StateLengthOp>())
+    return SizeExpr::stateLength();
   auto d = size.getDefiningOp<DimOp>();
   if (!d)
     return SizeExpr();

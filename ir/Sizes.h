@@ -25,18 +25,21 @@
 namespace mlir::transfuse {
 
 /// A symbolic size: a constant, dimension `dim` of entry-point argument
-/// `arg`, a sum (a concat's axis), or a broadcast (the size every term is,
-/// or 1: their maximum, each checked at run time to be it or 1). A
+/// `arg`, the decoding state's length L (transfuse.state_length: the
+/// positions cached before the call), a sum (a concat's axis, a cache of L
+/// + n positions), or a broadcast (the size every term is, or 1: their
+/// maximum, each checked at run time to be it or 1). A
 /// default-constructed SizeExpr is unknown: no rule could derive it. Values
 /// are canonical (sums flattened with constants folded, broadcast terms
 /// unique), so equal expressions mean equal sizes at run time.
 class SizeExpr {
 public:
-  enum class Kind { kUnknown, kConstant, kArgument, kSum, kBroadcast };
+  enum class Kind { kUnknown, kConstant, kArgument, kStateLength, kSum, kBroadcast };
 
   SizeExpr() = default;
   static SizeExpr constant(int64_t n);
   static SizeExpr argument(unsigned arg, int64_t dim);
+  static SizeExpr stateLength();
   /// Unknown when any term is.
   static SizeExpr sum(const std::vector<SizeExpr> &terms);
   static SizeExpr broadcast(const std::vector<SizeExpr> &terms);
@@ -56,11 +59,12 @@ public:
   bool operator!=(const SizeExpr &o) const { return !(*this == o); }
 
   /// The value at the compiled maxima: an argument's dimension 0 at
-  /// `maxBatch`, its other dimensions at `maxSeqLen`; an unknown size at the
+  /// `maxBatch`, its other dimensions and the state length at `maxSeqLen`
+  /// (the cache's capacity); an unknown size at the
   /// larger of the two. Saturates at INT64_MAX.
   int64_t maximum(int64_t maxBatch, int64_t maxSeqLen) const;
 
-  /// For diagnostics and tests: `a0_1`, `(a0_1 + 3)`, `max(a0_1, a1_1)`, `?`.
+  /// For diagnostics and tests: `a0_1`, `L`, `(a0_1 + 3)`, `max(a0_1, a1_1)`, `?`.
   std::string str() const;
 
 private:
@@ -76,7 +80,8 @@ class SizeAnalysis {
 public:
   /// Dimension `axis` of `v` (a constant when static).
   SizeExpr dim(Value v, int64_t axis);
-  /// The value of an index (a transfuse.dim); unknown for other indices.
+  /// The value of an index (a transfuse.dim or transfuse.state_length);
+  /// unknown for other indices.
   SizeExpr index(Value size);
   /// The size that dimensions of `operands` broadcast into dimension `axis`
   /// of a result of rank `rank` (NumPy trailing alignment; operands that are

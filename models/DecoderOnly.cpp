@@ -90,7 +90,7 @@ private:
 void mlir::transfuse::buildDecoderOnly(ModuleOp module, const ModelConfig &c,
                                        const BuildOptions &options) {
   OpBuilder b(module.getContext());
-  auto func = createForward(b, module, {"tokens"}, c.tgtVocabSize);
+  auto func = createEntry(b, module, "forward", {"tokens"}, c.tgtVocabSize);
   Block *entry = &func.getBody().front();
 
   GraphBuilder g(b, b.getUnknownLoc());

@@ -8,6 +8,12 @@
 //   out = Decoder(tgt, memory; causal + tgt padding; cross: src padding)
 //   logits = out · generator.weightᵀ + generator.bias
 //
+// With decoding on, two more entry points share the weights and a state
+// (docs/decoding.md): encode(src) writes every decoder layer's
+// cross-attention K and V, and decode_step(src, tgt) runs n new target
+// positions (one per step of a search) against the cached self-attention
+// K and V, appending theirs, and returns those positions' logits.
+//
 //===----------------------------------------------------------------------===//
 
 #include "frontend/GraphBuilder.h"
@@ -27,13 +33,16 @@ public:
   EncoderDecoderBuilder(GraphBuilder &g, const ModelConfig &c, bool training)
       : g(g), c(c), drop(training ? c.dropout : 0.0) {}
 
-  Value embed(Value tokens, StringRef table, int64_t vocab, StringRef posTable) {
+  /// Token embeddings · √d plus the positions from `offset` (null: 0; a
+  /// decode step passes the cached length, sinusoidal positions only).
+  Value embed(Value tokens, StringRef table, int64_t vocab, StringRef posTable,
+              Value offset = Value()) {
     int64_t d = c.dModel;
     Value x = g.scale(g.gather(g.param(table, {vocab, d}, "xavier_uniform"), tokens),
                       std::sqrt((double)d));
     Value length = g.dim(tokens, 1);
     Value pe = c.positional == "sinusoidal"
-                   ? g.positionalEncoding(length, d)
+                   ? g.positionalEncoding(length, d, offset)
                    : g.sliceLeading(g.param(posTable, {c.maxSeqLen, d}, "xavier_uniform"),
                                     0, length);
     return g.dropout(g.add(x, pe), drop);
@@ -73,57 +82,130 @@ public:
     return sublayer(x, p + "norm2", [&](Value y) { return feedForward(p, y); });
   }
 
-  Value decoderLayer(int64_t i, Value x, Value memory, ArrayRef<Value> selfMasks,
-                     Value srcMask) {
+  /// What the decoder layers attend to: the encoder's output (forward), or
+  /// the state (a decode step: self-attention K/V appended to the cache,
+  /// cross-attention K/V as encode wrote them, `src` giving B and S).
+  struct DecoderInputs {
+    Value memory;
+    Value src;
+    ArrayRef<Value> selfMasks;
+    Value srcMask;
+  };
+
+  static std::string stateName(int64_t layer, StringRef which) {
+    return "kv." + std::to_string(layer) + "." + which.str();
+  }
+
+  Value decoderLayer(int64_t i, Value x, const DecoderInputs &in) {
     std::string p = "transformer.decoder.layers." + std::to_string(i) + ".";
     AttentionWeights sa = attention(p + "self_attn");
     AttentionWeights ca = attention(p + "multihead_attn");
+    int64_t h = c.numHeads;
+    bool cached = !in.memory;
     x = sublayer(x, p + "norm1", [&](Value y) {
-      return g.multiHeadAttention(y, y, sa, c.numHeads, selfMasks, drop);
+      Value q = g.projectHeads(y, sa.wq, sa.bq, true, h);
+      Value k = g.projectHeads(y, sa.wk, sa.bk, true, h);
+      Value v = g.projectHeads(y, sa.wv, sa.bv, true, h);
+      if (!cached)
+        return g.attendHeads(q, k, v, sa, in.selfMasks, drop);
+      k = g.cacheAppend(stateName(i, "self.k"), k, /*keys=*/true);
+      v = g.cacheAppend(stateName(i, "self.v"), v, /*keys=*/false);
+      // The new positions see every cached one and the earlier new ones.
+      if (!causal)
+        causal = g.causalMask(g.dim(q, 2), g.dim(k, 2));
+      return g.attendHeads(q, k, v, sa, {causal}, drop);
     });
     x = sublayer(x, p + "norm2", [&](Value y) {
-      return g.multiHeadAttention(y, memory, ca, c.numHeads, {srcMask}, drop);
+      Value q = g.projectHeads(y, ca.wq, ca.bq, true, h);
+      Value k, v;
+      if (cached) {
+        Value batch = g.dim(in.src, 0), length = g.dim(in.src, 1);
+        k = g.stateRead(stateName(i, "cross.k"), batch, length, q, /*keys=*/true);
+        v = g.stateRead(stateName(i, "cross.v"), batch, length, q, /*keys=*/false);
+      } else {
+        k = g.projectHeads(in.memory, ca.wk, ca.bk, true, h);
+        v = g.projectHeads(in.memory, ca.wv, ca.bv, true, h);
+      }
+      return g.attendHeads(q, k, v, ca, {in.srcMask}, drop);
     });
     return sublayer(x, p + "norm3", [&](Value y) { return feedForward(p, y); });
   }
 
-  Value build(Value src, Value tgt) {
-    const char *srcTable = "src_tok_emb.embedding.weight";
-    std::string tgtTable = c.shareEmbeddings ? srcTable : "tgt_tok_emb.embedding.weight";
+  const char *srcTable() const { return "src_tok_emb.embedding.weight"; }
+  std::string tgtTable() const {
+    return c.shareEmbeddings ? srcTable() : "tgt_tok_emb.embedding.weight";
+  }
 
+  /// The encoder's output [B, S, D].
+  Value encoder(Value src, Value srcMask) {
     g.setLocation(NameLoc::get(g.builder().getStringAttr("encoder")));
-    Value srcMask = g.keyPaddingMask(src, *c.padId);
-    Value x = embed(src, srcTable, c.srcVocabSize, "src_pos_emb.embedding.weight");
+    Value x = embed(src, srcTable(), c.srcVocabSize, "src_pos_emb.embedding.weight");
     for (int64_t i = 0; i < c.numEncoderLayers; ++i) {
       g.setLocation(NameLoc::get(g.builder().getStringAttr(
           "transformer.encoder.layers." + std::to_string(i))));
       x = encoderLayer(i, x, srcMask);
     }
-    Value memory = c.finalNorm ? g.layerNorm(x, "transformer.encoder.norm", c.layerNormEps) : x;
+    return c.finalNorm ? g.layerNorm(x, "transformer.encoder.norm", c.layerNormEps) : x;
+  }
 
-    g.setLocation(NameLoc::get(g.builder().getStringAttr("decoder")));
-    Value t = g.dim(tgt, 1);
-    Value selfMasks[] = {g.causalMask(t, t), g.keyPaddingMask(tgt, *c.padId)};
-    Value y = embed(tgt, tgtTable, c.tgtVocabSize, "tgt_pos_emb.embedding.weight");
+  /// The decoder over target embeddings `y`, and the generator: logits.
+  Value decoder(Value y, const DecoderInputs &in) {
     for (int64_t i = 0; i < c.numDecoderLayers; ++i) {
       g.setLocation(NameLoc::get(g.builder().getStringAttr(
           "transformer.decoder.layers." + std::to_string(i))));
-      y = decoderLayer(i, y, memory, selfMasks, srcMask);
+      y = decoderLayer(i, y, in);
     }
     g.setLocation(NameLoc::get(g.builder().getStringAttr("generator")));
     if (c.finalNorm)
       y = g.layerNorm(y, "transformer.decoder.norm", c.layerNormEps);
     int64_t d = c.dModel, v = c.tgtVocabSize;
-    Value w = c.tieOutput ? g.param(tgtTable, {v, d}, "xavier_uniform")
+    Value w = c.tieOutput ? g.param(tgtTable(), {v, d}, "xavier_uniform")
                           : g.param("generator.weight", {v, d}, "xavier_uniform");
     Value bias = g.param("generator.bias", {v}, "uniform_fan_in", d, /*optional=*/true);
     return g.linear(y, w, bias);
+  }
+
+  Value forward(Value src, Value tgt) {
+    g.setLocation(NameLoc::get(g.builder().getStringAttr("encoder")));
+    Value srcMask = g.keyPaddingMask(src, *c.padId);
+    Value memory = encoder(src, srcMask);
+    g.setLocation(NameLoc::get(g.builder().getStringAttr("decoder")));
+    Value t = g.dim(tgt, 1);
+    Value selfMasks[] = {g.causalMask(t, t), g.keyPaddingMask(tgt, *c.padId)};
+    Value y = embed(tgt, tgtTable(), c.tgtVocabSize, "tgt_pos_emb.embedding.weight");
+    return decoder(y, {memory, src, selfMasks, srcMask});
+  }
+
+  /// encode: every decoder layer's cross-attention K and V into the state.
+  void encode(Value src) {
+    g.setLocation(NameLoc::get(g.builder().getStringAttr("encoder")));
+    Value memory = encoder(src, g.keyPaddingMask(src, *c.padId));
+    for (int64_t i = 0; i < c.numDecoderLayers; ++i) {
+      g.setLocation(NameLoc::get(g.builder().getStringAttr(
+          "transformer.decoder.layers." + std::to_string(i))));
+      AttentionWeights ca =
+          attention("transformer.decoder.layers." + std::to_string(i) + ".multihead_attn");
+      g.stateWrite(stateName(i, "cross.k"), g.projectHeads(memory, ca.wk, ca.bk, true, c.numHeads),
+                   /*keys=*/true);
+      g.stateWrite(stateName(i, "cross.v"), g.projectHeads(memory, ca.wv, ca.bv, true, c.numHeads),
+                   /*keys=*/false);
+    }
+  }
+
+  /// decode_step: the logits of target positions L..L+n.
+  Value decodeStep(Value src, Value tgt) {
+    g.setLocation(NameLoc::get(g.builder().getStringAttr("decoder")));
+    Value srcMask = g.keyPaddingMask(src, *c.padId);
+    Value y = embed(tgt, tgtTable(), c.tgtVocabSize, "tgt_pos_emb.embedding.weight",
+                    g.stateLength());
+    return decoder(y, {Value(), src, {}, srcMask});
   }
 
 private:
   GraphBuilder &g;
   const ModelConfig &c;
   double drop;
+  Value causal; // a decode step's self-attention mask, made at the first layer
 };
 
 } // namespace
@@ -131,13 +213,27 @@ private:
 void mlir::transfuse::buildEncoderDecoder(ModuleOp module, const ModelConfig &c,
                                           const BuildOptions &options) {
   OpBuilder b(module.getContext());
-  auto func = createForward(b, module, {"src_tokens", "tgt_tokens"}, c.tgtVocabSize);
-  Block *entry = &func.getBody().front();
-
-  GraphBuilder g(b, b.getUnknownLoc());
-  EncoderDecoderBuilder model(g, c, options.training);
-  Value out = model.build(entry->getArgument(0), entry->getArgument(1));
-  func::ReturnOp::create(b, b.getUnknownLoc(), out);
+  auto build = [&](StringRef name, ArrayRef<StringRef> inputs, bool logits,
+                   llvm::function_ref<Value(EncoderDecoderBuilder &, Block *)> body) {
+    auto func = createEntry(b, module, name, inputs, logits ? c.tgtVocabSize : 0);
+    GraphBuilder g(b, b.getUnknownLoc());
+    EncoderDecoderBuilder model(g, c, options.training);
+    Value out = body(model, &func.getBody().front());
+    func::ReturnOp::create(b, b.getUnknownLoc(), out ? ValueRange(out) : ValueRange());
+  };
+  build("forward", {"src_tokens", "tgt_tokens"}, true, [](EncoderDecoderBuilder &m, Block *e) {
+    return m.forward(e->getArgument(0), e->getArgument(1));
+  });
+  if (decodingEntries(c, options)) {
+    build("encode", {"src_tokens"}, false, [](EncoderDecoderBuilder &m, Block *e) {
+      m.encode(e->getArgument(0));
+      return Value();
+    });
+    build("decode_step", {"src_tokens", "tgt_tokens"}, true,
+          [](EncoderDecoderBuilder &m, Block *e) {
+            return m.decodeStep(e->getArgument(0), e->getArgument(1));
+          });
+  }
 
   SmallVector<NamedAttribute> aliases;
   if (c.shareEmbeddings)

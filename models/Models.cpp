@@ -14,7 +14,10 @@
 using namespace mlir;
 using namespace mlir::transfuse;
 
+#include "ir/State.h"
+
 static constexpr int64_t kDefaultMaxBatch = 8;
+static constexpr int64_t kDefaultMaxBeam = 4;
 
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -26,23 +29,32 @@ static llvm::Error checkMaxima(const BuildOptions &options) {
     return makeError("--max-batch must be >= 1, got " + llvm::Twine(options.maxBatch));
   if (options.maxSeqLen < 0)
     return makeError("--max-seq-len must be >= 1, got " + llvm::Twine(options.maxSeqLen));
+  if (options.maxBeam < 0)
+    return makeError("--max-beam must be >= 1, got " + llvm::Twine(options.maxBeam));
   return llvm::Error::success();
 }
 
-func::FuncOp mlir::transfuse::createForward(OpBuilder &b, ModuleOp module,
-                                            ArrayRef<StringRef> tokenInputs,
-                                            int64_t vocab) {
+bool mlir::transfuse::decodingEntries(const ModelConfig &config, const BuildOptions &options) {
+  return options.decoding && !options.training && !config.isDecoderOnly() &&
+         config.positional == "sinusoidal";
+}
+
+func::FuncOp mlir::transfuse::createEntry(OpBuilder &b, ModuleOp module, StringRef name,
+                                          ArrayRef<StringRef> tokenInputs, int64_t vocab) {
   auto tokens = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
                                       b.getI32Type());
   auto logits = RankedTensorType::get(
       {ShapedType::kDynamic, ShapedType::kDynamic, vocab}, b.getF32Type());
   b.setInsertionPointToEnd(module.getBody());
   SmallVector<Type> inputs(tokenInputs.size(), tokens);
-  auto func = func::FuncOp::create(b, b.getUnknownLoc(), "forward",
-                                   b.getFunctionType(inputs, {logits}));
-  for (auto [i, name] : llvm::enumerate(tokenInputs))
-    func.setArgAttr(i, kNameAttr, b.getStringAttr(name));
-  func.setResultAttr(0, kNameAttr, b.getStringAttr("logits"));
+  SmallVector<Type> results;
+  if (vocab)
+    results.push_back(logits);
+  auto func = func::FuncOp::create(b, b.getUnknownLoc(), name, b.getFunctionType(inputs, results));
+  for (auto [i, input] : llvm::enumerate(tokenInputs))
+    func.setArgAttr(i, kNameAttr, b.getStringAttr(input));
+  if (vocab)
+    func.setResultAttr(0, kNameAttr, b.getStringAttr("logits"));
   b.setInsertionPointToStart(func.addEntryBlock());
   return func;
 }
@@ -71,8 +83,11 @@ mlir::transfuse::buildModel(MLIRContext &context, const ModelConfig &config,
   llvm::raw_string_ostream os(json);
   os << llvm::json::Value(toJson(config));
   (*module)->setAttr(kConfigAttr, b.getStringAttr(json));
+  int64_t maxBeam = options.maxBeam ? options.maxBeam : kDefaultMaxBeam;
   for (auto func : module->getOps<func::FuncOp>()) {
-    func->setAttr(kMaxBatchAttr, b.getI64IntegerAttr(maxBatch));
+    // The state's rows hold every beam of every sentence.
+    int64_t rows = usesState(func) ? maxBatch * maxBeam : maxBatch;
+    func->setAttr(kMaxBatchAttr, b.getI64IntegerAttr(rows));
     func->setAttr(kMaxSeqLenAttr, b.getI64IntegerAttr(maxSeqLen));
   }
   if (failed(verify(*module)))

@@ -1,10 +1,15 @@
 //===- Models.h - the built-in architectures and model loading ------------===//
 //
-// Builds a `forward` function in the transfuse dialect from a ModelConfig:
+// Builds the entry points of a model in the transfuse dialect from a ModelConfig:
 //   encoder_decoder: forward(src_tokens: [B,S] i32, tgt_tokens: [B,T] i32)
 //                      -> logits [B,T,V] f32
+//                    and, for decoding (docs/decoding.md):
+//                    encode(src_tokens: [B,S] i32) -> (), writing the state
+//                    decode_step(src_tokens: [B,S], tgt_tokens: [B,n] i32)
+//                      -> logits [B,n,V] of target positions L..L+n
 //   decoder_only:    forward(tokens: [B,T] i32) -> logits [B,T,V] f32
-// B, S and T are dynamic, bounded by the maxima in BuildOptions.
+// B, S and T are dynamic, bounded by the maxima in BuildOptions; the
+// entries that use state take rows up to max_batch · max_beam.
 //
 // The module carries what binding weights needs (see docs/ir.md):
 //   transfuse.config          resolved config JSON (built-in architectures)
@@ -31,9 +36,18 @@ struct BuildOptions {
   int64_t maxBatch = 0;
   /// 0: the config's max_seq_len (for MLIR input: the function's attribute).
   int64_t maxSeqLen = 0;
+  /// 0: the default, 4. The state's rows are maxBatch · maxBeam.
+  int64_t maxBeam = 0;
   /// Emit dropout (training graphs); inference graphs have none.
   bool training = false;
+  /// Build the decoding entry points where the architecture has them.
+  bool decoding = true;
 };
+
+/// True when the model of `config` gets decoding entry points: inference
+/// builds of an encoder_decoder with sinusoidal positions (learned ones and
+/// decoder_only models have none yet).
+bool decodingEntries(const ModelConfig &config, const BuildOptions &options);
 
 inline constexpr llvm::StringLiteral kConfigAttr = "transfuse.config";
 inline constexpr llvm::StringLiteral kWeightAliasesAttr = "transfuse.weight_aliases";
@@ -62,10 +76,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> parseModelDefinition(MLIRContext &context,
 
 // Per-architecture builders (EncoderDecoder.cpp, DecoderOnly.cpp).
 
-/// Creates `@forward(tokens...: tensor<?x?xi32>) -> logits: tensor<?x?xVxf32>`
-/// with named arguments and result, and leaves `b` at the start of its body.
-func::FuncOp createForward(OpBuilder &b, ModuleOp module,
-                           ArrayRef<StringRef> tokenInputs, int64_t vocab);
+/// Creates `@name(tokens...: tensor<?x?xi32>) -> logits: tensor<?x?xVxf32>`
+/// (no result when `vocab` is 0) with named arguments and result, and
+/// leaves `b` at the start of its body.
+func::FuncOp createEntry(OpBuilder &b, ModuleOp module, StringRef name,
+                         ArrayRef<StringRef> tokenInputs, int64_t vocab);
 
 void buildEncoderDecoder(ModuleOp module, const ModelConfig &config,
                          const BuildOptions &options);

@@ -93,6 +93,17 @@ struct HoistPreparePass : mlir::transfuse::impl::TransfuseHoistPrepareBase<Hoist
       Operation *def = v.getDefiningOp();
       for (Value operand : def->getOperands())
         cloneValue(operand);
+      // One clone per computation: entry points that read the same weights
+      // (forward, encode, decode_step) share their prepared tensors.
+      auto mapped = llvm::map_range(def->getOperands(), [&](Value o) { return map.lookup(o); });
+      for (Operation &done : *body)
+        if (done.getName() == def->getName() &&
+            done.getAttrDictionary() == def->getAttrDictionary() &&
+            done.getResultTypes() == def->getResultTypes() &&
+            llvm::equal(done.getOperands(), mapped)) {
+          map.map(def->getResults(), done.getResults());
+          return;
+        }
       b.clone(*def, map);
     };
     SmallVector<Type> resultTypes;
@@ -107,9 +118,12 @@ struct HoistPreparePass : mlir::transfuse::impl::TransfuseHoistPrepareBase<Hoist
           if (!usedOutside)
             continue;
           cloneValue(result);
-          std::string name = "prepared." + std::to_string(results.size());
-          results.push_back(map.lookup(result));
-          resultTypes.push_back(result.getType());
+          auto known = llvm::find(results, map.lookup(result));
+          std::string name = "prepared." + std::to_string(known - results.begin());
+          if (known == results.end()) {
+            results.push_back(map.lookup(result));
+            resultTypes.push_back(result.getType());
+          }
           OpBuilder fb(func.getBody().front().getParentOp());
           fb.setInsertionPoint(op);
           auto param = ParamOp::create(fb, op->getLoc(), cast<RankedTensorType>(result.getType()),

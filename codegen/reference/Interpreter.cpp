@@ -10,6 +10,7 @@
 
 #include "codegen/Interface.h"
 #include "codegen/lowering/OpMath.h"
+#include "ir/State.h"
 #include "ir/TransfuseDialect.h"
 #include "passes/Passes.h"
 #include "runtime/Philox.h"
@@ -25,6 +26,7 @@
 
 using namespace mlir;
 using namespace mlir::transfuse;
+using mlir::transfuse::reference::State;
 using mlir::transfuse::reference::TensorMap;
 namespace rt = ::transfuse::rt;
 
@@ -91,6 +93,9 @@ public:
   llvm::Expected<TensorMap> run(func::FuncOp func, const TensorMap &inputs,
                                 const EntryPoint &ep);
 
+  State *state = nullptr;          // a copy the caller commits on success
+  std::optional<int64_t> appended; // positions this call appended
+
 private:
   LogicalResult eval(Operation *op);
   // std::unordered_map keeps references stable while values are added.
@@ -128,6 +133,7 @@ private:
   LogicalResult evalSlice(SliceOp op);
   LogicalResult evalGather(GatherOp op);
   LogicalResult evalConstant(ConstantOp op);
+  LogicalResult evalState(Operation *op);
 
   const TensorMap &weights;
   bool f64Outputs;
@@ -677,7 +683,74 @@ LogicalResult Interpreter::eval(Operation *op) {
         set(p.getResult(), std::move(r));
         return success();
       })
+      .Case<StateLengthOp, CacheAppendOp, StateWriteOp, StateReadOp>(
+          [&](auto) { return evalState(op); })
       .Default([&](Operation *) { return fail(op, "not supported by the reference backend"); });
+}
+
+LogicalResult Interpreter::evalState(Operation *op) {
+  if (!state)
+    return fail(op, "reads the decoding state, and the call has none");
+  if (isa<StateLengthOp>(op)) {
+    indices[op->getResult(0)] = state->length;
+    return success();
+  }
+  StringRef name = op->getAttrOfType<StringAttr>("name").getValue();
+  auto it = state->tensors.find(name.str());
+  if (it == state->tensors.end())
+    return fail(op, "no state tensor '" + name + "'");
+  State::Tensor &t = it->second; // [R, H, T, D]
+  int64_t rows = t.shape[0], heads = t.shape[1], cap = t.shape[2], d = t.shape[3];
+  auto at = [&](int64_t r, int64_t h, int64_t p) { return ((r * heads + h) * cap + p) * d; };
+  // Copies positions [from, from + n) of rows 0..b of the state to or from x.
+  auto transfer = [&](Buf &x, int64_t from, bool toState) -> LogicalResult {
+    int64_t b = x.shape[0], n = x.shape[2];
+    if (b > rows)
+      return fail(op, "batch " + llvm::Twine(b) + " exceeds the " + llvm::Twine(rows) +
+                          " rows of state '" + name + "' (max_batch · max_beam)");
+    if (from + n > cap)
+      return fail(op, "positions " + llvm::Twine(from + n) + " exceed the capacity " +
+                          llvm::Twine(cap) + " of state '" + name + "' (max_seq_len)");
+    for (int64_t r = 0; r < b; ++r)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t p = 0; p < n; ++p)
+          for (int64_t j = 0; j < d; ++j) {
+            double &s = t.data[at(r, h, from + p) + j];
+            double &v = x.data[((r * heads + h) * n + p) * d + j];
+            toState ? (s = v) : (v = s);
+          }
+    return success();
+  };
+  if (auto w = dyn_cast<StateWriteOp>(op))
+    return transfer(get(w.getInput()), 0, true);
+  if (auto a = dyn_cast<CacheAppendOp>(op)) {
+    Buf &x = get(a.getInput());
+    int64_t n = x.shape[2];
+    if (appended && *appended != n)
+      return fail(op, "appends " + llvm::Twine(n) + " positions, another cache " +
+                          llvm::Twine(*appended));
+    appended = n;
+    if (failed(transfer(x, state->length, true)))
+      return failure();
+    Buf r;
+    r.shape = {x.shape[0], heads, state->length + n, d};
+    r.data.resize(numel(r.shape));
+    if (failed(transfer(r, 0, false)))
+      return failure();
+    set(a.getResult(), std::move(r));
+    return success();
+  }
+  auto read = cast<StateReadOp>(op);
+  Buf r;
+  r.shape.assign(read.getType().getShape().begin(), read.getType().getShape().end());
+  for (int64_t i = 0, k = 0; i < 4; ++i)
+    if (read.getType().isDynamicDim(i))
+      r.shape[i] = indices[read.getSizes()[k++]];
+  r.data.resize(numel(r.shape));
+  if (failed(transfer(r, 0, false)))
+    return failure();
+  set(read.getResult(), std::move(r));
+  return success();
 }
 
 llvm::Expected<TensorMap> Interpreter::run(func::FuncOp func, const TensorMap &inputs,
@@ -754,10 +827,20 @@ llvm::Expected<TensorMap> Interpreter::run(func::FuncOp func, const TensorMap &i
 /// Runs one entry point of `mi` with `weights` as they are.
 static llvm::Expected<TensorMap> runEntry(func::FuncOp func, const ModelInterface &mi,
                                           const TensorMap &weights, const TensorMap &inputs,
-                                          bool f64Outputs) {
+                                          bool f64Outputs, State *state = nullptr) {
   for (const EntryPoint &ep : mi.entryPoints)
-    if (ep.name == func.getName())
-      return Interpreter(weights, f64Outputs).run(func, inputs, ep);
+    if (ep.name == func.getName()) {
+      Interpreter interpreter(weights, f64Outputs);
+      std::optional<State> copy;
+      if (state)
+        interpreter.state = &copy.emplace(*state);
+      auto outputs = interpreter.run(func, inputs, ep);
+      if (outputs && state) {
+        *state = std::move(*copy);
+        state->length += interpreter.appended.value_or(0);
+      }
+      return outputs;
+    }
   return llvm::createStringError(llvm::inconvertibleErrorCode(), "no entry point '%s'",
                                  func.getName().str().c_str());
 }
@@ -765,8 +848,12 @@ static llvm::Expected<TensorMap> runEntry(func::FuncOp func, const ModelInterfac
 llvm::Expected<TensorMap> mlir::transfuse::reference::run(func::FuncOp func,
                                                           const TensorMap &weights,
                                                           const TensorMap &inputs,
-                                                          bool f64Outputs) {
+                                                          bool f64Outputs, State *state) {
   auto module = func->getParentOfType<ModuleOp>();
+  if (usesState(func) && !state)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "entry point '%s' uses the decoding state; pass one",
+                                   func.getName().str().c_str());
   auto mi = extractInterface(module);
   if (!mi)
     return mi.takeError();
@@ -774,12 +861,26 @@ llvm::Expected<TensorMap> mlir::transfuse::reference::run(func::FuncOp func,
   // `prepared` params of the other entry points.
   auto prepare = module.lookupSymbol<func::FuncOp>(kPrepareFunction);
   if (!prepare || prepare == func)
-    return runEntry(func, *mi, weights, inputs, f64Outputs);
+    return runEntry(func, *mi, weights, inputs, f64Outputs, state);
   auto prepared = runEntry(prepare, *mi, weights, {}, /*f64Outputs=*/true);
   if (!prepared)
     return prepared.takeError();
   TensorMap all = weights;
   for (auto &[name, tensor] : *prepared)
     all[name] = std::move(tensor);
-  return runEntry(func, *mi, all, inputs, f64Outputs);
+  return runEntry(func, *mi, all, inputs, f64Outputs, state);
+}
+
+llvm::Expected<State> mlir::transfuse::reference::createState(ModuleOp module) {
+  auto decls = collectStates(module);
+  if (failed(decls))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the model's state tensors disagree (see the diagnostics)");
+  State state;
+  for (const StateDecl &d : *decls) {
+    State::Tensor &t = state.tensors[d.name];
+    t.shape.assign(d.capacity.getShape().begin(), d.capacity.getShape().end());
+    t.data.assign(numel(t.shape), 0.0);
+  }
+  return state;
 }

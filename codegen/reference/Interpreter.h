@@ -15,19 +15,38 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace mlir::transfuse::reference {
 
 using TensorMap = std::map<std::string, ::transfuse::rt::Tensor>;
+
+/// The decoding state of a model (ir/State.h) for the reference backend:
+/// each state tensor at its capacity in the logical layout [rows, H,
+/// positions, D] (`keys` changes nothing here), in fp64, and the length.
+struct State {
+  struct Tensor {
+    std::vector<int64_t> shape;
+    std::vector<double> data;
+  };
+  std::map<std::string, Tensor> tensors;
+  int64_t length = 0;
+};
+
+/// A zero state with the capacities of `module`'s state tensors.
+llvm::Expected<State> createState(ModuleOp module);
 
 /// Runs `func` on named `inputs` (checked against the function's signature
 /// and maxima) with the parameters in `weights` (F32, by parameter name).
 /// Returns the named outputs in their declared dtypes. Run-time errors (a
 /// token id outside the vocabulary, sizes that disagree) name the tensor or
 /// the op's location. With `f64Outputs`, float outputs are written as F64
-/// (what the computation held) instead of their declared dtype.
+/// (what the computation held) instead of their declared dtype. An entry
+/// point that uses state needs `state`, which it reads, writes and
+/// advances only when the whole call succeeds.
 llvm::Expected<TensorMap> run(func::FuncOp func, const TensorMap &weights,
-                              const TensorMap &inputs, bool f64Outputs = false);
+                              const TensorMap &inputs, bool f64Outputs = false,
+                              State *state = nullptr);
 
 } // namespace mlir::transfuse::reference
 

@@ -52,9 +52,10 @@ struct Summary {
   int dropoutCount = 0;
 };
 
+/// The ops of @forward (the decoding entries are tested on their own).
 Summary summarize(ModuleOp module) {
   Summary s;
-  module.walk([&](Operation *op) {
+  module.lookupSymbol<func::FuncOp>("forward").walk([&](Operation *op) {
     s.opCounts[op->getName().getStringRef().str()]++;
     if (auto p = dyn_cast<ParamOp>(op)) {
       auto shape = p.getType().getShape();
@@ -171,8 +172,9 @@ TEST_F(ModelStructureTest, TransformerBaseInterface) {
   EXPECT_EQ(maxSeq.getInt(), 512);
   auto mi = extractInterface(*module);
   ASSERT_TRUE(!!mi) << llvm::toString(mi.takeError());
-  ASSERT_EQ(mi->entryPoints.size(), 1u);
+  ASSERT_EQ(mi->entryPoints.size(), 3u);
   const auto &ep = mi->entryPoints[0];
+  EXPECT_EQ(ep.name, "forward");
   ASSERT_EQ(ep.inputs.size(), 2u);
   EXPECT_EQ(ep.inputs[0].name, "src_tokens");
   EXPECT_EQ(ep.inputs[1].name, "tgt_tokens");
@@ -180,6 +182,17 @@ TEST_F(ModelStructureTest, TransformerBaseInterface) {
   ASSERT_EQ(ep.outputs.size(), 1u);
   EXPECT_EQ(ep.outputs[0].name, "logits");
   EXPECT_EQ(ep.outputs[0].shape, (std::vector<int64_t>{-1, -1, 37000}));
+  // The decoding entries: rows for max_batch · max_beam (default 4).
+  const auto &encode = mi->entryPoints[1], &step = mi->entryPoints[2];
+  EXPECT_EQ(encode.name, "encode");
+  ASSERT_EQ(encode.inputs.size(), 1u);
+  EXPECT_EQ(encode.inputs[0].maxShape, (std::vector<int64_t>{32, 512}));
+  EXPECT_TRUE(encode.outputs.empty());
+  EXPECT_EQ(step.name, "decode_step");
+  ASSERT_EQ(step.inputs.size(), 2u);
+  EXPECT_EQ(step.inputs[1].maxShape, (std::vector<int64_t>{32, 512}));
+  ASSERT_EQ(step.outputs.size(), 1u);
+  EXPECT_EQ(step.outputs[0].shape, (std::vector<int64_t>{-1, -1, 37000}));
   EXPECT_EQ(mi->params.size(), 182u);
   EXPECT_EQ(mi->rules.aliases.size(), 2u);
   EXPECT_TRUE(mi->rules.ignored.empty());

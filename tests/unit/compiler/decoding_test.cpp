@@ -1,0 +1,155 @@
+// The decoding entry points (models/Models.h, docs/decoding.md) on the
+// reference backend: encode and then decode_step one position at a time
+// (or several at once) give the logits forward gives for the whole target,
+// the state's length advances by the positions appended, and going past
+// the capacity is an error naming the state that leaves it untouched.
+#include "codegen/Interface.h"
+#include "ir/State.h"
+#include "models/Models.h"
+
+#include "tests/unit/compiler/TestHelpers.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#ifndef TRANSFUSE_SOURCE_DIR
+#error "TRANSFUSE_SOURCE_DIR must name the source tree"
+#endif
+
+namespace {
+
+using namespace mlir;
+using namespace mlir::transfuse;
+using transfuse_test::contains;
+using transfuse_test::i32Tensor;
+using transfuse_test::TensorMap;
+using transfuse_test::values;
+namespace rt = ::transfuse::rt;
+
+class ReferenceDecodingTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ctx.loadDialect<TransfuseDialect, func::FuncDialect>();
+    BuildOptions options;
+    options.maxBatch = 2;
+    options.maxBeam = 1;
+    auto m = loadModelDefinition(ctx, TRANSFUSE_SOURCE_DIR "/models/tiny-encoder-decoder.json",
+                                 options);
+    ASSERT_TRUE(!!m) << llvm::toString(m.takeError());
+    module = std::move(*m);
+    auto mi = extractInterface(*module);
+    ASSERT_TRUE(!!mi) << llvm::toString(mi.takeError());
+    auto random = rt::randomWeights(mi->params, /*seed=*/7);
+    ASSERT_TRUE(random.isOk()) << random.status().message();
+    weights = std::move(*random);
+  }
+
+  llvm::Expected<TensorMap> call(StringRef entry, const TensorMap &inputs,
+                                 reference::State *state = nullptr) {
+    return reference::run(module->lookupSymbol<func::FuncOp>(entry), weights, inputs, true,
+                          state);
+  }
+
+  /// Columns [from, from + n) of tokens [B, T].
+  static rt::Tensor columns(const rt::Tensor &t, int64_t from, int64_t n) {
+    int64_t b = t.shape[0], width = t.shape[1];
+    std::vector<int32_t> v;
+    for (int64_t r = 0; r < b; ++r)
+      for (int64_t c = from; c < from + n; ++c)
+        v.push_back(t.data<int32_t>()[r * width + c]);
+    return i32Tensor({b, n}, v);
+  }
+
+  MLIRContext ctx;
+  OwningOpRef<ModuleOp> module;
+  TensorMap weights;
+  // Two sources, the second padded (pad 1); a target prefix from BOS (2).
+  rt::Tensor src = i32Tensor({2, 5}, {4, 5, 6, 7, 3, 8, 9, 3, 1, 1});
+  rt::Tensor tgt = i32Tensor({2, 4}, {2, 10, 11, 12, 2, 13, 14, 15});
+};
+
+TEST_F(ReferenceDecodingTest, StateTensorsAndCapacities) {
+  auto decls = collectStates(*module);
+  ASSERT_TRUE(succeeded(decls));
+  ASSERT_EQ(decls->size(), 8u); // 2 layers × cross K, V, self K, V
+  EXPECT_EQ((*decls)[0].name, "kv.0.cross.k");
+  EXPECT_TRUE((*decls)[0].keys);
+  EXPECT_EQ((*decls)[1].name, "kv.0.cross.v");
+  EXPECT_FALSE((*decls)[1].keys);
+  // [rows = max_batch · max_beam, H, max_seq_len, D]
+  EXPECT_EQ((*decls)[0].capacity.getShape(), (ArrayRef<int64_t>{2, 2, 16, 8}));
+}
+
+TEST_F(ReferenceDecodingTest, StepByStepEqualsForward) {
+  auto full = call("forward", {{"src_tokens", src}, {"tgt_tokens", tgt}});
+  ASSERT_TRUE(!!full) << llvm::toString(full.takeError());
+  std::vector<double> expected = values(full->at("logits")); // [2, 4, V]
+  int64_t v = full->at("logits").shape[2];
+
+  auto state = reference::createState(*module);
+  ASSERT_TRUE(!!state) << llvm::toString(state.takeError());
+  auto encoded = call("encode", {{"src_tokens", src}}, &*state);
+  ASSERT_TRUE(!!encoded) << llvm::toString(encoded.takeError());
+  EXPECT_EQ(state->length, 0);
+  for (int64_t t = 0; t < 4; ++t) {
+    auto step = call("decode_step", {{"src_tokens", src}, {"tgt_tokens", columns(tgt, t, 1)}},
+                     &*state);
+    ASSERT_TRUE(!!step) << llvm::toString(step.takeError());
+    EXPECT_EQ(state->length, t + 1);
+    std::vector<double> got = values(step->at("logits")); // [2, 1, V]
+    ASSERT_EQ(got.size(), (size_t)(2 * v));
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t j = 0; j < v; ++j)
+        EXPECT_NEAR(got[b * v + j], expected[(b * 4 + t) * v + j], 1e-12)
+            << "row " << b << " position " << t << " logit " << j;
+  }
+}
+
+TEST_F(ReferenceDecodingTest, SeveralPositionsInOneStep) {
+  auto full = call("forward", {{"src_tokens", src}, {"tgt_tokens", tgt}});
+  ASSERT_TRUE(!!full);
+  std::vector<double> expected = values(full->at("logits"));
+  int64_t v = full->at("logits").shape[2];
+  auto state = reference::createState(*module);
+  ASSERT_TRUE(!!state);
+  ASSERT_TRUE(!!call("encode", {{"src_tokens", src}}, &*state));
+  // A forced prefix of 3 positions, then one more.
+  auto first = call("decode_step", {{"src_tokens", src}, {"tgt_tokens", columns(tgt, 0, 3)}},
+                    &*state);
+  ASSERT_TRUE(!!first) << llvm::toString(first.takeError());
+  EXPECT_EQ(state->length, 3);
+  auto last = call("decode_step", {{"src_tokens", src}, {"tgt_tokens", columns(tgt, 3, 1)}},
+                   &*state);
+  ASSERT_TRUE(!!last);
+  std::vector<double> a = values(first->at("logits")), b = values(last->at("logits"));
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t j = 0; j < v; ++j) {
+      for (int64_t t = 0; t < 3; ++t)
+        EXPECT_NEAR(a[(r * 3 + t) * v + j], expected[(r * 4 + t) * v + j], 1e-12);
+      EXPECT_NEAR(b[r * v + j], expected[(r * 4 + 3) * v + j], 1e-12);
+    }
+}
+
+TEST_F(ReferenceDecodingTest, PastTheCapacityIsAnErrorThatWritesNothing) {
+  auto state = reference::createState(*module);
+  ASSERT_TRUE(!!state);
+  ASSERT_TRUE(!!call("encode", {{"src_tokens", src}}, &*state));
+  rt::Tensor many = i32Tensor({2, 10}, std::vector<int32_t>(20, 5));
+  ASSERT_TRUE(!!call("decode_step", {{"src_tokens", src}, {"tgt_tokens", many}}, &*state));
+  EXPECT_EQ(state->length, 10);
+  reference::State before = *state;
+  auto over = call("decode_step", {{"src_tokens", src}, {"tgt_tokens", many}}, &*state);
+  ASSERT_FALSE(!!over);
+  std::string message = llvm::toString(over.takeError());
+  EXPECT_TRUE(contains(message, "positions 20 exceed the capacity 16 of state 'kv.0.self.k'"))
+      << message;
+  EXPECT_EQ(state->length, 10);
+  EXPECT_EQ(state->tensors.at("kv.0.self.k").data, before.tensors.at("kv.0.self.k").data);
+  // Without a state, a stateful entry is refused by name.
+  auto none = call("decode_step", {{"src_tokens", src}, {"tgt_tokens", many}});
+  ASSERT_FALSE(!!none);
+  EXPECT_TRUE(contains(llvm::toString(none.takeError()), "'decode_step' uses the decoding state"));
+}
+
+} // namespace
