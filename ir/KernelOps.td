@@ -69,6 +69,16 @@ def TFK_BroadcastDimOp : TFK_Op<"broadcast_dim", [Pure]> {
   let assemblyFormat = "$terms attr-dict";
 }
 
+def TFK_StateLengthOp : TFK_Op<"state_length", [Pure]> {
+  let summary = "L: the positions the call's state held when the call started";
+  let description = [{
+    The entry advances it once, at its end (`tfk.advance`), so every use in
+    one call sees the same value.
+  }];
+  let results = (outs Index:$size);
+  let assemblyFormat = "attr-dict";
+}
+
 def TFK_CheckOp : TFK_Op<"check"> {
   let summary = "a condition on sizes checked at the start of a call";
   let description = [{
@@ -184,6 +194,64 @@ def TFK_HeadsOp : TFK_SizedStorageOp<"heads", [Pure]> {
 //===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//
+
+def TFK_StateWriteOp : TFK_Op<"state_write"> {
+  let summary = "exec::stateWrite: positions pos..pos+n of state rows 0..B from input";
+  let description = [{
+    `input` [B, H, n, D] (any strides: a head view of a projection) goes to
+    positions `position`..`position`+n of rows 0..B of `state`, whose type
+    is its capacity: [R, H, T, D], or with `keys` [R, H, D, T] (K stored
+    transposed for tfk.decode_attention). The lowering checks B <= R and
+    position + n <= T before the call starts.
+    ```mlir
+    tfk.state_write %k into %cache at %l {keys} : memref<?x8x1x64xf32> into memref<32x8x64x512xf32>
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$input, AnyStaticShapeMemRef:$state, Index:$position,
+                   UnitAttr:$keys);
+  let assemblyFormat = [{
+    $input `into` $state `at` $position attr-dict `:` type($input) `into` type($state)
+  }];
+}
+
+def TFK_StateReadOp : TFK_Op<"state_read"> {
+  let summary = "exec::stateRead: positions 0..S of state rows 0..B into a dense buffer";
+  let description = [{
+    `out` [B, H, S, D] (its sizes say how much) from `state` as in
+    tfk.state_write. Kernels that read a state in place (decode attention)
+    need none; --transfuse-kernel-views removes the ones they replace.
+  }];
+  let arguments = (ins AnyStaticShapeMemRef:$state, AnyMemRef:$out, UnitAttr:$keys);
+  let assemblyFormat = "$state `into` $out attr-dict `:` type($state) `into` type($out)";
+}
+
+def TFK_AdvanceOp : TFK_Op<"advance"> {
+  let summary = "the state's length grows by `count`: the entry's last act";
+  let arguments = (ins Index:$count);
+  let assemblyFormat = "$count attr-dict";
+}
+
+def TFK_DecodeAttentionOp : TFK_Op<"decode_attention"> {
+  let summary = "kernels::decodeAttention: a few queries against a KV cache in place";
+  let description = [{
+    Q [B, H, Sq, D] and the output are views as for tfk.attention; `key`
+    and `value` are state tensors at their capacity, K transposed ([R, H,
+    D, T]: keys contiguous) and V [R, H, T, D], of which the first
+    `key_len` positions of rows 0..B are read. `key_padding` [B, key_len]
+    (i1, true = keep) and `causal` (bottom-right aligned) as for attention.
+    ```mlir
+    tfk.decode_attention %q, %k, %v keys %len into %o {causal, scale = 0.125 : f64} : memref<?x8x1x64xf32>, memref<32x8x64x512xf32>, memref<32x8x512x64xf32> into memref<?x8x1x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$query, AnyStaticShapeMemRef:$key, AnyStaticShapeMemRef:$value,
+                   Optional<AnyMemRef>:$key_padding, Index:$key_len, AnyMemRef:$out,
+                   F64Attr:$scale, UnitAttr:$causal);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`key_padding` $key_padding^)? `keys` $key_len `into` $out
+    attr-dict `:` type($query) `,` type($key) `,` type($value)
+    (`,` type($key_padding)^)? `into` type($out)
+  }];
+}
 
 def TFK_GemmOp : TFK_Op<"gemm", [AttrSizedOperandSegments]> {
   let summary = "kernels::gemm: out = act(input · W + bias) + residual";

@@ -139,7 +139,7 @@ FailureOr<SizeExpr> mlir::transfuse::appendedPositions(func::FuncOp func, SizeAn
     if (e == *n)
       return WalkResult::advance();
     op.emitOpError("appends ") << e.str() << " positions but an earlier cache_append appends "
-                               << n->str() << ": one call advances every cache alike";
+                               << n->str() << " positions: one call advances every cache alike";
     return WalkResult::interrupt();
   });
   if (walk.wasInterrupted())

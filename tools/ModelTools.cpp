@@ -4,6 +4,7 @@
 
 #include "codegen/lowering/Lowering.h"
 #include "codegen/reference/Interpreter.h"
+#include "ir/State.h"
 #include "ir/TransfuseDialect.h"
 #include "models/Models.h"
 #include "passes/Passes.h"
@@ -211,6 +212,35 @@ tools::randomInputs(ModuleOp module, const EntryPoint &ep, int64_t batch, int64_
   return inputs;
 }
 
+/// The largest |out - ref| of every output of one call, and of |ref|.
+static llvm::Expected<VerifyCase> compareOutputs(const std::map<std::string, rt::Tensor> &got,
+                                                 const reference::TensorMap &want,
+                                                 VerifyCase c) {
+  for (const auto &[name, ref] : want) {
+    const rt::Tensor &out = got.at(name);
+    if (out.shape != ref.shape)
+      return error("output '" + name + "' has shape " + rt::shapeToString(out.shape) +
+                   ", the reference " + rt::shapeToString(ref.shape));
+    for (int64_t k = 0; k < ref.numElements(); ++k) {
+      double r, o;
+      if (ref.dtype == rt::DType::F64) {
+        r = ref.data<double>()[k];
+        o = out.data<float>()[k];
+      } else if (ref.dtype == rt::DType::I32) {
+        r = ref.data<int32_t>()[k];
+        o = out.data<int32_t>()[k];
+      } else {
+        r = ref.data<uint8_t>()[k];
+        o = out.data<uint8_t>()[k];
+      }
+      double err = std::isnan(o) != std::isnan(r) ? INFINITY : std::isnan(r) ? 0 : std::fabs(o - r);
+      c.maxAbsError = std::max(c.maxAbsError, err);
+      c.maxAbsReference = std::max(c.maxAbsReference, std::fabs(r));
+    }
+  }
+  return c;
+}
+
 llvm::Expected<VerifyResult> tools::verifyArtifact(ModuleOp module, const ModelInterface &mi,
                                                    StringRef dir, uint64_t seed) {
   rt::LoadOptions load;
@@ -221,77 +251,94 @@ llvm::Expected<VerifyResult> tools::verifyArtifact(ModuleOp module, const ModelI
   auto weights = fromStatus(rt::randomWeights(mi.params, seed));
   if (!weights)
     return weights.takeError();
-  VerifyResult result;
-  for (const EntryPoint &ep : mi.entryPoints) {
-    if (ep.name == kPrepareFunction)
-      continue;
+  // One token, a short batch with padding, and the longest sizes (kept
+  // small: the reference backend is a plain fp64 interpreter).
+  constexpr size_t kCases = 3;
+  auto sizesFor = [](const EntryPoint &ep) {
     int64_t maxB = 1, maxS = 1;
     for (const rt::TensorSpec &s : ep.inputs)
       for (auto [d, size] : llvm::enumerate(s.shape))
         if (size < 0)
           (d == 0 ? maxB : maxS) = std::max(d == 0 ? maxB : maxS, s.maxShape[d]);
-    // One token, a short batch with padding, and the longest sizes (kept
-    // small: the reference backend is a plain fp64 interpreter).
-    std::vector<std::array<int64_t, 3>> sizes = {
-        {1, 1, 1},
-        {std::min<int64_t>(3, maxB), std::min<int64_t>(7, maxS), std::min<int64_t>(5, maxS)},
-        {std::min<int64_t>(2, maxB), std::min<int64_t>(16, maxS), std::min<int64_t>(13, maxS)}};
-    for (size_t i = 0; i < sizes.size(); ++i) {
+    return std::array<std::array<int64_t, 3>, kCases>{
+        {{1, 1, 1},
+         {std::min<int64_t>(3, maxB), std::min<int64_t>(7, maxS), std::min<int64_t>(5, maxS)},
+         {std::min<int64_t>(2, maxB), std::min<int64_t>(16, maxS), std::min<int64_t>(13, maxS)}}};
+  };
+  // Entries that use state run per case in the interface's order (encode
+  // before decode_step) on one state of each backend, sharing the inputs
+  // of one name; each one with outputs runs twice, the second time on the
+  // cache the first filled, so targets take at most half the capacity.
+  std::array<std::unique_ptr<rt::ModelState>, kCases> states;
+  std::array<std::optional<reference::State>, kCases> refStates;
+  std::array<std::map<std::string, rt::Tensor>, kCases> shared;
+  VerifyResult result;
+  for (const EntryPoint &ep : mi.entryPoints) {
+    if (ep.name == kPrepareFunction)
+      continue;
+    auto func = module.lookupSymbol<func::FuncOp>(ep.name);
+    bool stateful = usesState(func);
+    auto sizes = sizesFor(ep);
+    for (size_t i = 0; i < kCases; ++i) {
       auto [b, s, t] = sizes[i];
+      if (stateful)
+        t = std::max<int64_t>(1, std::min(t, sizes[2][2] / 2));
       auto inputs = randomInputs(module, ep, b, s, t, seed + b * 31 + s, /*pad=*/true);
       if (!inputs)
         return inputs.takeError();
-      auto got = fromStatus((*compiled)->run(ep.name, *inputs));
-      if (!got)
-        return got.takeError();
-      auto want = reference::run(module.lookupSymbol<func::FuncOp>(ep.name), *weights, *inputs,
-                                 /*f64Outputs=*/true);
-      if (!want)
-        return want.takeError();
-      VerifyCase c{b, s, t, 0, 0};
-      for (const auto &[name, ref] : *want) {
-        const rt::Tensor &out = got->at(name);
-        if (out.shape != ref.shape)
-          return error("output '" + name + "' has shape " + rt::shapeToString(out.shape) +
-                       ", the reference " + rt::shapeToString(ref.shape));
-        for (int64_t k = 0; k < ref.numElements(); ++k) {
-          double r, o;
-          if (ref.dtype == rt::DType::F64) {
-            r = ref.data<double>()[k];
-            o = out.data<float>()[k];
-          } else if (ref.dtype == rt::DType::I32) {
-            r = ref.data<int32_t>()[k];
-            o = out.data<int32_t>()[k];
-          } else {
-            r = ref.data<uint8_t>()[k];
-            o = out.data<uint8_t>()[k];
-          }
-          double err = std::isnan(o) != std::isnan(r) ? INFINITY : std::isnan(r) ? 0 : std::fabs(o - r);
-          c.maxAbsError = std::max(c.maxAbsError, err);
-          c.maxAbsReference = std::max(c.maxAbsReference, std::fabs(r));
+      rt::ModelState *state = nullptr;
+      reference::State *refState = nullptr;
+      if (stateful) {
+        if (!states[i]) {
+          auto created = fromStatus((*compiled)->createState());
+          auto ref = reference::createState(module);
+          if (!created)
+            return created.takeError();
+          if (!ref)
+            return ref.takeError();
+          states[i] = std::move(*created);
+          refStates[i] = std::move(*ref);
         }
+        state = states[i].get();
+        refState = &*refStates[i];
+        for (auto &[name, tensor] : *inputs)
+          tensor = shared[i].try_emplace(name, tensor).first->second;
       }
-      result.cases.push_back(c);
-      if (i + 1 != sizes.size())
-        continue;
-      // The largest call again, from 4 threads at once: identical bytes.
-      std::vector<std::thread> threads;
-      std::atomic<bool> same{true};
-      for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] {
-          for (int k = 0; k < 3; ++k) {
-            auto again = (*compiled)->run(ep.name, *inputs);
-            if (!again.isOk())
-              same = false;
-            else
-              for (const auto &[name, tensor] : *again)
-                same = same && tensor.bytes == got->at(name).bytes;
-          }
-        });
-      for (std::thread &t : threads)
-        t.join();
-      result.concurrentRuns += 12;
-      result.concurrentIdentical = result.concurrentIdentical && same;
+      int calls = stateful && !ep.outputs.empty() ? 2 : 1;
+      for (int call = 0; call < calls; ++call) {
+        auto got = fromStatus((*compiled)->run(ep.name, *inputs, state));
+        if (!got)
+          return got.takeError();
+        auto want = reference::run(func, *weights, *inputs, /*f64Outputs=*/true, refState);
+        if (!want)
+          return want.takeError();
+        if (ep.outputs.empty())
+          continue; // what it wrote, the next entry's outputs show
+        auto c = compareOutputs(*got, *want, VerifyCase{ep.name, call, b, s, t, 0, 0});
+        if (!c)
+          return c.takeError();
+        result.cases.push_back(*c);
+        if (i + 1 != kCases || stateful)
+          continue;
+        // The largest call again, from 4 threads at once: identical bytes.
+        std::vector<std::thread> threads;
+        std::atomic<bool> same{true};
+        for (int k = 0; k < 4; ++k)
+          threads.emplace_back([&] {
+            for (int r = 0; r < 3; ++r) {
+              auto again = (*compiled)->run(ep.name, *inputs);
+              if (!again.isOk())
+                same = false;
+              else
+                for (const auto &[name, tensor] : *again)
+                  same = same && tensor.bytes == got->at(name).bytes;
+            }
+          });
+        for (std::thread &th : threads)
+          th.join();
+        result.concurrentRuns += 12;
+        result.concurrentIdentical = result.concurrentIdentical && same;
+      }
     }
   }
   return result;

@@ -70,6 +70,9 @@ randomInputs(ModuleOp module, const EntryPoint &ep, int64_t batch, int64_t srcLe
              int64_t tgtLen, uint64_t seed, bool pad);
 
 struct VerifyCase {
+  std::string entry;
+  /// The call's place in a sequence on one decoding state (0: the first).
+  int step = 0;
   int64_t batch = 0, srcLen = 0, tgtLen = 0;
   double maxAbsError = 0, maxAbsReference = 0;
 };

@@ -202,9 +202,10 @@ int runCompile(const std::vector<std::string> &positional,
     double bound = tolerance * std::max(1.0, c.maxAbsReference);
     bool pass = c.maxAbsError <= bound;
     ok &= pass;
-    llvm::outs() << llvm::format("verify B=%lld S=%lld T=%lld: max |compiled - reference| = %.3g "
+    std::string call = "@" + c.entry + (c.step ? " (cached)" : "");
+    llvm::outs() << llvm::format("verify %s B=%lld S=%lld T=%lld: max |compiled - reference| = %.3g "
                                  "(max |reference| %.3g, bound %.3g) %s\n",
-                                 (long long)c.batch, (long long)c.srcLen, (long long)c.tgtLen,
+                                 call.c_str(), (long long)c.batch, (long long)c.srcLen, (long long)c.tgtLen,
                                  c.maxAbsError, c.maxAbsReference, bound, pass ? "ok" : "FAILED");
   }
   llvm::outs() << "verify " << verified.concurrentRuns << " runs from 4 threads at once: "

@@ -28,6 +28,9 @@ std::string CppSizes::index(Value v) {
   } else if (auto d = dyn_cast_or_null<tfk::InputDimOp>(def)) {
     used.insert({(int64_t)d.getInput(), (int64_t)d.getDim()});
     s = "a" + std::to_string(d.getInput()) + "_" + std::to_string(d.getDim());
+  } else if (isa_and_nonnull<tfk::StateLengthOp>(def)) {
+    usesLength = true;
+    s = "L";
   } else if (isa_and_nonnull<arith::AddIOp>(def)) {
     std::vector<std::string> t;
     terms(v, t);
@@ -88,8 +91,10 @@ std::string CppSizes::shape(Value view) {
   return s + "}";
 }
 
-std::string CppSizes::declarations(llvm::StringRef shapes) const {
+std::string CppSizes::declarations(llvm::StringRef shapes, llvm::StringRef length) const {
   std::string s;
+  if (usesLength)
+    s += "  [[maybe_unused]] const int64_t L = " + length.str() + ";\n";
   for (auto [input, d] : used) {
     std::string arg = std::to_string(input), dim = std::to_string(d);
     s += "  [[maybe_unused]] const int64_t a" + arg + "_" + dim + " = " + shapes.str() + "[" +

@@ -3,8 +3,9 @@
 // The generated code computes every dynamic size once per call from the
 // input shapes: `tfk.input_dim n, d` is the variable a<n>_<d>, `arith.addi`
 // a sum and `tfk.broadcast_dim` the maximum of its terms, with a run-time
-// check that each term is that maximum or 1. Dimensions of a memref are its
-// static sizes or the index values its storage or view op holds.
+// check that each term is that maximum or 1, and `tfk.state_length` the
+// variable L. Dimensions of a memref are its static sizes or the index
+// values its storage or view op holds.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRANSFUSE_CODEGEN_CPU_CPPSIZES_H
@@ -35,8 +36,8 @@ public:
   std::string shape(Value view);
 
   /// Declarations of the input sizes used, reading `shapes` (an
-  /// `const int64_t* const*` expression).
-  std::string declarations(llvm::StringRef shapes) const;
+  /// `const int64_t* const*` expression), and of L as `length`.
+  std::string declarations(llvm::StringRef shapes, llvm::StringRef length) const;
 
   /// Conditions that make a call invalid (true = error) and their messages,
   /// checked at the start of a run.
@@ -49,6 +50,7 @@ private:
 
   llvm::DenseMap<Value, std::string> printed;
   std::set<std::pair<int64_t, int64_t>> used;
+  bool usesLength = false;
 };
 
 } // namespace mlir::transfuse::cpu

@@ -161,7 +161,7 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
           "HWY_AFTER_NAMESPACE();\n\n#if HWY_ONCE\n";
   }
   os << "#include \"runtime/exec/Generated.h\"\n#include \"runtime/exec/Ops.h\"\n"
-        "#include \"runtime/kernels/Attention.h\"\n#include \"runtime/kernels/Gemm.h\"\n"
+        "#include \"runtime/kernels/Attention.h\"\n#include \"runtime/kernels/DecodeAttention.h\"\n#include \"runtime/kernels/Gemm.h\"\n"
         "#include \"runtime/kernels/ElementwiseMath.h\"\n#include \"runtime/kernels/Norm.h\"\n\n#include <algorithm>\n#include <array>\n"
         "#include <cmath>\n#include <cstddef>\n#include <cstdint>\n#include <limits>\n\n"
         "namespace transfuse_generated {\nnamespace exec = transfuse::exec;\n"

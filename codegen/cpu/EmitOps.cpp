@@ -34,8 +34,8 @@ tfk::ParamOp paramOf(Value v) {
 llvm::Error Emitter::emitOp(Operation *op) {
   return llvm::TypeSwitch<Operation *, llvm::Error>(op)
       .Case<tfk::InputOp, tfk::OutputOp, tfk::ParamOp, tfk::AllocOp, tfk::ReshapeOp,
-            tfk::HeadsOp, tfk::InputDimOp, tfk::BroadcastDimOp, arith::ConstantOp,
-            arith::AddIOp>([](auto) { return llvm::Error::success(); })
+            tfk::HeadsOp, tfk::InputDimOp, tfk::BroadcastDimOp, tfk::StateLengthOp,
+            arith::ConstantOp, arith::AddIOp>([](auto) { return llvm::Error::success(); })
       .Case([&](tfk::ConstantOp c) { return constant(c); })
       .Case([&](tfk::StateOp s) -> llvm::Error {
         // Held at its capacity by the tf_state (the ModelDesc's state table).
@@ -63,6 +63,24 @@ llvm::Error Emitter::emitOp(Operation *op) {
         return llvm::Error::success();
       })
       .Case([&](tfk::AttentionOp a) { return emitAttention(a); })
+      .Case([&](tfk::DecodeAttentionOp a) { return emitDecodeAttention(a); })
+      .Case([&](tfk::StateWriteOp w) {
+        Value in = w.getInput();
+        call("exec::stateWrite({" + attentionTensor(in) + "}, " + dims.dim(in, 0) + ", " +
+             dims.dim(in, 2) + ", " + stateTensor(w.getState(), w.getKeys()) + ", " +
+             dims.index(w.getPosition()) + ");");
+        return llvm::Error::success();
+      })
+      .Case([&](tfk::StateReadOp r) {
+        Value out = r.getOut();
+        call("exec::stateRead(" + stateTensor(r.getState(), r.getKeys()) + ", " +
+             dims.dim(out, 0) + ", " + dims.dim(out, 2) + ", " + ptr(out) + ");");
+        return llvm::Error::success();
+      })
+      .Case([&](tfk::AdvanceOp a) {
+        line("*c.stateLength += " + dims.index(a.getCount()) + ";");
+        return llvm::Error::success();
+      })
       .Case([&](tfk::AddLayerNormOp l) { return emitAddLayerNorm(l); })
       .Case([&](tfk::LayerNormOp l) {
         Value x = l.getInput();
@@ -183,6 +201,57 @@ llvm::Error Emitter::emitGemm(tfk::GemmOp g) {
   return llvm::Error::success();
 }
 
+std::string Emitter::stateTensor(Value state, bool keys) {
+  auto t = cast<MemRefType>(state.getType()); // [R, H, T, D] or keys [R, H, D, T]
+  int64_t positions = t.getDimSize(keys ? 3 : 2), headDim = t.getDimSize(keys ? 2 : 3);
+  return "exec::StateTensor{" + ptr(state) + ", " + std::to_string(t.getDimSize(1)) + ", " +
+         std::to_string(positions) + ", " + std::to_string(headDim) + ", " +
+         (keys ? "true" : "false") + "}";
+}
+
+void Emitter::attentionOutput(Value out, const std::string &sq, const std::string &h,
+                              int64_t headDim) {
+  if (auto view = out.getDefiningOp<tfk::HeadsOp>()) {
+    // Written as [B, S, H, D] (the layout of the view's source).
+    line("  args.out = " + ptr(view.getSource()) + ";");
+    std::string row = std::to_string(headDim) + " * " + h;
+    line("  args.outBatchStride = " + sq + " * " + row + "; args.outHeadStride = " +
+         std::to_string(headDim) + "; args.outRowStride = " + row + ";");
+  } else {
+    line("  args.out = " + ptr(out) + ";");
+  }
+}
+
+llvm::Error Emitter::emitDecodeAttention(tfk::DecodeAttentionOp op) {
+  Value q = op.getQuery(), out = op.getOut();
+  auto k = cast<MemRefType>(op.getKey().getType()); // [R, H, D, T]
+  auto v = cast<MemRefType>(op.getValue().getType()); // [R, H, T, D]
+  int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
+  if (k.getDimSize(2) != headDim || v.getDimSize(3) != headDim || k.getDimSize(3) != v.getDimSize(2))
+    return fail(op, "the key and value states do not match the query's heads");
+  std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2);
+  std::string sk = dims.index(op.getKeyLen()), t = std::to_string(k.getDimSize(3));
+  std::string d = std::to_string(headDim), plane = std::to_string(k.getDimSize(3) * headDim);
+  line("{");
+  line("  kernels::DecodeAttentionArgs args;");
+  line("  args.batch = " + b + "; args.heads = " + h + "; args.seqQ = " + sq +
+       "; args.seqK = " + sk + "; args.headDim = " + d + ";");
+  line("  args.q = {" + attentionTensor(q) + "};");
+  line("  args.k = {" + ptr(op.getKey()) + ", " + h + " * " + plane + ", " + plane + ", " + t + "};");
+  line("  args.v = {" + ptr(op.getValue()) + ", " + h + " * " + plane + ", " + plane + ", " + d + "};");
+  attentionOutput(out, sq, h, headDim);
+  line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
+  if (op.getCausal())
+    line("  args.causal = true;");
+  if (Value kp = op.getKeyPadding())
+    line("  args.keyMask = " + ptr(kp) + ";");
+  line("  if (rt::Status s = kernels::decodeAttention(args, c.pool); !s.isOk()) return s;");
+  ++kernelCalls;
+  line("}");
+  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + d);
+  return llvm::Error::success();
+}
+
 std::string Emitter::attentionTensor(Value v) {
   auto h = v.getDefiningOp<tfk::HeadsOp>();
   if (!h)
@@ -204,15 +273,7 @@ llvm::Error Emitter::emitAttention(tfk::AttentionOp op) {
   line("  args.q = {" + attentionTensor(q) + "};");
   line("  args.k = {" + attentionTensor(k) + "};");
   line("  args.v = {" + attentionTensor(op.getValue()) + "};");
-  if (auto view = out.getDefiningOp<tfk::HeadsOp>()) {
-    // Written as [B, S, H, D] (the layout of the view's source).
-    line("  args.out = " + ptr(view.getSource()) + ";");
-    std::string row = std::to_string(headDim) + " * " + h;
-    line("  args.outBatchStride = " + sq + " * " + row + "; args.outHeadStride = " +
-         std::to_string(headDim) + "; args.outRowStride = " + row + ";");
-  } else {
-    line("  args.out = " + ptr(out) + ";");
-  }
+  attentionOutput(out, sq, h, headDim);
   line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
   if (op.getCausal())
     line("  args.causal = true;");

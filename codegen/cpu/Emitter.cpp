@@ -126,13 +126,13 @@ llvm::Error Emitter::emit(std::string &out) {
   for (auto &[cond, message] : dims.checks)
     if (seen.insert(cond).second)
       checks += "  if " + cond + "\n    return rt::Status::error(\"" + message + "\");\n";
-  std::string decl = dims.declarations("c.inputShapes");
+  std::string decl = dims.declarations("c.inputShapes", "*c.stateLength");
   out += "rt::Status run_" + fn + "(const exec::Call& c) {\n" + decl + checks + body +
          "  return rt::Status::ok();\n}\n\n";
   out += "void shapes_" + fn + "([[maybe_unused]] const int64_t* const* in, "
          "[[maybe_unused]] int64_t* const* out) {\n" +
-         dims.declarations("in") + shapes + "}\n\n";
+         dims.declarations("in", "0") + shapes + "}\n\n";
   out += "double flops_" + fn + "([[maybe_unused]] const int64_t* const* in) {\n" +
-         dims.declarations("in") + "  double f = 0;\n" + flopTerms + "  return f;\n}\n\n";
+         dims.declarations("in", "0") + "  double f = 0;\n" + flopTerms + "  return f;\n}\n\n";
   return llvm::Error::success();
 }

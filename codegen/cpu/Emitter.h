@@ -86,6 +86,11 @@ private:
   llvm::Error emitExec(kernel::ExecOp op);
   llvm::Error emitGemm(kernel::GemmOp op);
   llvm::Error emitAttention(kernel::AttentionOp op);
+  llvm::Error emitDecodeAttention(kernel::DecodeAttentionOp op);
+  /// The `args.out` lines of an attention kernel writing `out`.
+  void attentionOutput(Value out, const std::string &sq, const std::string &h, int64_t headDim);
+  /// "exec::StateTensor{...}" of a tfk.state.
+  std::string stateTensor(Value state, bool keys);
   llvm::Error emitAddLayerNorm(kernel::AddLayerNormOp op);
   llvm::Error emitElementwise(kernel::ElementwiseOp op);
   llvm::Error constant(kernel::ConstantOp op);

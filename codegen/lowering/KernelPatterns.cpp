@@ -299,6 +299,52 @@ LOWERING(PositionalEncodingOp) {
   return success();
 }
 
+LOWERING(StateLengthOp) {
+  rw.replaceOp(op, entry.size(SizeExpr::stateLength()));
+  return success();
+}
+
+/// The tfk.state of `name`, and a check, before the call starts, that
+/// positions [0, end) fit its capacity.
+static Value stateFor(ConversionPatternRewriter &rw, Location loc, Entry &entry, StringRef name,
+                      const SizeExpr &end) {
+  auto &[state, decl] = entry.states.at(name.str());
+  int64_t capacity = decl.capacity.getDimSize(2);
+  tfk::CheckOp::create(rw, loc, "le", entry.size(end), entry.size(SizeExpr::constant(capacity)),
+                       "more positions than decoding state '" + name.str() + "' holds (max_seq_len " +
+                           std::to_string(capacity) + ")");
+  return state;
+}
+
+LOWERING(CacheAppendOp) {
+  // Written at positions L..L+n; the L + n positions read back densely
+  // (decode attention reads the state in place instead: kernel views).
+  SizeExpr end = entry.analysis.dim(op.getResult(), 2);
+  Value state = stateFor(rw, op.getLoc(), entry, op.getName(), end);
+  tfk::StateWriteOp::create(rw, op.getLoc(), a.getInput(), state,
+                            entry.size(SizeExpr::stateLength()), op.getKeys());
+  Value out = dest(rw, op);
+  tfk::StateReadOp::create(rw, op.getLoc(), state, out, op.getKeys());
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(StateWriteOp) {
+  Value state = stateFor(rw, op.getLoc(), entry, op.getName(), entry.analysis.dim(op.getInput(), 2));
+  tfk::StateWriteOp::create(rw, op.getLoc(), a.getInput(), state, entry.size(SizeExpr::constant(0)),
+                            op.getKeys());
+  rw.eraseOp(op);
+  return success();
+}
+
+LOWERING(StateReadOp) {
+  Value state = stateFor(rw, op.getLoc(), entry, op.getName(), entry.analysis.dim(op.getResult(), 2));
+  Value out = dest(rw, op);
+  tfk::StateReadOp::create(rw, op.getLoc(), state, out, op.getKeys());
+  rw.replaceOp(op, out);
+  return success();
+}
+
 using ReturnOp = func::ReturnOp;
 LOWERING(ReturnOp) {
   // Values not written in place (an input, a parameter, a value returned
@@ -310,6 +356,8 @@ LOWERING(ReturnOp) {
     Value out = tfk::OutputOp::create(rw, op.getLoc(), memrefOf(v.getType()), i, entry.sizes(v));
     tfk::ExecOp::create(rw, op.getLoc(), "copy", ValueRange{a.getOperands()[i]}, ValueRange{out});
   }
+  if (entry.advance)
+    tfk::AdvanceOp::create(rw, op.getLoc(), entry.advance);
   rw.replaceOpWithNewOp<func::ReturnOp>(op);
   return success();
 }
@@ -328,5 +376,6 @@ void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patter
                ConcatOpLowering, SplitOpLowering, SliceOpLowering, ReduceLowering<ReduceSumOp>,
                ReduceLowering<ReduceMeanOp>, ReduceLowering<ReduceMaxOp>,
                KeyPaddingMaskOpLowering, CausalMaskOpLowering, PositionalEncodingOpLowering,
-               ReturnOpLowering>(types, patterns.getContext(), entry);
+               StateLengthOpLowering, CacheAppendOpLowering, StateWriteOpLowering,
+               StateReadOpLowering, ReturnOpLowering>(types, patterns.getContext(), entry);
 }

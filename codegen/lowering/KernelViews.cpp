@@ -5,7 +5,10 @@
 // output in the [B, S, H, D] layout the next GEMM reads when a transpose
 // back follows (docs/codegen.md). Here the copies that the graph spells out
 // (a slice of the last axis, a reshape, a transpose {0,2,1,3}) become one
-// tfk.heads view, and the copies and their buffers go.
+// tfk.heads view, and the copies and their buffers go. Attention whose K
+// and V are read out of a decoding state becomes tfk.decode_attention,
+// which reads the state in place, and the new K and V a step appends are
+// written into the state from the projection's output directly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,10 +59,10 @@ Value heads(OpBuilder &b, Location loc, Value source, int64_t column, Value like
   return HeadsOp::create(b, loc, type, source, column, like.getDefiningOp<SizedOpInterface>().getSizes());
 }
 
-/// Q, K or V operand `index` of `a`: transpose{0,2,1,3}(reshape [B,S,N] ->
-/// [B,S,H,D] (x)), x a slice of the last axis of a [B,S,N] buffer or that
-/// buffer, becomes a view of it.
-void viewOperand(AttentionOp a, unsigned index) {
+/// Operand `index` of `a` (attention's Q, K or V, the heads a state write
+/// copies): transpose{0,2,1,3}(reshape [B,S,N] -> [B,S,H,D] (x)), x a slice
+/// of the last axis of a [B,S,N] buffer or that buffer, becomes a view of it.
+void viewOperand(Operation *a, unsigned index) {
   Value q = a->getOperand(index);
   if (!allocWithUses(q, 2))
     return;
@@ -87,7 +90,7 @@ void viewOperand(AttentionOp a, unsigned index) {
     return;
   }
   OpBuilder b(a);
-  a->setOperand(index, heads(b, a.getLoc(), storage, column, q));
+  a->setOperand(index, heads(b, a->getLoc(), storage, column, q));
   transpose.erase();
   q.getDefiningOp()->erase();
   reshape.erase();
@@ -97,9 +100,10 @@ void viewOperand(AttentionOp a, unsigned index) {
   }
 }
 
-/// The output, transposed back to [B, S, H, D]: written there directly.
-void viewOutput(AttentionOp a) {
-  Value o = a.getOut();
+/// The output `out` of `a`, transposed back to [B, S, H, D]: written there
+/// directly.
+void viewOutput(Operation *a, OpOperand &out) {
+  Value o = out.get();
   if (!allocWithUses(o, 2))
     return;
   ExecOp transpose;
@@ -114,20 +118,67 @@ void viewOutput(AttentionOp a) {
     return;
   def->moveBefore(a);
   OpBuilder b(a);
-  a.getOutMutable().assign(heads(b, a.getLoc(), t, 0, o));
+  out.assign(heads(b, a->getLoc(), t, 0, o));
   transpose.erase();
   o.getDefiningOp()->erase();
+}
+
+/// The tfk.state_read that fills `buffer` (an alloc nothing else reads but
+/// `reader`), when it is one.
+StateReadOp stateReadOf(Value buffer) {
+  if (!allocWithUses(buffer, 2))
+    return StateReadOp();
+  for (Operation *user : buffer.getUsers())
+    if (auto r = dyn_cast<StateReadOp>(user); r && r.getOut() == buffer)
+      return r;
+  return StateReadOp();
+}
+
+/// Attention over K and V copied out of a decoding state (K stored
+/// transposed) reads the state in place: tfk.decode_attention.
+Operation *decodeInPlace(AttentionOp a) {
+  StateReadOp k = stateReadOf(a.getKey()), v = stateReadOf(a.getValue());
+  if (!k || !v || !k.getKeys() || v.getKeys() || a.getBias())
+    return a;
+  auto keyLen = dyn_cast<Value>(dimSize(a.getKey(), 2));
+  if (!keyLen)
+    return a;
+  OpBuilder b(a);
+  auto d = DecodeAttentionOp::create(b, a.getLoc(), a.getQuery(), k.getState(), v.getState(),
+                                     a.getKeyPadding(), keyLen, a.getOut(), a.getScale(),
+                                     a.getCausal());
+  a.erase();
+  for (StateReadOp r : {k, v}) {
+    Operation *buffer = r.getOut().getDefiningOp();
+    r.erase();
+    buffer->erase();
+  }
+  return d;
 }
 
 struct KernelViewsPass : transfuse::impl::TransfuseKernelViewsBase<KernelViewsPass> {
   void runOnOperation() override {
     SmallVector<AttentionOp> attentions;
-    getOperation().walk([&](AttentionOp a) { attentions.push_back(a); });
+    SmallVector<StateWriteOp> writes;
+    getOperation().walk([&](Operation *op) {
+      if (auto a = dyn_cast<AttentionOp>(op))
+        attentions.push_back(a);
+      if (auto w = dyn_cast<StateWriteOp>(op))
+        writes.push_back(w);
+    });
     for (AttentionOp a : attentions) {
+      Operation *op = decodeInPlace(a);
+      if (auto d = dyn_cast<DecodeAttentionOp>(op)) {
+        viewOperand(d, 0);
+        viewOutput(d, d.getOutMutable());
+        continue;
+      }
       for (unsigned i = 0; i < 3; ++i)
         viewOperand(a, i);
-      viewOutput(a);
+      viewOutput(a, a.getOutMutable());
     }
+    for (StateWriteOp w : writes)
+      viewOperand(w, 0);
   }
 };
 

@@ -155,6 +155,42 @@ LogicalResult check(func::FuncOp func, Entry &entry, const llvm::DenseSet<Operat
   return bad->emitError() << "'" << opName(bad) << "': " << why;
 }
 
+/// The entry's state tensors as tfk.state at their capacity (K transposed
+/// when attention reads it as keys), the sizes their checks compare, and
+/// the positions the entry appends.
+LogicalResult declareStates(func::FuncOp func, Entry &entry) {
+  if (!usesState(func))
+    return success();
+  auto decls = collectStates(func->getParentOfType<ModuleOp>());
+  if (failed(decls))
+    return failure();
+  auto appended = appendedPositions(func, entry.analysis);
+  if (failed(appended))
+    return failure();
+  if (*appended != SizeExpr::constant(0))
+    entry.advance = entry.size(*appended);
+  (void)entry.size(SizeExpr::constant(0));
+  for (const StateDecl &d : *decls) {
+    bool used = false;
+    func.walk([&](Operation *op) {
+      auto name = op->getAttrOfType<StringAttr>("name");
+      used |= isa<CacheAppendOp, StateWriteOp, StateReadOp>(op) && name.getValue() == d.name;
+    });
+    if (!used)
+      continue;
+    auto shape = d.capacity.getShape(); // [R, H, T, D]
+    SmallVector<int64_t> stored{shape[0], shape[1], shape[2], shape[3]};
+    if (d.keys)
+      std::swap(stored[2], stored[3]); // [R, H, D, T]
+    Value state = tfk::StateOp::create(
+        entry.top, func.getLoc(), MemRefType::get(stored, d.capacity.getElementType()),
+        d.name, ValueRange());
+    entry.states[d.name] = {state, d};
+    (void)entry.size(SizeExpr::constant(shape[2]));
+  }
+  return success();
+}
+
 LogicalResult lowerEntry(func::FuncOp func) {
   Entry entry(func);
   MLIRContext *ctx = func.getContext();
@@ -200,6 +236,8 @@ LogicalResult lowerEntry(func::FuncOp func) {
   }
   for (BlockArgument arg : body.getArguments())
     (void)entry.sizes(arg);
+  if (failed(declareStates(func, entry)))
+    return failure();
   // Arguments: tfk.input, seen by the graph through a cast until converted.
   for (BlockArgument arg : body.getArguments()) {
     if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "transfuse.name"))
@@ -232,7 +270,7 @@ LogicalResult lowerEntry(func::FuncOp func) {
     changed = false;
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
       if (isa<arith::ConstantOp, arith::AddIOp, tfk::InputDimOp, tfk::BroadcastDimOp,
-              tfk::ReshapeOp>(op) &&
+              tfk::StateLengthOp, tfk::ReshapeOp, tfk::StateOp>(op) &&
           op.use_empty()) {
         op.erase();
         changed = true;

@@ -9,6 +9,7 @@
 #define TRANSFUSE_CODEGEN_LOWERING_LOWERINGENTRY_H
 
 #include "ir/KernelDialect.h"
+#include "ir/State.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -55,6 +56,10 @@ struct Entry {
   /// and the value returned there (the value itself or a reshape of it).
   llvm::DenseMap<Value, std::pair<unsigned, Value>> output;
   llvm::DenseMap<unsigned, std::string> inputNames;
+  /// The state tensors the entry names: their tfk.state (at the top) and
+  /// declaration; the positions the entry appends (null: none).
+  std::map<std::string, std::pair<Value, StateDecl>> states;
+  Value advance;
   OpBuilder top;
   /// Set once the conversion starts: every size exists by then (patterns
   /// must not create ops outside their rewriter).
@@ -80,6 +85,9 @@ struct Entry {
       break;
     case SizeExpr::Kind::kArgument:
       v = tfk::InputDimOp::create(top, loc, top.getIndexType(), e.arg(), e.dim());
+      break;
+    case SizeExpr::Kind::kStateLength:
+      v = tfk::StateLengthOp::create(top, loc, top.getIndexType());
       break;
     case SizeExpr::Kind::kSum:
       for (const SizeExpr &t : e.terms())

@@ -31,6 +31,8 @@ int64_t maximum(Value v, int64_t maxBatch, int64_t maxSeq) {
     return c.value();
   if (auto d = dyn_cast_or_null<InputDimOp>(def))
     return d.getDim() == 0 ? maxBatch : maxSeq;
+  if (isa_and_nonnull<StateLengthOp>(def))
+    return maxSeq; // the cache's capacity (SizeExpr::maximum)
   if (auto add = dyn_cast_or_null<arith::AddIOp>(def)) {
     int64_t s;
     if (__builtin_add_overflow(maximum(add.getLhs(), maxBatch, maxSeq),

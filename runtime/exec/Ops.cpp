@@ -517,4 +517,39 @@ void copyBytes(const void* x, void* y, size_t n) {
   if (n > 0 && x != y) std::memmove(y, x, n);
 }
 
+namespace {
+// The offset of (r, h, p, 0) in a state and the step between its D values.
+int64_t stateOffset(const StateTensor& s, int64_t r, int64_t h, int64_t p) {
+  int64_t plane = (r * s.heads + h) * s.positions * s.headDim;
+  return s.keys ? plane + p : plane + p * s.headDim;
+}
+}  // namespace
+
+void stateWrite(HeadsBlock in, int64_t b, int64_t n, StateTensor state, int64_t position) {
+  const int64_t h = state.heads, d = state.headDim;
+  const size_t rowStride = in.rowStride ? in.rowStride : size_t(d);
+  const size_t headStride = in.headStride ? in.headStride : n * rowStride;
+  const size_t batchStride = in.batchStride ? in.batchStride : h * headStride;
+  const int64_t step = state.keys ? state.positions : 1;
+  for (int64_t r = 0; r < b; ++r)
+    for (int64_t hh = 0; hh < h; ++hh)
+      for (int64_t p = 0; p < n; ++p) {
+        const float* src = in.data + r * batchStride + hh * headStride + p * rowStride;
+        float* dst = state.data + stateOffset(state, r, hh, position + p);
+        for (int64_t j = 0; j < d; ++j) dst[j * step] = src[j];
+      }
+}
+
+void stateRead(StateTensor state, int64_t b, int64_t n, float* out) {
+  const int64_t h = state.heads, d = state.headDim;
+  const int64_t step = state.keys ? state.positions : 1;
+  for (int64_t r = 0; r < b; ++r)
+    for (int64_t hh = 0; hh < h; ++hh)
+      for (int64_t p = 0; p < n; ++p) {
+        const float* src = state.data + stateOffset(state, r, hh, p);
+        float* dst = out + ((r * h + hh) * n + p) * d;
+        for (int64_t j = 0; j < d; ++j) dst[j] = src[j * step];
+      }
+}
+
 }  // namespace transfuse::exec

@@ -146,6 +146,29 @@ void parallelRows(rt::ThreadPool* pool, int64_t rows, const Fn& fn) {
 // Copies n bytes (a result that is an input, a parameter or another result).
 void copyBytes(const void* x, void* y, size_t n);
 
+// A decoding state tensor at its capacity (ir/State.h, tfk.state): rows R,
+// H heads, T positions, D per head, [R, H, T, D] row-major, or with `keys`
+// [R, H, D, T] (K transposed: a position's D values T apart).
+struct StateTensor {
+  float* data;
+  int64_t heads, positions, headDim;
+  bool keys;
+};
+
+// A [B, H, n, D] block: element (b, h, s, d) at data[b·batchStride +
+// h·headStride + s·rowStride + d]; all-zero strides mean dense.
+struct HeadsBlock {
+  const float* data;
+  size_t batchStride, headStride, rowStride;
+};
+
+// Positions [position, position + n) of state rows [0, b) from `in`
+// [b, H, n, D]. The caller has checked position + n <= T and b <= R.
+void stateWrite(HeadsBlock in, int64_t b, int64_t n, StateTensor state, int64_t position);
+
+// Positions [0, n) of state rows [0, b) into a dense [b, H, n, D] `out`.
+void stateRead(StateTensor state, int64_t b, int64_t n, float* out);
+
 }  // namespace transfuse::exec
 
 #endif  // TRANSFUSE_RUNTIME_EXEC_OPS_H

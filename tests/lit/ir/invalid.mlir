@@ -1047,3 +1047,30 @@ func.func @f() {
   %s = tfk.state "" : memref<4xf32>
   return
 }
+
+// -----
+
+// Tests that a state tensor is [B, H, positions, D] with static H and D.
+func.func @f(%k: tensor<?x?x?x64xf32>) {
+  // expected-error @+1 {{'transfuse.state_write' op input must be [B, H, positions, D] with static H and D, got 'tensor<?x?x?x64xf32>'}}
+  transfuse.state_write "kv", %k : tensor<?x?x?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that a cache's result is the input's heads with a dynamic length.
+func.func @f(%k: tensor<?x8x1x64xf32>) -> tensor<?x8x4x64xf32> {
+  // expected-error @+1 {{'transfuse.cache_append' op result must be the input's [B, H, ?, D], got 'tensor<?x8x4x64xf32>'}}
+  %c = transfuse.cache_append "kv", %k : (tensor<?x8x1x64xf32>) -> tensor<?x8x4x64xf32>
+  return %c : tensor<?x8x4x64xf32>
+}
+
+// -----
+
+// Tests that a state read has one size per dynamic dimension.
+func.func @f(%b: index) -> tensor<?x8x?x64xf32> {
+  // expected-error @+1 {{'transfuse.state_read' op needs one size per dynamic dimension of 'tensor<?x8x?x64xf32>', got 1}}
+  %r = transfuse.state_read "kv" [%b] : tensor<?x8x?x64xf32>
+  return %r : tensor<?x8x?x64xf32>
+}

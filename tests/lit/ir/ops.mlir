@@ -224,3 +224,16 @@ func.func @masks_and_positions(%src: tensor<?x?xi32>, %tok: tensor<4x16xi32>, %q
   %6 = transfuse.positional_encoding %q offset %k : tensor<16x64xf16>
   return %0, %1, %2, %3, %4, %5, %6 : tensor<?x?xi1>, tensor<8x8xi1>, tensor<?x?xi1>, tensor<4x16xi1>, tensor<?x512xf32>, tensor<?x512xf32>, tensor<16x64xf16>
 }
+
+// CHECK-LABEL: func.func @decoding_state
+func.func @decoding_state(%k: tensor<?x8x?x64xf32>, %b: index, %s: index) -> (tensor<?x8x?x64xf32>, tensor<?x8x?x64xf32>, index) {
+  // CHECK: %[[L:.*]] = transfuse.state_length
+  %l = transfuse.state_length
+  // CHECK: transfuse.cache_append "kv.0.self.k", %{{[^ ]+}} {keys} : (tensor<?x8x?x64xf32>) -> tensor<?x8x?x64xf32>
+  %c = transfuse.cache_append "kv.0.self.k", %k {keys} : (tensor<?x8x?x64xf32>) -> tensor<?x8x?x64xf32>
+  // CHECK: transfuse.state_write "kv.0.cross.v", %{{[^ ]+}} : tensor<?x8x?x64xf32>
+  transfuse.state_write "kv.0.cross.v", %k : tensor<?x8x?x64xf32>
+  // CHECK: transfuse.state_read "kv.0.cross.k"[%{{[^ ,]+}}, %{{[^ ,]+}}] {keys} : tensor<?x8x?x64xf32>
+  %r = transfuse.state_read "kv.0.cross.k" [%b, %s] {keys} : tensor<?x8x?x64xf32>
+  return %c, %r, %l : tensor<?x8x?x64xf32>, tensor<?x8x?x64xf32>, index
+}

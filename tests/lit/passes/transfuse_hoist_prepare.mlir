@@ -60,3 +60,32 @@ func.func @forward(%x: tensor<?x4xf32> {transfuse.name = "x"}) -> (tensor<?x4xf3
   %z = transfuse.matmul %x, %wt : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
   return %y, %z : tensor<?x4xf32>, tensor<?x4xf32>
 }
+
+// -----
+
+// Tests that entry points computing the same thing from the same weights
+// (forward and decode_step slicing one in_proj weight) share one prepared
+// tensor, and that a computation only one of them has gets its own.
+// CHECK-LABEL: func.func @forward
+// CHECK: transfuse.param "prepared.0" {init = #transfuse.init<zeros>, prepared} : tensor<4x4xf32>
+// CHECK-LABEL: func.func @decode_step
+// CHECK-DAG: transfuse.param "prepared.0" {init = #transfuse.init<zeros>, prepared} : tensor<4x4xf32>
+// CHECK-DAG: transfuse.param "prepared.1" {init = #transfuse.init<zeros>, prepared} : tensor<4x4xf32>
+// CHECK-LABEL: func.func @prepare() -> (tensor<4x4xf32> {transfuse.name = "prepared.0"}, tensor<4x4xf32> {transfuse.name = "prepared.1"})
+// CHECK-COUNT-1: transfuse.param "w"
+// CHECK-NOT: transfuse.param
+// CHECK-COUNT-1: transfuse.split
+// CHECK-NOT: transfuse.split
+func.func @forward(%x: tensor<?x4xf32> {transfuse.name = "x"}) -> tensor<?x4xf32> attributes {transfuse.max_batch = 2 : i64} {
+  %w = transfuse.param "w" {init = #transfuse.init<xavier_uniform>} : tensor<8x4xf32>
+  %a, %b = transfuse.split %w {axis = 0 : i64, sizes = array<i64: 4, 4>} : (tensor<8x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  %y = transfuse.matmul %x, %a : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}
+func.func @decode_step(%x: tensor<?x4xf32> {transfuse.name = "x"}) -> (tensor<?x4xf32>, tensor<?x4xf32>) attributes {transfuse.max_batch = 2 : i64} {
+  %w = transfuse.param "w" {init = #transfuse.init<xavier_uniform>} : tensor<8x4xf32>
+  %a, %b = transfuse.split %w {axis = 0 : i64, sizes = array<i64: 4, 4>} : (tensor<8x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  %y = transfuse.matmul %x, %a : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %z = transfuse.matmul %x, %b : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  return %y, %z : tensor<?x4xf32>, tensor<?x4xf32>
+}

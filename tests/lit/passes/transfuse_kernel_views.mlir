@@ -90,3 +90,53 @@ func.func @forward() attributes {transfuse.max_batch = 2 : i64, transfuse.max_se
   tfk.exec "transpose"(%o : memref<?x6x?x4xf32>) into(%t : memref<?x6x4x?xf32>) {permutation = array<i64: 0, 1, 3, 2>}
   return
 }
+
+// -----
+
+// Tests that attention over K and V read back out of a decoding state
+// (K stored transposed) becomes decode attention reading the state in
+// place, with the key length of the read and the query and output as head
+// views, and that the K and V a step appends are written into the state
+// straight from the projection's output; the copies and their buffers go.
+// CHECK-LABEL: func.func @step()
+// CHECK-DAG: %[[L:.*]] = tfk.state_length
+// CHECK-DAG: %[[END:.*]] = arith.addi
+// CHECK-DAG: %[[K:.*]] = tfk.state "k" : memref<2x2x4x6xf32>
+// CHECK-DAG: %[[V:.*]] = tfk.state "v" : memref<2x2x6x4xf32>
+// CHECK: %[[KV:.*]] = tfk.heads %[[P:.*]] column 8[{{.*}}] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1], offset: 8>>
+// CHECK: tfk.state_write %[[KV]] into %[[K]] at %[[L]] {keys}
+// CHECK: %[[Q:.*]] = tfk.heads %[[P]] column 0
+// CHECK: tfk.decode_attention %[[Q]], %[[K]], %[[V]] keys %[[END]] into %{{.*}} {causal, scale = 5.000000e-01 : f64}
+// CHECK-NOT: tfk.state_read
+// CHECK-NOT: tfk.exec "transpose"
+func.func @step() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 6 : i64} {
+  %b = tfk.input_dim 0, 0
+  %n = tfk.input_dim 0, 1
+  %l = tfk.state_length
+  %end = arith.addi %l, %n : index
+  %K = tfk.state "k" : memref<2x2x4x6xf32>
+  %V = tfk.state "v" : memref<2x2x6x4xf32>
+  %x = tfk.input 0[%b, %n] : memref<?x?x8xf32>
+  %w = tfk.param "w" : memref<8x24xf32>
+  %p = tfk.alloc[%b, %n] : memref<?x?x24xf32>
+  tfk.gemm %x, %w into %p {packed} : memref<?x?x8xf32>, memref<8x24xf32> into memref<?x?x24xf32>
+  %qs = tfk.alloc[%b, %n] : memref<?x?x8xf32>
+  tfk.exec "slice"(%p : memref<?x?x24xf32>) into(%qs : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
+  %qr = tfk.reshape %qs[%b, %n] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
+  %q = tfk.alloc[%b, %n] : memref<?x2x?x4xf32>
+  tfk.exec "transpose"(%qr : memref<?x?x2x4xf32>) into(%q : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %ks = tfk.alloc[%b, %n] : memref<?x?x8xf32>
+  tfk.exec "slice"(%p : memref<?x?x24xf32>) into(%ks : memref<?x?x8xf32>) {axis = 2 : i64, start = 8 : i64}
+  %kr = tfk.reshape %ks[%b, %n] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
+  %k = tfk.alloc[%b, %n] : memref<?x2x?x4xf32>
+  tfk.exec "transpose"(%kr : memref<?x?x2x4xf32>) into(%k : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.state_write %k into %K at %l {keys} : memref<?x2x?x4xf32> into memref<2x2x4x6xf32>
+  %kc = tfk.alloc[%b, %end] : memref<?x2x?x4xf32>
+  tfk.state_read %K into %kc {keys} : memref<2x2x4x6xf32> into memref<?x2x?x4xf32>
+  %vc = tfk.alloc[%b, %end] : memref<?x2x?x4xf32>
+  tfk.state_read %V into %vc : memref<2x2x6x4xf32> into memref<?x2x?x4xf32>
+  %o = tfk.output 0[%b, %n] : memref<?x2x?x4xf32>
+  tfk.attention %q, %kc, %vc into %o {causal, scale = 5.000000e-01 : f64} : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32> into memref<?x2x?x4xf32>
+  tfk.advance %n
+  return
+}

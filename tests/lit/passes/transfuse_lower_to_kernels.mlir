@@ -122,3 +122,56 @@ func.func @forward(%q: tensor<?x2x?x8xf32> {transfuse.name = "q"}, %kp: tensor<?
   %o = transfuse.attention %q, %q, %q key_padding %kp bias %bias {scale = 0.125 : f64, causal} : (tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>, tensor<?x?xi1>, tensor<?x?xf32>) -> tensor<?x2x?x8xf32>
   return %o, %s : tensor<?x2x?x8xf32>, tensor<?x2x?x?xf32>
 }
+
+// -----
+
+// Tests that a decode step's cache appends become state writes at the
+// state's length L into tfk.state at its capacity (K transposed: [rows, H,
+// D, T]), each checked against the capacity before the call starts, with
+// the L + n positions read back for attention, and that the entry ends by
+// advancing L by the n it appended.
+// CHECK-LABEL: func.func @step()
+// CHECK-DAG: %[[N:.*]] = tfk.input_dim 0, 2
+// CHECK-DAG: %[[L:.*]] = tfk.state_length
+// CHECK-DAG: %[[END:.*]] = arith.addi %[[L]], %[[N]] : index
+// CHECK-DAG: %[[K:.*]] = tfk.state "k" : memref<2x2x4x6xf32>
+// CHECK-DAG: %[[V:.*]] = tfk.state "v" : memref<2x2x6x4xf32>
+// CHECK-DAG: %[[CAP:.*]] = arith.constant 6 : index
+// CHECK: %[[X:.*]] = tfk.input 0
+// CHECK: tfk.check "le" %[[END]], %[[CAP]], "more positions than decoding state 'k' holds (max_seq_len 6)"
+// CHECK: tfk.state_write %[[X]] into %[[K]] at %[[L]] {keys}
+// CHECK: %[[KC:.*]] = tfk.alloc[%{{.*}}, %[[END]]] : memref<?x2x?x4xf32>
+// CHECK: tfk.state_read %[[K]] into %[[KC]] {keys}
+// CHECK: tfk.state_write %[[X]] into %[[V]] at %[[L]] :
+// CHECK: tfk.state_read %[[V]] into %[[VC:[^ ]+]] :
+// CHECK: tfk.attention %[[X]], %[[KC]], %[[VC]] into
+// CHECK-NEXT: tfk.advance %[[N]]
+// CHECK-NEXT: return
+func.func @step(%x: tensor<?x2x?x4xf32> {transfuse.name = "x"}) -> (tensor<?x2x?x4xf32> {transfuse.name = "y"}) attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 6 : i64} {
+  %k = transfuse.cache_append "k", %x {keys} : (tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  %v = transfuse.cache_append "v", %x : (tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  %y = transfuse.attention %x, %k, %v {causal, scale = 5.000000e-01 : f64} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  return %y : tensor<?x2x?x4xf32>
+}
+
+// -----
+
+// Tests that an encoder's K is written at position 0 and read back by a
+// later call with the sizes it is given; an entry that appends nothing
+// does not advance.
+// CHECK-LABEL: func.func @encode()
+// CHECK: tfk.state_write %{{.*}} into %{{.*}} at %{{.*}} {keys} : memref<?x2x?x4xf32> into memref<2x2x4x6xf32>
+// CHECK-NOT: tfk.advance
+// CHECK-LABEL: func.func @read()
+// CHECK: tfk.state_read %{{.*}} into %{{.*}} {keys} : memref<2x2x4x6xf32> into memref<?x2x?x4xf32>
+// CHECK-NOT: tfk.advance
+func.func @encode(%x: tensor<?x2x?x4xf32> {transfuse.name = "x"}) attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 6 : i64} {
+  transfuse.state_write "cross.k", %x {keys} : tensor<?x2x?x4xf32>
+  return
+}
+func.func @read(%t: tensor<?x?xi32> {transfuse.name = "t"}) -> (tensor<?x2x?x4xf32> {transfuse.name = "k"}) attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 6 : i64} {
+  %b = transfuse.dim %t, 0 : tensor<?x?xi32>
+  %s = transfuse.dim %t, 1 : tensor<?x?xi32>
+  %k = transfuse.state_read "cross.k" [%b, %s] {keys} : tensor<?x2x?x4xf32>
+  return %k : tensor<?x2x?x4xf32>
+}

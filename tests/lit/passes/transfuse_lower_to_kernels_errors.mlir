@@ -48,3 +48,24 @@ func.func @forward(%x: tensor<?x8xf32> {transfuse.name = "x"}) -> tensor<?x8xf32
   }
   return %y : tensor<?x8xf32>
 }
+
+// -----
+
+// Tests that the caches of one call append one count of positions (the
+// state has one length).
+func.func @step(%a: tensor<?x2x?x4xf32> {transfuse.name = "a"}, %b: tensor<?x2x?x4xf32> {transfuse.name = "b"}) -> (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 6 : i64} {
+  %k = transfuse.cache_append "k", %a : (tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  // expected-error @+1 {{'transfuse.cache_append' op appends a1_2 positions but an earlier cache_append appends a0_2 positions: one call advances every cache alike}}
+  %v = transfuse.cache_append "v", %b : (tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  return %k, %v : tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>
+}
+
+// -----
+
+// Tests that two ops naming one state tensor must agree on its heads.
+func.func @step(%a: tensor<?x2x?x4xf32> {transfuse.name = "a"}, %b: tensor<?x4x?x4xf32> {transfuse.name = "b"}) attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 6 : i64} {
+  transfuse.state_write "k", %a : tensor<?x2x?x4xf32>
+  // expected-error @+1 {{'transfuse.state_write' op names state 'k' as 'tensor<2x4x6x4xf32>' but an earlier op names it 'tensor<2x2x6x4xf32>'}}
+  transfuse.state_write "k", %b : tensor<?x4x?x4xf32>
+  return
+}

@@ -1,11 +1,21 @@
-// The decoding entry points (models/Models.h, docs/decoding.md) on the
-// reference backend: encode and then decode_step one position at a time
+// The decoding entry points (models/Models.h, docs/decoding.md): on the
+// reference backend, encode and then decode_step one position at a time
 // (or several at once) give the logits forward gives for the whole target,
 // the state's length advances by the positions appended, and going past
-// the capacity is an error naming the state that leaves it untouched.
+// the capacity is an error naming the state that leaves it untouched; the
+// compiled artifact's cached steps give the logits of recomputing the whole
+// prefix through the reference backend, for every fusion strategy.
 #include "codegen/Interface.h"
+#include "codegen/cpu/CpuCodegen.h"
+#include "codegen/lowering/Lowering.h"
 #include "ir/State.h"
 #include "models/Models.h"
+#include "passes/Passes.h"
+#include "runtime/WeightBinding.h"
+#include "runtime/host/CompiledModel.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
 
 #include "tests/unit/compiler/TestHelpers.h"
 
@@ -151,5 +161,125 @@ TEST_F(ReferenceDecodingTest, PastTheCapacityIsAnErrorThatWritesNothing) {
   ASSERT_FALSE(!!none);
   EXPECT_TRUE(contains(llvm::toString(none.takeError()), "'decode_step' uses the decoding state"));
 }
+
+/// Compiles `config` with `strategy` into a fresh directory; its library.
+std::string compileArtifact(MLIRContext &ctx, const std::string &config, const char *strategy,
+                            const BuildOptions &options, OwningOpRef<ModuleOp> &graph) {
+  auto m = loadModelDefinition(ctx, config, options);
+  EXPECT_TRUE(!!m) << llvm::toString(m.takeError());
+  if (!m)
+    return "";
+  graph = std::move(*m);
+  OwningOpRef<ModuleOp> compiled = graph->clone();
+  PassManager pm(&ctx);
+  buildCompilePipeline(pm, *FusionStrategy::parse(strategy), nullptr);
+  EXPECT_TRUE(succeeded(pm.run(*compiled)));
+  auto mi = extractInterface(*compiled);
+  auto kernels = lowerToKernels(*compiled, "cpu");
+  EXPECT_TRUE(!!mi && !!kernels);
+  if (!mi || !kernels) {
+    llvm::consumeError(mi.takeError());
+    ADD_FAILURE() << llvm::toString(kernels.takeError());
+    return "";
+  }
+  auto cpp = cpu::generateCpp(**kernels, *mi, strategy);
+  EXPECT_TRUE(!!cpp) << llvm::toString(cpp.takeError());
+  llvm::SmallString<128> dir;
+  EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("decoding-test", dir));
+  if (!cpp)
+    return "";
+  llvm::Error built = cpu::buildArtifact(dir, *cpp, cpu::BuildOptions());
+  EXPECT_FALSE(!!built) << llvm::toString(std::move(built));
+  return std::string(dir) + "/libmodel.so";
+}
+
+/// The argmax of each row of [rows, v] values but the padding id 1: the
+/// decoder's own keys are never masked as padding, so a search never emits
+/// it (forward would mask it).
+std::vector<int32_t> argmax(const std::vector<double> &x, int64_t rows, int64_t v) {
+  std::vector<int32_t> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t best = 0;
+    for (int64_t j = 2; j < v; ++j)
+      if (x[r * v + j] > x[r * v + best])
+        best = j;
+    out.push_back((int32_t)best);
+  }
+  return out;
+}
+
+class CompiledDecodingTest : public ::testing::TestWithParam<const char *> {};
+
+// Greedy decoding with the cache (the artifact's encode and decode_step)
+// against recomputing the whole prefix every step (the reference backend's
+// forward): the same tokens, and at every step the logits within 1e-5 of
+// their scale. Row 1 of the batch is padded.
+TEST_P(CompiledDecodingTest, CachedStepsEqualRecomputation) {
+  MLIRContext ctx;
+  ctx.loadDialect<TransfuseDialect, func::FuncDialect>();
+  BuildOptions options;
+  options.maxBatch = 2;
+  options.maxBeam = 2;
+  OwningOpRef<ModuleOp> graph;
+  std::string library = compileArtifact(
+      ctx, TRANSFUSE_SOURCE_DIR "/models/tiny-encoder-decoder.json", GetParam(), options, graph);
+  ASSERT_FALSE(library.empty());
+  auto model = rt::CompiledModel::load(library, {.weightsPath = "", .seed = 11, .threads = 2});
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  auto mi = extractInterface(*graph);
+  ASSERT_TRUE(!!mi);
+  auto weights = rt::randomWeights(mi->params, 11);
+  ASSERT_TRUE(weights.isOk());
+  auto forward = graph->lookupSymbol<func::FuncOp>("forward");
+
+  rt::Tensor src = i32Tensor({2, 5}, {4, 5, 6, 7, 3, 8, 9, 3, 1, 1});
+  auto state = (*model)->createState();
+  ASSERT_TRUE(state.isOk()) << state.status().message();
+  auto encoded = (*model)->run("encode", {{"src_tokens", src}}, state->get());
+  ASSERT_TRUE(encoded.isOk()) << encoded.status().message();
+  std::vector<std::vector<int32_t>> prefix(2, std::vector<int32_t>{2}); // BOS
+  for (int step = 0; step < 10; ++step) {
+    rt::Tensor last = i32Tensor({2, 1}, {prefix[0].back(), prefix[1].back()});
+    auto out = (*model)->run("decode_step", {{"src_tokens", src}, {"tgt_tokens", last}},
+                             state->get());
+    ASSERT_TRUE(out.isOk()) << out.status().message();
+    EXPECT_EQ((*state)->length(), step + 1);
+    std::vector<double> cached = values(out->at("logits"));
+    int64_t v = out->at("logits").shape[2];
+    int64_t t = step + 1;
+    std::vector<int32_t> flat;
+    for (auto &p : prefix)
+      flat.insert(flat.end(), p.begin(), p.end());
+    auto full = reference::run(forward, *weights,
+                               {{"src_tokens", src}, {"tgt_tokens", i32Tensor({2, t}, flat)}}, true);
+    ASSERT_TRUE(!!full) << llvm::toString(full.takeError());
+    std::vector<double> all = values(full->at("logits")), recomputed;
+    double scale = 0;
+    for (int64_t r = 0; r < 2; ++r)
+      for (int64_t j = 0; j < v; ++j) {
+        recomputed.push_back(all[(r * t + t - 1) * v + j]);
+        scale = std::max(scale, std::fabs(recomputed.back()));
+      }
+    for (size_t i = 0; i < cached.size(); ++i)
+      ASSERT_NEAR(cached[i], recomputed[i], 1e-5 * std::max(1.0, scale))
+          << GetParam() << " step " << step << " logit " << i;
+    std::vector<int32_t> next = argmax(cached, 2, v), expected = argmax(recomputed, 2, v);
+    EXPECT_EQ(next, expected) << "step " << step;
+    for (int r = 0; r < 2; ++r)
+      prefix[r].push_back(next[r]);
+  }
+  // Past the capacity (max_seq_len 16): an error naming the state and the
+  // limit, the length unchanged.
+  rt::Tensor many = i32Tensor({2, 7}, std::vector<int32_t>(14, 5));
+  auto over = (*model)->run("decode_step", {{"src_tokens", src}, {"tgt_tokens", many}},
+                            state->get());
+  ASSERT_FALSE(over.isOk());
+  EXPECT_TRUE(contains(over.status().message(), "more positions than decoding state"))
+      << over.status().message();
+  EXPECT_TRUE(contains(over.status().message(), "max_seq_len 16")) << over.status().message();
+  EXPECT_EQ((*state)->length(), 10);
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, CompiledDecodingTest, ::testing::Values("none", "all"));
 
 } // namespace
