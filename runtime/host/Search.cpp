@@ -1,0 +1,478 @@
+// Search over a compiled encoder_decoder: see Search.h.
+#include "runtime/host/Search.h"
+
+#include "runtime/Json.h"
+#include "runtime/Philox.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+namespace transfuse::rt {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+std::string lineName(int64_t line) { return "line " + std::to_string(line + 1); }
+
+// out[j] = x[j] - log Σ exp(x), in double.
+void logSoftmax(const std::vector<double>& x, std::vector<double>& out) {
+  double m = *std::max_element(x.begin(), x.end());
+  double sum = 0;
+  for (double v : x) sum += std::exp(v - m);
+  double lse = m + std::log(sum);
+  out.resize(x.size());
+  for (size_t j = 0; j < x.size(); ++j) out[j] = x[j] - lse;
+}
+
+struct Beam {
+  std::vector<int32_t> tokens;
+  std::vector<double> logProbs;
+  double logProb = 0;
+};
+
+struct Sentence {
+  int64_t line = 0;
+  int64_t sourceRow = 0;  // its row of the encoded batch
+  int maxLen = 0, minLen = 0;
+  std::vector<int32_t> prefix;
+  std::vector<Beam> beams;  // live, one row each
+  std::vector<Hypothesis> finished;
+};
+
+// The `count` largest finite log-probabilities and their tokens (a min-heap
+// over one pass; ties keep the lower token).
+std::vector<std::pair<double, int32_t>> bestTokens(const std::vector<double>& logProbs, int count) {
+  // A max-heap under `better` keeps the worst of the best at the front.
+  auto better = [](const std::pair<double, int32_t>& a, const std::pair<double, int32_t>& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  };
+  std::vector<std::pair<double, int32_t>> heap;
+  for (int32_t j = 0; j < (int32_t)logProbs.size(); ++j) {
+    if (logProbs[j] == kNegInf) continue;
+    std::pair<double, int32_t> c{logProbs[j], j};
+    if ((int)heap.size() < count) {
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(c, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = c;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+  }
+  return heap;
+}
+
+// One token from softmax(log p / T) over the top-k and the top-p mass,
+// with u = philoxUniform(seed, step, line, 0).
+int32_t draw(const std::vector<double>& logProbs, const SearchOptions& o, uint64_t step,
+             uint64_t line) {
+  std::vector<std::pair<double, int32_t>> dist;
+  for (int32_t j = 0; j < (int32_t)logProbs.size(); ++j)
+    if (logProbs[j] > kNegInf) dist.push_back({logProbs[j] / o.temperature, j});
+  std::sort(dist.begin(), dist.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  if (o.topK > 0 && (int64_t)dist.size() > o.topK) dist.resize(o.topK);
+  double m = dist.front().first, sum = 0;
+  for (auto& entry : dist) sum += (entry.first = std::exp(entry.first - m));
+  double mass = 0;
+  size_t keep = 0;
+  while (keep < dist.size() && (keep == 0 || mass < o.topP * sum)) mass += dist[keep++].first;
+  double u = philoxUniform(o.seed, step, line, 0) * mass, acc = dist[0].first;
+  size_t pick = 0;
+  while (pick + 1 < keep && acc <= u) acc += dist[++pick].first;
+  return dist[pick].second;
+}
+
+double lengthPenalty(size_t length, double alpha) {
+  return alpha == 0 ? 1.0 : std::pow((5.0 + (double)length) / 6.0, alpha);
+}
+
+Hypothesis finish(const Beam& beam, double alpha) {
+  Hypothesis h;
+  h.ids = beam.tokens;
+  h.tokenLogProbs = beam.logProbs;
+  h.logProb = beam.logProb;
+  h.score = beam.logProb / lengthPenalty(beam.logProbs.size(), alpha);
+  return h;
+}
+
+StatusOr<int32_t> configId(const JsonValue& config, const char* key) {
+  const JsonValue* v = config.find(key);
+  if (!v || v->isNull()) return int32_t{-1};
+  if (!v->isInteger()) return Status::error(std::string("config key '") + key + "' is not an integer");
+  return static_cast<int32_t>(v->asInt64());
+}
+
+}  // namespace
+
+StatusOr<TokenIds> readTokenIds(const std::string& manifestPath) {
+  std::ifstream in(manifestPath, std::ios::binary);
+  if (!in) return Status::error("cannot read '" + manifestPath + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto json = JsonValue::parse(text.str());
+  if (!json.isOk()) return Status::error("'" + manifestPath + "': " + json.status().message());
+  const JsonValue* config = json->find("config");
+  if (!config || !config->isObject())
+    return Status::error("'" + manifestPath +
+                         "' has no config (a model given as MLIR text names no token ids)");
+  TokenIds ids;
+  for (auto [key, field] : {std::pair{"pad_id", &ids.pad}, {"bos_id", &ids.bos}, {"eos_id", &ids.eos}}) {
+    auto id = configId(*config, key);
+    if (!id.isOk()) return Status::error("'" + manifestPath + "': " + id.status().message());
+    *field = *id;
+  }
+  const JsonValue* sourceBos = config->find("source_bos");
+  ids.sourceBos = sourceBos && sourceBos->asBool();
+  for (auto [key, field] : {std::pair{"src_vocab_size", &ids.srcVocab}, {"tgt_vocab_size", &ids.tgtVocab}})
+    if (const JsonValue* v = config->find(key)) *field = v->asInt64();
+  return ids;
+}
+
+StatusOr<std::unique_ptr<Translator>> Translator::create(CompiledModel& model, TokenIds ids) {
+  std::vector<std::string> entries = model.entryPoints();
+  for (const char* needed : {"encode", "decode_step"})
+    if (std::find(entries.begin(), entries.end(), needed) == entries.end())
+      return Status::error(std::string("the artifact has no '") + needed +
+                           "' entry point (decoding needs an encoder_decoder model with "
+                           "sinusoidal positions, compiled by this version)");
+  if (ids.bos < 0 || ids.eos < 0)
+    return Status::error("decoding needs the config's bos_id and eos_id");
+  auto in = model.inputs("decode_step");
+  auto out = model.outputs("decode_step");
+  if (!in.isOk()) return in.status();
+  if (!out.isOk()) return out.status();
+  if (in->size() != 2 || out->size() != 1 || (*out)[0].shape.size() != 3)
+    return Status::error("decode_step does not take (src_tokens, tgt_tokens) to logits");
+  std::unique_ptr<Translator> t(new Translator(model, ids));
+  t->rows_ = (*in)[0].maxShape[0];
+  t->maxSource_ = (*in)[0].maxShape[1];
+  t->positions_ = (*in)[1].maxShape[1];
+  if (t->ids_.tgtVocab <= 0) t->ids_.tgtVocab = (*out)[0].shape[2];
+  auto state = model.createState();
+  if (!state.isOk()) return state.status();
+  t->state_ = std::move(*state);
+  return t;
+}
+
+StatusOr<Tensor> Translator::encode(const std::vector<std::vector<int32_t>>& sources,
+                                    int64_t firstLine) {
+  int64_t b = (int64_t)sources.size();
+  if (b > rows_)
+    return Status::error("a batch of " + std::to_string(b) + " sources is over the compiled " +
+                         std::to_string(rows_) + " rows (--max-batch · --max-beam)");
+  int64_t specials = 1 + (ids_.sourceBos ? 1 : 0), width = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto& s = sources[i];
+    std::string line = lineName(firstLine + (int64_t)i);
+    if (s.empty()) return Status::error(line + ": an empty source");
+    for (int32_t id : s)
+      if (id < 0 || (ids_.srcVocab > 0 && id >= ids_.srcVocab))
+        return Status::error(line + ": id " + std::to_string(id) +
+                             " is outside the source vocabulary [0, " +
+                             std::to_string(ids_.srcVocab) + ")");
+    int64_t n = (int64_t)s.size() + specials;
+    if (n > maxSource_)
+      return Status::error(line + ": a source of " + std::to_string(s.size()) + " ids (" +
+                           std::to_string(n) + " with BOS/EOS) is over the compiled maximum " +
+                           std::to_string(maxSource_) + " (--max-seq-len)");
+    width = std::max(width, n);
+  }
+  bool ragged = std::any_of(sources.begin(), sources.end(), [&](const auto& s) {
+    return (int64_t)s.size() + specials != width;
+  });
+  if (ragged && ids_.pad < 0)
+    return Status::error("sources of different lengths need the config's pad_id");
+  Tensor src = Tensor::zeros(DType::I32, {b, width});
+  int32_t* p = src.data<int32_t>();
+  for (int64_t r = 0; r < b; ++r) {
+    std::vector<int32_t> row;
+    if (ids_.sourceBos) row.push_back(ids_.bos);
+    row.insert(row.end(), sources[r].begin(), sources[r].end());
+    row.push_back(ids_.eos);
+    row.resize(width, ids_.pad);
+    std::copy(row.begin(), row.end(), p + r * width);
+  }
+  if (Status s = state_->reset(); !s.isOk()) return s;
+  auto done = model_.run("encode", {{"src_tokens", src}}, state_.get());
+  if (!done.isOk()) return done.status();
+  return src;
+}
+
+StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
+                                                      const std::vector<SearchSentence>& input,
+                                                      const SearchOptions& o, const TokenIds& ids) {
+  const int k = o.beam;
+  const int64_t b = (int64_t)input.size(), v = model.vocab();
+  std::vector<Sentence> sentences(b);
+  for (int64_t i = 0; i < b; ++i) {
+    Sentence& s = sentences[i];
+    s.line = input[i].line;
+    s.sourceRow = i;
+    s.maxLen = input[i].maxLen;
+    s.minLen = std::min(input[i].minLen, s.maxLen);
+    s.prefix = input[i].prefix;
+    s.beams.push_back(Beam());
+  }
+  // rows[r] = (sentence, beam): the model's row r holds that beam's cache.
+  std::vector<std::pair<int, int>> rows;
+  for (int i = 0; i < (int)b; ++i) rows.push_back({i, 0});
+  std::vector<double> logits(v), logProbs;
+  std::vector<int32_t> last;
+  std::vector<int64_t> sourceRows;
+  std::vector<float> out;
+  for (int64_t step = 0; !rows.empty(); ++step) {
+    const int64_t r = (int64_t)rows.size();
+    last.clear();
+    sourceRows.clear();
+    for (auto [si, bi] : rows) {
+      const Beam& beam = sentences[si].beams[bi];
+      last.push_back(beam.tokens.empty() ? ids.bos : beam.tokens.back());
+      sourceRows.push_back(sentences[si].sourceRow);
+    }
+    if (Status st = model.step(last, sourceRows, out); !st.isOk()) return st;
+
+    // Candidates of each sentence: (total log-probability, row, token).
+    std::vector<std::vector<std::tuple<double, int64_t, int32_t>>> candidates(b);
+    for (int64_t i = 0; i < r; ++i) {
+      Sentence& s = sentences[rows[i].first];
+      const Beam& beam = s.beams[rows[i].second];
+      const size_t len = beam.tokens.size();
+      for (int64_t j = 0; j < v; ++j) logits[j] = out[i * v + j];
+      if (o.repetitionPenalty != 1.0)
+        for (int32_t t : std::set<int32_t>(beam.tokens.begin(), beam.tokens.end()))
+          logits[t] = logits[t] > 0 ? logits[t] / o.repetitionPenalty : logits[t] * o.repetitionPenalty;
+      logSoftmax(logits, logProbs);
+      // What may follow: a forced prefix token, EOS at the length limit, no
+      // padding, no EOS before the minimum, no repeated n-gram.
+      auto only = [&](int32_t t) {
+        double keep = logProbs[t];
+        std::fill(logProbs.begin(), logProbs.end(), kNegInf);
+        logProbs[t] = keep;
+      };
+      if (len < s.prefix.size()) {
+        only(s.prefix[len]);
+      } else if ((int)len >= s.maxLen) {
+        only(ids.eos);
+      } else {
+        if (ids.pad >= 0) logProbs[ids.pad] = kNegInf;
+        if ((int)len < s.minLen || o.ignoreEos) logProbs[ids.eos] = kNegInf;
+        const size_t n = (size_t)o.noRepeatNgram;
+        if (n > 0 && len + 1 >= n)
+          for (size_t start = 0; start + n <= len; ++start)
+            if (std::equal(beam.tokens.begin() + start, beam.tokens.begin() + start + n - 1,
+                           beam.tokens.end() - (n - 1)))
+              logProbs[beam.tokens[start + n - 1]] = kNegInf;
+      }
+      auto& c = candidates[rows[i].first];
+      if (o.sample && len >= s.prefix.size() && (int)len < s.maxLen) {
+        int32_t t = draw(logProbs, o, (uint64_t)step, (uint64_t)s.line);
+        c.push_back({beam.logProb + logProbs[t], i, t});
+        continue;
+      }
+      // Only a row's best 2k tokens can be among its sentence's best 2k.
+      for (auto [lp, j] : bestTokens(logProbs, 2 * k)) c.push_back({beam.logProb + lp, i, j});
+    }
+
+    // Each sentence's next beams from its best 2k candidates: EOS among the
+    // first k finishes a hypothesis, the others continue, k at most.
+    std::vector<std::pair<int, int>> next;
+    std::vector<int32_t> parents;
+    for (int64_t si = 0; si < b; ++si) {
+      Sentence& s = sentences[si];
+      if (s.beams.empty()) continue;
+      auto& c = candidates[si];
+      size_t top = std::min(c.size(), (size_t)(2 * k));
+      std::partial_sort(c.begin(), c.begin() + top, c.end(), [](const auto& x, const auto& y) {
+        if (std::get<0>(x) != std::get<0>(y)) return std::get<0>(x) > std::get<0>(y);
+        if (std::get<1>(x) != std::get<1>(y)) return std::get<1>(x) < std::get<1>(y);
+        return std::get<2>(x) < std::get<2>(y);
+      });
+      std::vector<Beam> beams;
+      for (size_t rank = 0; rank < top && (int)s.finished.size() < k; ++rank) {
+        auto [total, row, token] = c[rank];
+        const Beam& parent = s.beams[rows[row].second];
+        Beam child = parent;
+        child.logProbs.push_back(total - parent.logProb);
+        child.logProb = total;
+        if (token == ids.eos && !o.ignoreEos) {
+          if ((int)rank < k) s.finished.push_back(finish(child, o.alpha));
+          continue;
+        }
+        if ((int)beams.size() == k) continue;
+        child.tokens.push_back(token);
+        if (o.ignoreEos && (int)child.tokens.size() >= s.maxLen) {
+          s.finished.push_back(finish(child, o.alpha));
+          continue;
+        }
+        beams.push_back(std::move(child));
+        parents.push_back((int32_t)row);
+      }
+      if ((int)s.finished.size() >= k) {
+        parents.resize(parents.size() - beams.size());
+        beams.clear();
+      }
+      s.beams = std::move(beams);
+      for (int bi = 0; bi < (int)s.beams.size(); ++bi) next.push_back({(int)si, bi});
+    }
+    // The model's rows follow: survivors carry (and share) their cache,
+    // finished sentences' rows go.
+    bool identity = (int64_t)parents.size() == r;
+    for (size_t i = 0; identity && i < parents.size(); ++i) identity = parents[i] == (int32_t)i;
+    if (!identity && !parents.empty())
+      if (Status st = model.reorder(parents); !st.isOk()) return st;
+    rows = std::move(next);
+  }
+
+  std::vector<std::vector<Hypothesis>> result(b);
+  for (int64_t i = 0; i < b; ++i) {
+    auto& f = sentences[i].finished;
+    std::stable_sort(f.begin(), f.end(), [](const Hypothesis& x, const Hypothesis& y) {
+      return x.score > y.score;
+    });
+    if ((int)f.size() > o.nBest) f.resize(o.nBest);
+    result[i] = std::move(f);
+  }
+  return result;
+}
+
+namespace {
+// decode_step on a Translator's state: one new token per row.
+class CompiledStep : public StepModel {
+public:
+  CompiledStep(CompiledModel& model, ModelState& state, const Tensor& src, int64_t vocab)
+      : model_(model), state_(state), src_(src), vocab_(vocab) {}
+  int64_t vocab() const override { return vocab_; }
+  Status step(const std::vector<int32_t>& last, const std::vector<int64_t>& sourceRows,
+              std::vector<float>& logits) override {
+    const int64_t r = (int64_t)last.size(), width = src_.shape[1];
+    Tensor tgt = Tensor::zeros(DType::I32, {r, 1});
+    Tensor src = Tensor::zeros(DType::I32, {r, width});
+    for (int64_t i = 0; i < r; ++i) {
+      tgt.data<int32_t>()[i] = last[i];
+      std::copy_n(src_.data<int32_t>() + sourceRows[i] * width, width, src.data<int32_t>() + i * width);
+    }
+    if (Status s = model_.runInto("decode_step", {{"src_tokens", src}, {"tgt_tokens", tgt}}, outputs_,
+                                  &state_);
+        !s.isOk())
+      return s;
+    const Tensor& out = outputs_.at("logits");
+    logits.assign(out.data<float>(), out.data<float>() + r * vocab_);
+    return Status::ok();
+  }
+  Status reorder(const std::vector<int32_t>& parents) override { return state_.reorder(parents); }
+
+private:
+  CompiledModel& model_;
+  ModelState& state_;
+  const Tensor& src_;
+  int64_t vocab_;
+  std::map<std::string, Tensor> outputs_;
+};
+}  // namespace
+
+StatusOr<std::vector<std::vector<Hypothesis>>> Translator::translate(
+    const std::vector<std::vector<int32_t>>& sources, const SearchOptions& o,
+    const std::vector<std::vector<int32_t>>* prefixes, int64_t firstLine) {
+  const int k = o.beam;
+  if (k < 1) return Status::error("--beam must be >= 1, got " + std::to_string(k));
+  if (o.sample && k != 1) return Status::error("--sample draws one hypothesis: use --beam 1");
+  if (o.nBest < 1 || o.nBest > k)
+    return Status::error("--n-best must be 1 to the beam size " + std::to_string(k));
+  if (o.temperature <= 0) return Status::error("--temperature must be > 0");
+  if (o.topP <= 0 || o.topP > 1) return Status::error("--top-p must be in (0, 1]");
+  if (o.repetitionPenalty <= 0) return Status::error("--repetition-penalty must be > 0");
+  const int64_t b = (int64_t)sources.size(), v = ids_.tgtVocab;
+  if (b == 0) return std::vector<std::vector<Hypothesis>>{};
+  if (b * k > rows_)
+    return Status::error("a batch of " + std::to_string(b) + " with beam " + std::to_string(k) +
+                         " needs " + std::to_string(b * k) + " rows, over the compiled " +
+                         std::to_string(rows_) + " (--max-batch · --max-beam)");
+  // A step writes one position: BOS and N tokens need N + 1 of them.
+  const int64_t capacity = positions_ - 1;
+  if (o.maxLen > capacity)
+    return Status::error("--max-len " + std::to_string(o.maxLen) + " is over the cache's capacity: " +
+                         std::to_string(positions_) + " positions (--max-seq-len) hold at most " +
+                         std::to_string(capacity) + " output tokens");
+  std::vector<SearchSentence> sentences(b);
+  for (int64_t i = 0; i < b; ++i) {
+    SearchSentence& s = sentences[i];
+    s.line = firstLine + i;
+    s.maxLen = (int)(o.maxLen > 0 ? o.maxLen
+                                  : std::min<int64_t>((int64_t)sources[i].size() + 50, capacity));
+    s.minLen = o.minLen;
+    if (prefixes && i < (int64_t)prefixes->size()) s.prefix = (*prefixes)[i];
+    for (int32_t id : s.prefix)
+      if (id < 0 || id >= v)
+        return Status::error(lineName(s.line) + ": prefix id " + std::to_string(id) +
+                             " is outside the target vocabulary [0, " + std::to_string(v) + ")");
+    if ((int64_t)s.prefix.size() > s.maxLen)
+      return Status::error(lineName(s.line) + ": a prefix of " + std::to_string(s.prefix.size()) +
+                           " ids is longer than the length limit " + std::to_string(s.maxLen));
+  }
+  auto src = encode(sources, firstLine);
+  if (!src.isOk()) return src.status();
+  CompiledStep step(model_, *state_, *src, v);
+  return search(step, sentences, o, ids_);
+}
+
+StatusOr<std::vector<Hypothesis>> Translator::score(
+    const std::vector<std::vector<int32_t>>& sources,
+    const std::vector<std::vector<int32_t>>& targets, int64_t firstLine) {
+  if (sources.size() != targets.size())
+    return Status::error(std::to_string(sources.size()) + " sources but " +
+                         std::to_string(targets.size()) + " targets");
+  if (sources.empty()) return std::vector<Hypothesis>{};
+  const int64_t b = (int64_t)sources.size(), v = ids_.tgtVocab;
+  int64_t n = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    for (int32_t id : targets[i])
+      if (id < 0 || id >= v)
+        return Status::error(lineName(firstLine + (int64_t)i) + ": target id " +
+                             std::to_string(id) + " is outside the target vocabulary [0, " +
+                             std::to_string(v) + ")");
+    if ((int64_t)targets[i].size() + 1 > positions_)
+      return Status::error(lineName(firstLine + (int64_t)i) + ": a target of " +
+                           std::to_string(targets[i].size()) + " ids is over the cache's " +
+                           std::to_string(positions_) + " positions (--max-seq-len) with BOS");
+    n = std::max(n, (int64_t)targets[i].size() + 1);
+  }
+  auto src = encode(sources, firstLine);
+  if (!src.isOk()) return src.status();
+  // All positions in one step: BOS + target, padded past each row's end
+  // (causal attention keeps the padding out of the positions scored).
+  Tensor tgt = Tensor::zeros(DType::I32, {b, n});
+  for (int64_t i = 0; i < b; ++i) {
+    int32_t* row = tgt.data<int32_t>() + i * n;
+    std::fill(row, row + n, ids_.pad >= 0 ? ids_.pad : ids_.eos);
+    row[0] = ids_.bos;
+    std::copy(targets[i].begin(), targets[i].end(), row + 1);
+  }
+  auto out = model_.run("decode_step", {{"src_tokens", *src}, {"tgt_tokens", tgt}}, state_.get());
+  if (!out.isOk()) return out.status();
+  const float* logits = out->at("logits").data<float>();
+  std::vector<Hypothesis> result(b);
+  std::vector<double> row(v), logProbs;
+  for (int64_t i = 0; i < b; ++i) {
+    Hypothesis& h = result[i];
+    h.ids = targets[i];
+    for (size_t t = 0; t <= targets[i].size(); ++t) {
+      int32_t label = t < targets[i].size() ? targets[i][t] : ids_.eos;
+      for (int64_t j = 0; j < v; ++j) row[j] = logits[(i * n + (int64_t)t) * v + j];
+      logSoftmax(row, logProbs);
+      h.tokenLogProbs.push_back(logProbs[label]);
+      h.logProb += logProbs[label];
+    }
+    h.score = h.logProb;
+  }
+  return result;
+}
+
+}  // namespace transfuse::rt
