@@ -19,6 +19,8 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/host/CompiledModel.h"
 #include "runtime/kernels/Targets.h"
+#include "tools/Cli.h"
+#include "tools/DecodeCommands.h"
 #include "tools/ModelTools.h"
 #include "tools/StressTest.h"
 #include "models/Models.h"
@@ -45,30 +47,9 @@ using namespace mlir;
 using namespace mlir::transfuse;
 namespace rt = ::transfuse::rt;
 namespace tk = ::transfuse::kernels;
+using namespace mlir::transfuse::tools;
 
 namespace {
-
-/// A command's flags: name -> (takes a value, help text).
-struct FlagSpec {
-  const char *name;
-  const char *metavar; // nullptr: a boolean flag
-  const char *help;
-};
-
-struct Command {
-  const char *name;
-  const char *usage;
-  const char *summary;
-  std::vector<FlagSpec> flags;
-  int (*run)(const std::vector<std::string> &positional,
-             const std::map<std::string, std::string> &flags);
-};
-
-[[noreturn]] void die(const llvm::Twine &message) {
-  llvm::outs().flush(); // what was printed comes before the error
-  llvm::errs() << "transfuse: error: " << message << "\n";
-  std::exit(1);
-}
 
 void printHelp(const Command &c) {
   llvm::outs() << "usage: transfuse " << c.usage << "\n\n" << c.summary << "\n\noptions:\n";
@@ -77,41 +58,6 @@ void printHelp(const Command &c) {
     llvm::outs() << llvm::left_justify(left, 26) << " " << f.help << "\n";
   }
   llvm::outs() << llvm::left_justify("  --help", 26) << " show this help\n";
-}
-
-/// The integer value of a flag in [min, max], or `fallback` when absent.
-int64_t intFlag(const std::map<std::string, std::string> &flags, const std::string &name,
-                int64_t fallback, int64_t min = 0, int64_t max = int64_t{1} << 30) {
-  auto it = flags.find(name);
-  if (it == flags.end())
-    return fallback;
-  int64_t v;
-  if (llvm::StringRef(it->second).getAsInteger(10, v))
-    die("flag " + name + " expects an integer, got '" + it->second + "'");
-  if (v < min || v > max)
-    die("flag " + name + " must be in [" + llvm::Twine(min) + ", " + llvm::Twine(max) +
-        "], got " + llvm::Twine(v));
-  return v;
-}
-
-std::string flag(const std::map<std::string, std::string> &flags, const std::string &name,
-                 const std::string &fallback = "") {
-  auto it = flags.find(name);
-  return it == flags.end() ? fallback : it->second;
-}
-
-template <typename T>
-T orDie(llvm::Expected<T> value) {
-  if (!value)
-    die(llvm::toString(value.takeError()));
-  return std::move(*value);
-}
-
-template <typename T>
-T orDie(rt::StatusOr<T> value) {
-  if (!value.isOk())
-    die(value.status().message());
-  return std::move(*value);
 }
 
 /// "761 ops, 182 parameters (63119496 weights)"
@@ -129,6 +75,7 @@ BuildOptions buildOptions(const std::map<std::string, std::string> &flags) {
   BuildOptions o;
   o.maxBatch = intFlag(flags, "--max-batch", 0, 1, 1 << 16);
   o.maxSeqLen = intFlag(flags, "--max-seq-len", 0, 1, 1 << 20);
+  o.maxBeam = intFlag(flags, "--max-beam", 0, 1, 1 << 10);
   return o;
 }
 
@@ -567,7 +514,9 @@ int main(int argc, char **argv) {
                                  "elementwise or all; combine with '+'"},
         {"--report", nullptr, "print what fused and why the rest did not (also DIR/report.json)"},
         {"--max-batch", "N", "maximum batch size (default 8; MLIR input: its own)"},
-        {"--max-seq-len", "N", "maximum sequence length (default: the config's max_seq_len)"}},
+        {"--max-seq-len", "N", "maximum sequence length (default: the config's max_seq_len)"},
+        {"--max-beam", "K", "decoding entries: beams per sentence the cache holds (default 4; "
+                            "its rows are max-batch · max-beam)"}},
        runCompile},
       {"run", "run DIR --inputs IN.safetensors --outputs OUT.safetensors [options]",
        "Runs an entry point of a compiled model on named input tensors.",
@@ -608,6 +557,46 @@ int main(int argc, char **argv) {
                             "SSE4, ...; also $TRANSFUSE_ISA)"},
         {"--json", nullptr, "print one JSON object (with a gflops field)"}},
        runBench},
+      {"translate", "translate DIR [options] < SOURCES",
+       "Translates with a compiled encoder_decoder's KV cache: one source of space-separated\n"
+       "ids per line (stdin by default, without BOS/EOS: the config's conventions add them),\n"
+       "one output of ids per line. Greedy by default; beam search with the paper's length\n"
+       "penalty; sampling. Every line is translated before anything is printed.",
+       {{"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
+        {"--weights-seed", "N", "seed of the random weights (default 0)"},
+        {"--input", "FILE", "sources (default: stdin)"},
+        {"--beam", "K", "beam size (default 1: greedy)"},
+        {"--alpha", "A", "length penalty ((5 + len) / 6)^A (default 0: none; the paper: 0.6)"},
+        {"--max-len", "N", "at most N output tokens, EOS not counted (default: source length + 50, "
+                           "capped by the cache)"},
+        {"--min-len", "N", "no EOS before N output tokens (default 0)"},
+        {"--n-best", "N", "print 'i ||| ids ||| score' for the N best (score: normalized "
+                          "log-probability)"},
+        {"--scores", nullptr, "n-best format with the raw log-probability appended"},
+        {"--prefix-ids", "FILE", "forced output prefixes, one line of ids per source"},
+        {"--no-repeat-ngram", "N", "never repeat an n-gram of N tokens"},
+        {"--repetition-penalty", "X", "divide (or multiply, when negative) logits of output "
+                                      "tokens by X"},
+        {"--sample", nullptr, "sample instead of searching (beam 1)"},
+        {"--temperature", "T", "--sample: softmax temperature (default 1)"},
+        {"--top-k", "K", "--sample: the K likeliest tokens only (default: all)"},
+        {"--top-p", "P", "--sample: the smallest set with probability P (default 1)"},
+        {"--seed", "S", "--sample: seed; with the line index it keys the draws (default 0)"},
+        {"--batch-size", "B", "sources per batch (default: what the artifact's rows allow, "
+                              "up to 32)"},
+        {"--threads", "T", "threads (default: one per hardware thread)"}},
+       runTranslate},
+      {"score", "score DIR --input SRC --targets TGT [options]",
+       "Forced decoding: for each source and target (lines of ids without BOS/EOS), the\n"
+       "total log-probability of the target with its EOS, then each token's:\n"
+       "'total ||| lp1 lp2 ... lpEOS'.",
+       {{"--input", "FILE", "sources"},
+        {"--targets", "FILE", "targets, one per source"},
+        {"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
+        {"--weights-seed", "N", "seed of the random weights (default 0)"},
+        {"--batch-size", "B", "pairs per batch (default: up to 32)"},
+        {"--threads", "T", "threads (default: one per hardware thread)"}},
+       runScore},
       {"stress", "stress DIR|MODEL... [options]",
        "Runs compiled models (directories, or definitions compiled first with fusion all)\n"
        "from many threads at once on inputs of mixed sizes with bad inputs interleaved:\n"

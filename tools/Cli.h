@@ -1,0 +1,101 @@
+//===- Cli.h - the drivers' flags and errors -------------------------------===//
+//
+// What every command of the `transfuse` driver shares: its flag table, the
+// flag readers and the one way to fail (a message naming the flag or file,
+// exit code 1). Only tools/ includes this.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_TOOLS_CLI_H
+#define TRANSFUSE_TOOLS_CLI_H
+
+#include "runtime/Status.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlir::transfuse::tools {
+
+namespace rt = ::transfuse::rt;
+
+/// A command's flags: name -> (takes a value, help text).
+struct FlagSpec {
+  const char *name;
+  const char *metavar; // nullptr: a boolean flag
+  const char *help;
+};
+
+struct Command {
+  const char *name;
+  const char *usage;
+  const char *summary;
+  std::vector<FlagSpec> flags;
+  int (*run)(const std::vector<std::string> &positional,
+             const std::map<std::string, std::string> &flags);
+};
+
+[[noreturn]] inline void die(const llvm::Twine &message) {
+  llvm::outs().flush(); // what was printed comes before the error
+  llvm::errs() << "transfuse: error: " << message << "\n";
+  std::exit(1);
+}
+
+/// The integer value of a flag in [min, max], or `fallback` when absent.
+inline int64_t intFlag(const std::map<std::string, std::string> &flags, const std::string &name,
+                       int64_t fallback, int64_t min = 0, int64_t max = int64_t{1} << 30) {
+  auto it = flags.find(name);
+  if (it == flags.end())
+    return fallback;
+  int64_t v;
+  if (llvm::StringRef(it->second).getAsInteger(10, v))
+    die("flag " + name + " expects an integer, got '" + it->second + "'");
+  if (v < min || v > max)
+    die("flag " + name + " must be in [" + llvm::Twine(min) + ", " + llvm::Twine(max) +
+        "], got " + llvm::Twine(v));
+  return v;
+}
+
+inline std::string flag(const std::map<std::string, std::string> &flags, const std::string &name,
+                        const std::string &fallback = "") {
+  auto it = flags.find(name);
+  return it == flags.end() ? fallback : it->second;
+}
+
+template <typename T>
+T orDie(llvm::Expected<T> value) {
+  if (!value)
+    die(llvm::toString(value.takeError()));
+  return std::move(*value);
+}
+
+template <typename T>
+T orDie(rt::StatusOr<T> value) {
+  if (!value.isOk())
+    die(value.status().message());
+  return std::move(*value);
+}
+
+/// The number value of a flag, or `fallback` when absent; `what` says
+/// what it must be when `ok` refuses it ("a number > 0").
+template <typename Ok>
+double floatFlag(const std::map<std::string, std::string> &flags, const std::string &name,
+                 double fallback, Ok ok, const char *what) {
+  auto it = flags.find(name);
+  if (it == flags.end())
+    return fallback;
+  double v;
+  if (llvm::StringRef(it->second).getAsDouble(v) || !ok(v))
+    die("flag " + name + " expects " + what + ", got '" + it->second + "'");
+  return v;
+}
+
+} // namespace mlir::transfuse::tools
+
+#endif // TRANSFUSE_TOOLS_CLI_H

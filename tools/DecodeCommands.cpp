@@ -1,0 +1,192 @@
+//===- DecodeCommands.cpp - translate, score and bench decode --------------===//
+
+#include "tools/DecodeCommands.h"
+
+#include "runtime/host/CompiledModel.h"
+#include "runtime/host/Search.h"
+#include "tools/Cli.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <string>
+
+using namespace mlir::transfuse::tools;
+
+namespace {
+
+/// The lines of `path` ("" or "-": stdin) as space-separated ids; an empty
+/// line is an empty list. Anything else is an error naming the file and line.
+std::vector<std::vector<int32_t>> readIdLines(const std::string &path) {
+  std::string name = path.empty() || path == "-" ? "<stdin>" : path;
+  auto buffer = path.empty() || path == "-" ? llvm::MemoryBuffer::getSTDIN()
+                                            : llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    die("cannot read '" + name + "': " + buffer.getError().message());
+  std::vector<std::vector<int32_t>> lines;
+  llvm::StringRef text = (*buffer)->getBuffer();
+  if (text.ends_with("\n"))
+    text = text.drop_back();
+  if (text.empty())
+    return lines;
+  llvm::SmallVector<llvm::StringRef> rows;
+  text.split(rows, '\n');
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::vector<int32_t> ids;
+    llvm::SmallVector<llvm::StringRef> words;
+    rows[i].rtrim("\r").split(words, ' ', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef w : words) {
+      int64_t id;
+      if (w.getAsInteger(10, id) || id < 0 || id > INT32_MAX)
+        die(name + ": line " + llvm::Twine(i + 1) + ": '" + w + "' is not a token id");
+      ids.push_back((int32_t)id);
+    }
+    lines.push_back(std::move(ids));
+  }
+  return lines;
+}
+
+std::string joinIds(const std::vector<int32_t> &ids) {
+  std::string s;
+  for (int32_t id : ids)
+    s += (s.empty() ? "" : " ") + std::to_string(id);
+  return s;
+}
+
+struct Artifact {
+  std::unique_ptr<rt::CompiledModel> model;
+  rt::TokenIds ids;
+};
+
+/// DIR's library with weights (--weights, else random from --weights-seed)
+/// and --threads, and its token conventions.
+Artifact loadArtifact(const std::vector<std::string> &positional,
+                      const std::map<std::string, std::string> &flags, const char *command) {
+  if (positional.size() != 1)
+    die(llvm::Twine(command) + " expects one compiled model directory");
+  const std::string &dir = positional[0];
+  std::string lib = dir + "/libmodel.so";
+  if (!llvm::sys::fs::exists(lib))
+    die("'" + dir + "' has no libmodel.so (compile the model for the cpu target first)");
+  rt::LoadOptions load;
+  load.weightsPath = flag(flags, "--weights");
+  load.seed = (uint64_t)intFlag(flags, "--weights-seed", 0, 0, INT64_MAX);
+  load.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
+  Artifact a;
+  a.model = orDie(rt::CompiledModel::load(lib, load));
+  a.ids = orDie(rt::readTokenIds(dir + "/manifest.json"));
+  return a;
+}
+
+} // namespace
+
+int mlir::transfuse::tools::runTranslate(const std::vector<std::string> &positional,
+                                         const std::map<std::string, std::string> &flags) {
+  rt::SearchOptions o;
+  o.beam = (int)intFlag(flags, "--beam", 1, 1, 1024);
+  o.alpha = floatFlag(flags, "--alpha", 0.0, [](double v) { return v >= 0; }, "a number >= 0");
+  o.maxLen = (int)intFlag(flags, "--max-len", 0, 1, 1 << 20);
+  o.minLen = (int)intFlag(flags, "--min-len", 0, 0, 1 << 20);
+  o.nBest = (int)intFlag(flags, "--n-best", 1, 1, 1024);
+  if (o.nBest > o.beam)
+    die("flag --n-best " + llvm::Twine(o.nBest) + " is over the beam size " + llvm::Twine(o.beam));
+  o.noRepeatNgram = (int)intFlag(flags, "--no-repeat-ngram", 0, 0, 1024);
+  o.repetitionPenalty = floatFlag(flags, "--repetition-penalty", 1.0,
+                                  [](double v) { return v > 0; }, "a number > 0");
+  o.sample = flags.count("--sample") != 0;
+  for (const char *f : {"--temperature", "--top-k", "--top-p", "--seed"})
+    if (flags.count(f) && !o.sample)
+      die(llvm::Twine("flag ") + f + " applies to --sample");
+  if (o.sample && o.beam != 1)
+    die("flag --sample draws one hypothesis per source: use it with --beam 1");
+  o.temperature = floatFlag(flags, "--temperature", 1.0, [](double v) { return v > 0; }, "a number > 0");
+  o.topK = (int)intFlag(flags, "--top-k", 0, 0, 1 << 24);
+  o.topP = floatFlag(flags, "--top-p", 1.0, [](double v) { return v > 0 && v <= 1; },
+                     "a number in (0, 1]");
+  o.seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
+  bool nbestFormat = flags.count("--n-best") || flags.count("--scores");
+  bool raw = flags.count("--scores") != 0;
+
+  Artifact a = loadArtifact(positional, flags, "translate");
+  auto translator = orDie(rt::Translator::create(*a.model, a.ids));
+  int64_t batch = intFlag(flags, "--batch-size", std::max<int64_t>(1, std::min<int64_t>(32, translator->rows() / o.beam)),
+                          1, 1 << 20);
+  if (batch * o.beam > translator->rows())
+    die("flag --batch-size " + llvm::Twine(batch) + " with --beam " + llvm::Twine(o.beam) +
+        " needs " + llvm::Twine(batch * o.beam) + " rows; the artifact has " +
+        llvm::Twine(translator->rows()) + " (compile with a larger --max-batch or --max-beam)");
+  std::vector<std::vector<int32_t>> sources = readIdLines(flag(flags, "--input"));
+  std::vector<std::vector<int32_t>> prefixes;
+  if (flags.count("--prefix-ids")) {
+    prefixes = readIdLines(flag(flags, "--prefix-ids"));
+    if (prefixes.size() != sources.size())
+      die("--prefix-ids has " + llvm::Twine(prefixes.size()) + " lines for " +
+          llvm::Twine(sources.size()) + " sources");
+  }
+  // Everything is translated before anything is printed: a bad line later
+  // in the input leaves no partial output.
+  std::string out;
+  for (size_t first = 0; first < sources.size(); first += batch) {
+    size_t end = std::min(sources.size(), first + (size_t)batch);
+    std::vector<std::vector<int32_t>> part(sources.begin() + first, sources.begin() + end);
+    std::vector<std::vector<int32_t>> partPrefixes;
+    if (!prefixes.empty())
+      partPrefixes.assign(prefixes.begin() + first, prefixes.begin() + end);
+    auto result = translator->translate(part, o, prefixes.empty() ? nullptr : &partPrefixes,
+                                        (int64_t)first);
+    if (!result.isOk())
+      die(flag(flags, "--input", "<stdin>") + ": " + result.status().message());
+    for (size_t i = 0; i < result->size(); ++i)
+      for (const rt::Hypothesis &h : (*result)[i]) {
+        if (!nbestFormat) {
+          out += joinIds(h.ids) + "\n";
+          continue;
+        }
+        out += std::to_string(first + i) + " ||| " + joinIds(h.ids) + " ||| " +
+               llvm::formatv("{0:F6}", h.score).str();
+        if (raw)
+          out += " ||| " + llvm::formatv("{0:F6}", h.logProb).str();
+        out += "\n";
+      }
+  }
+  llvm::outs() << out;
+  return 0;
+}
+
+int mlir::transfuse::tools::runScore(const std::vector<std::string> &positional,
+                                     const std::map<std::string, std::string> &flags) {
+  std::string input = flag(flags, "--input"), targetsPath = flag(flags, "--targets");
+  if (input.empty() || targetsPath.empty())
+    die("score needs --input SRC and --targets TGT (one line of ids each)");
+  Artifact a = loadArtifact(positional, flags, "score");
+  auto translator = orDie(rt::Translator::create(*a.model, a.ids));
+  std::vector<std::vector<int32_t>> sources = readIdLines(input), targets = readIdLines(targetsPath);
+  if (sources.size() != targets.size())
+    die("--targets has " + llvm::Twine(targets.size()) + " lines for " +
+        llvm::Twine(sources.size()) + " sources");
+  int64_t batch = intFlag(flags, "--batch-size", std::min<int64_t>(32, translator->rows()), 1,
+                          translator->rows());
+  std::string out;
+  for (size_t first = 0; first < sources.size(); first += batch) {
+    size_t end = std::min(sources.size(), first + (size_t)batch);
+    auto scored = translator->score({sources.begin() + first, sources.begin() + end},
+                                    {targets.begin() + first, targets.begin() + end},
+                                    (int64_t)first);
+    if (!scored.isOk())
+      die(input + ": " + scored.status().message());
+    for (const rt::Hypothesis &h : *scored) {
+      out += llvm::formatv("{0:F6}", h.logProb).str() + " |||";
+      for (double lp : h.tokenLogProbs)
+        out += " " + llvm::formatv("{0:F6}", lp).str();
+      out += "\n";
+    }
+  }
+  llvm::outs() << out;
+  return 0;
+}
+
+int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &,
+                                           const std::map<std::string, std::string> &) {
+  die("bench decode is not built yet");
+}

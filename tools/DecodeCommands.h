@@ -1,0 +1,28 @@
+//===- DecodeCommands.h - translate, score and bench decode ----------------===//
+//
+// The commands that decode with a compiled artifact's KV cache through the
+// runtime's Translator (runtime/host/Search.h): `transfuse translate`,
+// `transfuse score` and `transfuse bench decode`. Their flags are listed in
+// transfuse.cpp's command table.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_TOOLS_DECODECOMMANDS_H
+#define TRANSFUSE_TOOLS_DECODECOMMANDS_H
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlir::transfuse::tools {
+
+int runTranslate(const std::vector<std::string> &positional,
+                 const std::map<std::string, std::string> &flags);
+int runScore(const std::vector<std::string> &positional,
+             const std::map<std::string, std::string> &flags);
+/// `bench decode MODEL`: positional[0] is "decode".
+int runBenchDecode(const std::vector<std::string> &positional,
+                   const std::map<std::string, std::string> &flags);
+
+} // namespace mlir::transfuse::tools
+
+#endif // TRANSFUSE_TOOLS_DECODECOMMANDS_H
