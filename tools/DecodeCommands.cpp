@@ -5,9 +5,13 @@
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/Search.h"
 #include "tools/Cli.h"
+#include "tools/ModelTools.h"
+#include "runtime/kernels/Targets.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <string>
@@ -186,7 +190,59 @@ int mlir::transfuse::tools::runScore(const std::vector<std::string> &positional,
   return 0;
 }
 
-int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &,
-                                           const std::map<std::string, std::string> &) {
-  die("bench decode is not built yet");
+int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &positional,
+                                           const std::map<std::string, std::string> &flags) {
+  if (positional.size() != 2)
+    die("bench decode expects one model definition: bench decode MODEL.json");
+  for (const auto &[name, value] : flags)
+    if (name != "--json" && name != "--threads" && name != "--min-seconds" && name != "--batch" &&
+        name != "--src-len" && name != "--new-tokens" && name != "--beam" &&
+        name != "--recompute" && name != "--fusion" && name != "--cxx" && name != "--isa")
+      die("flag " + name + " does not apply to 'bench decode'");
+  DecodeBenchOptions o;
+  o.batch = intFlag(flags, "--batch", 1, 1, 1 << 12);
+  o.srcLen = intFlag(flags, "--src-len", 24, 1, 1 << 16);
+  o.newTokens = intFlag(flags, "--new-tokens", 32, 1, 1 << 16);
+  o.beam = (int)intFlag(flags, "--beam", 1, 1, 64);
+  o.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
+  o.recompute = flags.count("--recompute") != 0;
+  o.minSeconds = floatFlag(flags, "--min-seconds", 2.0, [](double v) { return v >= 0; },
+                           "a number >= 0");
+  o.fusion = flag(flags, "--fusion", "all");
+  o.build.cxx = flag(flags, "--cxx");
+  DecodeBenchResult r = orDie(benchDecode(positional[1], o));
+  if (flags.count("--json")) {
+    llvm::json::Object j{{"model", positional[1]},
+                         {"batch", o.batch},
+                         {"src_len", o.srcLen},
+                         {"new_tokens", o.newTokens},
+                         {"beam", o.beam},
+                         {"threads", r.threads},
+                         {"fusion", o.fusion},
+                         {"target", ::transfuse::kernels::bestTargetName()},
+                         {"runs", r.runs},
+                         {"median_ms", r.medianMs},
+                         {"min_ms", r.minMs},
+                         {"ms_per_step", r.medianMs / (double)o.newTokens},
+                         {"tokens_per_s", r.tokensPerSecond}};
+    if (o.recompute) {
+      j["recompute_median_ms"] = r.recomputeMs;
+      j["recompute_tokens_per_s"] = r.recomputeTokensPerSecond;
+    }
+    llvm::outs() << llvm::json::Value(std::move(j)) << "\n";
+    return 0;
+  }
+  llvm::outs() << "bench decode " << positional[1] << ": B=" << o.batch << " S=" << o.srcLen
+               << " new=" << o.newTokens << " beam=" << o.beam << ", " << r.threads
+               << " thread(s), fusion " << o.fusion << ", "
+               << ::transfuse::kernels::bestTargetName() << "\n"
+               << llvm::format("cached:    %9.2f tokens/s  %8.3f ms/step  (request median %.2f ms, "
+                               "min %.2f ms, %lld runs)\n",
+                               r.tokensPerSecond, r.medianMs / (double)o.newTokens, r.medianMs,
+                               r.minMs, (long long)r.runs);
+  if (o.recompute)
+    llvm::outs() << llvm::format("recompute: %9.2f tokens/s  %8.3f ms/step  (cached is %.1fx)\n",
+                                 r.recomputeTokensPerSecond, r.recomputeMs / (double)o.newTokens,
+                                 r.tokensPerSecond / r.recomputeTokensPerSecond);
+  return 0;
 }

@@ -10,6 +10,7 @@
 #include "passes/Passes.h"
 #include "runtime/WeightBinding.h"
 #include "runtime/host/CompiledModel.h"
+#include "runtime/host/Search.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -404,4 +405,127 @@ llvm::Expected<BenchRow> tools::benchStrategy(StringRef modelPath, const FusionS
   row.minMs = ms.front();
   row.medianMs = ms[ms.size() / 2];
   return row;
+}
+
+llvm::Expected<DecodeBenchResult> tools::benchDecode(StringRef modelPath,
+                                                     const DecodeBenchOptions &o) {
+  MLIRContext context;
+  ::mlir::transfuse::BuildOptions build;
+  build.maxBatch = o.batch;
+  build.maxBeam = o.beam;
+  build.maxSeqLen = std::max(o.srcLen + 2, o.newTokens + 1);
+  auto module = loadModelDefinition(context, modelPath, build);
+  if (!module)
+    return module.takeError();
+  auto strategy = FusionStrategy::parse(o.fusion);
+  if (!strategy)
+    return strategy.takeError();
+  auto temp = TemporaryDirectory::create("transfuse-bench-decode");
+  if (!temp)
+    return temp.takeError();
+  const std::string &dir = temp->path();
+  auto compiled = compileModule(**module, *strategy, dir, Emit::kShared, o.build, nullptr);
+  if (!compiled)
+    return compiled.takeError();
+  rt::LoadOptions load;
+  load.threads = o.threads;
+  auto model = fromStatus(rt::CompiledModel::load(dir + "/libmodel.so", load));
+  if (!model)
+    return model.takeError();
+  auto ids = fromStatus(rt::readTokenIds(dir + "/manifest.json"));
+  if (!ids)
+    return ids.takeError();
+  auto translator = fromStatus(rt::Translator::create(**model, *ids));
+  if (!translator)
+    return translator.takeError();
+  // Sources of words only: ids above every special one.
+  int32_t lowest = std::max({ids->pad, ids->bos, ids->eos, int32_t{0}}) + 1;
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int32_t> word(lowest, (int32_t)ids->srcVocab - 1);
+  std::vector<std::vector<int32_t>> sources(o.batch);
+  for (auto &s : sources)
+    for (int64_t i = 0; i < o.srcLen; ++i)
+      s.push_back(word(rng));
+  rt::SearchOptions search;
+  search.beam = o.beam;
+  search.maxLen = (int)o.newTokens;
+  search.ignoreEos = true;
+  DecodeBenchResult result;
+  result.threads = (*model)->threads();
+  auto measure = [&](auto request) -> llvm::Expected<std::vector<double>> {
+    for (int i = 0; i < 1; ++i) // warm-up: arenas, outputs, the state's pages
+      if (llvm::Error e = request())
+        return std::move(e);
+    std::vector<double> ms;
+    auto start = std::chrono::steady_clock::now();
+    while ((int)ms.size() < o.minRuns || secondsSince(start) < o.minSeconds) {
+      auto t0 = std::chrono::steady_clock::now();
+      if (llvm::Error e = request())
+        return std::move(e);
+      ms.push_back(secondsSince(t0) * 1e3);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms;
+  };
+  auto cached = measure([&]() -> llvm::Error {
+    auto out = (*translator)->translate(sources, search);
+    if (!out.isOk())
+      return error(out.status().message());
+    for (auto &h : *out)
+      if (h.empty() || (int64_t)h[0].ids.size() != o.newTokens)
+        return error("a decode did not produce exactly " + std::to_string(o.newTokens) + " tokens");
+    return llvm::Error::success();
+  });
+  if (!cached)
+    return cached.takeError();
+  result.runs = (int64_t)cached->size();
+  result.minMs = cached->front();
+  result.medianMs = (*cached)[cached->size() / 2];
+  result.tokensPerSecond = (double)(o.batch * o.newTokens) / (result.medianMs / 1e3);
+  if (!o.recompute)
+    return result;
+  if (o.beam != 1)
+    return error("--recompute times greedy decoding: use it with --beam 1");
+  // The full prefix through forward every step, the last position's argmax
+  // (EOS and padding excluded, as the search excludes them).
+  rt::Tensor src = rt::Tensor::zeros(rt::DType::I32, {o.batch, o.srcLen + 2});
+  for (int64_t b = 0; b < o.batch; ++b) {
+    std::vector<int32_t> row;
+    if (ids->sourceBos)
+      row.push_back(ids->bos);
+    row.insert(row.end(), sources[b].begin(), sources[b].end());
+    row.push_back(ids->eos);
+    row.resize(o.srcLen + 2, ids->pad);
+    std::copy(row.begin(), row.end(), src.data<int32_t>() + b * (o.srcLen + 2));
+  }
+  auto again = measure([&]() -> llvm::Error {
+    std::vector<std::vector<int32_t>> prefix(o.batch, std::vector<int32_t>{ids->bos});
+    std::map<std::string, rt::Tensor> outputs;
+    for (int64_t step = 0; step < o.newTokens; ++step) {
+      int64_t t = step + 1;
+      rt::Tensor tgt = rt::Tensor::zeros(rt::DType::I32, {o.batch, t});
+      for (int64_t b = 0; b < o.batch; ++b)
+        std::copy(prefix[b].begin(), prefix[b].end(), tgt.data<int32_t>() + b * t);
+      if (rt::Status s = (*model)->runInto("forward", {{"src_tokens", src}, {"tgt_tokens", tgt}},
+                                           outputs);
+          !s.isOk())
+        return error(s.message());
+      const rt::Tensor &logits = outputs.at("logits");
+      int64_t v = logits.shape[2];
+      for (int64_t b = 0; b < o.batch; ++b) {
+        const float *row = logits.data<float>() + ((b * t) + t - 1) * v;
+        int32_t best = -1;
+        for (int32_t j = 0; j < v; ++j)
+          if (j != ids->eos && j != ids->pad && (best < 0 || row[j] > row[best]))
+            best = j;
+        prefix[b].push_back(best);
+      }
+    }
+    return llvm::Error::success();
+  });
+  if (!again)
+    return again.takeError();
+  result.recomputeMs = (*again)[again->size() / 2];
+  result.recomputeTokensPerSecond = (double)(o.batch * o.newTokens) / (result.recomputeMs / 1e3);
+  return result;
 }

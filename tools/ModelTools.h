@@ -111,6 +111,35 @@ struct BenchOptions {
 llvm::Expected<BenchRow> benchStrategy(llvm::StringRef modelPath, const FusionStrategy &strategy,
                                        const BenchOptions &options);
 
+struct DecodeBenchOptions {
+  int64_t batch = 1, srcLen = 24, newTokens = 32;
+  int beam = 1;
+  int threads = 0;
+  bool recompute = false;
+  double minSeconds = 2.0;
+  int minRuns = 3;
+  std::string fusion = "all";
+  cpu::BuildOptions build;
+};
+
+struct DecodeBenchResult {
+  int threads = 0;
+  int64_t runs = 0;
+  /// One request: encode and newTokens steps of every sentence (EOS
+  /// ignored, so every engine does the same work); medians and bests.
+  double medianMs = 0, minMs = 0;
+  double tokensPerSecond = 0; // batch · newTokens / the median request
+  /// The same tokens by recomputing the whole prefix through forward each
+  /// step (greedy), when asked.
+  double recomputeMs = 0, recomputeTokensPerSecond = 0;
+};
+
+/// Compiles `modelPath` (an encoder_decoder config) once into a temporary
+/// directory with its decoding entries at these maxima, draws random
+/// weights and sources of srcLen ids, and times translating them.
+llvm::Expected<DecodeBenchResult> benchDecode(llvm::StringRef modelPath,
+                                              const DecodeBenchOptions &options);
+
 } // namespace mlir::transfuse::tools
 
 #endif // TRANSFUSE_TOOLS_MODELTOOLS_H

@@ -372,8 +372,10 @@ int runBench(const std::vector<std::string> &positional,
       die("flag --isa: " + s.message());
   if (!positional.empty() && positional[0] == "model")
     return runBenchModel(positional, flags);
+  if (!positional.empty() && positional[0] == "decode")
+    return runBenchDecode(positional, flags);
   if (positional.size() != 1 || (positional[0] != "gemm" && positional[0] != "attention"))
-    die("bench expects gemm, attention or model MODEL");
+    die("bench expects gemm, attention, model MODEL or decode MODEL");
   bool json = flags.count("--json") != 0;
   int threads = (int)intFlag(flags, "--threads", 1, 1, 256);
   auto only = [&](std::initializer_list<const char *> allowed) {
@@ -529,21 +531,27 @@ int main(int argc, char **argv) {
         {"--entry", "NAME", "entry point (default forward)"},
         {"--f64-outputs", nullptr, "write float outputs as F64, as the reference backend computes them"}},
        runRun},
-      {"bench", "bench gemm|attention|model MODEL [options]",
+      {"bench", "bench gemm|attention|model MODEL|decode MODEL [options]",
        "Measures a kernel: GFLOP/s and the fraction of this machine's FMA peak, probed in\n"
        "the same run. Attention counts 4·B·H·Sq·Sk·D flops, halved when causal.\n"
        "`bench model MODEL` compiles the model once per fusion strategy and times its\n"
        "forward pass: median and min latency, arena, kernel calls, GFLOP/s (all matmul\n"
-       "FLOPs, causal attention counted in full).",
+       "FLOPs, causal attention counted in full). `bench decode MODEL` compiles an\n"
+       "encoder_decoder with its KV cache and times translating random sources: exactly\n"
+       "--new-tokens per sentence (EOS ignored), tokens/s of the whole request, encode included.",
        {{"--m", "M", "gemm: rows of A and C (default 1024)"},
         {"--n", "N", "gemm: columns of B and C (default 1024)"},
         {"--k", "K", "gemm: the contraction (default 1024)"},
         {"--epilogue", "E", "gemm: none, bias, relu, gelu, gelu_tanh or residual"},
-        {"--batch", "B", "attention: batch (default 1); model: batch (default 8)"},
-        {"--src-len", "S", "model: source length (default 64)"},
+        {"--batch", "B", "attention, decode: batch (default 1); model: batch (default 8)"},
+        {"--new-tokens", "N", "decode: tokens generated per sentence (default 32)"},
+        {"--beam", "K", "decode: beam size (default 1)"},
+        {"--recompute", nullptr, "decode: also time greedy by recomputing the prefix each step"},
+        {"--src-len", "S", "model: source length (default 64); decode: source ids (default 24)"},
         {"--tgt-len", "T", "model: target length (default 64)"},
         {"--fusion", "LIST", "model: strategies, comma-separated (default "
-                             "none,attention,layernorm,epilogue,projections,all)"},
+                             "none,attention,layernorm,epilogue,projections,all); decode: one "
+                             "(default all)"},
         {"--cxx", "PATH", "model: C++ compiler for the artifacts"},
         {"--heads", "H", "attention: heads (default 8)"},
         {"--seq", "S", "attention: query length (default 512)"},

@@ -3,6 +3,7 @@
 
 #include "runtime/Json.h"
 #include "runtime/Philox.h"
+#include "runtime/kernels/Norm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,14 +21,11 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 std::string lineName(int64_t line) { return "line " + std::to_string(line + 1); }
 
-// out[j] = x[j] - log Σ exp(x), in double.
-void logSoftmax(const std::vector<double>& x, std::vector<double>& out) {
-  double m = *std::max_element(x.begin(), x.end());
-  double sum = 0;
-  for (double v : x) sum += std::exp(v - m);
-  double lse = m + std::log(sum);
-  out.resize(x.size());
-  for (size_t j = 0; j < x.size(); ++j) out[j] = x[j] - lse;
+// lse[r] = log Σ_j exp(logits[r, j]) of `logits` [rows, v]: a token's
+// log-probability is its logit minus its row's.
+void rowLogSumExp(const float* logits, int64_t rows, int64_t v, std::vector<float>& lse) {
+  lse.resize(rows);
+  ::transfuse::kernels::logSumExp(logits, lse.data(), rows, v);
 }
 
 struct Beam {
@@ -224,7 +222,8 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
   // rows[r] = (sentence, beam): the model's row r holds that beam's cache.
   std::vector<std::pair<int, int>> rows;
   for (int i = 0; i < (int)b; ++i) rows.push_back({i, 0});
-  std::vector<double> logits(v), logProbs;
+  std::vector<double> logProbs(v);
+  std::vector<float> lse;
   std::vector<int32_t> last;
   std::vector<int64_t> sourceRows;
   std::vector<float> out;
@@ -238,6 +237,15 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
       sourceRows.push_back(sentences[si].sourceRow);
     }
     if (Status st = model.step(last, sourceRows, out); !st.isOk()) return st;
+    if (o.repetitionPenalty != 1.0)  // CTRL's: on the logits of tokens already output
+      for (int64_t i = 0; i < r; ++i) {
+        const Beam& beam = sentences[rows[i].first].beams[rows[i].second];
+        for (int32_t t : std::set<int32_t>(beam.tokens.begin(), beam.tokens.end())) {
+          float& x = out[i * v + t];
+          x = x > 0 ? (float)(x / o.repetitionPenalty) : (float)(x * o.repetitionPenalty);
+        }
+      }
+    rowLogSumExp(out.data(), r, v, lse);
 
     // Candidates of each sentence: (total log-probability, row, token).
     std::vector<std::vector<std::tuple<double, int64_t, int32_t>>> candidates(b);
@@ -245,11 +253,7 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
       Sentence& s = sentences[rows[i].first];
       const Beam& beam = s.beams[rows[i].second];
       const size_t len = beam.tokens.size();
-      for (int64_t j = 0; j < v; ++j) logits[j] = out[i * v + j];
-      if (o.repetitionPenalty != 1.0)
-        for (int32_t t : std::set<int32_t>(beam.tokens.begin(), beam.tokens.end()))
-          logits[t] = logits[t] > 0 ? logits[t] / o.repetitionPenalty : logits[t] * o.repetitionPenalty;
-      logSoftmax(logits, logProbs);
+      for (int64_t j = 0; j < v; ++j) logProbs[j] = (double)out[i * v + j] - lse[i];
       // What may follow: a forced prefix token, EOS at the length limit, no
       // padding, no EOS before the minimum, no repeated n-gram.
       auto only = [&](int32_t t) {
@@ -459,16 +463,17 @@ StatusOr<std::vector<Hypothesis>> Translator::score(
   if (!out.isOk()) return out.status();
   const float* logits = out->at("logits").data<float>();
   std::vector<Hypothesis> result(b);
-  std::vector<double> row(v), logProbs;
+  std::vector<float> lse;
+  rowLogSumExp(logits, b * n, v, lse);
   for (int64_t i = 0; i < b; ++i) {
     Hypothesis& h = result[i];
     h.ids = targets[i];
     for (size_t t = 0; t <= targets[i].size(); ++t) {
       int32_t label = t < targets[i].size() ? targets[i][t] : ids_.eos;
-      for (int64_t j = 0; j < v; ++j) row[j] = logits[(i * n + (int64_t)t) * v + j];
-      logSoftmax(row, logProbs);
-      h.tokenLogProbs.push_back(logProbs[label]);
-      h.logProb += logProbs[label];
+      int64_t row = i * n + (int64_t)t;
+      double lp = (double)logits[row * v + label] - lse[row];
+      h.tokenLogProbs.push_back(lp);
+      h.logProb += lp;
     }
     h.score = h.logProb;
   }

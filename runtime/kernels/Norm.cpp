@@ -16,6 +16,7 @@ namespace transfuse::kernels {
 
 HWY_EXPORT(AddLayerNormRows);
 HWY_EXPORT(SoftmaxRows);
+HWY_EXPORT(LogSumExpRows);
 
 void addLayerNorm(const float* x, const float* residual, const float* gamma,
                   const float* beta, float* y, float* sum, size_t rows, size_t width,
@@ -38,6 +39,13 @@ void softmax(const float* x, float* y, size_t rows, size_t width, rt::ThreadPool
   auto* fn = HWY_DYNAMIC_DISPATCH(SoftmaxRows);
   parallelFor(pool, rows, rowGrain(width),
               [&](size_t r0, size_t r1) { fn(x, y, width, r0, r1); });
+}
+
+void logSumExp(const float* x, float* out, size_t rows, size_t width, rt::ThreadPool* pool) {
+  if (rows == 0) return;
+  auto* fn = HWY_DYNAMIC_DISPATCH(LogSumExpRows);
+  parallelFor(pool, rows, rowGrain(width),
+              [&](size_t r0, size_t r1) { fn(x, out, width, r0, r1); });
 }
 
 }  // namespace transfuse::kernels

@@ -1,7 +1,7 @@
 // Row normalizations of the Transformer: layer_norm, add+layer_norm (the
 // residual stream's x + sublayer(x) followed by LN, as in the post-LN paper
 // layout, optionally returning the sum for the pre-LN residual stream) and a
-// plain row softmax. fp32, Highway-vectorized (dynamic dispatch per call),
+// plain row softmax and its log-sum-exp. fp32, Highway-vectorized (dynamic dispatch per call),
 // rows split across the runtime thread pool when one is given.
 //
 // Shapes: every tensor is rows × width, row-major and contiguous (row r starts
@@ -42,6 +42,12 @@ void addLayerNorm(const float* x, const float* residual, const float* gamma,
 // are all -inf (fully masked) yields zeros, never NaN.
 void softmax(const float* x, float* y, size_t rows, size_t width,
              rt::ThreadPool* pool = nullptr);
+// out[r] = log Σ_j exp(x[r,j]), so x[r,j] - out[r] is a log-probability (a
+// search's log-softmax without writing V values per row); -inf for a row
+// that is all -inf. Within 1e-6 (+ the row maximum's rounding) of the exact
+// value: the sum of softmax's exp terms.
+void logSumExp(const float* x, float* out, size_t rows, size_t width,
+               rt::ThreadPool* pool = nullptr);
 
 }  // namespace transfuse::kernels
 

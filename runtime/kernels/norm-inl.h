@@ -1,4 +1,5 @@
-// Per-target row kernels of Norm.cpp: layer_norm, add+layer_norm, softmax.
+// Per-target row kernels of Norm.cpp: layer_norm, add+layer_norm, softmax,
+// log-sum-exp.
 // Rows are contiguous (row r starts at r·width). Each function handles rows
 // [r0, r1), so callers split rows across threads. See Norm.h for the math.
 
@@ -135,6 +136,71 @@ HWY_NOINLINE void AddLayerNormRows(const float* x, const float* residual,
   }
 }
 
+// Σ_j exp(x_j - c) over a row with maximum mx > -inf, storing each term in
+// y when kStore, and c in *shift when given: c = k·ln 2 below, or mx.
+//   exp(x - max) = 2^(x·log2 e - k) with the integer k = ceil(max·log2 e)
+//   (so every result is <= 1 and the maximum's is >= 1/2): t = x·log2 e + c
+//   with c = 1.5·2^23 + 127 - k rounds x·log2 e - k to an integer n in the
+//   low mantissa bits (2^n is one shift), and r = x·log2 e - (n + k) comes
+//   from one FMA with the exact product, so r carries a single rounding.
+//   The polynomial is Exp2Fast's (Common-inl.h): ~2 ulp in all, about half
+//   the instructions of hn::Exp. Results below 2^-126 are flushed to 0.
+template <bool kStore>
+HWY_INLINE float ExpShiftedSum(const float* xr, float* yr, size_t width, float mx,
+                               double* shift = nullptr) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  const auto l2e = hn::Set(d, 1.44269504088896341f);
+  const float k = std::ceil(mx * 1.44269504088896341f);
+  const auto c = hn::Set(d, 12582912.0f + 127.0f - k);
+  const auto cmin = hn::Set(d, 12582912.0f + 1.0f);
+  // The shifter needs |k| < 2^22; rows with |max| > 2^21/log2 e (~1.45e6,
+  // not a real logit) take the plain path.
+  // The exactness of r needs a fused multiply-add: targets without one
+  // (SSE4 and below) take the plain path too.
+  const bool shifted = HWY_NATIVE_FMA && std::fabs(k) < 2097152.0f;
+  if (shift) *shift = shifted ? (double)k * 0.69314718055994530942 : (double)mx;
+  const auto vm = hn::Set(d, mx);
+  auto ex = [&](auto v) {
+    if (HWY_UNLIKELY(!shifted)) return Exp2Fast(d, hn::Mul(hn::Sub(v, vm), l2e));
+    const auto t = hn::MulAdd(v, l2e, c);
+    const auto u = hn::Sub(t, c);  // n + k, exact
+    const auto r = hn::MulSub(v, l2e, u);
+    return hn::IfThenZeroElse(hn::Not(hn::Ge(t, cmin)), Exp2Scaled(d, r, t));
+  };
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= width; i += 2 * N) {
+    const auto e0 = ex(hn::LoadU(d, xr + i));
+    const auto e1 = ex(hn::LoadU(d, xr + i + N));
+    if constexpr (kStore) {
+      hn::StoreU(e0, d, yr + i);
+      hn::StoreU(e1, d, yr + i + N);
+    }
+    s0 = hn::Add(s0, e0);
+    s1 = hn::Add(s1, e1);
+  }
+  for (; i + N <= width; i += N) {
+    const auto e = ex(hn::LoadU(d, xr + i));
+    if constexpr (kStore) hn::StoreU(e, d, yr + i);
+    s0 = hn::Add(s0, e);
+  }
+  if (i < width) {
+    const auto e = ex(LoadTail(d, xr + i, width - i, kNegInf));
+    if constexpr (kStore) StoreTail(d, e, yr + i, width - i);
+    s1 = hn::Add(s1, e);
+  }
+  return ReduceSumF(d, hn::Add(s0, s1));
+}
+
+// The maximum of a row (-inf for an empty or fully masked one).
+HWY_INLINE float RowMax(const float* xr, size_t width) {
+  const hn::ScalableTag<float> d;
+  return ReduceMaxF(d, FoldRow(d, xr, width, -std::numeric_limits<float>::infinity(),
+                               [](auto a, auto b) HWY_ATTR { return hn::Max(a, b); }));
+}
+
 // Rows [r0, r1) of y = softmax(x) along the row; a row whose maximum is -inf
 // (every entry -inf, i.e. fully masked) yields zeros. y may alias x.
 HWY_NOINLINE void SoftmaxRows(const float* x, float* y, size_t width, size_t r0, size_t r1) {
@@ -144,60 +210,31 @@ HWY_NOINLINE void SoftmaxRows(const float* x, float* y, size_t width, size_t r0,
   for (size_t r = r0; r < r1; ++r) {
     const float* xr = x + r * width;
     float* yr = y + r * width;
-    const float mx = ReduceMaxF(
-        d, FoldRow(d, xr, width, kNegInf, [](auto a, auto b) HWY_ATTR { return hn::Max(a, b); }));
+    const float mx = RowMax(xr, width);
     if (!(mx > kNegInf)) {  // fully masked (or empty) row
       for (size_t j = 0; j < width; ++j) yr[j] = 0.0f;
       continue;
     }
-    // exp(x - max) = 2^(x·log2 e - k) with the integer k = ceil(max·log2 e)
-    // (so every result is <= 1 and the maximum's is >= 1/2): t = x·log2 e + c
-    // with c = 1.5·2^23 + 127 - k rounds x·log2 e - k to an integer n in the
-    // low mantissa bits (2^n is one shift), and r = x·log2 e - (n + k) comes
-    // from one FMA with the exact product, so r carries a single rounding.
-    // The polynomial is Exp2Fast's (Common-inl.h): ~2 ulp in all, about half
-    // the instructions of hn::Exp. Results below 2^-126 are flushed to 0.
-    const auto l2e = hn::Set(d, 1.44269504088896341f);
-    const float k = std::ceil(mx * 1.44269504088896341f);
-    const auto c = hn::Set(d, 12582912.0f + 127.0f - k);
-    const auto cmin = hn::Set(d, 12582912.0f + 1.0f);
-    // The shifter needs |k| < 2^22; rows with |max| > 2^21/log2 e (~1.45e6,
-    // not a real logit) take the plain path.
-    // The exactness of r needs a fused multiply-add: targets without one
-    // (SSE4 and below) take the plain path too.
-    const bool shifted = HWY_NATIVE_FMA && std::fabs(k) < 2097152.0f;
-    const auto vm = hn::Set(d, mx);
-    auto ex = [&](auto v) {
-      if (HWY_UNLIKELY(!shifted)) return Exp2Fast(d, hn::Mul(hn::Sub(v, vm), l2e));
-      const auto t = hn::MulAdd(v, l2e, c);
-      const auto u = hn::Sub(t, c);  // n + k, exact
-      const auto r = hn::MulSub(v, l2e, u);
-      return hn::IfThenZeroElse(hn::Not(hn::Ge(t, cmin)), Exp2Scaled(d, r, t));
-    };
-    auto s0 = hn::Zero(d), s1 = hn::Zero(d);
     size_t i = 0;
-    for (; i + 2 * N <= width; i += 2 * N) {
-      const auto e0 = ex(hn::LoadU(d, xr + i));
-      const auto e1 = ex(hn::LoadU(d, xr + i + N));
-      hn::StoreU(e0, d, yr + i);
-      hn::StoreU(e1, d, yr + i + N);
-      s0 = hn::Add(s0, e0);
-      s1 = hn::Add(s1, e1);
-    }
-    for (; i + N <= width; i += N) {
-      const auto e = ex(hn::LoadU(d, xr + i));
-      hn::StoreU(e, d, yr + i);
-      s0 = hn::Add(s0, e);
-    }
-    if (i < width) {
-      const auto e = ex(LoadTail(d, xr + i, width - i, kNegInf));
-      StoreTail(d, e, yr + i, width - i);
-      s1 = hn::Add(s1, e);
-    }
-    const auto inv = hn::Set(d, 1.0f / ReduceSumF(d, hn::Add(s0, s1)));
-    i = 0;
+    const auto inv = hn::Set(d, 1.0f / ExpShiftedSum<true>(xr, yr, width, mx));
     for (; i + N <= width; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, yr + i), inv), d, yr + i);
     for (; i < width; ++i) yr[i] *= hn::GetLane(inv);
+  }
+}
+
+// out[r] = log Σ_j exp(x[r, j]) for rows [r0, r1): max + log Σ exp(x - max),
+// the sum as softmax forms it; -inf for a fully masked row.
+HWY_NOINLINE void LogSumExpRows(const float* x, float* out, size_t width, size_t r0, size_t r1) {
+  for (size_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * width;
+    const float mx = RowMax(xr, width);
+    if (!(mx > -std::numeric_limits<float>::infinity())) {
+      out[r] = mx;
+      continue;
+    }
+    double shift;
+    const float sum = ExpShiftedSum<false>(xr, nullptr, width, mx, &shift);
+    out[r] = static_cast<float>(shift + std::log((double)sum));
   }
 }
 

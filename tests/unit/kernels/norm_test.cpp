@@ -128,6 +128,37 @@ TEST_P(NormTest, Softmax) {
   }
 }
 
+// log Σ exp against a double reference: rows of logits (a vocabulary's
+// width and every sweep size), partially and fully masked, misaligned.
+TEST_P(NormTest, LogSumExp) {
+  std::mt19937 rng(11);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  std::vector<size_t> widths = ktest::sweepSizes();
+  widths.push_back(37000);
+  for (size_t w : widths) {
+    for (size_t mis : {0, 3}) {
+      const size_t rows = 4;
+      Buf x(rows * w, mis);
+      x.fill(rng, -30.0f, 30.0f);
+      for (size_t j = 0; j < w; j += 3) x[1 * w + j] = ninf;
+      for (size_t j = 0; j < w; ++j) x[2 * w + j] = ninf;
+      std::vector<float> out(rows);
+      logSumExp(x.data(), out.data(), rows, w);
+      for (size_t r = 0; r < rows; ++r) {
+        double mx = -INFINITY, sum = 0;
+        for (size_t j = 0; j < w; ++j) mx = std::max<double>(mx, x[r * w + j]);
+        if (w == 0 || mx == -INFINITY) {
+          ASSERT_EQ(out[r], ninf) << "w=" << w << " row " << r;
+          continue;
+        }
+        for (size_t j = 0; j < w; ++j) sum += std::exp(x[r * w + j] - mx);
+        double ref = mx + std::log(sum);
+        ASSERT_NEAR(out[r], ref, 1e-6 * (1 + std::fabs(ref))) << "w=" << w << " row " << r;
+      }
+    }
+  }
+}
+
 // Logits far beyond any real model's (the exp's shifter needs |max| < 1.4e6;
 // larger rows take a plain path) and rows mixing -inf with huge values.
 TEST_P(NormTest, SoftmaxHugeLogits) {
