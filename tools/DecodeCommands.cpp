@@ -197,7 +197,8 @@ int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &posit
   for (const auto &[name, value] : flags)
     if (name != "--json" && name != "--threads" && name != "--min-seconds" && name != "--batch" &&
         name != "--src-len" && name != "--new-tokens" && name != "--beam" &&
-        name != "--recompute" && name != "--fusion" && name != "--cxx" && name != "--isa")
+        name != "--recompute" && name != "--fusion" && name != "--cxx" && name != "--isa" &&
+        name != "--weights")
       die("flag " + name + " does not apply to 'bench decode'");
   DecodeBenchOptions o;
   o.batch = intFlag(flags, "--batch", 1, 1, 1 << 12);
@@ -209,6 +210,7 @@ int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &posit
   o.minSeconds = floatFlag(flags, "--min-seconds", 2.0, [](double v) { return v >= 0; },
                            "a number >= 0");
   o.fusion = flag(flags, "--fusion", "all");
+  o.weightsPath = flag(flags, "--weights");
   o.build.cxx = flag(flags, "--cxx");
   DecodeBenchResult r = orDie(benchDecode(positional[1], o));
   if (flags.count("--json")) {

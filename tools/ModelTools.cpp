@@ -429,6 +429,7 @@ llvm::Expected<DecodeBenchResult> tools::benchDecode(StringRef modelPath,
     return compiled.takeError();
   rt::LoadOptions load;
   load.threads = o.threads;
+  load.weightsPath = o.weightsPath;
   auto model = fromStatus(rt::CompiledModel::load(dir + "/libmodel.so", load));
   if (!model)
     return model.takeError();

@@ -119,6 +119,7 @@ struct DecodeBenchOptions {
   double minSeconds = 2.0;
   int minRuns = 3;
   std::string fusion = "all";
+  std::string weightsPath; // empty: random weights
   cpu::BuildOptions build;
 };
 

@@ -547,6 +547,7 @@ int main(int argc, char **argv) {
         {"--new-tokens", "N", "decode: tokens generated per sentence (default 32)"},
         {"--beam", "K", "decode: beam size (default 1)"},
         {"--recompute", nullptr, "decode: also time greedy by recomputing the prefix each step"},
+        {"--weights", "FILE", "decode: weights (safetensors; default random)"},
         {"--src-len", "S", "model: source length (default 64); decode: source ids (default 24)"},
         {"--tgt-len", "T", "model: target length (default 64)"},
         {"--fusion", "LIST", "model: strategies, comma-separated (default "
