@@ -101,7 +101,16 @@ SmallVector<Value> GraphBuilder::split(Value x, int64_t axis, ArrayRef<int64_t> 
 }
 
 Value GraphBuilder::sliceLeading(Value x, int64_t axis, Value length) {
-  return SliceOp::create(b, loc, x, length, axis, /*start=*/0, IntegerAttr());
+  return SliceOp::create(b, loc, x, /*offset=*/Value(), length, axis, /*start=*/0, IntegerAttr());
+}
+
+Value GraphBuilder::sliceAt(Value x, int64_t axis, Value offset, Value length) {
+  return SliceOp::create(b, loc, x, offset, length, axis, /*start=*/0, IntegerAttr());
+}
+
+Value GraphBuilder::last(Value x, int64_t axis) {
+  return SliceOp::create(b, loc, x, dim(x, axis), Value(), axis, /*start=*/-1,
+                         b.getI64IntegerAttr(1));
 }
 
 Value GraphBuilder::gather(Value table, Value ids) {

@@ -64,6 +64,10 @@ public:
   SmallVector<Value> split(Value x, int64_t axis, ArrayRef<int64_t> sizes);
   /// The first `length` rows along `axis` (a dynamic slice).
   Value sliceLeading(Value x, int64_t axis, Value length);
+  /// Rows [offset, offset + length) along `axis`.
+  Value sliceAt(Value x, int64_t axis, Value offset, Value length);
+  /// The last row along `axis` (size 1).
+  Value last(Value x, int64_t axis);
   Value gather(Value table, Value ids);
   Value dropout(Value x, double rate);
 

@@ -537,16 +537,17 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   bool dynamic = static_cast<bool>(adaptor.getLength());
   if (dynamic == size.has_value())
     return emitOptionalError(loc, "needs exactly one of a `length` operand or a `size` attribute");
-  if (start < 0)
-    return emitOptionalError(loc, "slice start ", start, " must be >= 0");
+  bool offset = static_cast<bool>(adaptor.getOffset());
+  if (start < 0 && !offset)
+    return emitOptionalError(loc, "slice start ", start, " must be >= 0 (or have an offset)");
   if (size && *size < 0)
     return emitOptionalError(loc, "slice size ", *size, " must be >= 0");
   // A dynamic axis is checked at run time.
   int64_t dim = input.getDimSize(axis);
-  if (!ShapedType::isDynamic(dim) && start > dim)
+  if (!offset && !ShapedType::isDynamic(dim) && start > dim)
     return emitOptionalError(loc, "start ", start, " is outside axis ", axis,
                              " of size ", dim);
-  if (size && !ShapedType::isDynamic(dim) && *size > dim - start)
+  if (size && !offset && !ShapedType::isDynamic(dim) && *size > dim - start)
     return emitOptionalError(loc, "slice [", start, ", ", start + *size,
                              ") is outside axis ", axis, " of size ", dim);
   SmallVector<int64_t> shape(input.getShape());

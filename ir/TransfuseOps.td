@@ -329,21 +329,27 @@ def Transfuse_SplitOp : Transfuse_Op<"split", [TF_ShapeRule,
 }
 
 def Transfuse_SliceOp : Transfuse_Op<"slice", [TF_ShapeRule,
-    InferTypeOpAdaptor]> {
-  let summary = "a slice [start, start + size) of one axis; size may be dynamic";
+    InferTypeOpAdaptor, AttrSizedOperandSegments]> {
+  let summary = "a slice [begin, begin + size) of one axis; size may be dynamic";
   let description = [{
-    With a `length` operand the slice holds `length` elements (checked
-    against the input at run time) and the result dimension is `?`;
-    otherwise `size` gives it. Learned positions use it:
+    The slice begins at `start`, plus the `offset` operand when given (a
+    decode step's positions begin at the cache's length; `start` may then
+    be negative: offset = the axis size and start = -1 take the last row).
+    With a `length` operand the slice holds `length` elements and the result
+    dimension is `?`; otherwise `size` gives it. The bounds are checked
+    against the input at run time. Learned positions use it:
 
     ```mlir
     %p = transfuse.slice %wpe length %t {axis = 0 : i64, start = 0 : i64} : (tensor<1024x768xf32>, index) -> tensor<?x768xf32>
+    %q = transfuse.slice %wpe offset %l length %n {axis = 0 : i64, start = 0 : i64} : (tensor<1024x768xf32>, index, index) -> tensor<?x768xf32>
     ```
   }];
-  let arguments = (ins TF_AnyTensor:$input, Optional<Index>:$length,
+  let arguments = (ins TF_AnyTensor:$input, Optional<Index>:$offset, Optional<Index>:$length,
                        I64Attr:$axis, I64Attr:$start, OptionalAttr<I64Attr>:$size);
   let results = (outs TF_AnyTensor:$result);
-  let assemblyFormat = "$input (`length` $length^)? attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $input (`offset` $offset^)? (`length` $length^)? attr-dict `:` functional-type(operands, results)
+  }];
 }
 
 //===----------------------------------------------------------------------===//

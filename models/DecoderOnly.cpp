@@ -7,6 +7,12 @@
 // Conv1D weights are [in, out]: y = x·W + b. c_attn packs q|k|v columns.
 // Attention is causal, plus key padding when a pad_id is configured.
 //
+// With decoding on, `prefill(tokens)` and `decode_step(tokens)` run n new
+// positions L..L+n against the cached keys and values of a state
+// (docs/decoding.md), appending theirs; prefill returns the last position's
+// logits only (the next token of a prompt), decode_step every position's.
+// The cache has no padding: prompts decoded together have one length.
+//
 //===----------------------------------------------------------------------===//
 
 #include "frontend/GraphBuilder.h"
@@ -50,28 +56,50 @@ public:
     return g.residual(x, norm, c.normPosition == "pre", c.layerNormEps, drop, f);
   }
 
-  Value build(Value tokens) {
+  /// The logits of `tokens`: the whole sequence (forward), or with `cached`
+  /// positions L..L+n against the state's cache; `lastOnly`: of the last
+  /// position only.
+  Value build(Value tokens, bool cached = false, bool lastOnly = false) {
     int64_t d = c.dModel, v = c.tgtVocabSize;
     g.setLocation(NameLoc::get(g.builder().getStringAttr("embeddings")));
     Value wte = g.param("wte.weight", {v, d}, "normal_0.02");
     Value t = g.dim(tokens, 1);
-    Value pe = c.positional == "learned"
-                   ? g.sliceLeading(g.param("wpe.weight", {c.maxSeqLen, d}, "normal_0.02"), 0, t)
-                   : g.positionalEncoding(t, d);
+    Value offset = cached ? g.stateLength() : Value();
+    Value pe;
+    if (c.positional == "learned") {
+      Value wpe = g.param("wpe.weight", {c.maxSeqLen, d}, "normal_0.02");
+      pe = cached ? g.sliceAt(wpe, 0, offset, t) : g.sliceLeading(wpe, 0, t);
+    } else {
+      pe = g.positionalEncoding(t, d, offset);
+    }
     Value h = g.dropout(g.add(g.gather(wte, tokens), pe), drop);
-    SmallVector<Value, 2> masks = {g.causalMask(t, t)};
-    if (c.padId)
-      masks.push_back(g.keyPaddingMask(tokens, *c.padId));
+    SmallVector<Value, 2> masks;
+    if (!cached) {
+      masks.push_back(g.causalMask(t, t));
+      if (c.padId)
+        masks.push_back(g.keyPaddingMask(tokens, *c.padId));
+    }
     for (int64_t i = 0; i < c.numDecoderLayers; ++i) {
       std::string p = "h." + std::to_string(i) + ".";
       g.setLocation(NameLoc::get(g.builder().getStringAttr("h." + std::to_string(i))));
       AttentionWeights a = attention(p);
       h = sublayer(h, p + "ln_1", [&](Value y) {
-        return g.multiHeadAttention(y, y, a, c.numHeads, masks, drop);
+        if (!cached)
+          return g.multiHeadAttention(y, y, a, c.numHeads, masks, drop);
+        Value q = g.projectHeads(y, a.wq, a.bq, false, c.numHeads);
+        Value k = g.cacheAppend("kv." + std::to_string(i) + ".self.k",
+                                g.projectHeads(y, a.wk, a.bk, false, c.numHeads), /*keys=*/true);
+        Value vv = g.cacheAppend("kv." + std::to_string(i) + ".self.v",
+                                 g.projectHeads(y, a.wv, a.bv, false, c.numHeads), /*keys=*/false);
+        if (masks.empty()) // the new positions see every cached one and the earlier new ones
+          masks.push_back(g.causalMask(g.dim(q, 2), g.dim(k, 2)));
+        return g.attendHeads(q, k, vv, a, masks, drop);
       });
       h = sublayer(h, p + "ln_2", [&](Value y) { return mlp(p, y); });
     }
     g.setLocation(NameLoc::get(g.builder().getStringAttr("lm_head")));
+    if (lastOnly)
+      h = g.last(h, 1);
     if (c.finalNorm)
       h = g.layerNorm(h, "ln_f", c.layerNormEps);
     if (c.tieOutput)
@@ -90,12 +118,18 @@ private:
 void mlir::transfuse::buildDecoderOnly(ModuleOp module, const ModelConfig &c,
                                        const BuildOptions &options) {
   OpBuilder b(module.getContext());
-  auto func = createEntry(b, module, "forward", {"tokens"}, c.tgtVocabSize);
-  Block *entry = &func.getBody().front();
-
-  GraphBuilder g(b, b.getUnknownLoc());
-  Value out = DecoderOnlyBuilder(g, c, options.training).build(entry->getArgument(0));
-  func::ReturnOp::create(b, b.getUnknownLoc(), out);
+  auto build = [&](StringRef name, bool cached, bool lastOnly) {
+    auto func = createEntry(b, module, name, {"tokens"}, c.tgtVocabSize, lastOnly);
+    GraphBuilder g(b, b.getUnknownLoc());
+    Value out = DecoderOnlyBuilder(g, c, options.training)
+                    .build(func.getBody().front().getArgument(0), cached, lastOnly);
+    func::ReturnOp::create(b, b.getUnknownLoc(), out);
+  };
+  build("forward", false, false);
+  if (decodingEntries(c, options)) {
+    build("prefill", true, true);
+    build("decode_step", true, false);
+  }
 
   SmallVector<NamedAttribute> aliases;
   if (c.tieOutput)

@@ -34,17 +34,20 @@ public:
       : g(g), c(c), drop(training ? c.dropout : 0.0) {}
 
   /// Token embeddings · √d plus the positions from `offset` (null: 0; a
-  /// decode step passes the cached length, sinusoidal positions only).
+  /// decode step passes the cached length).
   Value embed(Value tokens, StringRef table, int64_t vocab, StringRef posTable,
               Value offset = Value()) {
     int64_t d = c.dModel;
     Value x = g.scale(g.gather(g.param(table, {vocab, d}, "xavier_uniform"), tokens),
                       std::sqrt((double)d));
     Value length = g.dim(tokens, 1);
-    Value pe = c.positional == "sinusoidal"
-                   ? g.positionalEncoding(length, d, offset)
-                   : g.sliceLeading(g.param(posTable, {c.maxSeqLen, d}, "xavier_uniform"),
-                                    0, length);
+    Value pe;
+    if (c.positional == "sinusoidal") {
+      pe = g.positionalEncoding(length, d, offset);
+    } else {
+      Value table = g.param(posTable, {c.maxSeqLen, d}, "xavier_uniform");
+      pe = offset ? g.sliceAt(table, 0, offset, length) : g.sliceLeading(table, 0, length);
+    }
     return g.dropout(g.add(x, pe), drop);
   }
 

@@ -35,16 +35,16 @@ static llvm::Error checkMaxima(const BuildOptions &options) {
 }
 
 bool mlir::transfuse::decodingEntries(const ModelConfig &config, const BuildOptions &options) {
-  return options.decoding && !options.training && !config.isDecoderOnly() &&
-         config.positional == "sinusoidal";
+  return options.decoding && !options.training;
 }
 
 func::FuncOp mlir::transfuse::createEntry(OpBuilder &b, ModuleOp module, StringRef name,
-                                          ArrayRef<StringRef> tokenInputs, int64_t vocab) {
+                                          ArrayRef<StringRef> tokenInputs, int64_t vocab,
+                                          bool lastOnly) {
   auto tokens = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
                                       b.getI32Type());
   auto logits = RankedTensorType::get(
-      {ShapedType::kDynamic, ShapedType::kDynamic, vocab}, b.getF32Type());
+      {ShapedType::kDynamic, lastOnly ? 1 : ShapedType::kDynamic, vocab}, b.getF32Type());
   b.setInsertionPointToEnd(module.getBody());
   SmallVector<Type> inputs(tokenInputs.size(), tokens);
   SmallVector<Type> results;

@@ -8,6 +8,9 @@
 //                    decode_step(src_tokens: [B,S], tgt_tokens: [B,n] i32)
 //                      -> logits [B,n,V] of target positions L..L+n
 //   decoder_only:    forward(tokens: [B,T] i32) -> logits [B,T,V] f32
+//                    and, for decoding: prefill(tokens: [B,n]) -> logits
+//                    [B,1,V] of the last position, decode_step(tokens:
+//                    [B,n]) -> logits [B,n,V], both at positions L..L+n
 // B, S and T are dynamic, bounded by the maxima in BuildOptions; the
 // entries that use state take rows up to max_batch · max_beam.
 //
@@ -44,9 +47,8 @@ struct BuildOptions {
   bool decoding = true;
 };
 
-/// True when the model of `config` gets decoding entry points: inference
-/// builds of an encoder_decoder with sinusoidal positions (learned ones and
-/// decoder_only models have none yet).
+/// True when the model of `config` gets decoding entry points: every
+/// inference build unless `decoding` is off.
 bool decodingEntries(const ModelConfig &config, const BuildOptions &options);
 
 inline constexpr llvm::StringLiteral kConfigAttr = "transfuse.config";
@@ -77,10 +79,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> parseModelDefinition(MLIRContext &context,
 // Per-architecture builders (EncoderDecoder.cpp, DecoderOnly.cpp).
 
 /// Creates `@name(tokens...: tensor<?x?xi32>) -> logits: tensor<?x?xVxf32>`
-/// (no result when `vocab` is 0) with named arguments and result, and
-/// leaves `b` at the start of its body.
+/// (no result when `vocab` is 0; logits of one position, ?x1xV, with
+/// `lastOnly`) with named arguments and result, and leaves `b` at the start
+/// of its body.
 func::FuncOp createEntry(OpBuilder &b, ModuleOp module, StringRef name,
-                         ArrayRef<StringRef> tokenInputs, int64_t vocab);
+                         ArrayRef<StringRef> tokenInputs, int64_t vocab, bool lastOnly = false);
 
 void buildEncoderDecoder(ModuleOp module, const ModelConfig &config,
                          const BuildOptions &options);

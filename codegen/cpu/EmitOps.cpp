@@ -146,8 +146,11 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
     line("}");
   } else if (k == "slice") {
     int64_t axis = intAttr(e, "axis");
+    std::string start = std::to_string(intAttr(e, "start"));
+    if (ins.size() > 1) // an offset: a decode step's positions, the last row
+      start = "(" + start + " + " + dims.index(ins[1]) + ")";
     call("exec::slice(" + ptr(ins[0]) + ", " + dims.shape(ins[0]) + ", " + std::to_string(axis) +
-         ", " + std::to_string(intAttr(e, "start")) + ", " + dims.dim(out, axis) + ", " +
+         ", " + start + ", " + dims.dim(out, axis) + ", " +
          ptr(out) + ", " + elemBytes(out) + ");");
   } else if (k == "reduce") {
     call("exec::reduce(exec::ReduceOp::" + kind() + ", " + ptr(ins[0]) + ", " +

@@ -244,14 +244,19 @@ LOWERING(SplitOp) {
 
 LOWERING(SliceOp) {
   int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
-  if (op.getLength()) {
-    SizeExpr end = SizeExpr::sum({SizeExpr::constant(op.getStart()),
-                                  entry.analysis.dim(op.getResult(), axis)});
-    tfk::CheckOp::create(rw, op.getLoc(), "le", entry.size(end), entry.dim(op.getInput(), axis),
+  if (op.getLength() || op.getOffset()) {
+    tfk::CheckOp::create(rw, op.getLoc(), "le", entry.size(sliceEnd(entry.analysis, op)),
+                         entry.dim(op.getInput(), axis),
                          "a slice past the end of its axis (a length over the table?)");
+    if (op.getStart() < 0)
+      tfk::CheckOp::create(rw, op.getLoc(), "le", entry.size(SizeExpr::constant(-op.getStart())),
+                           a.getOffset(), "a slice before the start of its axis");
   }
   Value out = dest(rw, op);
-  exec(rw, op, "slice", {a.getInput()}, {out},
+  SmallVector<Value> ins{a.getInput()};
+  if (a.getOffset())
+    ins.push_back(a.getOffset());
+  exec(rw, op, "slice", ins, {out},
        {attr(rw, "axis", rw.getI64IntegerAttr(axis)),
         attr(rw, "start", rw.getI64IntegerAttr(op.getStart()))});
   rw.replaceOp(op, out);

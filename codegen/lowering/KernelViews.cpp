@@ -82,7 +82,7 @@ void viewOperand(Operation *a, unsigned index) {
   if (x.getDefiningOp<AllocOp>() && (slice = writerOf(x, "slice"))) {
     auto in = cast<MemRefType>(slice.getIns()[0].getType());
     if (!allocWithUses(x, 2) || slice->getAttrOfType<IntegerAttr>("axis").getInt() != 2 ||
-        in.isDynamicDim(2))
+        in.isDynamicDim(2) || slice.getIns().size() > 1)
       return;
     storage = slice.getIns()[0];
     column = slice->getAttrOfType<IntegerAttr>("start").getInt();

@@ -223,11 +223,11 @@ LogicalResult lowerEntry(func::FuncOp func) {
         (void)entry.size(entry.analysis.index(r));
     }
     // The sizes the patterns' checks compare.
-    if (auto s = dyn_cast<SliceOp>(op); s && s.getLength()) {
-      int64_t axis = normalizedAxis(s.getAxis(), s.getType().getRank());
-      (void)entry.size(SizeExpr::sum(
-          {SizeExpr::constant(s.getStart()), entry.analysis.dim(s.getResult(), axis)}));
-      (void)entry.dim(s.getInput(), axis);
+    if (auto s = dyn_cast<SliceOp>(op); s && (s.getLength() || s.getOffset())) {
+      (void)entry.size(sliceEnd(entry.analysis, s));
+      (void)entry.dim(s.getInput(), normalizedAxis(s.getAxis(), s.getType().getRank()));
+      if (s.getStart() < 0)
+        (void)entry.size(SizeExpr::constant(-s.getStart()));
     }
     if (auto a = dyn_cast<AttentionOp>(op); a && a.getBias()) {
       (void)entry.dim(a.getKey(), 2);

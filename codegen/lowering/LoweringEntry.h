@@ -44,6 +44,15 @@ inline bool isGemmByWeight(MatmulOp m) {
   return weightParam(m.getRhs()) && m.getRhs().getType().getRank() == 2 && !m.getTransposeLhs();
 }
 
+/// Where a slice ends: start (+ offset) + its size along its axis.
+inline SizeExpr sliceEnd(SizeAnalysis &sizes, SliceOp s) {
+  int64_t axis = normalizedAxis(s.getAxis(), s.getType().getRank());
+  std::vector<SizeExpr> terms{SizeExpr::constant(s.getStart()), sizes.dim(s.getResult(), axis)};
+  if (s.getOffset())
+    terms.push_back(sizes.index(s.getOffset()));
+  return SizeExpr::sum(terms);
+}
+
 inline bool supportedElement(Type t) { return t.isF32() || t.isInteger(32) || t.isInteger(1); }
 
 /// What the patterns of one entry point share: the sizes of the original

@@ -399,9 +399,9 @@ LogicalResult Interpreter::evalSplit(SplitOp op) {
 LogicalResult Interpreter::evalSlice(SliceOp op) {
   const Buf &in = get(op.getInput());
   int64_t axis = normalizedAxis(op.getAxis(), (int64_t)in.shape.size());
-  int64_t start = op.getStart();
+  int64_t start = op.getStart() + (op.getOffset() ? indices[op.getOffset()] : 0);
   int64_t size = op.getLength() ? indices[op.getLength()] : *op.getSize();
-  if (size < 0 || start + size > in.shape[axis])
+  if (size < 0 || start < 0 || start + size > in.shape[axis])
     return fail(op, "slice [" + std::to_string(start) + ", " + std::to_string(start + size) +
                         ") is outside axis " + std::to_string(axis) + " of size " +
                         std::to_string(in.shape[axis]));

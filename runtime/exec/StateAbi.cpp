@@ -133,15 +133,30 @@ int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
                                      std::to_string(capacity) + " rows of state '" + str(d.name) +
                                      "'");
     }
+    // Rows that keep their place are not touched (beam search keeps most);
+    // a row that moves is copied once, from a saved copy when its source is
+    // itself overwritten before it is read.
+    std::vector<int32_t> saved(static_cast<size_t>(num_rows), -1);  // source row -> scratch slot
+    int32_t slots = 0;
+    for (int32_t i = 0; i < num_rows; ++i) {
+      const int32_t src = rows[i];
+      if (src != i && src < num_rows && rows[src] != src && saved[src] < 0) saved[src] = slots++;
+    }
     for (int32_t t = 0; t < desc.numStates; ++t) {
       const TensorDesc& d = desc.states[t];
       const int64_t capacity = d.rank > 0 ? d.maxShape[0] : 1;
       const size_t rowBytes = state->bytes[t] / static_cast<size_t>(std::max<int64_t>(capacity, 1));
       std::byte* base = state->tensors[t].get();
-      scratch.resize(rowBytes * static_cast<size_t>(num_rows));
-      for (int32_t i = 0; i < num_rows; ++i)
-        std::memcpy(scratch.data() + rowBytes * i, base + rowBytes * rows[i], rowBytes);
-      std::memcpy(base, scratch.data(), scratch.size());
+      scratch.resize(rowBytes * static_cast<size_t>(slots));
+      for (int32_t r = 0; r < num_rows; ++r)
+        if (saved[r] >= 0) std::memcpy(scratch.data() + rowBytes * saved[r], base + rowBytes * r, rowBytes);
+      for (int32_t i = 0; i < num_rows; ++i) {
+        const int32_t src = rows[i];
+        if (src == i) continue;
+        const std::byte* from = src < num_rows && saved[src] >= 0 ? scratch.data() + rowBytes * saved[src]
+                                                                  : base + rowBytes * src;
+        std::memcpy(base + rowBytes * i, from, rowBytes);
+      }
     }
     return 0;
   } catch (const std::exception& ex) {

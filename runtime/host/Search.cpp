@@ -209,6 +209,7 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
                                                       const SearchOptions& o, const TokenIds& ids) {
   const int k = o.beam;
   const int64_t b = (int64_t)input.size(), v = model.vocab();
+  const bool endless = o.ignoreEos || ids.eos < 0;  // no EOS: exactly maxLen tokens
   std::vector<Sentence> sentences(b);
   for (int64_t i = 0; i < b; ++i) {
     Sentence& s = sentences[i];
@@ -267,7 +268,7 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
         only(ids.eos);
       } else {
         if (ids.pad >= 0) logProbs[ids.pad] = kNegInf;
-        if ((int)len < s.minLen || o.ignoreEos) logProbs[ids.eos] = kNegInf;
+        if (ids.eos >= 0 && ((int)len < s.minLen || endless)) logProbs[ids.eos] = kNegInf;
         const size_t n = (size_t)o.noRepeatNgram;
         if (n > 0 && len + 1 >= n)
           for (size_t start = 0; start + n <= len; ++start)
@@ -306,13 +307,13 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
         Beam child = parent;
         child.logProbs.push_back(total - parent.logProb);
         child.logProb = total;
-        if (token == ids.eos && !o.ignoreEos) {
+        if (token == ids.eos && !endless) {
           if ((int)rank < k) s.finished.push_back(finish(child, o.alpha));
           continue;
         }
         if ((int)beams.size() == k) continue;
         child.tokens.push_back(token);
-        if (o.ignoreEos && (int)child.tokens.size() >= s.maxLen) {
+        if (endless && (int)child.tokens.size() >= s.maxLen) {
           s.finished.push_back(finish(child, o.alpha));
           continue;
         }
@@ -478,6 +479,104 @@ StatusOr<std::vector<Hypothesis>> Translator::score(
     h.score = h.logProb;
   }
   return result;
+}
+
+namespace {
+// prefill on the prompts first (rows: one per prompt), then decode_step.
+class GeneratorStep : public StepModel {
+public:
+  GeneratorStep(CompiledModel& model, ModelState& state, const Tensor& prompts, int64_t vocab)
+      : model_(model), state_(state), prompts_(prompts), vocab_(vocab) {}
+  int64_t vocab() const override { return vocab_; }
+  Status step(const std::vector<int32_t>& last, const std::vector<int64_t>&,
+              std::vector<float>& logits) override {
+    const int64_t r = (int64_t)last.size();
+    Status s;
+    if (!prefilled_) {
+      prefilled_ = true;
+      s = model_.runInto("prefill", {{"tokens", prompts_}}, outputs_, &state_);
+    } else {
+      Tensor tokens = Tensor::zeros(DType::I32, {r, 1});
+      std::copy(last.begin(), last.end(), tokens.data<int32_t>());
+      s = model_.runInto("decode_step", {{"tokens", tokens}}, outputs_, &state_);
+    }
+    if (!s.isOk()) return s;
+    const Tensor& out = outputs_.at("logits");
+    logits.assign(out.data<float>(), out.data<float>() + r * vocab_);
+    return Status::ok();
+  }
+  Status reorder(const std::vector<int32_t>& parents) override { return state_.reorder(parents); }
+
+private:
+  CompiledModel& model_;
+  ModelState& state_;
+  const Tensor& prompts_;
+  int64_t vocab_;
+  bool prefilled_ = false;
+  std::map<std::string, Tensor> outputs_;
+};
+}  // namespace
+
+StatusOr<std::unique_ptr<Generator>> Generator::create(CompiledModel& model, TokenIds ids) {
+  std::vector<std::string> entries = model.entryPoints();
+  for (const char* needed : {"prefill", "decode_step"})
+    if (std::find(entries.begin(), entries.end(), needed) == entries.end())
+      return Status::error(std::string("the artifact has no '") + needed +
+                           "' entry point (generation needs a decoder_only model compiled by "
+                           "this version)");
+  auto in = model.inputs("decode_step");
+  auto out = model.outputs("decode_step");
+  if (!in.isOk()) return in.status();
+  if (!out.isOk()) return out.status();
+  if (in->size() != 1 || out->size() != 1 || (*out)[0].shape.size() != 3)
+    return Status::error("decode_step does not take tokens to logits");
+  std::unique_ptr<Generator> g(new Generator(model, ids));
+  g->rows_ = (*in)[0].maxShape[0];
+  g->positions_ = (*in)[0].maxShape[1];
+  if (g->ids_.tgtVocab <= 0) g->ids_.tgtVocab = (*out)[0].shape[2];
+  auto state = model.createState();
+  if (!state.isOk()) return state.status();
+  g->state_ = std::move(*state);
+  return g;
+}
+
+StatusOr<std::vector<std::vector<Hypothesis>>> Generator::generate(
+    const std::vector<std::vector<int32_t>>& prompts, const SearchOptions& o, int64_t firstLine) {
+  const int k = o.beam;
+  if (k < 1) return Status::error("--beam must be >= 1, got " + std::to_string(k));
+  if (o.sample && k != 1) return Status::error("--sample draws one continuation: use --beam 1");
+  if (o.maxLen < 1) return Status::error("--max-new must be >= 1");
+  const int64_t b = (int64_t)prompts.size(), v = ids_.tgtVocab;
+  if (b == 0) return std::vector<std::vector<Hypothesis>>{};
+  if (b * k > rows_)
+    return Status::error("a batch of " + std::to_string(b) + " with beam " + std::to_string(k) +
+                         " needs " + std::to_string(b * k) + " rows, over the compiled " +
+                         std::to_string(rows_) + " (--max-batch · --max-beam)");
+  const int64_t n = (int64_t)prompts[0].size();
+  for (int64_t i = 0; i < b; ++i) {
+    std::string line = lineName(firstLine + i);
+    if (prompts[i].empty()) return Status::error(line + ": an empty prompt");
+    if ((int64_t)prompts[i].size() != n)
+      return Status::error(line + ": a prompt of " + std::to_string(prompts[i].size()) +
+                           " ids in a batch of prompts of " + std::to_string(n) +
+                           " (the cache has no padding: batch prompts of one length)");
+    for (int32_t id : prompts[i])
+      if (id < 0 || id >= v)
+        return Status::error(line + ": id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(v) + ")");
+    // The last new token is never fed back: n + maxLen - 1 positions.
+    if (n + o.maxLen - 1 > positions_)
+      return Status::error(line + ": a prompt of " + std::to_string(n) + " ids and " +
+                           std::to_string(o.maxLen) + " new tokens are over the cache's " +
+                           std::to_string(positions_) + " positions (--max-seq-len)");
+  }
+  Tensor tokens = Tensor::zeros(DType::I32, {b, n});
+  for (int64_t i = 0; i < b; ++i) std::copy(prompts[i].begin(), prompts[i].end(), tokens.data<int32_t>() + i * n);
+  if (Status s = state_->reset(); !s.isOk()) return s;
+  std::vector<SearchSentence> sentences(b);
+  for (int64_t i = 0; i < b; ++i) sentences[i] = {firstLine + i, o.maxLen, o.minLen, {}};
+  GeneratorStep step(model_, *state_, tokens, v);
+  return search(step, sentences, o, ids_);
 }
 
 }  // namespace transfuse::rt

@@ -140,6 +140,34 @@ private:
   int64_t rows_ = 0, maxSource_ = 0, positions_ = 0;
 };
 
+// Continues prompts with a compiled decoder_only model: `prefill` runs a
+// batch of prompts (one length: the cache has no padding) and gives the
+// next token's logits, then `decode_step` one token per live row. The
+// search is the Translator's (greedy, sampling, beams); EOS is `ids.eos`
+// (none: exactly maxLen new tokens).
+class Generator {
+public:
+  static StatusOr<std::unique_ptr<Generator>> create(CompiledModel& model, TokenIds ids);
+
+  // Up to nBest continuations (new tokens, without EOS) per prompt, best
+  // first; options.maxLen new tokens at most (required). Errors name the
+  // line: an id outside the vocabulary, an empty prompt, prompts of
+  // different lengths, a prompt and continuation over the cache.
+  StatusOr<std::vector<std::vector<Hypothesis>>> generate(
+      const std::vector<std::vector<int32_t>>& prompts, const SearchOptions& options,
+      int64_t firstLine = 0);
+
+  int64_t rows() const { return rows_; }
+  int64_t positions() const { return positions_; }
+
+private:
+  Generator(CompiledModel& model, TokenIds ids) : model_(model), ids_(ids) {}
+  CompiledModel& model_;
+  TokenIds ids_;
+  std::unique_ptr<ModelState> state_;
+  int64_t rows_ = 0, positions_ = 0;
+};
+
 }  // namespace transfuse::rt
 
 #endif  // TRANSFUSE_RUNTIME_HOST_SEARCH_H

@@ -913,7 +913,7 @@ func.func @f(%x: tensor<1024x768xf32>, %t: index) {
 // Tests that slice's length is an index (ODS type constraint).
 func.func @f(%x: tensor<1024x768xf32>, %t: i32) {
   // expected-error @+1 {{operand #1 must be index, but got 'i32'}}
-  %0 = "transfuse.slice"(%x, %t) <{axis = 0 : i64, start = 0 : i64}> : (tensor<1024x768xf32>, i32) -> tensor<?x768xf32>
+  %0 = "transfuse.slice"(%x, %t) <{axis = 0 : i64, start = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 1>}> : (tensor<1024x768xf32>, i32) -> tensor<?x768xf32>
   return
 }
 
@@ -1073,4 +1073,14 @@ func.func @f(%b: index) -> tensor<?x8x?x64xf32> {
   // expected-error @+1 {{'transfuse.state_read' op needs one size per dynamic dimension of 'tensor<?x8x?x64xf32>', got 1}}
   %r = transfuse.state_read "kv" [%b] : tensor<?x8x?x64xf32>
   return %r : tensor<?x8x?x64xf32>
+}
+
+// -----
+
+// Tests that a negative slice start needs an offset to count from.
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+2 {{slice start -1 must be >= 0 (or have an offset)}}
+  // expected-error @+1 {{'transfuse.slice' op failed to infer returned types}}
+  %0 = transfuse.slice %x {axis = 0 : i64, start = -1 : i64, size = 1 : i64} : (tensor<4x8xf32>) -> tensor<1x8xf32>
+  return
 }

@@ -552,9 +552,9 @@ TEST(InterpreterTest, SliceWithDynamicAndStaticLength) {
                         OpBuilder &b = g.builder();
                         Value t = g.dim(a[0], 1);
                         Value leading = g.sliceLeading(a[1], 0, t);
-                        Value fromTwo = SliceOp::create(b, g.location(), a[1], t, 0, 2,
+                        Value fromTwo = SliceOp::create(b, g.location(), a[1], Value(), t, 0, 2,
                                                         IntegerAttr());
-                        Value col = SliceOp::create(b, g.location(), a[1], Value(), 1, 1,
+                        Value col = SliceOp::create(b, g.location(), a[1], Value(), Value(), 1, 1,
                                                     b.getI64IntegerAttr(1));
                         return SmallVector<Value>{leading, fromTwo, col};
                       }));
@@ -695,7 +695,7 @@ TEST_F(InterpreterNegativeAxisDeathTest, Slice) {
         f.build({{"x", f.t({2, 3}, f.f32())}}, [&](GraphBuilder &g, ArrayRef<Value> a) {
           OpBuilder &b = g.builder();
           return SmallVector<Value>{
-              SliceOp::create(b, g.location(), a[0], Value(), -1, 1, b.getI64IntegerAttr(2))};
+              SliceOp::create(b, g.location(), a[0], Value(), Value(), -1, 1, b.getI64IntegerAttr(2))};
         });
         std::exit(childCheck(f, {{"x", f32Tensor({2, 3}, iota(6))}}, {2, 2}, {1, 2, 4, 5}));
       },

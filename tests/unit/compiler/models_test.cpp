@@ -265,10 +265,17 @@ TEST_F(ModelStructureTest, Gpt2SmallStructure) {
   ASSERT_TRUE(!!mi) << llvm::toString(mi.takeError());
   EXPECT_EQ(mi->rules.prefixes, (std::vector<std::string>{"transformer."}));
   EXPECT_EQ(mi->rules.ignored.size(), 2u);
-  ASSERT_EQ(mi->entryPoints.size(), 1u);
+  ASSERT_EQ(mi->entryPoints.size(), 3u);
   ASSERT_EQ(mi->entryPoints[0].inputs.size(), 1u);
   EXPECT_EQ(mi->entryPoints[0].inputs[0].name, "tokens");
   EXPECT_EQ(mi->entryPoints[0].inputs[0].maxShape, (std::vector<int64_t>{8, 1024}));
+  // Generation: prefill gives the last position's logits, decode_step every
+  // new position's; rows for max_batch · max_beam.
+  EXPECT_EQ(mi->entryPoints[1].name, "prefill");
+  EXPECT_EQ(mi->entryPoints[1].inputs[0].maxShape, (std::vector<int64_t>{32, 1024}));
+  EXPECT_EQ(mi->entryPoints[1].outputs[0].shape, (std::vector<int64_t>{-1, 1, 50257}));
+  EXPECT_EQ(mi->entryPoints[2].name, "decode_step");
+  EXPECT_EQ(mi->entryPoints[2].outputs[0].shape, (std::vector<int64_t>{-1, -1, 50257}));
 }
 
 TEST_F(ModelStructureTest, TrainingGraphsHaveDropoutWithDistinctStreams) {

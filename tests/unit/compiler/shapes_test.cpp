@@ -247,9 +247,9 @@ TEST_F(ShapeInferenceTest, SliceStaticAndDynamicLength) {
   Value t = g.dim(a[1], 1);
   EXPECT_TRUE(t.getType().isIndex());
   EXPECT_EQ(shapeOf(g.sliceLeading(a[0], 0, t)), (Shape{kDyn, 768}));
-  auto s = SliceOp::create(b, loc(), a[2], Value(), 1, 2, b.getI64IntegerAttr(5));
+  auto s = SliceOp::create(b, loc(), a[2], Value(), Value(), 1, 2, b.getI64IntegerAttr(5));
   EXPECT_EQ(shapeOf(s), (Shape{kDyn, 5}));
-  auto d = SliceOp::create(b, loc(), a[2], t, 1, 3, IntegerAttr());
+  auto d = SliceOp::create(b, loc(), a[2], Value(), t, 1, 3, IntegerAttr());
   EXPECT_EQ(shapeOf(d), (Shape{kDyn, kDyn}));
 }
 

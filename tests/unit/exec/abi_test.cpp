@@ -331,6 +331,36 @@ TEST(ModelAbi, StatesThroughTheLoader) {
       << noState.status().message();
 }
 
+// Reordering is a gather of rows: row i takes the old row rows[i] (repeats,
+// cycles, chains, fewer rows than the state holds), whatever order the
+// copies happen in; rows from num_rows on are untouched.
+TEST(ModelAbi, ReorderIsAGatherOfRows) {
+  auto m = CompiledModel::load(kModel, {});
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  auto state = (*m)->createState();
+  ASSERT_TRUE(state.isOk());
+  const std::vector<std::vector<int32_t>> cases = {
+      {1, 2, 3, 4, 5, 6, 7, 0}, {0, 0, 0, 0, 0, 0, 0, 0}, {7, 6, 5, 4, 3, 2, 1, 0},
+      {1, 0, 2, 3, 5, 4, 7, 6}, {2, 2, 1}, {5, 7}, {0, 1, 2, 3}, {3, 3, 0, 0, 6, 1, 1, 2}};
+  for (const auto &rows : cases) {
+    ASSERT_TRUE((*state)->reset().isOk());
+    Tensor x = Tensor::zeros(DType::F32, {8, 3});
+    for (int r = 0; r < 8; ++r)
+      for (int k = 0; k < 3; ++k) x.data<float>()[r * 3 + k] = float(10 * r + k);
+    ASSERT_TRUE((*m)->run("step", {{"x", x}}, state->get()).isOk());
+    ASSERT_TRUE((*state)->reorder(rows).isOk());
+    // A step of zeros reads each row's history back: y[r] = its old row.
+    auto y = (*m)->run("step", {{"x", Tensor::zeros(DType::F32, {8, 3})}}, state->get());
+    ASSERT_TRUE(y.isOk());
+    for (int r = 0; r < 8; ++r) {
+      int from = r < (int)rows.size() ? rows[r] : r;
+      for (int k = 0; k < 3; ++k)
+        EXPECT_EQ(y->at("y").data<float>()[r * 3 + k], float(10 * from + k))
+            << "row " << r << " of case " << ::testing::PrintToString(rows);
+    }
+  }
+}
+
 TEST(ModelAbi, UnknownAbiVersionIsRefused) {
   auto m = CompiledModel::load(kV999, {});
   ASSERT_FALSE(m.isOk());
