@@ -16,6 +16,8 @@
 
 #include <string>
 
+#include <unistd.h>
+
 using namespace mlir::transfuse::tools;
 
 namespace {
@@ -85,12 +87,12 @@ Artifact loadArtifact(const std::vector<std::string> &positional,
 
 } // namespace
 
-int mlir::transfuse::tools::runTranslate(const std::vector<std::string> &positional,
-                                         const std::map<std::string, std::string> &flags) {
+namespace {
+/// The search flags translate and generate share.
+rt::SearchOptions searchOptions(const std::map<std::string, std::string> &flags) {
   rt::SearchOptions o;
   o.beam = (int)intFlag(flags, "--beam", 1, 1, 1024);
   o.alpha = floatFlag(flags, "--alpha", 0.0, [](double v) { return v >= 0; }, "a number >= 0");
-  o.maxLen = (int)intFlag(flags, "--max-len", 0, 1, 1 << 20);
   o.minLen = (int)intFlag(flags, "--min-len", 0, 0, 1 << 20);
   o.nBest = (int)intFlag(flags, "--n-best", 1, 1, 1024);
   if (o.nBest > o.beam)
@@ -103,12 +105,20 @@ int mlir::transfuse::tools::runTranslate(const std::vector<std::string> &positio
     if (flags.count(f) && !o.sample)
       die(llvm::Twine("flag ") + f + " applies to --sample");
   if (o.sample && o.beam != 1)
-    die("flag --sample draws one hypothesis per source: use it with --beam 1");
+    die("flag --sample draws one hypothesis per input: use it with --beam 1");
   o.temperature = floatFlag(flags, "--temperature", 1.0, [](double v) { return v > 0; }, "a number > 0");
   o.topK = (int)intFlag(flags, "--top-k", 0, 0, 1 << 24);
   o.topP = floatFlag(flags, "--top-p", 1.0, [](double v) { return v > 0 && v <= 1; },
                      "a number in (0, 1]");
   o.seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
+  return o;
+}
+} // namespace
+
+int mlir::transfuse::tools::runTranslate(const std::vector<std::string> &positional,
+                                         const std::map<std::string, std::string> &flags) {
+  rt::SearchOptions o = searchOptions(flags);
+  o.maxLen = (int)intFlag(flags, "--max-len", 0, 1, 1 << 20);
   bool nbestFormat = flags.count("--n-best") || flags.count("--scores");
   bool raw = flags.count("--scores") != 0;
 
@@ -154,6 +164,71 @@ int mlir::transfuse::tools::runTranslate(const std::vector<std::string> &positio
         out += "\n";
       }
   }
+  llvm::outs() << out;
+  return 0;
+}
+
+int mlir::transfuse::tools::runGenerate(const std::vector<std::string> &positional,
+                                        const std::map<std::string, std::string> &flags) {
+  rt::SearchOptions o = searchOptions(flags);
+  if (!flags.count("--max-new"))
+    die("generate needs --max-new N (the tokens to generate per prompt)");
+  o.maxLen = (int)intFlag(flags, "--max-new", 0, 1, 1 << 20);
+  bool ids = flags.count("--prompt-ids") != 0, file = flags.count("--prompt-file") != 0;
+  if (ids == file)
+    die("generate needs one of --prompt-ids \"IDS\" or --prompt-file FILE");
+  Artifact a = loadArtifact(positional, flags, "generate");
+  if (flags.count("--eos-id"))
+    a.ids.eos = (int32_t)intFlag(flags, "--eos-id", -1, 0, INT32_MAX);
+  auto generator = orDie(rt::Generator::create(*a.model, a.ids));
+  std::vector<std::vector<int32_t>> prompts;
+  std::string name = file ? flag(flags, "--prompt-file") : "--prompt-ids";
+  if (file) {
+    prompts = readIdLines(flag(flags, "--prompt-file"));
+  } else {
+    std::string path = (llvm::Twine(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+                        "/transfuse-prompt-" + llvm::Twine(::getpid())).str();
+    std::error_code ec;
+    {
+      llvm::raw_fd_ostream os(path, ec);
+      if (ec)
+        die("cannot write '" + path + "': " + ec.message());
+      os << flag(flags, "--prompt-ids") << "\n";
+    }
+    prompts = readIdLines(path);
+    llvm::sys::fs::remove(path);
+  }
+  int64_t batch = intFlag(flags, "--batch-size",
+                          std::max<int64_t>(1, std::min<int64_t>(32, generator->rows() / o.beam)), 1,
+                          1 << 20);
+  if (batch * o.beam > generator->rows())
+    die("flag --batch-size " + llvm::Twine(batch) + " with --beam " + llvm::Twine(o.beam) +
+        " needs " + llvm::Twine(batch * o.beam) + " rows; the artifact has " +
+        llvm::Twine(generator->rows()) + " (compile with a larger --max-batch or --max-beam)");
+  // Prompts decode in batches of one length (the cache has no padding),
+  // each batch in input order; outputs keep the input's order.
+  std::map<size_t, std::vector<size_t>> byLength;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    byLength[prompts[i].size()].push_back(i);
+  std::vector<std::string> lines(prompts.size());
+  for (auto &[length, members] : byLength)
+    for (size_t first = 0; first < members.size(); first += batch) {
+      size_t end = std::min(members.size(), first + (size_t)batch);
+      std::vector<std::vector<int32_t>> part;
+      for (size_t m = first; m < end; ++m)
+        part.push_back(prompts[members[m]]);
+      // Sampling keys each prompt's draws by its own line.
+      std::vector<int64_t> lineOf(members.begin() + first, members.begin() + end);
+      auto result = generator->generate(part, o, lineOf);
+      if (!result.isOk())
+        die(name + ": " + result.status().message());
+      for (size_t m = first; m < end; ++m)
+        for (const rt::Hypothesis &h : (*result)[m - first])
+          lines[members[m]] += joinIds(h.ids) + "\n";
+    }
+  std::string out;
+  for (const std::string &l : lines)
+    out += l;
   llvm::outs() << out;
   return 0;
 }

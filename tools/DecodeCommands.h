@@ -1,8 +1,9 @@
 //===- DecodeCommands.h - translate, score and bench decode ----------------===//
 //
 // The commands that decode with a compiled artifact's KV cache through the
-// runtime's Translator (runtime/host/Search.h): `transfuse translate`,
-// `transfuse score` and `transfuse bench decode`. Their flags are listed in
+// runtime's Translator and Generator (runtime/host/Search.h): `transfuse
+// translate`, `transfuse generate`, `transfuse score` and `transfuse bench
+// decode`. Their flags are listed in
 // transfuse.cpp's command table.
 //
 //===----------------------------------------------------------------------===//
@@ -17,6 +18,8 @@ namespace mlir::transfuse::tools {
 
 int runTranslate(const std::vector<std::string> &positional,
                  const std::map<std::string, std::string> &flags);
+int runGenerate(const std::vector<std::string> &positional,
+                const std::map<std::string, std::string> &flags);
 int runScore(const std::vector<std::string> &positional,
              const std::map<std::string, std::string> &flags);
 /// `bench decode MODEL`: positional[0] is "decode".

@@ -595,6 +595,32 @@ int main(int argc, char **argv) {
                               "up to 32)"},
         {"--threads", "T", "threads (default: one per hardware thread)"}},
        runTranslate},
+      {"generate", "generate DIR (--prompt-ids \"IDS\" | --prompt-file FILE) --max-new N [options]",
+       "Continues prompts with a compiled decoder_only model's KV cache: one prompt of\n"
+       "space-separated ids (used as given) per line, the new ids per line. Greedy by default,\n"
+       "sampling with --sample, beams with --beam. Prompts decode in batches of one length.",
+       {{"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
+        {"--weights-seed", "N", "seed of the random weights (default 0)"},
+        {"--prompt-ids", "IDS", "one prompt"},
+        {"--prompt-file", "FILE", "prompts, one per line"},
+        {"--max-new", "N", "tokens to generate per prompt (at most; EOS ends one early)"},
+        {"--eos-id", "E", "end of sequence (default: the config's eos_id; none: exactly N)"},
+        {"--min-len", "N", "no EOS before N new tokens"},
+        {"--beam", "K", "beam size (default 1: greedy)"},
+        {"--alpha", "A", "beam search's length penalty exponent (default 0)"},
+        {"--n-best", "N", "continuations per prompt (one line each; default 1)"},
+        {"--no-repeat-ngram", "N", "never repeat an n-gram of N tokens"},
+        {"--repetition-penalty", "X", "divide (or multiply, when negative) logits of tokens "
+                                      "already output by X"},
+        {"--sample", nullptr, "sample instead of searching (beam 1)"},
+        {"--temperature", "T", "--sample: softmax temperature (default 1)"},
+        {"--top-k", "K", "--sample: the K likeliest tokens only (default: all)"},
+        {"--top-p", "P", "--sample: the smallest set with probability P (default 1)"},
+        {"--seed", "S", "--sample: seed; with the line index it keys the draws (default 0)"},
+        {"--batch-size", "B", "prompts per batch (default: what the artifact's rows allow, "
+                              "up to 32)"},
+        {"--threads", "T", "threads (default: one per hardware thread)"}},
+       runGenerate},
       {"score", "score DIR --input SRC --targets TGT [options]",
        "Forced decoding: for each source and target (lines of ids without BOS/EOS), the\n"
        "total log-probability of the target with its EOS, then each token's:\n"

@@ -541,7 +541,8 @@ StatusOr<std::unique_ptr<Generator>> Generator::create(CompiledModel& model, Tok
 }
 
 StatusOr<std::vector<std::vector<Hypothesis>>> Generator::generate(
-    const std::vector<std::vector<int32_t>>& prompts, const SearchOptions& o, int64_t firstLine) {
+    const std::vector<std::vector<int32_t>>& prompts, const SearchOptions& o,
+    const std::vector<int64_t>& lines) {
   const int k = o.beam;
   if (k < 1) return Status::error("--beam must be >= 1, got " + std::to_string(k));
   if (o.sample && k != 1) return Status::error("--sample draws one continuation: use --beam 1");
@@ -552,9 +553,13 @@ StatusOr<std::vector<std::vector<Hypothesis>>> Generator::generate(
     return Status::error("a batch of " + std::to_string(b) + " with beam " + std::to_string(k) +
                          " needs " + std::to_string(b * k) + " rows, over the compiled " +
                          std::to_string(rows_) + " (--max-batch · --max-beam)");
+  if (!lines.empty() && (int64_t)lines.size() != b)
+    return Status::error(std::to_string(lines.size()) + " line numbers for " + std::to_string(b) +
+                         " prompts");
+  auto lineOf = [&](int64_t i) { return lines.empty() ? i : lines[i]; };
   const int64_t n = (int64_t)prompts[0].size();
   for (int64_t i = 0; i < b; ++i) {
-    std::string line = lineName(firstLine + i);
+    std::string line = lineName(lineOf(i));
     if (prompts[i].empty()) return Status::error(line + ": an empty prompt");
     if ((int64_t)prompts[i].size() != n)
       return Status::error(line + ": a prompt of " + std::to_string(prompts[i].size()) +
@@ -574,7 +579,7 @@ StatusOr<std::vector<std::vector<Hypothesis>>> Generator::generate(
   for (int64_t i = 0; i < b; ++i) std::copy(prompts[i].begin(), prompts[i].end(), tokens.data<int32_t>() + i * n);
   if (Status s = state_->reset(); !s.isOk()) return s;
   std::vector<SearchSentence> sentences(b);
-  for (int64_t i = 0; i < b; ++i) sentences[i] = {firstLine + i, o.maxLen, o.minLen, {}};
+  for (int64_t i = 0; i < b; ++i) sentences[i] = {lineOf(i), o.maxLen, o.minLen, {}};
   GeneratorStep step(model_, *state_, tokens, v);
   return search(step, sentences, o, ids_);
 }

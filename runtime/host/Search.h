@@ -150,12 +150,14 @@ public:
   static StatusOr<std::unique_ptr<Generator>> create(CompiledModel& model, TokenIds ids);
 
   // Up to nBest continuations (new tokens, without EOS) per prompt, best
-  // first; options.maxLen new tokens at most (required). Errors name the
-  // line: an id outside the vocabulary, an empty prompt, prompts of
-  // different lengths, a prompt and continuation over the cache.
+  // first; options.maxLen new tokens at most (required). `lines` are the
+  // prompts' input lines (empty: 0, 1, ...): errors name them and sampling
+  // keys each prompt's draws by its own. Errors: an id outside the
+  // vocabulary, an empty prompt, prompts of different lengths, a prompt and
+  // continuation over the cache.
   StatusOr<std::vector<std::vector<Hypothesis>>> generate(
       const std::vector<std::vector<int32_t>>& prompts, const SearchOptions& options,
-      int64_t firstLine = 0);
+      const std::vector<int64_t>& lines = {});
 
   int64_t rows() const { return rows_; }
   int64_t positions() const { return positions_; }

@@ -447,3 +447,71 @@ TEST_F(TranslatorTest, BadInputNamesTheLineOrTheLimit) {
 }
 
 } // namespace
+
+namespace {
+
+// The Generator on the compiled tiny decoder_only model (learned positions:
+// a decode step's rows of wpe start at the cache's length): greedy with the
+// cache equals greedy by recomputing forward on the whole sequence, beam 1
+// equals greedy, and prompts batched or alone give the same tokens.
+TEST(GeneratorTest, CachedGreedyEqualsRecomputationForEveryBatching) {
+  MLIRContext ctx;
+  ctx.loadDialect<TransfuseDialect, func::FuncDialect>();
+  BuildOptions options;
+  options.maxBatch = 3;
+  options.maxBeam = 1;
+  OwningOpRef<ModuleOp> graph;
+  std::string library = compileArtifact(ctx, TRANSFUSE_SOURCE_DIR "/models/tiny-decoder-only.json",
+                                        "all", options, graph);
+  ASSERT_FALSE(library.empty());
+  auto model = rt::CompiledModel::load(library, {.weightsPath = "", .seed = 9, .threads = 2});
+  ASSERT_TRUE(model.isOk()) << model.status().message();
+  auto mi = extractInterface(*graph);
+  ASSERT_TRUE(!!mi);
+  auto weights = rt::randomWeights(mi->params, 9);
+  ASSERT_TRUE(weights.isOk());
+  rt::TokenIds ids; // the tiny config: EOS 28, no padding
+  ids.bos = ids.eos = 28;
+  ids.tgtVocab = 29;
+  auto generator = rt::Generator::create(**model, ids);
+  ASSERT_TRUE(generator.isOk()) << generator.status().message();
+  std::vector<std::vector<int32_t>> prompts = {{5, 6, 7}, {8, 9, 10}, {11, 3, 20}};
+  rt::SearchOptions greedy;
+  greedy.maxLen = 8;
+  auto all = (*generator)->generate(prompts, greedy);
+  ASSERT_TRUE(all.isOk()) << all.status().message();
+  auto forward = graph->lookupSymbol<func::FuncOp>("forward");
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    // Recompute: the whole sequence through forward, the last position's
+    // argmax, until EOS or 8 tokens.
+    std::vector<int32_t> seq = prompts[i], expected;
+    while (expected.size() < 8) {
+      auto out = reference::run(forward, *weights,
+                                {{"tokens", i32Tensor({1, (int64_t)seq.size()}, seq)}}, true);
+      ASSERT_TRUE(!!out) << llvm::toString(out.takeError());
+      std::vector<double> v = values(out->at("logits"));
+      std::vector<double> last(v.end() - 29, v.end());
+      int32_t next = (int32_t)(std::max_element(last.begin(), last.end()) - last.begin());
+      if (next == 28)
+        break;
+      expected.push_back(next);
+      seq.push_back(next);
+    }
+    EXPECT_EQ((*all)[i][0].ids, expected) << "prompt " << i;
+    auto alone = (*generator)->generate({prompts[i]}, greedy, {(int64_t)i});
+    ASSERT_TRUE(alone.isOk());
+    EXPECT_EQ((*alone)[0][0].ids, (*all)[i][0].ids) << "prompt " << i;
+  }
+  // Prompts of two lengths in one batch: refused, naming the line.
+  auto mixed = (*generator)->generate({{5, 6}, {7}}, greedy);
+  ASSERT_FALSE(mixed.isOk());
+  EXPECT_TRUE(contains(mixed.status().message(), "line 2: a prompt of 1 ids in a batch of prompts of 2"))
+      << mixed.status().message();
+  // Over the cache: 16 positions.
+  greedy.maxLen = 15;
+  auto over = (*generator)->generate({{5, 6, 7}}, greedy);
+  ASSERT_FALSE(over.isOk());
+  EXPECT_TRUE(contains(over.status().message(), "over the cache's 16 positions")) << over.status().message();
+}
+
+} // namespace
