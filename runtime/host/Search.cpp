@@ -43,25 +43,29 @@ struct Sentence {
   std::vector<Hypothesis> finished;
 };
 
-// The `count` largest finite log-probabilities and their tokens (a min-heap
-// over one pass; ties keep the lower token).
-std::vector<std::pair<double, int32_t>> bestTokens(const std::vector<double>& logProbs, int count) {
+// The `count` largest finite values of x[0, v) but the `banned` tokens,
+// with their tokens (a min-heap over one pass; ties keep the lower token).
+std::vector<std::pair<float, int32_t>> bestTokens(const float* x, int64_t v, int count,
+                                                  const std::vector<int32_t>& banned) {
   // A max-heap under `better` keeps the worst of the best at the front.
-  auto better = [](const std::pair<double, int32_t>& a, const std::pair<double, int32_t>& b) {
+  auto better = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   };
-  std::vector<std::pair<double, int32_t>> heap;
-  for (int32_t j = 0; j < (int32_t)logProbs.size(); ++j) {
-    if (logProbs[j] == kNegInf) continue;
-    std::pair<double, int32_t> c{logProbs[j], j};
-    if ((int)heap.size() < count) {
-      heap.push_back(c);
-      std::push_heap(heap.begin(), heap.end(), better);
-    } else if (better(c, heap.front())) {
+  std::vector<std::pair<float, int32_t>> heap;
+  const float kNegInfF = -std::numeric_limits<float>::infinity();
+  for (int32_t j = 0; j < (int32_t)v; ++j) {
+    if (x[j] == kNegInfF) continue;
+    std::pair<float, int32_t> c{x[j], j};
+    bool full = (int)heap.size() == count;
+    if (full && !better(c, heap.front())) continue;
+    if (std::find(banned.begin(), banned.end(), j) != banned.end()) continue;
+    if (full) {
       std::pop_heap(heap.begin(), heap.end(), better);
       heap.back() = c;
-      std::push_heap(heap.begin(), heap.end(), better);
+    } else {
+      heap.push_back(c);
     }
+    std::push_heap(heap.begin(), heap.end(), better);
   }
   return heap;
 }
@@ -223,11 +227,10 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
   // rows[r] = (sentence, beam): the model's row r holds that beam's cache.
   std::vector<std::pair<int, int>> rows;
   for (int i = 0; i < (int)b; ++i) rows.push_back({i, 0});
-  std::vector<double> logProbs(v);
-  std::vector<float> lse;
-  std::vector<int32_t> last;
+  std::vector<double> logProbs;
+  std::vector<float> lse, penalized;
+  std::vector<int32_t> last, banned;
   std::vector<int64_t> sourceRows;
-  std::vector<float> out;
   for (int64_t step = 0; !rows.empty(); ++step) {
     const int64_t r = (int64_t)rows.size();
     last.clear();
@@ -237,16 +240,20 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
       last.push_back(beam.tokens.empty() ? ids.bos : beam.tokens.back());
       sourceRows.push_back(sentences[si].sourceRow);
     }
+    const float* out = nullptr;
     if (Status st = model.step(last, sourceRows, out); !st.isOk()) return st;
-    if (o.repetitionPenalty != 1.0)  // CTRL's: on the logits of tokens already output
+    if (o.repetitionPenalty != 1.0) {  // CTRL's: on the logits of tokens already output
+      penalized.assign(out, out + r * v);
       for (int64_t i = 0; i < r; ++i) {
         const Beam& beam = sentences[rows[i].first].beams[rows[i].second];
         for (int32_t t : std::set<int32_t>(beam.tokens.begin(), beam.tokens.end())) {
-          float& x = out[i * v + t];
+          float& x = penalized[i * v + t];
           x = x > 0 ? (float)(x / o.repetitionPenalty) : (float)(x * o.repetitionPenalty);
         }
       }
-    rowLogSumExp(out.data(), r, v, lse);
+      out = penalized.data();
+    }
+    rowLogSumExp(out, r, v, lse);
 
     // Candidates of each sentence: (total log-probability, row, token).
     std::vector<std::vector<std::tuple<double, int64_t, int32_t>>> candidates(b);
@@ -254,36 +261,36 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
       Sentence& s = sentences[rows[i].first];
       const Beam& beam = s.beams[rows[i].second];
       const size_t len = beam.tokens.size();
-      for (int64_t j = 0; j < v; ++j) logProbs[j] = (double)out[i * v + j] - lse[i];
-      // What may follow: a forced prefix token, EOS at the length limit, no
-      // padding, no EOS before the minimum, no repeated n-gram.
-      auto only = [&](int32_t t) {
-        double keep = logProbs[t];
-        std::fill(logProbs.begin(), logProbs.end(), kNegInf);
-        logProbs[t] = keep;
-      };
-      if (len < s.prefix.size()) {
-        only(s.prefix[len]);
-      } else if ((int)len >= s.maxLen) {
-        only(ids.eos);
-      } else {
-        if (ids.pad >= 0) logProbs[ids.pad] = kNegInf;
-        if (ids.eos >= 0 && ((int)len < s.minLen || endless)) logProbs[ids.eos] = kNegInf;
-        const size_t n = (size_t)o.noRepeatNgram;
-        if (n > 0 && len + 1 >= n)
-          for (size_t start = 0; start + n <= len; ++start)
-            if (std::equal(beam.tokens.begin() + start, beam.tokens.begin() + start + n - 1,
-                           beam.tokens.end() - (n - 1)))
-              logProbs[beam.tokens[start + n - 1]] = kNegInf;
-      }
+      const float* x = out + i * v;
       auto& c = candidates[rows[i].first];
-      if (o.sample && len >= s.prefix.size() && (int)len < s.maxLen) {
+      auto lp = [&](int32_t t) { return (double)x[t] - lse[i]; };
+      // What may follow: a forced prefix token, EOS at the length limit; no
+      // padding, no EOS before the minimum, no repeated n-gram.
+      int32_t only = len < s.prefix.size() ? s.prefix[len] : (int)len >= s.maxLen ? ids.eos : -1;
+      if (only >= 0) {
+        c.push_back({beam.logProb + lp(only), i, only});
+        continue;
+      }
+      banned.clear();
+      if (ids.pad >= 0) banned.push_back(ids.pad);
+      if (ids.eos >= 0 && ((int)len < s.minLen || endless)) banned.push_back(ids.eos);
+      const size_t n = (size_t)o.noRepeatNgram;
+      if (n > 0 && len + 1 >= n)
+        for (size_t start = 0; start + n <= len; ++start)
+          if (std::equal(beam.tokens.begin() + start, beam.tokens.begin() + start + n - 1,
+                         beam.tokens.end() - (n - 1)))
+            banned.push_back(beam.tokens[start + n - 1]);
+      if (o.sample) {
+        logProbs.resize(v);
+        for (int32_t j = 0; j < v; ++j) logProbs[j] = lp(j);
+        for (int32_t t : banned) logProbs[t] = kNegInf;
         int32_t t = draw(logProbs, o, (uint64_t)step, (uint64_t)s.line);
         c.push_back({beam.logProb + logProbs[t], i, t});
         continue;
       }
       // Only a row's best 2k tokens can be among its sentence's best 2k.
-      for (auto [lp, j] : bestTokens(logProbs, 2 * k)) c.push_back({beam.logProb + lp, i, j});
+      for (auto [value, j] : bestTokens(x, v, 2 * k, banned))
+        c.push_back({beam.logProb + lp(j), i, j});
     }
 
     // Each sentence's next beams from its best 2k candidates: EOS among the
@@ -303,15 +310,16 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
       std::vector<Beam> beams;
       for (size_t rank = 0; rank < top && (int)s.finished.size() < k; ++rank) {
         auto [total, row, token] = c[rank];
+        const bool eos = token == ids.eos && !endless;
+        if (eos ? (int)rank >= k : (int)beams.size() == k) continue;
         const Beam& parent = s.beams[rows[row].second];
         Beam child = parent;
         child.logProbs.push_back(total - parent.logProb);
         child.logProb = total;
-        if (token == ids.eos && !endless) {
-          if ((int)rank < k) s.finished.push_back(finish(child, o.alpha));
+        if (eos) {
+          s.finished.push_back(finish(child, o.alpha));
           continue;
         }
-        if ((int)beams.size() == k) continue;
         child.tokens.push_back(token);
         if (endless && (int)child.tokens.size() >= s.maxLen) {
           s.finished.push_back(finish(child, o.alpha));
@@ -356,7 +364,7 @@ public:
       : model_(model), state_(state), src_(src), vocab_(vocab) {}
   int64_t vocab() const override { return vocab_; }
   Status step(const std::vector<int32_t>& last, const std::vector<int64_t>& sourceRows,
-              std::vector<float>& logits) override {
+              const float*& logits) override {
     const int64_t r = (int64_t)last.size(), width = src_.shape[1];
     Tensor tgt = Tensor::zeros(DType::I32, {r, 1});
     Tensor src = Tensor::zeros(DType::I32, {r, width});
@@ -368,8 +376,7 @@ public:
                                   &state_);
         !s.isOk())
       return s;
-    const Tensor& out = outputs_.at("logits");
-    logits.assign(out.data<float>(), out.data<float>() + r * vocab_);
+    logits = outputs_.at("logits").data<float>();
     return Status::ok();
   }
   Status reorder(const std::vector<int32_t>& parents) override { return state_.reorder(parents); }
@@ -489,7 +496,7 @@ public:
       : model_(model), state_(state), prompts_(prompts), vocab_(vocab) {}
   int64_t vocab() const override { return vocab_; }
   Status step(const std::vector<int32_t>& last, const std::vector<int64_t>&,
-              std::vector<float>& logits) override {
+              const float*& logits) override {
     const int64_t r = (int64_t)last.size();
     Status s;
     if (!prefilled_) {
@@ -501,8 +508,7 @@ public:
       s = model_.runInto("decode_step", {{"tokens", tokens}}, outputs_, &state_);
     }
     if (!s.isOk()) return s;
-    const Tensor& out = outputs_.at("logits");
-    logits.assign(out.data<float>(), out.data<float>() + r * vocab_);
+    logits = outputs_.at("logits").data<float>();
     return Status::ok();
   }
   Status reorder(const std::vector<int32_t>& parents) override { return state_.reorder(parents); }

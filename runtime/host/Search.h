@@ -79,9 +79,10 @@ public:
   virtual ~StepModel() = default;
   virtual int64_t vocab() const = 0;
   // The logits [rows, vocab] of each row's next token, given its last
-  // token and the batch row of its sentence's source.
+  // token and the batch row of its sentence's source; `logits` stays valid
+  // until the next call.
   virtual Status step(const std::vector<int32_t>& lastTokens, const std::vector<int64_t>& sourceRows,
-                      std::vector<float>& logits) = 0;
+                      const float*& logits) = 0;
   // Row i takes the old row parents[i]; rows from parents.size() on go.
   virtual Status reorder(const std::vector<int32_t>& parents) = 0;
 };

@@ -26,11 +26,13 @@ public:
   int steps = 0, reorders = 0;
 
   int64_t vocab() const override { return kVocab; }
+  std::vector<float> logits;
   Status step(const std::vector<int32_t>& last, const std::vector<int64_t>&,
-              std::vector<float>& logits) override {
+              const float*& out) override {
     if (history.empty()) history.resize(last.size());
     EXPECT_EQ(history.size(), last.size());
     logits.assign(last.size() * kVocab, -INFINITY);
+    out = logits.data();
     for (size_t r = 0; r < last.size(); ++r) {
       history[r].push_back(last[r]);
       for (auto [t, p] : next[last[r]]) logits[r * kVocab + t] = (float)std::log(p);
