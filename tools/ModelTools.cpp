@@ -419,6 +419,12 @@ llvm::Expected<DecodeBenchResult> tools::benchDecode(StringRef modelPath,
   auto module = loadModelDefinition(context, modelPath, build);
   if (!module)
     return module.takeError();
+  if ((**module).lookupSymbol<func::FuncOp>("prefill")) { // the prompt and the new tokens
+    build.maxSeqLen = o.srcLen + o.newTokens;
+    module = loadModelDefinition(context, modelPath, build);
+    if (!module)
+      return module.takeError();
+  }
   auto strategy = FusionStrategy::parse(o.fusion);
   if (!strategy)
     return strategy.takeError();
@@ -438,17 +444,34 @@ llvm::Expected<DecodeBenchResult> tools::benchDecode(StringRef modelPath,
   auto ids = fromStatus(rt::readTokenIds(dir + "/manifest.json"));
   if (!ids)
     return ids.takeError();
-  auto translator = fromStatus(rt::Translator::create(**model, *ids));
-  if (!translator)
-    return translator.takeError();
-  // Sources of words only: ids above every special one.
-  int32_t lowest = std::max({ids->pad, ids->bos, ids->eos, int32_t{0}}) + 1;
+  // encoder_decoder: the Translator on random sources; decoder_only: the
+  // Generator on random prompts of srcLen ids.
+  const bool decoderOnly = !ids->srcVocab;
+  const int32_t configEos = ids->eos;
+  std::unique_ptr<rt::Translator> translator;
+  std::unique_ptr<rt::Generator> generator;
+  if (decoderOnly) {
+    ids->eos = -1; // exactly newTokens
+    auto g = fromStatus(rt::Generator::create(**model, *ids));
+    if (!g)
+      return g.takeError();
+    generator = std::move(*g);
+  } else {
+    auto t = fromStatus(rt::Translator::create(**model, *ids));
+    if (!t)
+      return t.takeError();
+    translator = std::move(*t);
+  }
+  // Sources of words only: no special id.
+  const int32_t pad = ids->pad, bos = ids->bos, eos = configEos;
   std::mt19937 rng(1);
-  std::uniform_int_distribution<int32_t> word(lowest, (int32_t)ids->srcVocab - 1);
+  std::uniform_int_distribution<int32_t> any(
+      0, (int32_t)(decoderOnly ? ids->tgtVocab : ids->srcVocab) - 1);
   std::vector<std::vector<int32_t>> sources(o.batch);
   for (auto &s : sources)
-    for (int64_t i = 0; i < o.srcLen; ++i)
-      s.push_back(word(rng));
+    while ((int64_t)s.size() < o.srcLen)
+      if (int32_t w = any(rng); w != pad && w != bos && w != eos)
+        s.push_back(w);
   rt::SearchOptions search;
   search.beam = o.beam;
   search.maxLen = (int)o.newTokens;
@@ -471,7 +494,8 @@ llvm::Expected<DecodeBenchResult> tools::benchDecode(StringRef modelPath,
     return ms;
   };
   auto cached = measure([&]() -> llvm::Error {
-    auto out = (*translator)->translate(sources, search);
+    auto out = decoderOnly ? generator->generate(sources, search)
+                           : translator->translate(sources, search);
     if (!out.isOk())
       return error(out.status().message());
     for (auto &h : *out)
@@ -489,6 +513,8 @@ llvm::Expected<DecodeBenchResult> tools::benchDecode(StringRef modelPath,
     return result;
   if (o.beam != 1)
     return error("--recompute times greedy decoding: use it with --beam 1");
+  if (decoderOnly)
+    return error("--recompute times encoder_decoder models");
   // The full prefix through forward every step, the last position's argmax
   // (EOS and padding excluded, as the search excludes them).
   rt::Tensor src = rt::Tensor::zeros(rt::DType::I32, {o.batch, o.srcLen + 2});

@@ -133,7 +133,8 @@ StatusOr<TokenIds> readTokenIds(const std::string& manifestPath) {
   }
   const JsonValue* sourceBos = config->find("source_bos");
   ids.sourceBos = sourceBos && sourceBos->asBool();
-  for (auto [key, field] : {std::pair{"src_vocab_size", &ids.srcVocab}, {"tgt_vocab_size", &ids.tgtVocab}})
+  for (auto [key, field] : {std::pair{"src_vocab_size", &ids.srcVocab}, {"tgt_vocab_size", &ids.tgtVocab},
+                            {"vocab_size", &ids.tgtVocab}})  // decoder_only: one vocabulary
     if (const JsonValue* v = config->find(key)) *field = v->asInt64();
   return ids;
 }

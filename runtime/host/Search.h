@@ -39,7 +39,7 @@
 namespace transfuse::rt {
 
 // The ids of the token conventions (models/README.md; -1: none) and the
-// vocabulary sizes of a model.
+// vocabulary sizes of a model (a decoder_only model has srcVocab 0).
 struct TokenIds {
   int32_t pad = -1, bos = -1, eos = -1;
   bool sourceBos = false;
