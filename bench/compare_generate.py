@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""Transfuse against Hugging Face transformers' generate on GPT-2, same weights.
+
+Builds a GPT2LMHeadModel from the config (random weights, seeded), saves
+its state dict as safetensors (Hugging Face names, which Transfuse binds),
+checks that greedy generation agrees on a short run (EOS allowed), then
+times, interleaved and repeated, `transfuse bench decode MODEL --weights W`
+(prefill of a --prompt-len prompt, then exactly --new-tokens steps) and
+`model.generate(..., max_new_tokens = min_new_tokens = N, do_sample=False,
+use_cache=True)` on the same prompt and threads (torch.set_num_threads), and
+prints tokens/s (new tokens per second of the whole request, prefill
+included) with each engine's best median, and the bandwidth bound: every
+step streams all weights once.
+
+  /work/venv-hf/bin/python bench/compare_generate.py --threads 2
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
+import safetensors_io  # noqa: E402
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("failed: %s\n%s" % (" ".join(cmd), (r.stderr or r.stdout)[-2000:]))
+    return r.stdout
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", default=os.path.join(ROOT, "models", "gpt2-small.json"))
+    p.add_argument("--transfuse", default=os.path.join(ROOT, "build", "tools", "transfuse"))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--new-tokens", type=int, default=128)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--min-seconds", type=float, default=5.0)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    with open(args.model) as f:
+        cfg = json.load(f)
+    hf = GPT2LMHeadModel(GPT2Config(
+        vocab_size=cfg["vocab_size"], n_positions=cfg["max_seq_len"], n_embd=cfg["d_model"],
+        n_layer=cfg["num_layers"], n_head=cfg["num_heads"], n_inner=cfg.get("d_ff"),
+        activation_function="gelu_new", layer_norm_epsilon=cfg.get("layer_norm_eps", 1e-5),
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)).eval()
+    tmp = tempfile.mkdtemp(prefix="compare-generate-")
+    weights = os.path.join(tmp, "gpt2.safetensors")
+    safetensors_io.write(weights, {k: v.detach().numpy() for k, v in hf.state_dict().items()})
+
+    rng = np.random.default_rng(args.seed + 1)
+    prompt = [int(x) for x in rng.integers(0, cfg["vocab_size"] - 1, args.prompt_len)]
+    eos = cfg.get("eos_id", 50256)
+    ids = torch.tensor([prompt])
+
+    # Greedy agrees (the same model): 16 new tokens from a 16-token prompt.
+    art = os.path.join(tmp, "artifact")
+    run([args.transfuse, "compile", args.model, "--fusion", "all", "--max-batch", "1",
+         "--max-beam", "1", "--max-seq-len", "64", "-o", art])
+    ours = [int(x) for x in run([args.transfuse, "generate", art, "--weights", weights,
+                                 "--prompt-ids", " ".join(map(str, prompt[:16])),
+                                 "--max-new", "16", "--threads", str(args.threads)]).split()]
+    with torch.inference_mode():
+        theirs = hf.generate(ids[:, :16], max_new_tokens=16, do_sample=False, use_cache=True,
+                             pad_token_id=eos, eos_token_id=eos)[0, 16:].tolist()
+    if eos in theirs:
+        theirs = theirs[:theirs.index(eos)]
+    print("greedy: Transfuse and transformers agree on %d of %d new tokens%s" %
+          (sum(a == b for a, b in zip(ours, theirs)), max(len(ours), len(theirs)),
+           "" if ours == theirs else "\n  transfuse:    %s\n  transformers: %s" % (ours, theirs)))
+
+    def hf_run():
+        def once():
+            with torch.inference_mode():
+                out = hf.generate(ids, max_new_tokens=args.new_tokens,
+                                  min_new_tokens=args.new_tokens, do_sample=False,
+                                  use_cache=True, pad_token_id=eos)
+            assert out.shape[1] == args.prompt_len + args.new_tokens
+        once()
+        ms, start = [], time.perf_counter()
+        while len(ms) < 3 or time.perf_counter() - start < args.min_seconds:
+            t0 = time.perf_counter()
+            once()
+            ms.append((time.perf_counter() - t0) * 1e3)
+        return float(np.median(ms))
+
+    def ours_run():
+        out = run([args.transfuse, "bench", "decode", args.model, "--weights", weights,
+                   "--batch", "1", "--src-len", str(args.prompt_len),
+                   "--new-tokens", str(args.new_tokens), "--threads", str(args.threads),
+                   "--min-seconds", str(args.min_seconds), "--json"])
+        return json.loads(out.strip().splitlines()[-1])["median_ms"]
+
+    best = {"transfuse": 1e18, "transformers": 1e18}
+    for _ in range(args.repeats):
+        best["transfuse"] = min(best["transfuse"], ours_run())
+        best["transformers"] = min(best["transformers"], hf_run())
+    tps = {k: args.new_tokens / (ms / 1e3) for k, ms in best.items()}
+    # Parameters once each (the tied lm_head is wte).
+    params = sum(p.numel() for p in hf.parameters())
+    m = torch.ones(1 << 14, 1 << 14)
+    x = torch.ones(1 << 14)
+    bw = 0.0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        torch.mv(m, x)
+        bw = max(bw, m.numel() * 4 / (time.perf_counter() - t0) / 1e9)
+    print("GPT-2 (%s), batch 1, prompt %d, %d new tokens, %d threads, torch %s" %
+          (os.path.basename(args.model), args.prompt_len, args.new_tokens, args.threads,
+           torch.__version__))
+    print("transfuse     %8.2f tokens/s (request %.0f ms)" % (tps["transfuse"], best["transfuse"]))
+    print("transformers  %8.2f tokens/s (request %.0f ms)" % (tps["transformers"], best["transformers"]))
+    print("ratio         %8.2fx" % (tps["transfuse"] / tps["transformers"]))
+    print("bandwidth bound: %.0f MB of weights per step at %.1f GB/s (torch.mv of 1 GiB) = %.0f tokens/s" %
+          (params * 4 / 1e6, bw, bw * 1e9 / (params * 4)))
+
+
+if __name__ == "__main__":
+    main()
