@@ -76,6 +76,8 @@ constexpr size_t kAStride = kKc + 16;
 // a thread claims at a time, and the fewest rows per thread for splitting C
 // by rows (see GemmPacked).
 constexpr double kMinMacsPerThread = 1 << 20;
+// The multiply-adds one streamed element of B is worth when M is small.
+constexpr double kStreamedMacs = 8;
 constexpr size_t kMinUnitMacs = 1 << 18;
 constexpr size_t kMinRowsPerThread = 128;
 
@@ -479,8 +481,12 @@ HWY_NOINLINE void GemmPacked(size_t M, size_t N, size_t K, const float* A, size_
   size_t T = pool ? static_cast<size_t>(pool->numThreads()) : 1;
   // Below ~1M multiply-adds (about 10 µs on one core) a second thread gains
   // less than the hand-off costs (waking a sleeping worker alone is ~50 µs).
+  // With few rows (a decode step) the GEMM streams B from memory, 4 bytes
+  // per multiply-add of each row, and one core cannot draw the machine's
+  // bandwidth: there B's size is the work (kStreamedMacs per element).
   const double macs = static_cast<double>(M) * N * K;
-  T = std::min(T, static_cast<size_t>(std::max(1.0, macs / kMinMacsPerThread)));
+  const double work = std::max(macs, kStreamedMacs * static_cast<double>(N) * K);
+  T = std::min(T, static_cast<size_t>(std::max(1.0, work / kMinMacsPerThread)));
 
   // Row blocks: the fewest whose packed A (all of K) fits the L2 budget, more
   // when there are too few panels to give T threads several units each.
