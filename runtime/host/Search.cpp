@@ -139,26 +139,55 @@ StatusOr<TokenIds> readTokenIds(const std::string& manifestPath) {
   return ids;
 }
 
-StatusOr<std::unique_ptr<Translator>> Translator::create(CompiledModel& model, TokenIds ids) {
-  std::vector<std::string> entries = model.entryPoints();
-  for (const char* needed : {"encode", "decode_step"})
-    if (std::find(entries.begin(), entries.end(), needed) == entries.end())
-      return Status::error(std::string("the artifact has no '") + needed +
-                           "' entry point (decoding needs an encoder_decoder model with "
-                           "sinusoidal positions, compiled by this version)");
-  if (ids.bos < 0 || ids.eos < 0)
-    return Status::error("decoding needs the config's bos_id and eos_id");
+namespace {
+// What the search needs to know of an artifact's decoding entries: their
+// rows (max_batch · max_beam), the cache's positions, the longest source.
+struct DecodingSpecs {
+  int64_t rows = 0, positions = 0, maxSource = 0, vocab = 0;
+};
+
+// Checks that `model` has `entries` and a decode_step of `inputs` token
+// inputs (the last one the new tokens) to logits [B, n, V].
+StatusOr<DecodingSpecs> decodingSpecs(CompiledModel& model, std::initializer_list<const char*> entries,
+                                      const char* needs, size_t inputs) {
+  std::vector<std::string> names = model.entryPoints();
+  for (const char* needed : entries)
+    if (std::find(names.begin(), names.end(), needed) == names.end())
+      return Status::error(std::string("the artifact has no '") + needed + "' entry point (" + needs +
+                           " compiled by this version)");
   auto in = model.inputs("decode_step");
   auto out = model.outputs("decode_step");
   if (!in.isOk()) return in.status();
   if (!out.isOk()) return out.status();
-  if (in->size() != 2 || out->size() != 1 || (*out)[0].shape.size() != 3)
-    return Status::error("decode_step does not take (src_tokens, tgt_tokens) to logits");
+  if (in->size() != inputs || out->size() != 1 || (*out)[0].shape.size() != 3)
+    return Status::error("decode_step does not take token inputs to logits");
+  DecodingSpecs d;
+  d.rows = in->back().maxShape[0];
+  d.positions = in->back().maxShape[1];
+  d.maxSource = in->front().maxShape[1];
+  d.vocab = (*out)[0].shape[2];
+  return d;
+}
+
+// A batch of b inputs with beam k fits the state's rows.
+Status checkRows(int64_t b, int k, int64_t rows) {
+  if (b * k <= rows) return Status::ok();
+  return Status::error("a batch of " + std::to_string(b) + " with beam " + std::to_string(k) +
+                       " needs " + std::to_string(b * k) + " rows, over the compiled " +
+                       std::to_string(rows) + " (--max-batch · --max-beam)");
+}
+}  // namespace
+
+StatusOr<std::unique_ptr<Translator>> Translator::create(CompiledModel& model, TokenIds ids) {
+  auto specs = decodingSpecs(model, {"encode", "decode_step"}, "translation needs an encoder_decoder model", 2);
+  if (!specs.isOk()) return specs.status();
+  if (ids.bos < 0 || ids.eos < 0)
+    return Status::error("decoding needs the config's bos_id and eos_id");
   std::unique_ptr<Translator> t(new Translator(model, ids));
-  t->rows_ = (*in)[0].maxShape[0];
-  t->maxSource_ = (*in)[0].maxShape[1];
-  t->positions_ = (*in)[1].maxShape[1];
-  if (t->ids_.tgtVocab <= 0) t->ids_.tgtVocab = (*out)[0].shape[2];
+  t->rows_ = specs->rows;
+  t->maxSource_ = specs->maxSource;
+  t->positions_ = specs->positions;
+  if (t->ids_.tgtVocab <= 0) t->ids_.tgtVocab = specs->vocab;
   auto state = model.createState();
   if (!state.isOk()) return state.status();
   t->state_ = std::move(*state);
@@ -404,10 +433,7 @@ StatusOr<std::vector<std::vector<Hypothesis>>> Translator::translate(
   if (o.repetitionPenalty <= 0) return Status::error("--repetition-penalty must be > 0");
   const int64_t b = (int64_t)sources.size(), v = ids_.tgtVocab;
   if (b == 0) return std::vector<std::vector<Hypothesis>>{};
-  if (b * k > rows_)
-    return Status::error("a batch of " + std::to_string(b) + " with beam " + std::to_string(k) +
-                         " needs " + std::to_string(b * k) + " rows, over the compiled " +
-                         std::to_string(rows_) + " (--max-batch · --max-beam)");
+  if (Status rows = checkRows(b, k, rows_); !rows.isOk()) return rows;
   // A step writes one position: BOS and N tokens need N + 1 of them.
   const int64_t capacity = positions_ - 1;
   if (o.maxLen > capacity)
@@ -525,22 +551,12 @@ private:
 }  // namespace
 
 StatusOr<std::unique_ptr<Generator>> Generator::create(CompiledModel& model, TokenIds ids) {
-  std::vector<std::string> entries = model.entryPoints();
-  for (const char* needed : {"prefill", "decode_step"})
-    if (std::find(entries.begin(), entries.end(), needed) == entries.end())
-      return Status::error(std::string("the artifact has no '") + needed +
-                           "' entry point (generation needs a decoder_only model compiled by "
-                           "this version)");
-  auto in = model.inputs("decode_step");
-  auto out = model.outputs("decode_step");
-  if (!in.isOk()) return in.status();
-  if (!out.isOk()) return out.status();
-  if (in->size() != 1 || out->size() != 1 || (*out)[0].shape.size() != 3)
-    return Status::error("decode_step does not take tokens to logits");
+  auto specs = decodingSpecs(model, {"prefill", "decode_step"}, "generation needs a decoder_only model", 1);
+  if (!specs.isOk()) return specs.status();
   std::unique_ptr<Generator> g(new Generator(model, ids));
-  g->rows_ = (*in)[0].maxShape[0];
-  g->positions_ = (*in)[0].maxShape[1];
-  if (g->ids_.tgtVocab <= 0) g->ids_.tgtVocab = (*out)[0].shape[2];
+  g->rows_ = specs->rows;
+  g->positions_ = specs->positions;
+  if (g->ids_.tgtVocab <= 0) g->ids_.tgtVocab = specs->vocab;
   auto state = model.createState();
   if (!state.isOk()) return state.status();
   g->state_ = std::move(*state);
@@ -556,10 +572,7 @@ StatusOr<std::vector<std::vector<Hypothesis>>> Generator::generate(
   if (o.maxLen < 1) return Status::error("--max-new must be >= 1");
   const int64_t b = (int64_t)prompts.size(), v = ids_.tgtVocab;
   if (b == 0) return std::vector<std::vector<Hypothesis>>{};
-  if (b * k > rows_)
-    return Status::error("a batch of " + std::to_string(b) + " with beam " + std::to_string(k) +
-                         " needs " + std::to_string(b * k) + " rows, over the compiled " +
-                         std::to_string(rows_) + " (--max-batch · --max-beam)");
+  if (Status rows = checkRows(b, k, rows_); !rows.isOk()) return rows;
   if (!lines.empty() && (int64_t)lines.size() != b)
     return Status::error(std::to_string(lines.size()) + " line numbers for " + std::to_string(b) +
                          " prompts");
