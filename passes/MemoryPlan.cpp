@@ -115,8 +115,11 @@ void mlir::transfuse::placeBuffers(MemoryPlan &plan) {
     std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end) overlapping in time
     for (size_t j : placed) {
       const PlannedBuffer &other = plan.buffers[j];
+      int64_t otherEnd;
+      if (__builtin_add_overflow(other.offset, other.size, &otherEnd))
+        otherEnd = std::numeric_limits<int64_t>::max(); // saturated sizes
       if (other.firstUse <= buf.lastUse && buf.firstUse <= other.lastUse)
-        busy.push_back({other.offset, other.offset + other.size});
+        busy.push_back({other.offset, otherEnd});
     }
     std::sort(busy.begin(), busy.end());
     int64_t offset = 0, end = 0;

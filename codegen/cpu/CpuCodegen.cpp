@@ -92,6 +92,17 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
 
   if (!badState.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), badState);
+  // The positions axis of each state the entries write (K transposed keeps
+  // positions last): the extents generated code tracks are along it.
+  std::vector<int> positionAxis(tables.stateIndex.size(), -1);
+  module.walk([&](kernel::StateWriteOp w) {
+    auto st = w.getState().getDefiningOp<kernel::StateOp>();
+    if (st)
+      positionAxis[tables.stateIndex.lookup(st.getName())] = w.getKeys() ? 3 : 2;
+  });
+  std::string axes;
+  for (int a : positionAxis)
+    axes += (axes.empty() ? "" : ", ") + std::to_string(a);
 
   std::string kernels, constants, functions, entryTables, scalarKernels;
   int counter = 0;
@@ -181,6 +192,7 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
      << (packs.empty() ? "    {0, 0, 0, false},\n" : packs) << "};\n"
      << "const exec::TensorDesc kStates[] = {\n"
      << (states.empty() ? "    {\"\", 0, 0, {}, {}},\n" : states) << "};\n"
+     << "const int32_t kStatePositionAxis[] = {" << (axes.empty() ? "-1" : axes) << "};\n"
      << stringArray("kAliases", aliases) << stringArray("kIgnored", mi.rules.ignored)
      << stringArray("kPrefixes", mi.rules.prefixes)
      << "\nconst exec::ModelDesc kModel = {\n    " << TF_ABI_VERSION << ", "
@@ -190,7 +202,7 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
      << ",\n    " << prepareDesc << ", kEntries, "
      << (mi.entryPoints.size() - (prepareDesc == "nullptr" ? 0 : 1)) << ", kPacks, "
      << tables.packs.size() << ", kStates, " << tables.stateIndex.size()
-     << "};\n\n}  // namespace\n}  // namespace transfuse_generated\n\n"
+     << ", kStatePositionAxis};\n\n}  // namespace\n}  // namespace transfuse_generated\n\n"
      << "extern \"C\" const transfuse::exec::ModelDesc* transfuse_generated_model(void) {\n"
         "  return &transfuse_generated::kModel;\n}\n";
   if (hwy)

@@ -66,9 +66,15 @@ llvm::Error Emitter::emitOp(Operation *op) {
       .Case([&](tfk::DecodeAttentionOp a) { return emitDecodeAttention(a); })
       .Case([&](tfk::StateWriteOp w) {
         Value in = w.getInput();
+        std::string end = "(" + dims.index(w.getPosition()) + " + " + dims.dim(in, 2) + ")";
+        std::string extent = "c.stateExtents[" +
+                             std::to_string(tables.stateIndex.lookup(
+                                 w.getState().getDefiningOp<tfk::StateOp>().getName())) +
+                             "]";
         call("exec::stateWrite({" + attentionTensor(in) + "}, " + dims.dim(in, 0) + ", " +
              dims.dim(in, 2) + ", " + stateTensor(w.getState(), w.getKeys()) + ", " +
              dims.index(w.getPosition()) + ");");
+        line(extent + " = std::max<int64_t>(" + extent + ", " + end + ");");
         return llvm::Error::success();
       })
       .Case([&](tfk::StateReadOp r) {

@@ -245,9 +245,15 @@ LOWERING(SplitOp) {
 LOWERING(SliceOp) {
   int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
   if (op.getLength() || op.getOffset()) {
+    // With an offset the slice is a decode step's positions of a table
+    // (learned positions): its rows are the positions a model has.
+    int64_t rows = op.getInput().getType().getDimSize(axis);
+    std::string why = op.getOffset() && !ShapedType::isDynamic(rows)
+                          ? "more positions than the position table's " + std::to_string(rows) +
+                                " rows (max_seq_len " + std::to_string(rows) + ")"
+                          : std::string("a slice past the end of its axis (a length over the table?)");
     tfk::CheckOp::create(rw, op.getLoc(), "le", entry.size(sliceEnd(entry.analysis, op)),
-                         entry.dim(op.getInput(), axis),
-                         "a slice past the end of its axis (a length over the table?)");
+                         entry.dim(op.getInput(), axis), why);
     if (op.getStart() < 0)
       tfk::CheckOp::create(rw, op.getLoc(), "le", entry.size(SizeExpr::constant(-op.getStart())),
                            a.getOffset(), "a slice before the start of its axis");

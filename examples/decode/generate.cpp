@@ -27,10 +27,10 @@ void check(int32_t rc, const tf_error& err, const char* what) {
 
 class Generator {
 public:
-  Generator() {
+  explicit Generator(const char* weights) {
     tf_options options{1, 9};
     tf_model* m = nullptr;
-    check(tf_model_create(nullptr, &options, &m, &err_), err_, "tf_model_create");
+    check(tf_model_create(weights, &options, &m, &err_), err_, "tf_model_create");
     model_.reset(m);
     tf_state* s = nullptr;
     check(tf_state_create(model_.get(), &s, &err_), err_, "tf_state_create");
@@ -76,9 +76,9 @@ private:
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
-    Generator g;
+    Generator g(argc > 1 ? argv[1] : nullptr);
     for (const std::vector<int32_t>& prompt : {std::vector<int32_t>{5, 6, 7}, {8, 9}}) {
       std::vector<int32_t> ids = g.generate(prompt, 8, 28);
       for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);

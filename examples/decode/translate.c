@@ -1,8 +1,9 @@
 /* Greedy translation with the KV cache, through model.h alone: an app that
  * links a compiled tiny-encoder-decoder artifact (libmodel.a or .so).
  *
- * It creates the model (random weights from a seed: pass a safetensors path
- * to tf_model_create for real ones) and one tf_state, runs `encode` on two
+ * It creates the model (weights from the safetensors file given as its
+ * argument, e.g. a translation-tutorial state dict; random from a seed
+ * without one) and one tf_state, runs `encode` on two
  * sources (BOS ids EOS, padded: the config's conventions, pad 1, BOS 2,
  * EOS 3) and then `decode_step` one token per sentence until each has
  * emitted EOS or 8 tokens, printing each output's ids. The padding id is
@@ -16,12 +17,13 @@
 
 enum { PAD = 1, BOS = 2, EOS = 3, B = 2, S = 6, MAX_LEN = 8 };
 
-int main(void) {
+int main(int argc, char** argv) {
   tf_options options = {1, 7};
   tf_model* m = NULL;
   tf_state* state = NULL;
   tf_error err;
-  if (tf_abi_version() != TF_ABI_VERSION || tf_model_create(NULL, &options, &m, &err) != 0 ||
+  const char* weights = argc > 1 ? argv[1] : NULL;
+  if (tf_abi_version() != TF_ABI_VERSION || tf_model_create(weights, &options, &m, &err) != 0 ||
       tf_state_create(m, &state, &err) != 0) {
     printf("setup failed: %s\n", m ? err.message : "model");
     return 1;

@@ -56,6 +56,7 @@ struct tf_state {
   std::vector<transfuse::exec::abi::Arena> tensors;
   std::vector<size_t> bytes;  // per tensor
   std::vector<void*> ptrs;    // what Call::state points to
+  std::vector<int64_t> extents;  // Call::stateExtents
   int64_t length = 0;
   std::atomic<bool> busy{false};  // one call at a time
 };

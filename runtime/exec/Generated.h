@@ -67,6 +67,10 @@ struct Call {
   // entry checks against the capacity before writing and then advances.
   void* const* state = nullptr;
   int64_t* stateLength = nullptr;
+  // Per state tensor, the positions written so far (along its
+  // ModelDesc::statePositionAxis): an entry that writes positions [p, p+n)
+  // raises it to p + n, so reset and reorder touch only what was written.
+  int64_t* stateExtents = nullptr;
 };
 
 using RunFn = rt::Status (*)(const Call&);
@@ -116,6 +120,9 @@ struct ModelDesc {
   // maxShape (the capacity).
   const TensorDesc* states = nullptr;
   int32_t numStates = 0;
+  // Per state tensor, the axis of its positions (Call::stateExtents), or
+  // null when the entries do not track extents (whole rows are copied).
+  const int32_t* statePositionAxis = nullptr;
 };
 
 }  // namespace transfuse::exec

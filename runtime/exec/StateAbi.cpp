@@ -69,6 +69,35 @@ int32_t tf_model_entry_uses_state(const tf_model* model, int32_t entry) {
   return e ? (e->usesState ? 1 : 0) : -1;
 }
 
+namespace {
+// The parts of a state tensor's rows that hold data: per row, `outer`
+// blocks of `block` bytes, `stride` apart (the positions [0, extent) of
+// each run along the positions axis), or one block of the whole row when
+// the model does not track extents.
+struct RowLayout {
+  int64_t rows = 1, outer = 1;
+  size_t rowBytes = 0, block = 0, stride = 0;
+};
+RowLayout rowLayout(const transfuse::exec::ModelDesc& desc, const tf_state& s, int32_t t) {
+  const TensorDesc& d = desc.states[t];
+  RowLayout l;
+  l.rows = d.rank > 0 ? std::max<int64_t>(d.maxShape[0], 1) : 1;
+  l.rowBytes = s.bytes[t] / static_cast<size_t>(l.rows);
+  l.block = l.stride = l.rowBytes;
+  const int32_t axis = desc.statePositionAxis ? desc.statePositionAxis[t] : -1;
+  if (axis < 1 || axis >= d.rank) return l;
+  int64_t inner = 1;
+  for (int32_t k = axis + 1; k < d.rank; ++k) inner *= d.maxShape[k];
+  l.outer = 1;
+  for (int32_t k = 1; k < axis; ++k) l.outer *= d.maxShape[k];
+  const size_t elem = l.rowBytes / static_cast<size_t>(l.outer * d.maxShape[axis] * inner);
+  const int64_t extent = std::min(s.extents[t], d.maxShape[axis]);
+  l.stride = static_cast<size_t>(d.maxShape[axis] * inner) * elem;
+  l.block = static_cast<size_t>(extent * inner) * elem;
+  return l;
+}
+}  // namespace
+
 int32_t tf_state_create(tf_model* model, tf_state** state, tf_error* error) {
   clearError(error);
   try {
@@ -82,6 +111,7 @@ int32_t tf_state_create(tf_model* model, tf_state** state, tf_error* error) {
       std::memset(s->tensors.back().get(), 0, bytes);
       s->bytes.push_back(bytes);
       s->ptrs.push_back(s->tensors.back().get());
+      s->extents.push_back(0);
     }
     *state = s.release();
     return 0;
@@ -101,8 +131,15 @@ int32_t tf_state_reset(tf_state* state, tf_error* error) {
   StateLease lease(state);
   if (!state) return setError(error, "the state is NULL");
   if (!lease.held()) return setError(error, "tf_state_reset: the state is in use by another call");
-  for (size_t i = 0; i < state->tensors.size(); ++i)
-    std::memset(state->tensors[i].get(), 0, state->bytes[i]);
+  const transfuse::exec::ModelDesc& desc = *state->model->desc;
+  for (size_t i = 0; i < state->tensors.size(); ++i) {
+    RowLayout l = rowLayout(desc, *state, static_cast<int32_t>(i));
+    std::byte* base = state->tensors[i].get();
+    for (int64_t r = 0; r < l.rows; ++r)  // only what was written (all when untracked)
+      for (int64_t o = 0; o < l.outer; ++o)
+        std::memset(base + r * l.rowBytes + o * l.stride, 0, l.block);
+    state->extents[i] = 0;
+  }
   state->length = 0;
   return 0;
 }
@@ -143,19 +180,23 @@ int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
       if (src != i && src < num_rows && rows[src] != src && saved[src] < 0) saved[src] = slots++;
     }
     for (int32_t t = 0; t < desc.numStates; ++t) {
-      const TensorDesc& d = desc.states[t];
-      const int64_t capacity = d.rank > 0 ? d.maxShape[0] : 1;
-      const size_t rowBytes = state->bytes[t] / static_cast<size_t>(std::max<int64_t>(capacity, 1));
+      // Only the positions written so far move (a row's layout in scratch
+      // is the state's).
+      const RowLayout l = rowLayout(desc, *state, t);
+      const size_t rowBytes = l.rowBytes;
+      auto copyRow = [&](std::byte* to, const std::byte* from) {
+        for (int64_t o = 0; o < l.outer; ++o) std::memcpy(to + o * l.stride, from + o * l.stride, l.block);
+      };
       std::byte* base = state->tensors[t].get();
       scratch.resize(rowBytes * static_cast<size_t>(slots));
       for (int32_t r = 0; r < num_rows; ++r)
-        if (saved[r] >= 0) std::memcpy(scratch.data() + rowBytes * saved[r], base + rowBytes * r, rowBytes);
+        if (saved[r] >= 0) copyRow(scratch.data() + rowBytes * saved[r], base + rowBytes * r);
       for (int32_t i = 0; i < num_rows; ++i) {
         const int32_t src = rows[i];
         if (src == i) continue;
         const std::byte* from = src < num_rows && saved[src] >= 0 ? scratch.data() + rowBytes * saved[src]
                                                                   : base + rowBytes * src;
-        std::memcpy(base + rowBytes * i, from, rowBytes);
+        copyRow(base + rowBytes * i, from);
       }
     }
     return 0;
@@ -177,6 +218,7 @@ int32_t tf_state_copy(tf_state* to, const tf_state* from, tf_error* error) {
   if (from->busy.load()) return setError(error, "tf_state_copy: the source state is in use by a call");
   for (size_t i = 0; i < to->tensors.size(); ++i)
     std::memcpy(to->tensors[i].get(), from->tensors[i].get(), to->bytes[i]);
+  to->extents = from->extents;
   to->length = from->length;
   return 0;
 }

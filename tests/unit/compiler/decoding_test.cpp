@@ -194,28 +194,35 @@ std::string compileArtifact(MLIRContext &ctx, const std::string &config, const c
   return std::string(dir) + "/libmodel.so";
 }
 
-/// The argmax of each row of [rows, v] values but the padding id 1: the
+/// The argmax of each row of [rows, v] values but the padding id: the
 /// decoder's own keys are never masked as padding, so a search never emits
 /// it (forward would mask it).
-std::vector<int32_t> argmax(const std::vector<double> &x, int64_t rows, int64_t v) {
+std::vector<int32_t> argmax(const std::vector<double> &x, int64_t rows, int64_t v, int64_t pad) {
   std::vector<int32_t> out;
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t best = 0;
-    for (int64_t j = 2; j < v; ++j)
-      if (x[r * v + j] > x[r * v + best])
+    int64_t best = -1;
+    for (int64_t j = 0; j < v; ++j)
+      if (j != pad && (best < 0 || x[r * v + j] > x[r * v + best]))
         best = j;
     out.push_back((int32_t)best);
   }
   return out;
 }
 
-class CompiledDecodingTest : public ::testing::TestWithParam<const char *> {};
+struct DecodingCase {
+  const char *config, *strategy;
+  int32_t pad;
+};
+class CompiledDecodingTest : public ::testing::TestWithParam<DecodingCase> {};
 
 // Greedy decoding with the cache (the artifact's encode and decode_step)
 // against recomputing the whole prefix every step (the reference backend's
 // forward): the same tokens, and at every step the logits within 1e-5 of
-// their scale. Row 1 of the batch is padded.
+// their scale. Row 1 of the batch is padded. Configs: post-LN with
+// sinusoidal positions, and pre-LN with learned positions, shared and tied
+// embeddings and pad 0.
 TEST_P(CompiledDecodingTest, CachedStepsEqualRecomputation) {
+  const DecodingCase c = GetParam();
   MLIRContext ctx;
   ctx.loadDialect<TransfuseDialect, func::FuncDialect>();
   BuildOptions options;
@@ -223,7 +230,7 @@ TEST_P(CompiledDecodingTest, CachedStepsEqualRecomputation) {
   options.maxBeam = 2;
   OwningOpRef<ModuleOp> graph;
   std::string library = compileArtifact(
-      ctx, TRANSFUSE_SOURCE_DIR "/models/tiny-encoder-decoder.json", GetParam(), options, graph);
+      ctx, std::string(TRANSFUSE_SOURCE_DIR "/models/") + c.config, c.strategy, options, graph);
   ASSERT_FALSE(library.empty());
   auto model = rt::CompiledModel::load(library, {.weightsPath = "", .seed = 11, .threads = 2});
   ASSERT_TRUE(model.isOk()) << model.status().message();
@@ -233,7 +240,7 @@ TEST_P(CompiledDecodingTest, CachedStepsEqualRecomputation) {
   ASSERT_TRUE(weights.isOk());
   auto forward = graph->lookupSymbol<func::FuncOp>("forward");
 
-  rt::Tensor src = i32Tensor({2, 5}, {4, 5, 6, 7, 3, 8, 9, 3, 1, 1});
+  rt::Tensor src = i32Tensor({2, 5}, {4, 5, 6, 7, 3, 8, 9, 3, c.pad, c.pad});
   auto state = (*model)->createState();
   ASSERT_TRUE(state.isOk()) << state.status().message();
   auto encoded = (*model)->run("encode", {{"src_tokens", src}}, state->get());
@@ -263,8 +270,9 @@ TEST_P(CompiledDecodingTest, CachedStepsEqualRecomputation) {
       }
     for (size_t i = 0; i < cached.size(); ++i)
       ASSERT_NEAR(cached[i], recomputed[i], 1e-5 * std::max(1.0, scale))
-          << GetParam() << " step " << step << " logit " << i;
-    std::vector<int32_t> next = argmax(cached, 2, v), expected = argmax(recomputed, 2, v);
+          << c.config << " " << c.strategy << " step " << step << " logit " << i;
+    std::vector<int32_t> next = argmax(cached, 2, v, c.pad),
+                         expected = argmax(recomputed, 2, v, c.pad);
     EXPECT_EQ(next, expected) << "step " << step;
     for (int r = 0; r < 2; ++r)
       prefix[r].push_back(next[r]);
@@ -275,13 +283,17 @@ TEST_P(CompiledDecodingTest, CachedStepsEqualRecomputation) {
   auto over = (*model)->run("decode_step", {{"src_tokens", src}, {"tgt_tokens", many}},
                             state->get());
   ASSERT_FALSE(over.isOk());
-  EXPECT_TRUE(contains(over.status().message(), "more positions than decoding state"))
+  // (with learned positions the table's rows are the limit checked first)
+  EXPECT_TRUE(contains(over.status().message(), "more positions than"))
       << over.status().message();
   EXPECT_TRUE(contains(over.status().message(), "max_seq_len 16")) << over.status().message();
   EXPECT_EQ((*state)->length(), 10);
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, CompiledDecodingTest, ::testing::Values("none", "all"));
+INSTANTIATE_TEST_SUITE_P(Configs, CompiledDecodingTest,
+                         ::testing::Values(DecodingCase{"tiny-encoder-decoder.json", "none", 1},
+                                           DecodingCase{"tiny-encoder-decoder.json", "all", 1},
+                                           DecodingCase{"tiny-encoder-decoder-pre.json", "all", 0}));
 
 // The Translator (runtime/host/Search.h) on the compiled tiny model,
 // compiled once for the suite.
@@ -353,7 +365,7 @@ protected:
       std::vector<double> all = values(out->at("logits"));
       int64_t v = out->at("logits").shape[2];
       std::vector<double> last(all.end() - v, all.end());
-      int32_t next = step == maxLen ? tokens.eos : argmax(last, 1, v)[0];
+      int32_t next = step == maxLen ? tokens.eos : argmax(last, 1, v, tokens.pad)[0];
       if (next == tokens.eos)
         break;
       tgt.push_back(next);
@@ -419,6 +431,26 @@ TEST_F(TranslatorTest, OutputsDoNotDependOnBatching) {
       }
     }
   }
+}
+
+// Beam search reorders the cache's rows every step; a hypothesis it finds
+// must score, by forced decoding on a fresh cache (no reordering), what the
+// search summed for it: every n-best entry of every sentence.
+TEST_F(TranslatorTest, BeamHypothesesScoreWhatTheSearchSummed) {
+  rt::SearchOptions o;
+  o.beam = 2;
+  o.nBest = 2;
+  o.maxLen = 10;
+  auto found = translator->translate(sources, o);
+  ASSERT_TRUE(found.isOk()) << found.status().message();
+  for (size_t i = 0; i < sources.size(); ++i)
+    for (const rt::Hypothesis &h : (*found)[i]) {
+      // A hypothesis cut at the length limit ends with a forced EOS too.
+      auto scored = translator->score({sources[i]}, {h.ids});
+      ASSERT_TRUE(scored.isOk()) << scored.status().message();
+      EXPECT_NEAR((*scored)[0].logProb, h.logProb, 1e-4 * std::max(1.0, std::fabs(h.logProb)))
+          << "source " << i;
+    }
 }
 
 TEST_F(TranslatorTest, BadInputNamesTheLineOrTheLimit) {
@@ -492,6 +524,16 @@ TEST(GeneratorTest, CachedGreedyEqualsRecomputationForEveryBatching) {
       std::vector<double> v = values(out->at("logits"));
       std::vector<double> last(v.end() - 29, v.end());
       int32_t next = (int32_t)(std::max_element(last.begin(), last.end()) - last.begin());
+      // The cached search's log-probability of that token, within 1e-5 of
+      // its scale.
+      double lse = 0, mx = *std::max_element(last.begin(), last.end());
+      for (double x : last)
+        lse += std::exp(x - mx);
+      double lp = last[next] - mx - std::log(lse);
+      const auto &got = (*all)[i][0].tokenLogProbs;
+      if (expected.size() < got.size())
+        EXPECT_NEAR(got[expected.size()], lp, 1e-5 * std::max(1.0, std::fabs(lp)))
+            << "prompt " << i << " token " << expected.size();
       if (next == 28)
         break;
       expected.push_back(next);
