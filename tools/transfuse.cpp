@@ -117,10 +117,8 @@ int runCompile(const std::vector<std::string> &positional,
   bool verify = flags.count("--verify") != 0;
   if (verify && emit != tools::Emit::kShared)
     die("--verify runs the compiled library: use it with --emit shared (the default)");
-  double tolerance = 1e-3;
-  if (auto it = flags.find("--tolerance"); it != flags.end())
-    if (llvm::StringRef(it->second).getAsDouble(tolerance) || !(tolerance > 0))
-      die("flag --tolerance expects a positive number, got '" + it->second + "'");
+  double tolerance =
+      floatFlag(flags, "--tolerance", 1e-3, [](double v) { return v > 0; }, "a positive number");
   FusionStrategy strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "none")));
   cpu::BuildOptions build;
   build.cxx = flag(flags, "--cxx");
@@ -313,9 +311,8 @@ int runBenchModel(const std::vector<std::string> &positional,
   o.tgtLen = intFlag(flags, "--tgt-len", 64, 1, 1 << 16);
   o.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
   o.build.cxx = flag(flags, "--cxx");
-  if (auto it = flags.find("--min-seconds"); it != flags.end())
-    if (llvm::StringRef(it->second).getAsDouble(o.minSeconds) || o.minSeconds < 0)
-      die("flag --min-seconds expects a number >= 0, got '" + it->second + "'");
+  o.minSeconds = floatFlag(flags, "--min-seconds", o.minSeconds, [](double v) { return v >= 0; },
+                           "a number >= 0");
   llvm::SmallVector<llvm::StringRef> names;
   std::string list = flag(flags, "--fusion", "none,attention,layernorm,epilogue,projections,all");
   llvm::StringRef(list).split(names, ',');
@@ -384,10 +381,8 @@ int runBench(const std::vector<std::string> &positional,
           llvm::none_of(allowed, [&](const char *a) { return name == a; }))
         die("flag " + name + " does not apply to 'bench " + positional[0] + "'");
   };
-  double minSeconds = 0.5;
-  if (auto it = flags.find("--min-seconds"); it != flags.end())
-    if (llvm::StringRef(it->second).getAsDouble(minSeconds) || minSeconds <= 0)
-      die("flag --min-seconds expects a positive number, got '" + it->second + "'");
+  double minSeconds = floatFlag(flags, "--min-seconds", 0.5, [](double v) { return v > 0; },
+                                "a positive number");
   if (positional[0] == "gemm") {
     only({"--m", "--n", "--k", "--epilogue"});
     tk::GemmBenchOptions o;
