@@ -387,12 +387,35 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
 }
 
 namespace {
-// decode_step on a Translator's state: one new token per row.
-class CompiledStep : public StepModel {
+// A StepModel over a compiled model's decoding entries on one state.
+class StateStep : public StepModel {
+public:
+  StateStep(CompiledModel& model, ModelState& state, int64_t vocab)
+      : model_(model), state_(state), vocab_(vocab) {}
+  int64_t vocab() const override { return vocab_; }
+  Status reorder(const std::vector<int32_t>& parents) override { return state_.reorder(parents); }
+
+protected:
+  // Runs `entry` on the state and points `logits` at its output.
+  Status run(const char* entry, const std::map<std::string, Tensor>& inputs, const float*& logits) {
+    if (Status s = model_.runInto(entry, inputs, outputs_, &state_); !s.isOk()) return s;
+    logits = outputs_.at("logits").data<float>();
+    return Status::ok();
+  }
+
+private:
+  CompiledModel& model_;
+  ModelState& state_;
+  int64_t vocab_;
+  std::map<std::string, Tensor> outputs_;
+};
+
+// decode_step on a Translator's state: one new token per row, with its
+// sentence's source.
+class CompiledStep : public StateStep {
 public:
   CompiledStep(CompiledModel& model, ModelState& state, const Tensor& src, int64_t vocab)
-      : model_(model), state_(state), src_(src), vocab_(vocab) {}
-  int64_t vocab() const override { return vocab_; }
+      : StateStep(model, state, vocab), src_(src) {}
   Status step(const std::vector<int32_t>& last, const std::vector<int64_t>& sourceRows,
               const float*& logits) override {
     const int64_t r = (int64_t)last.size(), width = src_.shape[1];
@@ -402,21 +425,11 @@ public:
       tgt.data<int32_t>()[i] = last[i];
       std::copy_n(src_.data<int32_t>() + sourceRows[i] * width, width, src.data<int32_t>() + i * width);
     }
-    if (Status s = model_.runInto("decode_step", {{"src_tokens", src}, {"tgt_tokens", tgt}}, outputs_,
-                                  &state_);
-        !s.isOk())
-      return s;
-    logits = outputs_.at("logits").data<float>();
-    return Status::ok();
+    return run("decode_step", {{"src_tokens", src}, {"tgt_tokens", tgt}}, logits);
   }
-  Status reorder(const std::vector<int32_t>& parents) override { return state_.reorder(parents); }
 
 private:
-  CompiledModel& model_;
-  ModelState& state_;
   const Tensor& src_;
-  int64_t vocab_;
-  std::map<std::string, Tensor> outputs_;
 };
 }  // namespace
 
@@ -517,36 +530,24 @@ StatusOr<std::vector<Hypothesis>> Translator::score(
 
 namespace {
 // prefill on the prompts first (rows: one per prompt), then decode_step.
-class GeneratorStep : public StepModel {
+class GeneratorStep : public StateStep {
 public:
   GeneratorStep(CompiledModel& model, ModelState& state, const Tensor& prompts, int64_t vocab)
-      : model_(model), state_(state), prompts_(prompts), vocab_(vocab) {}
-  int64_t vocab() const override { return vocab_; }
+      : StateStep(model, state, vocab), prompts_(prompts) {}
   Status step(const std::vector<int32_t>& last, const std::vector<int64_t>&,
               const float*& logits) override {
-    const int64_t r = (int64_t)last.size();
-    Status s;
     if (!prefilled_) {
       prefilled_ = true;
-      s = model_.runInto("prefill", {{"tokens", prompts_}}, outputs_, &state_);
-    } else {
-      Tensor tokens = Tensor::zeros(DType::I32, {r, 1});
-      std::copy(last.begin(), last.end(), tokens.data<int32_t>());
-      s = model_.runInto("decode_step", {{"tokens", tokens}}, outputs_, &state_);
+      return run("prefill", {{"tokens", prompts_}}, logits);
     }
-    if (!s.isOk()) return s;
-    logits = outputs_.at("logits").data<float>();
-    return Status::ok();
+    Tensor tokens = Tensor::zeros(DType::I32, {(int64_t)last.size(), 1});
+    std::copy(last.begin(), last.end(), tokens.data<int32_t>());
+    return run("decode_step", {{"tokens", tokens}}, logits);
   }
-  Status reorder(const std::vector<int32_t>& parents) override { return state_.reorder(parents); }
 
 private:
-  CompiledModel& model_;
-  ModelState& state_;
   const Tensor& prompts_;
-  int64_t vocab_;
   bool prefilled_ = false;
-  std::map<std::string, Tensor> outputs_;
 };
 }  // namespace
 
