@@ -16,22 +16,14 @@
 
 #include <string>
 
-#include <unistd.h>
-
 using namespace mlir::transfuse::tools;
 
 namespace {
 
-/// The lines of `path` ("" or "-": stdin) as space-separated ids; an empty
-/// line is an empty list. Anything else is an error naming the file and line.
-std::vector<std::vector<int32_t>> readIdLines(const std::string &path) {
-  std::string name = path.empty() || path == "-" ? "<stdin>" : path;
-  auto buffer = path.empty() || path == "-" ? llvm::MemoryBuffer::getSTDIN()
-                                            : llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buffer)
-    die("cannot read '" + name + "': " + buffer.getError().message());
+/// Lines of space-separated ids; an empty line is an empty list. Anything
+/// else is an error naming `name` (the file or flag) and the line.
+std::vector<std::vector<int32_t>> parseIdLines(llvm::StringRef text, const std::string &name) {
   std::vector<std::vector<int32_t>> lines;
-  llvm::StringRef text = (*buffer)->getBuffer();
   if (text.ends_with("\n"))
     text = text.drop_back();
   if (text.empty())
@@ -51,6 +43,16 @@ std::vector<std::vector<int32_t>> readIdLines(const std::string &path) {
     lines.push_back(std::move(ids));
   }
   return lines;
+}
+
+/// The id lines of `path` ("" or "-": stdin).
+std::vector<std::vector<int32_t>> readIdLines(const std::string &path) {
+  std::string name = path.empty() || path == "-" ? "<stdin>" : path;
+  auto buffer = path.empty() || path == "-" ? llvm::MemoryBuffer::getSTDIN()
+                                            : llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    die("cannot read '" + name + "': " + buffer.getError().message());
+  return parseIdLines((*buffer)->getBuffer(), name);
 }
 
 std::string joinIds(const std::vector<int32_t> &ids) {
@@ -181,23 +183,9 @@ int mlir::transfuse::tools::runGenerate(const std::vector<std::string> &position
   if (flags.count("--eos-id"))
     a.ids.eos = (int32_t)intFlag(flags, "--eos-id", -1, 0, INT32_MAX);
   auto generator = orDie(rt::Generator::create(*a.model, a.ids));
-  std::vector<std::vector<int32_t>> prompts;
   std::string name = file ? flag(flags, "--prompt-file") : "--prompt-ids";
-  if (file) {
-    prompts = readIdLines(flag(flags, "--prompt-file"));
-  } else {
-    std::string path = (llvm::Twine(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
-                        "/transfuse-prompt-" + llvm::Twine(::getpid())).str();
-    std::error_code ec;
-    {
-      llvm::raw_fd_ostream os(path, ec);
-      if (ec)
-        die("cannot write '" + path + "': " + ec.message());
-      os << flag(flags, "--prompt-ids") << "\n";
-    }
-    prompts = readIdLines(path);
-    llvm::sys::fs::remove(path);
-  }
+  std::vector<std::vector<int32_t>> prompts =
+      file ? readIdLines(name) : parseIdLines(flag(flags, "--prompt-ids"), name);
   int64_t batch = intFlag(flags, "--batch-size",
                           std::max<int64_t>(1, std::min<int64_t>(32, generator->rows() / o.beam)), 1,
                           1 << 20);

@@ -64,13 +64,14 @@ llvm::Error Emitter::emitOp(Operation *op) {
       })
       .Case([&](tfk::AttentionOp a) { return emitAttention(a); })
       .Case([&](tfk::DecodeAttentionOp a) { return emitDecodeAttention(a); })
-      .Case([&](tfk::StateWriteOp w) {
+      .Case([&](tfk::StateWriteOp w) -> llvm::Error {
         Value in = w.getInput();
+        auto state = w.getState().getDefiningOp<tfk::StateOp>();
+        if (!state)
+          return fail(w, "writes a buffer that is not a tfk.state");
         std::string end = "(" + dims.index(w.getPosition()) + " + " + dims.dim(in, 2) + ")";
-        std::string extent = "c.stateExtents[" +
-                             std::to_string(tables.stateIndex.lookup(
-                                 w.getState().getDefiningOp<tfk::StateOp>().getName())) +
-                             "]";
+        std::string extent =
+            "c.stateExtents[" + std::to_string(tables.stateIndex.lookup(state.getName())) + "]";
         call("exec::stateWrite({" + attentionTensor(in) + "}, " + dims.dim(in, 0) + ", " +
              dims.dim(in, 2) + ", " + stateTensor(w.getState(), w.getKeys()) + ", " +
              dims.index(w.getPosition()) + ");");

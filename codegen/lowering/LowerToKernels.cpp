@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -170,13 +171,13 @@ LogicalResult declareStates(func::FuncOp func, Entry &entry) {
   if (*appended != SizeExpr::constant(0))
     entry.advance = entry.size(*appended);
   (void)entry.size(SizeExpr::constant(0));
+  llvm::StringSet<> used;
+  func.walk([&](Operation *op) {
+    if (isa<CacheAppendOp, StateWriteOp, StateReadOp>(op))
+      used.insert(op->getAttrOfType<StringAttr>("name").getValue());
+  });
   for (const StateDecl &d : *decls) {
-    bool used = false;
-    func.walk([&](Operation *op) {
-      auto name = op->getAttrOfType<StringAttr>("name");
-      used |= isa<CacheAppendOp, StateWriteOp, StateReadOp>(op) && name.getValue() == d.name;
-    });
-    if (!used)
+    if (!used.contains(d.name))
       continue;
     auto shape = d.capacity.getShape(); // [R, H, T, D]
     SmallVector<int64_t> stored{shape[0], shape[1], shape[2], shape[3]};
