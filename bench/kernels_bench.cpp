@@ -156,6 +156,55 @@ BENCHMARK(BM_DecodeStepKernel)->Apply(decodeArgs);
 BENCHMARK(BM_DecodeStepFused)->Apply(decodeArgs);
 BENCHMARK(BM_DecodeStepUnfused)->Apply(decodeArgs);
 
+// A beam-search step's cross attention as a compiled decoder runs it: 32 rows
+// (batch 8 · beam 4), one query each, over `keys` cached positions of a state
+// of capacity `capacity` (the Kᵀ rows' stride), for 6 layers in turn, so the
+// caches stream from memory as in a step. 2 threads. shared: the state's
+// row ids say which rows are the beams of one source (equal caches), which
+// then share one pass over them.
+void BM_DecodeBeamCross(benchmark::State& state) {
+  const size_t R = 32, H = 8, D = 64, layers = 6, Sk = static_cast<size_t>(state.range(0)),
+               T = static_cast<size_t>(state.range(1));
+  std::vector<uint64_t> ids(R);
+  for (size_t r = 0; r < R; ++r) ids[r] = r / 4;
+  std::vector<hwy::AlignedFreeUniquePtr<float[]>> k, v;
+  for (size_t l = 0; l < layers; ++l) {
+    k.push_back(randomBuf(R * H * D * T, 2 + l));
+    v.push_back(randomBuf(R * H * T * D, 20 + l));
+  }
+  auto q = randomBuf(R * H * D, 1), o = randomBuf(R * H * D, 4);
+  rt::ThreadPool* pool = tk::benchPool(2);
+  tk::DecodeAttentionArgs d;
+  d.batch = R;
+  d.heads = H;
+  d.seqK = Sk;
+  d.headDim = D;
+  d.q.data = q.get();
+  d.k.batchStride = H * D * T;
+  d.k.headStride = D * T;
+  d.k.dimStride = T;
+  d.v.batchStride = H * T * D;
+  d.v.headStride = T * D;
+  d.v.rowStride = D;
+  d.out = o.get();
+  d.scale = 0.125f;
+  if (state.range(2)) d.keyRowIds = d.valueRowIds = ids.data();
+  for (auto _ : state) {
+    for (size_t l = 0; l < layers; ++l) {
+      d.k.data = k[l].get();
+      d.v.data = v[l].get();
+      rt::Status st = tk::decodeAttention(d, pool);
+      benchmark::DoNotOptimize(st);
+    }
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_DecodeBeamCross)
+    ->ArgNames({"keys", "capacity", "shared"})
+    ->ArgsProduct({{24}, {33, 48, 128}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 // ---- bandwidth ---------------------------------------------------------------
 
 struct RowShape {

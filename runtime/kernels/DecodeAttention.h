@@ -18,6 +18,12 @@
 // keyLengths [B] (keys j >= keyLengths[b] masked), keyMask [B, Sk] (0
 // masks). A query whose keys are all masked yields exactly 0.
 //
+// Shared rows: with keyRowIds and valueRowIds ([B] each; a decoding state's
+// row ids, exec/Generated.h: rows of equal id hold equal data) and one query
+// per row, up to 8 consecutive rows of equal K id, V id, key length and key
+// mask row are one task that reads K and V once, from the first of them
+// (the beams of one source over its cross-attention cache).
+//
 // Per (b, h) one task reads K and V once for all Sq queries' scores (queries
 // in groups that fit the registers), then per query: the row maximum, 2^x
 // weights (Exp2Fast, as attention() uses), their sum and O = P·V / sum over
@@ -56,6 +62,8 @@ struct DecodeAttentionArgs {
   bool causal = false;
   const int32_t* keyLengths = nullptr;  // [B] or null
   const uint8_t* keyMask = nullptr;     // [B, Sk] or null
+  const uint64_t* keyRowIds = nullptr;  // [B] or null: see "Shared rows"
+  const uint64_t* valueRowIds = nullptr;
 };
 
 // Errors: headDim outside 1..256, a missing tensor.

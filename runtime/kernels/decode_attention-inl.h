@@ -205,11 +205,19 @@ float SoftmaxWeights(D d, float* HWY_RESTRICT si, size_t n, size_t width) {
   return 1.0f / sum;
 }
 
-void DecodeAttentionTask(const DecodeAttentionArgs& a, size_t b, size_t h, float* scratch) {
+// Task (b, h) over `rows` rows from b: rows == 1, the Sq queries of row b;
+// rows > 1 (Sq == 1, rows that share K and V), one query per row, K and V
+// read from row b.
+void DecodeAttentionTask(const DecodeAttentionArgs& a, size_t b, size_t rows, size_t h,
+                         float* scratch) {
   const hn::ScalableTag<float> d;
-  const size_t Sq = a.seqQ, Sk = a.seqK, D = a.headDim, ld = (Sk + 15) / 16 * 16;
+  const size_t Sk = a.seqK, D = a.headDim, ld = (Sk + 15) / 16 * 16;
+  const bool shared = rows > 1;
+  const size_t Q = shared ? rows : a.seqQ;  // queries of the task
+  const size_t qStride = shared ? a.q.batchStride : a.q.rowStride;
+  const size_t oStride = shared ? a.outBatchStride : a.outRowStride;
   float* s = scratch;
-  float* qs = scratch + Sq * ld;
+  float* qs = scratch + Q * ld;
   const float* qb = a.q.data + b * a.q.batchStride + h * a.q.headStride;
   const float* kt = a.k.data + b * a.k.batchStride + h * a.k.headStride;
   const float* vb = a.v.data + b * a.v.batchStride + h * a.v.headStride;
@@ -217,15 +225,17 @@ void DecodeAttentionTask(const DecodeAttentionArgs& a, size_t b, size_t h, float
   const float qscale = a.scale * 1.4426950408889634f;  // log2(e)
   const float ninf = -std::numeric_limits<float>::infinity();
   const ptrdiff_t limit = a.keyLengths ? std::max<int32_t>(a.keyLengths[b], 0) : ptrdiff_t(Sk);
-  auto visible = [&](size_t i) {
+  // Keys query qi sees (shared rows: each is query 0 of one row).
+  auto visible = [&](size_t qi) {
+    const size_t i = shared ? 0 : qi;
     ptrdiff_t n = std::min<ptrdiff_t>(ptrdiff_t(Sk), limit);
-    if (a.causal) n = std::min<ptrdiff_t>(n, ptrdiff_t(i + Sk) - ptrdiff_t(Sq) + 1);
+    if (a.causal) n = std::min<ptrdiff_t>(n, ptrdiff_t(i + Sk) - ptrdiff_t(a.seqQ) + 1);
     return n > 0 ? size_t(n) : size_t{0};
   };
-  for (size_t i0 = 0; i0 < Sq; i0 += kDecodeGroup) {
-    const size_t g = std::min(kDecodeGroup, Sq - i0);
+  for (size_t i0 = 0; i0 < Q; i0 += kDecodeGroup) {
+    const size_t g = std::min(kDecodeGroup, Q - i0);
     for (size_t r = 0; r < g; ++r)
-      for (size_t dd = 0; dd < D; ++dd) qs[r * D + dd] = qb[(i0 + r) * a.q.rowStride + dd] * qscale;
+      for (size_t dd = 0; dd < D; ++dd) qs[r * D + dd] = qb[(i0 + r) * qStride + dd] * qscale;
     float* sg = s + i0 * ld;
     // Keys no query of the group sees are never read.
     const size_t n = visible(i0 + g - 1);
@@ -252,12 +262,12 @@ void DecodeAttentionTask(const DecodeAttentionArgs& a, size_t b, size_t h, float
     for (size_t r0 = 0; r0 < g; r0 += 4) {
       const size_t gp = std::min<size_t>(4, g - r0);
       const float* p = sg + r0 * ld;
-      float* o = ob + (i0 + r0) * a.outRowStride;
+      float* o = ob + (i0 + r0) * oStride;
       switch (gp) {
       case 1: WeightedRows(p, n, vb, a.v.rowStride, D, inv[r0], o); break;
-      case 2: WeightedRowsGroup<2>(p, ld, n, vb, a.v.rowStride, D, inv + r0, o, a.outRowStride); break;
-      case 3: WeightedRowsGroup<3>(p, ld, n, vb, a.v.rowStride, D, inv + r0, o, a.outRowStride); break;
-      default: WeightedRowsGroup<4>(p, ld, n, vb, a.v.rowStride, D, inv + r0, o, a.outRowStride); break;
+      case 2: WeightedRowsGroup<2>(p, ld, n, vb, a.v.rowStride, D, inv + r0, o, oStride); break;
+      case 3: WeightedRowsGroup<3>(p, ld, n, vb, a.v.rowStride, D, inv + r0, o, oStride); break;
+      default: WeightedRowsGroup<4>(p, ld, n, vb, a.v.rowStride, D, inv + r0, o, oStride); break;
       }
     }
   }

@@ -212,6 +212,54 @@ TEST_P(DecodeAttentionTest, ThreadedEqualsSingleThreaded) {
   EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0);
 }
 
+// Shared rows: rows of equal K and V ids hold equal caches (the beams of one
+// source); one query per row reads them once, from the first row of a run
+// of up to 8. `ids` gives each row's id; rows of a run get the first row's
+// K and V, and with `poison` every other row's cache is NaN, so a task that
+// read any but the first row would show.
+void checkShared(const std::vector<uint64_t>& ids, size_t Sq, bool lengths, bool mask, bool poison,
+                 rt::ThreadPool* pool = nullptr) {
+  const Problem pr{ids.size(), 3, Sq, 29, 64, false, lengths, mask, 40};
+  std::mt19937 rng(5);
+  Data data(pr, rng);
+  const size_t kRow = pr.H * pr.D * data.T, vRow = pr.H * data.T * pr.D;
+  std::vector<size_t> first(ids.size());
+  for (size_t b = 0; b < ids.size(); ++b) {
+    first[b] = b > 0 && ids[b] == ids[b - 1] ? first[b - 1] : b;
+    std::copy_n(&data.kt[first[b] * kRow], kRow, &data.kt[b * kRow]);
+    std::copy_n(&data.v[first[b] * vRow], vRow, &data.v[b * vRow]);
+  }
+  const std::vector<double> ref = data.reference();
+  if (poison)
+    for (size_t b = 0; b < ids.size(); ++b)
+      if (first[b] != b) {
+        std::fill_n(&data.kt[b * kRow], kRow, NAN);
+        std::fill_n(&data.v[b * vRow], vRow, NAN);
+      }
+  Buf out(data.q.size());
+  DecodeAttentionArgs a = data.args;
+  a.out = out.data();
+  a.keyRowIds = a.valueRowIds = ids.data();
+  ASSERT_TRUE(decodeAttention(a, pool).isOk());
+  for (size_t i = 0; i < out.size(); ++i)
+    ASSERT_NEAR(out[i], ref[i], 2e-5 * (1 + std::fabs(ref[i])))
+        << "Sq=" << Sq << " lengths=" << lengths << " mask=" << mask << " at " << i;
+}
+
+TEST_P(DecodeAttentionTest, SharedRowsReadTheFirstRowOfARun) {
+  // Runs of 3, 2, 8 and 1 rows: each task reads only its first row.
+  const std::vector<uint64_t> runs = {7, 7, 7, 9, 9, 4, 4, 4, 4, 4, 4, 4, 4, 5};
+  checkShared(runs, 1, false, false, true);
+  rt::ThreadPool pool(3);
+  checkShared(runs, 1, false, false, true, &pool);
+  // A run of 9 is two tasks (8 + 1); different key lengths or mask rows
+  // split a run; several queries per row read their own rows.
+  const std::vector<uint64_t> nine = {1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2};
+  for (bool lengths : {false, true})
+    for (bool mask : {false, true}) checkShared(nine, 1, lengths, mask, false);
+  checkShared(nine, 2, false, false, false);
+}
+
 TEST(DecodeAttention, BadArgumentsAreErrors) {
   DecodeAttentionArgs a;
   a.headDim = 300;
