@@ -70,12 +70,14 @@ llvm::Error Emitter::emitOp(Operation *op) {
         if (!state)
           return fail(w, "writes a buffer that is not a tfk.state");
         std::string end = "(" + dims.index(w.getPosition()) + " + " + dims.dim(in, 2) + ")";
-        std::string extent =
-            "c.stateExtents[" + std::to_string(tables.stateIndex.lookup(state.getName())) + "]";
+        std::string index = std::to_string(tables.stateIndex.lookup(state.getName()));
+        std::string extent = "c.stateExtents[" + index + "]";
         call("exec::stateWrite({" + attentionTensor(in) + "}, " + dims.dim(in, 0) + ", " +
              dims.dim(in, 2) + ", " + stateTensor(w.getState(), w.getKeys()) + ", " +
              dims.index(w.getPosition()) + ");");
         line(extent + " = std::max<int64_t>(" + extent + ", " + end + ");");
+        line("exec::freshRowIds(c.stateRowIds[" + index + "], " + dims.dim(in, 0) +
+             ", c.stateSerial);");
         return llvm::Error::success();
       })
       .Case([&](tfk::StateReadOp r) {
@@ -255,6 +257,14 @@ llvm::Error Emitter::emitDecodeAttention(tfk::DecodeAttentionOp op) {
     line("  args.causal = true;");
   if (Value kp = op.getKeyPadding())
     line("  args.keyMask = " + ptr(kp) + ";");
+  // Rows of equal ids share their cache (beams over one source).
+  auto keyState = op.getKey().getDefiningOp<tfk::StateOp>();
+  auto valueState = op.getValue().getDefiningOp<tfk::StateOp>();
+  if (keyState && valueState)
+    line("  args.keyRowIds = c.stateRowIds[" +
+         std::to_string(tables.stateIndex.lookup(keyState.getName())) +
+         "]; args.valueRowIds = c.stateRowIds[" +
+         std::to_string(tables.stateIndex.lookup(valueState.getName())) + "];");
   line("  if (rt::Status s = kernels::decodeAttention(args, c.pool); !s.isOk()) return s;");
   ++kernelCalls;
   line("}");

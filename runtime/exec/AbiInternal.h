@@ -57,6 +57,9 @@ struct tf_state {
   std::vector<size_t> bytes;  // per tensor
   std::vector<void*> ptrs;    // what Call::state points to
   std::vector<int64_t> extents;  // Call::stateExtents
+  std::vector<std::vector<uint64_t>> rowIds;  // Call::stateRowIds, per tensor
+  std::vector<uint64_t*> rowIdPtrs;
+  uint64_t serial = 0;  // the last row id given out
   int64_t length = 0;
   std::atomic<bool> busy{false};  // one call at a time
 };

@@ -71,6 +71,13 @@ struct Call {
   // ModelDesc::statePositionAxis): an entry that writes positions [p, p+n)
   // raises it to p + n, so reset and reorder touch only what was written.
   int64_t* stateExtents = nullptr;
+  // Per state tensor, an id per row: rows of equal id hold equal data (all
+  // 0 after create and reset; reorder copies a row's id with it and skips
+  // rows whose source has their id). A write gives each row it writes a
+  // fresh id from *stateSerial (exec::freshRowIds). Kernels may read one row
+  // for rows of equal id (decode attention: beams over one source's cache).
+  uint64_t* const* stateRowIds = nullptr;
+  uint64_t* stateSerial = nullptr;
 };
 
 using RunFn = rt::Status (*)(const Call&);

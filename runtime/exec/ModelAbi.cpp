@@ -480,7 +480,9 @@ int32_t run(tf_model* model, int32_t entry, tf_state* state, const tf_tensor* in
                                model->packedPtrs.data(), arena.get(),
                                model->pool.get(),     state ? state->ptrs.data() : nullptr,
                                state ? &state->length : nullptr,
-                               state ? state->extents.data() : nullptr};
+                               state ? state->extents.data() : nullptr,
+                               state ? state->rowIdPtrs.data() : nullptr,
+                               state ? &state->serial : nullptr};
     s = e.run(call);
     if (!s) return setError(error, s.message());
     return 0;

@@ -540,6 +540,10 @@ void stateWrite(HeadsBlock in, int64_t b, int64_t n, StateTensor state, int64_t 
       }
 }
 
+void freshRowIds(uint64_t* rowIds, int64_t b, uint64_t* serial) {
+  for (int64_t r = 0; r < b; ++r) rowIds[r] = ++*serial;
+}
+
 void stateRead(StateTensor state, int64_t b, int64_t n, float* out) {
   const int64_t h = state.heads, d = state.headDim;
   const int64_t step = state.keys ? state.positions : 1;

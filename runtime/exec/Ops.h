@@ -166,6 +166,10 @@ struct HeadsBlock {
 // [b, H, n, D]. The caller has checked position + n <= T and b <= R.
 void stateWrite(HeadsBlock in, int64_t b, int64_t n, StateTensor state, int64_t position);
 
+// Rows [0, b) of a state tensor were written: each gets a fresh id
+// (Call::stateRowIds).
+void freshRowIds(uint64_t* rowIds, int64_t b, uint64_t* serial);
+
 // Positions [0, n) of state rows [0, b) into a dense [b, H, n, D] `out`.
 void stateRead(StateTensor state, int64_t b, int64_t n, float* out);
 

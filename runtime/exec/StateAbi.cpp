@@ -112,7 +112,9 @@ int32_t tf_state_create(tf_model* model, tf_state** state, tf_error* error) {
       s->bytes.push_back(bytes);
       s->ptrs.push_back(s->tensors.back().get());
       s->extents.push_back(0);
+      s->rowIds.emplace_back(static_cast<size_t>(rowLayout(*model->desc, *s, i).rows), 0);
     }
+    for (auto& ids : s->rowIds) s->rowIdPtrs.push_back(ids.data());
     *state = s.release();
     return 0;
   } catch (const std::bad_alloc&) {
@@ -139,6 +141,7 @@ int32_t tf_state_reset(tf_state* state, tf_error* error) {
       for (int64_t o = 0; o < l.outer; ++o)
         std::memset(base + r * l.rowBytes + o * l.stride, 0, l.block);
     state->extents[i] = 0;
+    std::fill(state->rowIds[i].begin(), state->rowIds[i].end(), 0);
   }
   state->length = 0;
   return 0;
@@ -170,16 +173,21 @@ int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
                                      std::to_string(capacity) + " rows of state '" + str(d.name) +
                                      "'");
     }
-    // Rows that keep their place are not touched (beam search keeps most);
-    // a row that moves is copied once, from a saved copy when its source is
-    // itself overwritten before it is read.
-    std::vector<int32_t> saved(static_cast<size_t>(num_rows), -1);  // source row -> scratch slot
-    int32_t slots = 0;
-    for (int32_t i = 0; i < num_rows; ++i) {
-      const int32_t src = rows[i];
-      if (src != i && src < num_rows && rows[src] != src && saved[src] < 0) saved[src] = slots++;
-    }
+    // A row whose source holds its data already (its own row, or one of
+    // the same id: beams over one source's cross-attention cache) is not
+    // touched; a row that changes is copied once, from a saved copy when its
+    // source is itself overwritten before it is read.
+    std::vector<uint64_t> ids;
+    std::vector<int32_t> saved;  // source row -> scratch slot
     for (int32_t t = 0; t < desc.numStates; ++t) {
+      const std::vector<uint64_t>& old = state->rowIds[t];
+      auto changes = [&](int32_t i) { return old[rows[i]] != old[i]; };
+      saved.assign(static_cast<size_t>(num_rows), -1);
+      int32_t slots = 0;
+      for (int32_t i = 0; i < num_rows; ++i) {
+        const int32_t src = rows[i];
+        if (changes(i) && src < num_rows && changes(src) && saved[src] < 0) saved[src] = slots++;
+      }
       // Only the positions written so far move (a row's layout in scratch
       // is the state's).
       const RowLayout l = rowLayout(desc, *state, t);
@@ -191,13 +199,16 @@ int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
       scratch.resize(rowBytes * static_cast<size_t>(slots));
       for (int32_t r = 0; r < num_rows; ++r)
         if (saved[r] >= 0) copyRow(scratch.data() + rowBytes * saved[r], base + rowBytes * r);
+      ids.assign(old.begin(), old.end());
       for (int32_t i = 0; i < num_rows; ++i) {
         const int32_t src = rows[i];
-        if (src == i) continue;
+        ids[i] = old[src];
+        if (!changes(i)) continue;
         const std::byte* from = src < num_rows && saved[src] >= 0 ? scratch.data() + rowBytes * saved[src]
                                                                   : base + rowBytes * src;
         copyRow(base + rowBytes * i, from);
       }
+      state->rowIds[t].assign(ids.begin(), ids.end());
     }
     return 0;
   } catch (const std::exception& ex) {
@@ -219,6 +230,8 @@ int32_t tf_state_copy(tf_state* to, const tf_state* from, tf_error* error) {
   for (size_t i = 0; i < to->tensors.size(); ++i)
     std::memcpy(to->tensors[i].get(), from->tensors[i].get(), to->bytes[i]);
   to->extents = from->extents;
+  for (size_t i = 0; i < to->rowIds.size(); ++i) to->rowIds[i] = from->rowIds[i];
+  to->serial = from->serial;
   to->length = from->length;
   return 0;
 }

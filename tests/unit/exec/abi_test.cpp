@@ -361,6 +361,37 @@ TEST(ModelAbi, ReorderIsAGatherOfRows) {
   }
 }
 
+// Reorder skips rows whose source holds the same data (equal row ids), but
+// a row written since has a fresh id: copies made before a write are not
+// mistaken for it, nor the row written for its old copies.
+TEST(ModelAbi, ReorderAfterPartialWritesCopiesWhatChanged) {
+  auto m = CompiledModel::load(kModel, {});
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  auto state = (*m)->createState();
+  ASSERT_TRUE(state.isOk());
+  auto step = [&](int rows, float base) {
+    Tensor x = Tensor::zeros(DType::F32, {rows, 3});
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < 3; ++k) x.data<float>()[r * 3 + k] = base + float(10 * r + k);
+    return (*m)->run("step", {{"x", x}}, state->get());
+  };
+  ASSERT_TRUE(step(2, 0).isOk());                   // rows 0, 1: 0.., 10..
+  ASSERT_TRUE((*state)->reorder({0, 0}).isOk());    // both hold row 0
+  ASSERT_TRUE((*state)->reorder({1, 0}).isOk());    // equal rows: nothing moves
+  ASSERT_TRUE(step(1, 100).isOk());                 // row 0 alone: += 100..
+  ASSERT_TRUE((*state)->reorder({1, 0, 0}).isOk()); // row 0 <- 1, rows 1, 2 <- 0
+  auto y = step(3, 0);  // the history of each row plus 10·r + k, at position 2
+  ASSERT_TRUE(y.isOk()) << y.status().message();
+  const float* out = y->at("y").data<float>();
+  for (int k = 0; k < 3; ++k) {
+    // row 0: old row 1 (a copy of row 0: k, and 0 at position 1 as it was
+    // not written) + 0 + k; rows 1, 2: old row 0 (k, 100 + k) + 10·r + k.
+    EXPECT_EQ(out[0 * 3 + k], float(k) + 0 + float(k)) << k;
+    EXPECT_EQ(out[1 * 3 + k], float(k) + float(100 + k) + float(10 + k)) << k;
+    EXPECT_EQ(out[2 * 3 + k], float(k) + float(100 + k) + float(20 + k)) << k;
+  }
+}
+
 TEST(ModelAbi, UnknownAbiVersionIsRefused) {
   auto m = CompiledModel::load(kV999, {});
   ASSERT_FALSE(m.isOk());

@@ -17,6 +17,7 @@
 
 #include "runtime/ThreadPool.h"
 #include "runtime/exec/Generated.h"
+#include "runtime/exec/Ops.h"
 #include "runtime/exec/model.h"
 #include "runtime/kernels/Gemm.h"
 
@@ -102,6 +103,7 @@ rt::Status step(const Call& c) {
       for (int64_t p = 0; p <= L; ++p) sum += acc[(r * kPositions + p) * 3 + k];
       y[r * 3 + k] = sum;
     }
+  exec::freshRowIds(c.stateRowIds[0], rows, c.stateSerial);  // rows it wrote
   *c.stateLength = L + 1;
   return rt::Status::ok();
 }
