@@ -229,7 +229,8 @@ def main():
     per_layer = 4 * d * d + 2 * d + 2 * d * d + 2 * d + 2 * d * cfg["d_ff"]  # self, cross q/o, ffn
     step_bytes = 4 * (cfg["num_decoder_layers"] * per_layer + v * d)
     print("read bandwidth %.1f GB/s (sgemv of 1 GiB); a step streams %.0f MB of weights: batch 1 is "
-          "bounded by %.0f tokens/s" % (bw, step_bytes / 1e6, bw * 1e9 / step_bytes))
+          "bounded by %.0f tokens/s when they come from memory (not when they fit in the "
+          "last-level cache: see lscpu)" % (bw, step_bytes / 1e6, bw * 1e9 / step_bytes))
     print("%-10s %14s %14s %14s %8s" % ("case", "transfuse", "ct2 float32", "ct2 int8", "ratio"))
     for batch, beam in cases:
         best = {"transfuse": 1e18, "float32": 1e18, "int8": 1e18}
