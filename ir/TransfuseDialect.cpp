@@ -1,6 +1,7 @@
 //===- TransfuseDialect.cpp - dialect registration and shared helpers ----===//
 
 #include "ir/TransfuseDialect.h"
+#include "ir/Gradients.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -24,6 +25,7 @@ void TransfuseDialect::initialize() {
 #define GET_OP_LIST
 #include "ir/TransfuseOps.cpp.inc"
       >();
+  attachGradientRules(getContext());
 }
 
 Operation *TransfuseDialect::materializeConstant(OpBuilder &builder,

@@ -405,5 +405,6 @@ def Transfuse_PositionalEncodingOp : Transfuse_Op<"positional_encoding", [TF_Sha
 
 include "ir/TransfuseFusedOps.td"
 include "ir/TransfuseStateOps.td"
+include "ir/TransfuseGradOps.td"
 
 #endif // TRANSFUSE_OPS_TD

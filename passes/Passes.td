@@ -114,4 +114,35 @@ def TransfuseHoistPrepare : Pass<"transfuse-hoist-prepare", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::transfuse::TransfuseDialect", "mlir::func::FuncDialect"];
 }
 
+def TransfuseAutodiff : Pass<"transfuse-autodiff", "mlir::ModuleOp"> {
+  let summary = "Build the gradient of a loss function with respect to its parameters";
+  let description = [{
+    For `@F` (option `function`, default `loss`), whose first result is a
+    scalar loss, adds `@F_grad` with the same arguments, returning the loss
+    (`transfuse.name = "loss"`) and the gradient of every parameter name, in
+    the order the names first appear (`grad.<name>`): reverse mode through
+    each op's gradient rule (GradientOpInterface, ir/Gradients.cpp), the
+    gradients of a value with several uses summed, and so those of a name
+    used by several params (tied weights). A parameter the loss does not
+    depend on gets zeros. An op without a rule (fused ops: autodiff runs
+    before fusion) is an error naming it.
+
+    Before:
+      func.func @loss(%x: tensor<2x3xf32>) -> tensor<f32> {
+        %w = transfuse.param "w" ... : tensor<3x3xf32>
+        %y = transfuse.matmul %x, %w ...
+        %l = transfuse.reduce_sum %y {axes = array<i64: 0, 1>} ...
+        return %l : tensor<f32>
+      }
+    After: @loss, and
+      func.func @loss_grad(%x: tensor<2x3xf32>) -> (tensor<f32>, tensor<3x3xf32>)
+      returning %l and the matmul rule's xᵀ·1.
+  }];
+  let dependentDialects = ["mlir::transfuse::TransfuseDialect", "mlir::func::FuncDialect"];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"loss\"",
+           "The function to differentiate (its first result is the loss)">
+  ];
+}
+
 #endif // TRANSFUSE_PASSES_TD

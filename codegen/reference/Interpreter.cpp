@@ -134,6 +134,10 @@ private:
   LogicalResult evalGather(GatherOp op);
   LogicalResult evalConstant(ConstantOp op);
   LogicalResult evalState(Operation *op);
+  LogicalResult evalCrossEntropy(Operation *op, Value logits, Value labels, double smoothing,
+                                 int64_t ignore, const Buf *grad);
+  LogicalResult evalLayerNormGrad(LayerNormGradOp op);
+  LogicalResult evalEmbeddingGrad(EmbeddingGradOp op);
 
   const TensorMap &weights;
   bool f64Outputs;
@@ -427,6 +431,117 @@ LogicalResult Interpreter::evalGather(GatherOp op) {
   return success();
 }
 
+/// cross_entropy (grad null) or cross_entropy_grad (grad: the loss's
+/// gradient, rank 0), as TransfuseGradOps.td defines them.
+LogicalResult Interpreter::evalCrossEntropy(Operation *op, Value logitsValue, Value labelsValue,
+                                            double eps, int64_t ignore, const Buf *grad) {
+  const Buf &logits = get(logitsValue), &labels = get(labelsValue);
+  const int64_t V = logits.shape.back(), rows = (int64_t)labels.data.size();
+  if (rows * V != (int64_t)logits.data.size())
+    return fail(op, "logits " + str(logits.shape) + " do not match labels " + str(labels.shape));
+  int64_t count = 0;
+  for (double y : labels.data) {
+    if ((int64_t)y == ignore)
+      continue;
+    if (y < 0 || y >= V)
+      return fail(op, "label " + std::to_string((int64_t)y) + " in " + nameOf(labelsValue) +
+                          " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    ++count;
+  }
+  Buf r;
+  if (grad) {
+    r.shape = logits.shape;
+    r.data.assign(logits.data.size(), 0.0);
+  } else {
+    r.data.assign(1, 0.0);
+  }
+  double total = 0.0;
+  for (int64_t t = 0; t < rows; ++t) {
+    const int64_t y = (int64_t)labels.data[t];
+    if (y == ignore)
+      continue;
+    const double *x = logits.data.data() + t * V;
+    double mx = -std::numeric_limits<double>::infinity(), sum = 0.0;
+    for (int64_t c = 0; c < V; ++c)
+      mx = std::max(mx, x[c]);
+    for (int64_t c = 0; c < V; ++c)
+      sum += std::exp(x[c] - mx);
+    const double lse = mx + std::log(sum);
+    if (grad) {
+      const double scale = grad->data[0] / (double)count;
+      for (int64_t c = 0; c < V; ++c)
+        r.data[t * V + c] = scale * (std::exp(x[c] - lse) - (c == y ? 1.0 - eps : 0.0) - eps / V);
+    } else {
+      double all = 0.0; // Σ_c -log p_c
+      for (int64_t c = 0; c < V; ++c)
+        all += lse - x[c];
+      total += (1.0 - eps) * (lse - x[y]) + eps / V * all;
+    }
+  }
+  if (!grad)
+    r.data[0] = count ? total / (double)count : 0.0;
+  set(op->getResult(0), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalLayerNormGrad(LayerNormGradOp op) {
+  const Buf &x = get(op.getInput()), &gamma = get(op.getGamma()), &dy = get(op.getGrad());
+  const int64_t axis = normalizedAxis(op.getAxis(), (int64_t)x.shape.size());
+  const int64_t n = numel(ArrayRef<int64_t>(x.shape).drop_front(axis));
+  const double eps = op.getEpsilon().convertToDouble();
+  if (dy.data.size() != x.data.size())
+    return fail(op, "grad " + str(dy.shape) + " is not the input's " + str(x.shape));
+  Buf dx{x.shape, std::vector<double>(x.data.size())};
+  Buf dg{gamma.shape, std::vector<double>(n, 0.0)}, db{gamma.shape, std::vector<double>(n, 0.0)};
+  std::vector<double> xhat(n), d(n);
+  for (int64_t base = 0; base < (int64_t)x.data.size(); base += n) {
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+      mean += x.data[base + i];
+    mean /= n;
+    for (int64_t i = 0; i < n; ++i)
+      var += (x.data[base + i] - mean) * (x.data[base + i] - mean);
+    var /= n;
+    const double r = 1.0 / std::sqrt(var + eps);
+    double md = 0.0, mdx = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      xhat[i] = (x.data[base + i] - mean) * r;
+      d[i] = dy.data[base + i] * gamma.data[i];
+      md += d[i];
+      mdx += d[i] * xhat[i];
+      dg.data[i] += dy.data[base + i] * xhat[i];
+      db.data[i] += dy.data[base + i];
+    }
+    md /= n;
+    mdx /= n;
+    for (int64_t i = 0; i < n; ++i)
+      dx.data[base + i] = r * (d[i] - md - xhat[i] * mdx);
+  }
+  set(op.getInputGrad(), std::move(dx));
+  set(op.getGammaGrad(), std::move(dg));
+  set(op.getBetaGrad(), std::move(db));
+  return success();
+}
+
+LogicalResult Interpreter::evalEmbeddingGrad(EmbeddingGradOp op) {
+  const Buf &ids = get(op.getIds()), &g = get(op.getGrad());
+  auto type = cast<RankedTensorType>(op.getType());
+  const int64_t V = type.getDimSize(0), D = type.getDimSize(1);
+  if ((int64_t)(ids.data.size() * D) != (int64_t)g.data.size())
+    return fail(op, "grad " + str(g.shape) + " does not match ids " + str(ids.shape));
+  Buf r{Shape{V, D}, std::vector<double>(V * D, 0.0)};
+  for (size_t i = 0; i < ids.data.size(); ++i) {
+    const int64_t id = (int64_t)ids.data[i];
+    if (id < 0 || id >= V)
+      return fail(op, "token id " + std::to_string(id) + " in " + nameOf(op.getIds()) +
+                          " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    for (int64_t c = 0; c < D; ++c)
+      r.data[id * D + c] += g.data[i * D + c];
+  }
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
 LogicalResult Interpreter::evalConstant(ConstantOp op) {
   auto attr = dyn_cast<DenseElementsAttr>(op.getValue());
   if (!attr)
@@ -646,6 +761,29 @@ LogicalResult Interpreter::eval(Operation *op) {
                        d.getStep() ? indices[d.getStep()] : 0, d.getStream());
         set(d.getResult(), std::move(r));
         return success();
+      })
+      .Case([&](CrossEntropyOp c) {
+        return evalCrossEntropy(op, c.getLogits(), c.getLabels(),
+                                c.getLabelSmoothing().convertToDouble(), c.getIgnoreIndex(), nullptr);
+      })
+      .Case([&](CrossEntropyGradOp c) {
+        return evalCrossEntropy(op, c.getLogits(), c.getLabels(),
+                                c.getLabelSmoothing().convertToDouble(), c.getIgnoreIndex(),
+                                &get(c.getGrad()));
+      })
+      .Case([&](LayerNormGradOp l) { return evalLayerNormGrad(l); })
+      .Case([&](EmbeddingGradOp e) { return evalEmbeddingGrad(e); })
+      .Case([&](ActivationGradOp a) {
+        const bool relu = a.getKind() == "relu";
+        const bool tanhForm = a.getApproximate() == GeluApproximation::Tanh;
+        return binary(op, a.getInput(), a.getGrad(), [&](double x, double g) {
+          return g * (relu       ? math::reluDerivative(x)
+                      : tanhForm ? math::geluTanhDerivative(x)
+                                 : math::geluDerivative(x));
+        });
+      })
+      .Case([&](ExpandOp e) {
+        return binary(op, e.getInput(), e.getLike(), [](double x, double) { return x; });
       })
       .Case([&](ReshapeOp r) { return evalReshape(r); })
       .Case([&](TransposeOp t) { return evalTranspose(t); })

@@ -59,6 +59,23 @@ template <class T> T geluTanh(T x) {
   return x / (T(1) + std::exp(T(-1.5957691216057307118) * (x + T(0.044715) * x * x * x)));
 }
 
+// Derivatives of the activations, for their gradients (activation_grad):
+//   relu'(x)      = x > 0 ? 1 : 0
+//   gelu'(x)      = Φ(x) + x·φ(x), Φ(x) = erfc(-x/√2)/2, φ(x) = exp(-x²/2)/√(2π)
+//   gelu_tanh'(x) = s + x·s·(1 - s)·2√(2/π)·(1 + 3·0.044715·x²) with
+//                   s = 1/(1 + exp(-2√(2/π)·(x + 0.044715·x³))), as
+//                   gelu_tanh(x) = x·s
+template <class T> T reluDerivative(T x) { return x > T(0) ? T(1) : T(0); }
+template <class T> T geluDerivative(T x) {
+  return T(0.5) * std::erfc(x * T(-0.70710678118654752440)) +
+         x * T(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
+}
+template <class T> T geluTanhDerivative(T x) {
+  const T k = T(1.5957691216057307118);  // 2√(2/π)
+  const T s = T(1) / (T(1) + std::exp(-k * (x + T(0.044715) * x * x * x)));
+  return s + x * s * (T(1) - s) * k * (T(1) + T(3 * 0.044715) * x * x);
+}
+
 // The op `kind` on a (and b, for binary ops).
 template <class T> T apply(Kind kind, T a, T b = T(0)) {
   switch (kind) {

@@ -1,0 +1,271 @@
+//===- Gradients.cpp - the gradient rule of every differentiable op ------===//
+//
+// GradientOpInterface (ir/TransfuseInterfaces.td) as external models, one
+// rule per op: given the gradients of its results, the ops computing the
+// gradients of its operands. Broadcast operands get their gradient summed
+// back to their shape (unbroadcast). The autodiff pass
+// (passes/Autodiff.cpp) walks a function backwards calling these; the
+// gradient checks (tests/unit/compiler/autodiff_test.cpp) hold each rule
+// against finite differences. Fused ops have no rule yet: autodiff runs on
+// the unfused graph (docs/training.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/Gradients.h"
+#include "ir/TransfuseDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+namespace {
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// A rank-0 constant of `like`'s element type.
+Value scalar(OpBuilder &b, Location loc, Value like, double value) {
+  auto type = RankedTensorType::get({}, tensorType(like).getElementType());
+  return ConstantOp::create(b, loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
+}
+
+} // namespace
+
+Value mlir::transfuse::unbroadcast(OpBuilder &b, Location loc, Value grad, Type target) {
+  auto g = tensorType(grad);
+  auto t = cast<RankedTensorType>(target);
+  int64_t extra = g.getRank() - t.getRank();
+  Value r = grad;
+  if (extra > 0) {
+    SmallVector<int64_t> lead;
+    for (int64_t i = 0; i < extra; ++i)
+      lead.push_back(i);
+    r = ReduceSumOp::create(b, loc, r, lead, false);
+  }
+  SmallVector<int64_t> ones;
+  auto rt = tensorType(r);
+  for (int64_t i = 0; i < t.getRank(); ++i)
+    if (t.getDimSize(i) == 1 && rt.getDimSize(i) != 1)
+      ones.push_back(i);
+  if (!ones.empty())
+    r = ReduceSumOp::create(b, loc, r, ones, true);
+  return r;
+}
+
+namespace {
+
+using Grads = SmallVectorImpl<Value>;
+
+LogicalResult vjp(AddOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = unbroadcast(b, op.getLoc(), g[0], op.getLhs().getType());
+  out[1] = unbroadcast(b, op.getLoc(), g[0], op.getRhs().getType());
+  return success();
+}
+
+LogicalResult vjp(SubOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  Location loc = op.getLoc();
+  out[0] = unbroadcast(b, loc, g[0], op.getLhs().getType());
+  out[1] = unbroadcast(b, loc, ScaleOp::create(b, loc, g[0], b.getF64FloatAttr(-1.0)),
+                       op.getRhs().getType());
+  return success();
+}
+
+LogicalResult vjp(MulOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  Location loc = op.getLoc();
+  out[0] = unbroadcast(b, loc, MulOp::create(b, loc, g[0], op.getRhs()), op.getLhs().getType());
+  out[1] = unbroadcast(b, loc, MulOp::create(b, loc, g[0], op.getLhs()), op.getRhs().getType());
+  return success();
+}
+
+LogicalResult vjp(DivOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // d(l/r)/dl = 1/r; d(l/r)/dr = -(l/r)/r.
+  Location loc = op.getLoc();
+  Value gr = DivOp::create(b, loc, g[0], op.getRhs());
+  out[0] = unbroadcast(b, loc, gr, op.getLhs().getType());
+  Value dr = ScaleOp::create(b, loc, MulOp::create(b, loc, gr, op.getResult()), b.getF64FloatAttr(-1.0));
+  out[1] = unbroadcast(b, loc, dr, op.getRhs().getType());
+  return success();
+}
+
+LogicalResult vjp(ScaleOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = ScaleOp::create(b, op.getLoc(), g[0], op.getFactorAttr());
+  return success();
+}
+
+LogicalResult vjp(ReluOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = ActivationGradOp::create(b, op.getLoc(), op.getType(), op.getInput(), g[0],
+                                    b.getStringAttr("relu"), GeluApproximation::None);
+  return success();
+}
+
+LogicalResult vjp(GeluOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = ActivationGradOp::create(b, op.getLoc(), op.getType(), op.getInput(), g[0],
+                                    b.getStringAttr("gelu"), op.getApproximate());
+  return success();
+}
+
+LogicalResult vjp(ExpOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = MulOp::create(b, op.getLoc(), g[0], op.getResult());
+  return success();
+}
+
+LogicalResult vjp(TanhOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // g·(1 - y²) = g - g·y·y.
+  Location loc = op.getLoc();
+  Value y = op.getResult();
+  out[0] = SubOp::create(b, loc, g[0], MulOp::create(b, loc, MulOp::create(b, loc, g[0], y), y));
+  return success();
+}
+
+LogicalResult vjp(SelectOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  Location loc = op.getLoc();
+  Value zero = scalar(b, loc, g[0], 0.0);
+  Type type = g[0].getType();
+  out[1] = unbroadcast(b, loc, SelectOp::create(b, loc, type, op.getCond(), g[0], zero),
+                       op.getOnTrue().getType());
+  out[2] = unbroadcast(b, loc, SelectOp::create(b, loc, type, op.getCond(), zero, g[0]),
+                       op.getOnFalse().getType());
+  return success();
+}
+
+LogicalResult vjp(SoftmaxOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // y·(g - Σ_axis g·y); an all-masked row (y = 0) gets 0.
+  Location loc = op.getLoc();
+  Value y = op.getResult();
+  Value gy = MulOp::create(b, loc, g[0], y);
+  int64_t axis = normalizedAxis(op.getAxis(), tensorType(y).getRank());
+  Value sum = ReduceSumOp::create(b, loc, gy, ArrayRef<int64_t>{axis}, true);
+  out[0] = MulOp::create(b, loc, y, SubOp::create(b, loc, g[0], sum));
+  return success();
+}
+
+LogicalResult vjp(LayerNormOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  auto grads = LayerNormGradOp::create(
+      b, op.getLoc(), TypeRange{op.getInput().getType(), op.getGamma().getType(), op.getBeta().getType()},
+      op.getInput(), op.getGamma(), g[0], op.getAxisAttr(), op.getEpsilonAttr());
+  out[0] = grads.getInputGrad();
+  out[1] = grads.getGammaGrad();
+  out[2] = grads.getBetaGrad();
+  return success();
+}
+
+LogicalResult vjp(MatmulOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // C = op(A)·op(B): d op(A) = g·op(B)ᵀ, d op(B) = op(A)ᵀ·g, transposed
+  // back where A or B is stored transposed; batch dimensions a rank-2
+  // operand broadcast over are summed.
+  Location loc = op.getLoc();
+  Value a = op.getLhs(), bm = op.getRhs(), gc = g[0];
+  bool ta = op.getTransposeLhs(), tb = op.getTransposeRhs();
+  Value da = ta ? MatmulOp::create(b, loc, bm, gc, tb, true).getResult()
+                : MatmulOp::create(b, loc, gc, bm, false, !tb).getResult();
+  Value db = tb ? MatmulOp::create(b, loc, gc, a, true, ta).getResult()
+                : MatmulOp::create(b, loc, a, gc, !ta, false).getResult();
+  out[0] = unbroadcast(b, loc, da, a.getType());
+  out[1] = unbroadcast(b, loc, db, bm.getType());
+  return success();
+}
+
+LogicalResult vjp(GatherOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = EmbeddingGradOp::create(b, op.getLoc(), op.getTable().getType(), op.getIds(), g[0]);
+  return success();
+}
+
+LogicalResult vjp(DropoutOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // The same mask, regenerated from (seed, step, stream, index).
+  out[0] = DropoutOp::create(b, op.getLoc(), g[0].getType(), g[0], op.getStep(), op.getRateAttr(),
+                             op.getSeedAttr(), op.getStreamAttr());
+  return success();
+}
+
+LogicalResult vjp(ReshapeOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = ReshapeOp::create(b, op.getLoc(), op.getInput().getType(), g[0]);
+  return success();
+}
+
+LogicalResult vjp(TransposeOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  ArrayRef<int64_t> perm = op.getPermutation();
+  SmallVector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inverse[perm[i]] = static_cast<int64_t>(i);
+  out[0] = TransposeOp::create(b, op.getLoc(), g[0], inverse);
+  return success();
+}
+
+LogicalResult vjp(ReduceSumOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // g broadcast back over the reduced axes (kept as 1 first).
+  Location loc = op.getLoc();
+  Value x = op.getInput();
+  Value kept = g[0];
+  if (!op.getKeepDims()) {
+    auto xt = tensorType(x);
+    SmallVector<int64_t> shape(xt.getShape());
+    for (int64_t a : op.getAxes())
+      shape[normalizedAxis(a, xt.getRank())] = 1;
+    kept = ReshapeOp::create(b, loc, RankedTensorType::get(shape, xt.getElementType()), kept);
+  }
+  out[0] = ExpandOp::create(b, loc, x.getType(), kept, x);
+  return success();
+}
+
+LogicalResult vjp(ConcatOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  Location loc = op.getLoc();
+  int64_t axis = normalizedAxis(op.getAxis(), tensorType(op.getResult()).getRank());
+  int64_t start = 0;
+  for (auto [i, in] : llvm::enumerate(op.getInputs())) {
+    int64_t size = tensorType(in).getDimSize(axis);
+    if (ShapedType::isDynamic(size))
+      return op.emitOpError("has no gradient rule along a dynamic axis");
+    out[i] = SliceOp::create(b, loc, in.getType(), g[0], Value(), Value(), b.getI64IntegerAttr(axis),
+                             b.getI64IntegerAttr(start), b.getI64IntegerAttr(size));
+    start += size;
+  }
+  return success();
+}
+
+LogicalResult vjp(SplitOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // The pieces' gradients concatenated; a piece without one is zeros.
+  Location loc = op.getLoc();
+  SmallVector<Value> pieces;
+  for (auto [r, gr] : llvm::zip(op.getResults(), g)) {
+    if (gr) {
+      pieces.push_back(gr);
+      continue;
+    }
+    auto t = tensorType(r);
+    if (!t.hasStaticShape())
+      return op.emitOpError("has no gradient rule for a dynamic piece without a gradient");
+    pieces.push_back(ConstantOp::create(
+        b, loc, DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), 0.0))));
+  }
+  out[0] = ConcatOp::create(b, loc, pieces, op.getAxis());
+  return success();
+}
+
+LogicalResult vjp(CrossEntropyOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = CrossEntropyGradOp::create(b, op.getLoc(), op.getLogits().getType(), op.getLogits(),
+                                      op.getLabels(), g[0], op.getLabelSmoothingAttr(),
+                                      op.getIgnoreIndexAttr());
+  return success();
+}
+
+template <typename OpT>
+struct Rule : public GradientOpInterface::ExternalModel<Rule<OpT>, OpT> {
+  LogicalResult buildVJP(Operation *op, OpBuilder &builder, ValueRange resultGrads,
+                         SmallVectorImpl<Value> &operandGrads) const {
+    operandGrads.assign(op->getNumOperands(), Value());
+    return vjp(cast<OpT>(op), builder, resultGrads, operandGrads);
+  }
+};
+
+template <typename... Ops> void attach(MLIRContext *ctx) {
+  (Ops::template attachInterface<Rule<Ops>>(*ctx), ...);
+}
+
+} // namespace
+
+void mlir::transfuse::attachGradientRules(MLIRContext *ctx) {
+  attach<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, ExpOp, TanhOp, SelectOp, SoftmaxOp,
+         LayerNormOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ConcatOp,
+         SplitOp, CrossEntropyOp>(ctx);
+}

@@ -1,0 +1,120 @@
+//===- TransfuseGradOps.td - the loss and backward ops ---------*- tablegen -*-===//
+//
+// Ops of training graphs: the cross-entropy loss, and the backward ops the
+// gradient rules (ir/Gradients.cpp) emit where a primitive composition would
+// be slow or lose accuracy. The reference backend runs each as written here;
+// docs/training.md states how autodiff uses them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_GRAD_OPS_TD
+#define TRANSFUSE_GRAD_OPS_TD
+
+def TF_ShapeOfFirst : DeclareOpInterfaceMethods<Transfuse_ShapeRuleOpInterface, ["resultSize"]>;
+
+def Transfuse_CrossEntropyOp : Transfuse_Op<"cross_entropy"> {
+  let summary = "mean cross-entropy of logits against labels, with label smoothing";
+  let description = [{
+    `logits` [..., V], `labels` [...] (i32). As PyTorch's
+    `CrossEntropyLoss(label_smoothing=ε, ignore_index=ignore_index)` defines
+    it: per token whose label y is not `ignore_index`,
+    `loss = (1 - ε)·(-log p_y) + ε/V · Σ_c (-log p_c)` with
+    `p = softmax(logits)` (the smoothing mass over all V classes, the
+    ignored class included); the result is the mean over those tokens (0
+    when there is none). A label outside [0, V) other than `ignore_index` is
+    a run-time error.
+
+    ```mlir
+    %l = transfuse.cross_entropy %logits, %labels {ignore_index = 1 : i64, label_smoothing = 1.0e-01 : f64} : (tensor<?x?x1000xf32>, tensor<?x?xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$logits, TF_TokenTensor:$labels,
+                       F64Attr:$label_smoothing, I64Attr:$ignore_index);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Transfuse_CrossEntropyGradOp : Transfuse_Op<"cross_entropy_grad", [TF_ShapeOfFirst]> {
+  let summary = "the gradient of cross_entropy with respect to the logits";
+  let description = [{
+    `g / N · (p_c - (1 - ε)·[c = y] - ε/V)` per token that counts (N of
+    them), 0 in the rows of ignored tokens; `g` is the loss's gradient
+    (rank 0). Attributes as cross_entropy's.
+  }];
+  let arguments = (ins TF_FloatTensor:$logits, TF_TokenTensor:$labels, TF_FloatTensor:$grad,
+                       F64Attr:$label_smoothing, I64Attr:$ignore_index);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)";
+}
+
+def Transfuse_LayerNormGradOp : Transfuse_Op<"layer_norm_grad", [TF_ShapeOfFirst]> {
+  let summary = "the gradients of layer_norm: input, gamma, beta";
+  let description = [{
+    For `y = x̂·γ + β`, `x̂ = (x - mean)·r`, `r = 1/sqrt(var + ε)` over the
+    dimensions [axis, rank) (n elements): with `d = dy·γ`,
+    `dx = r·(d - mean(d) - x̂·mean(d·x̂))`, `dγ = Σ dy·x̂` and `dβ = Σ dy`
+    summed over the leading dimensions. The mean and r are recomputed from
+    `input`, not saved.
+
+    ```mlir
+    %dx, %dg, %db = transfuse.layer_norm_grad %x, %g, %dy {axis = 2 : i64, epsilon = 1.0e-05 : f64} : (tensor<?x?x512xf32>, tensor<512xf32>, tensor<?x?x512xf32>) -> (tensor<?x?x512xf32>, tensor<512xf32>, tensor<512xf32>)
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$gamma, TF_FloatTensor:$grad,
+                       I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs TF_FloatTensor:$input_grad, TF_FloatTensor:$gamma_grad,
+                      TF_FloatTensor:$beta_grad);
+  let assemblyFormat = "$input `,` $gamma `,` $grad attr-dict `:` functional-type(operands, results)";
+}
+
+def Transfuse_EmbeddingGradOp : Transfuse_Op<"embedding_grad"> {
+  let summary = "the gradient of gather's table: a scatter-add of rows";
+  let description = [{
+    `result[v, :] = Σ_{i: ids[i] = v} grad[i, :]`; the result [V, D] is
+    static (the table's type).
+
+    ```mlir
+    %dt = transfuse.embedding_grad %ids, %dy : (tensor<?x?xi32>, tensor<?x?x512xf32>) -> tensor<1000x512xf32>
+    ```
+  }];
+  let arguments = (ins TF_TokenTensor:$ids, TF_FloatTensor:$grad);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$ids `,` $grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Transfuse_ActivationGradOp : Transfuse_Op<"activation_grad", [TF_Broadcasting]> {
+  let summary = "dy · f'(x) for relu and gelu";
+  let description = [{
+    `kind` is `relu` (f'(x) = x > 0) or `gelu` (with `approximate` as the
+    gelu op's: the exact erf form or the tanh form). The derivatives are
+    runtime/kernels/ElementwiseMath.h's.
+
+    ```mlir
+    %dx = transfuse.activation_grad %x, %dy {kind = "gelu"} : (tensor<?x2048xf32>, tensor<?x2048xf32>) -> tensor<?x2048xf32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$grad, StrAttr:$kind,
+                       DefaultValuedAttr<TF_GeluApproximationAttr,
+                                         "::mlir::transfuse::GeluApproximation::None">:$approximate);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Transfuse_ExpandOp : Transfuse_Op<"expand", [TF_Broadcasting]> {
+  let summary = "broadcasts input to the shape of like (NumPy rules)";
+  let description = [{
+    The gradient of a reduction: the reduced gradient (with its reduced
+    dimensions kept as 1) broadcast back. `like` gives only the shape.
+
+    ```mlir
+    %g = transfuse.expand %r, %x : (tensor<?x1xf32>, tensor<?x512xf32>) -> tensor<?x512xf32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$like);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $like attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // TRANSFUSE_GRAD_OPS_TD
