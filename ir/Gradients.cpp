@@ -192,19 +192,35 @@ LogicalResult vjp(TransposeOp op, OpBuilder &b, ValueRange g, Grads &out) {
   return success();
 }
 
+/// g of a reduction over `axes` of x with its reduced dimensions kept as 1.
+Value keptGrad(OpBuilder &b, Location loc, Value g, Value x, ArrayRef<int64_t> axes, bool keep) {
+  if (keep)
+    return g;
+  auto xt = tensorType(x);
+  SmallVector<int64_t> shape(xt.getShape());
+  for (int64_t a : axes)
+    shape[normalizedAxis(a, xt.getRank())] = 1;
+  return ReshapeOp::create(b, loc, RankedTensorType::get(shape, xt.getElementType()), g);
+}
+
 LogicalResult vjp(ReduceSumOp op, OpBuilder &b, ValueRange g, Grads &out) {
-  // g broadcast back over the reduced axes (kept as 1 first).
+  // g broadcast back over the reduced axes.
   Location loc = op.getLoc();
   Value x = op.getInput();
-  Value kept = g[0];
-  if (!op.getKeepDims()) {
-    auto xt = tensorType(x);
-    SmallVector<int64_t> shape(xt.getShape());
-    for (int64_t a : op.getAxes())
-      shape[normalizedAxis(a, xt.getRank())] = 1;
-    kept = ReshapeOp::create(b, loc, RankedTensorType::get(shape, xt.getElementType()), kept);
-  }
+  Value kept = keptGrad(b, loc, g[0], x, op.getAxes(), op.getKeepDims());
   out[0] = ExpandOp::create(b, loc, x.getType(), kept, x);
+  return success();
+}
+
+LogicalResult vjp(ReduceMeanOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // g / N broadcast back; N (the elements per mean, dynamic or not) is the
+  // sum of ones over the reduced axes.
+  Location loc = op.getLoc();
+  Value x = op.getInput();
+  Value kept = keptGrad(b, loc, g[0], x, op.getAxes(), op.getKeepDims());
+  Value ones = ExpandOp::create(b, loc, x.getType(), scalar(b, loc, x, 1.0), x);
+  Value count = ReduceSumOp::create(b, loc, ones, op.getAxes(), true);
+  out[0] = ExpandOp::create(b, loc, x.getType(), DivOp::create(b, loc, kept, count), x);
   return success();
 }
 
@@ -266,6 +282,6 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
 
 void mlir::transfuse::attachGradientRules(MLIRContext *ctx) {
   attach<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, ExpOp, TanhOp, SelectOp, SoftmaxOp,
-         LayerNormOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ConcatOp,
+         LayerNormOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp, ConcatOp,
          SplitOp, CrossEntropyOp>(ctx);
 }

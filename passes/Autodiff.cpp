@@ -98,7 +98,10 @@ struct AutodiffPass : mlir::transfuse::impl::TransfuseAutodiffBase<AutodiffPass>
         resultGrads.push_back(grads.lookup(r));
         any |= bool(resultGrads.back());
       }
-      if (!any || isa<ParamOp>(op))
+      // Leaves: params (collected below), and ops of no float operand
+      // (constants, positional encodings) that nothing flows back through.
+      if (!any || isa<ParamOp>(op) ||
+          llvm::none_of(op->getOperandTypes(), [](Type t) { return isFloatTensor(t); }))
         continue;
       auto rule = dyn_cast<GradientOpInterface>(op);
       if (!rule)

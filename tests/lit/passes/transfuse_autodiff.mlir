@@ -1,0 +1,53 @@
+// RUN: transfuse-opt %s -split-input-file --transfuse-autodiff --transfuse-cleanup | FileCheck %s
+// RUN: not transfuse-opt %s -split-input-file --transfuse-autodiff="function=missing" -o /dev/null 2>&1 | FileCheck %s --check-prefix=MISSING
+
+// Tests that @loss_grad returns the loss and grad.<name> per parameter, a
+// linear layer's weight gradient as gᵀ·x (W stored [N, K]), the bias
+// gradient summed over the batch, and tanh's rule g - g·y·y.
+// CHECK-LABEL: func.func @loss_grad
+// CHECK-SAME: -> (tensor<f32> {transfuse.name = "loss"}, tensor<3x4xf32> {transfuse.name = "grad.w"}, tensor<3xf32> {transfuse.name = "grad.b"})
+// CHECK: %[[Y:.*]] = transfuse.tanh
+// CHECK: %[[L:.*]] = transfuse.reduce_sum %[[Y]]
+// CHECK: %[[ONE:.*]] = transfuse.expand
+// CHECK: %[[GY:.*]] = transfuse.mul %[[ONE]], %[[Y]]
+// CHECK: %[[GYY:.*]] = transfuse.mul %[[GY]], %[[Y]]
+// CHECK: %[[G:.*]] = transfuse.sub %[[ONE]], %[[GYY]]
+// CHECK: %[[DB:.*]] = transfuse.reduce_sum %[[G]] {axes = array<i64: 0>}
+// CHECK: %[[DW:.*]] = transfuse.matmul %[[G]], %arg0 {transpose_lhs = true} : (tensor<?x3xf32>, tensor<?x4xf32>) -> tensor<3x4xf32>
+// CHECK: return %[[L]], %[[DW]], %[[DB]]
+func.func @loss(%x: tensor<?x4xf32> {transfuse.name = "x"}) -> (tensor<f32> {transfuse.name = "loss"})
+    attributes {transfuse.max_batch = 2 : i64} {
+  %w = transfuse.param "w" {init = #transfuse.init<zeros>} : tensor<3x4xf32>
+  %b = transfuse.param "b" {init = #transfuse.init<zeros>} : tensor<3xf32>
+  %y = transfuse.matmul %x, %w {transpose_rhs = true} : (tensor<?x4xf32>, tensor<3x4xf32>) -> tensor<?x3xf32>
+  %z = transfuse.add %y, %b : (tensor<?x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+  %t = transfuse.tanh %z : tensor<?x3xf32>
+  %l = transfuse.reduce_sum %t {axes = array<i64: 0, 1>} : (tensor<?x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that a weight used twice (tied) is one gradient, the sum of both
+// uses' gradients, and that cross_entropy's rule is cross_entropy_grad.
+// CHECK-LABEL: func.func @loss_grad
+// CHECK-SAME: -> (tensor<f32> {transfuse.name = "loss"}, tensor<6x4xf32> {transfuse.name = "grad.emb"})
+// CHECK: %[[DZ:.*]] = transfuse.cross_entropy_grad
+// CHECK-SAME: ignore_index = 0 : i64, label_smoothing = 1.000000e-01 : f64
+// CHECK: %[[DH:.*]] = transfuse.matmul %[[DZ]], %{{.*}} : (tensor<?x?x6xf32>, tensor<6x4xf32>) -> tensor<?x?x4xf32>
+// CHECK: %[[DWB:.*]] = transfuse.matmul %[[DZ]], %{{.*}} {transpose_lhs = true}
+// CHECK: %[[DOUT:.*]] = transfuse.reduce_sum %[[DWB]] {axes = array<i64: 0>}
+// CHECK: %[[DIN:.*]] = transfuse.embedding_grad %arg0, %[[DH]] : (tensor<?x?xi32>, tensor<?x?x4xf32>) -> tensor<6x4xf32>
+// CHECK: %[[SUM:.*]] = transfuse.add %[[DIN]], %[[DOUT]]
+// CHECK: return %{{.*}}, %[[SUM]]
+func.func @loss(%ids: tensor<?x?xi32> {transfuse.name = "ids"}, %labels: tensor<?x?xi32> {transfuse.name = "labels"}) -> (tensor<f32> {transfuse.name = "loss"})
+    attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
+  %e = transfuse.param "emb" {init = #transfuse.init<zeros>} : tensor<6x4xf32>
+  %e2 = transfuse.param "emb" {init = #transfuse.init<zeros>} : tensor<6x4xf32>
+  %h = transfuse.gather %e, %ids : (tensor<6x4xf32>, tensor<?x?xi32>) -> tensor<?x?x4xf32>
+  %z = transfuse.matmul %h, %e2 {transpose_rhs = true} : (tensor<?x?x4xf32>, tensor<6x4xf32>) -> tensor<?x?x6xf32>
+  %l = transfuse.cross_entropy %z, %labels {ignore_index = 0 : i64, label_smoothing = 1.0e-01 : f64} : (tensor<?x?x6xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// MISSING: error: transfuse-autodiff: no function @missing
