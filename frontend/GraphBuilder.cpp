@@ -125,6 +125,13 @@ Value GraphBuilder::dropout(Value x, double rate) {
                            b.getI64IntegerAttr(dropoutStreams++));
 }
 
+Value GraphBuilder::crossEntropy(Value logits, Value labels, double labelSmoothing,
+                                 int64_t ignoreIndex) {
+  auto type = RankedTensorType::get({}, typeOf(logits).getElementType());
+  return CrossEntropyOp::create(b, loc, type, logits, labels, b.getF64FloatAttr(labelSmoothing),
+                                b.getI64IntegerAttr(ignoreIndex));
+}
+
 Value GraphBuilder::linear(Value x, Value weight, Value bias) {
   Value y = matmul(x, weight, false, /*transposeRhs=*/true);
   return bias ? add(y, bias) : y;

@@ -70,6 +70,9 @@ public:
   Value last(Value x, int64_t axis);
   Value gather(Value table, Value ids);
   Value dropout(Value x, double rate);
+  /// The mean cross-entropy of logits [..., V] against labels [...]
+  /// (transfuse.cross_entropy: PyTorch's label smoothing and ignore_index).
+  Value crossEntropy(Value logits, Value labels, double labelSmoothing, int64_t ignoreIndex);
 
   //--- nn-style helpers ------------------------------------------------------
   /// x·Wᵀ + b (PyTorch nn.Linear; weight [out, in]); `bias` may be null.

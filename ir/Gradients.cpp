@@ -224,6 +224,12 @@ LogicalResult vjp(ReduceMeanOp op, OpBuilder &b, ValueRange g, Grads &out) {
   return success();
 }
 
+LogicalResult vjp(SliceOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = SliceGradOp::create(b, op.getLoc(), op.getInput().getType(), g[0], op.getInput(),
+                               op.getOffset(), op.getAxisAttr(), op.getStartAttr());
+  return success();
+}
+
 LogicalResult vjp(ConcatOp op, OpBuilder &b, ValueRange g, Grads &out) {
   Location loc = op.getLoc();
   int64_t axis = normalizedAxis(op.getAxis(), tensorType(op.getResult()).getRank());
@@ -282,6 +288,6 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
 
 void mlir::transfuse::attachGradientRules(MLIRContext *ctx) {
   attach<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, ExpOp, TanhOp, SelectOp, SoftmaxOp,
-         LayerNormOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp, ConcatOp,
+         LayerNormOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp, SliceOp, ConcatOp,
          SplitOp, CrossEntropyOp>(ctx);
 }

@@ -44,3 +44,7 @@ LogicalResult ActivationGradOp::verify() {
     return emitOpError("kind must be relu or gelu, got '") << getKind() << "'";
   return success();
 }
+
+SizeExpr SliceGradOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getLike(), axis);
+}

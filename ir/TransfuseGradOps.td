@@ -117,4 +117,23 @@ def Transfuse_ExpandOp : Transfuse_Op<"expand", [TF_Broadcasting]> {
   let assemblyFormat = "$input `,` $like attr-dict `:` functional-type(operands, results)";
 }
 
+def Transfuse_SliceGradOp : Transfuse_Op<"slice_grad", [TF_ShapeRule]> {
+  let summary = "the gradient of slice: grad placed in zeros of the input's shape";
+  let description = [{
+    `result` has the shape of `like` (the sliced input) and is 0 except
+    along `axis` at [start + offset, start + offset + n), which holds
+    `grad` (n: its size there); `start` and `offset` as the slice's.
+
+    ```mlir
+    %dw = transfuse.slice_grad %g, %wpe {axis = 0 : i64, start = 0 : i64} : (tensor<?x768xf32>, tensor<1024x768xf32>) -> tensor<1024x768xf32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$grad, TF_FloatTensor:$like, Optional<Index>:$offset,
+                       I64Attr:$axis, I64Attr:$start);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $like (`offset` $offset^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 #endif // TRANSFUSE_GRAD_OPS_TD

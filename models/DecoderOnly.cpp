@@ -126,6 +126,10 @@ void mlir::transfuse::buildDecoderOnly(ModuleOp module, const ModelConfig &c,
     func::ReturnOp::create(b, b.getUnknownLoc(), out);
   };
   build("forward", false, false);
+  if (options.training)
+    addLossEntry(b, module, {"tokens"}, c, options, [&](GraphBuilder &g, Block *e) {
+      return DecoderOnlyBuilder(g, c, true).build(e->getArgument(0), false, false);
+    });
   if (decodingEntries(c, options)) {
     build("prefill", true, true);
     build("decode_step", true, false);

@@ -227,6 +227,10 @@ void mlir::transfuse::buildEncoderDecoder(ModuleOp module, const ModelConfig &c,
   build("forward", {"src_tokens", "tgt_tokens"}, true, [](EncoderDecoderBuilder &m, Block *e) {
     return m.forward(e->getArgument(0), e->getArgument(1));
   });
+  if (options.training)
+    addLossEntry(b, module, {"src_tokens", "tgt_tokens"}, c, options, [&](GraphBuilder &g, Block *e) {
+      return EncoderDecoderBuilder(g, c, true).forward(e->getArgument(0), e->getArgument(1));
+    });
   if (decodingEntries(c, options)) {
     build("encode", {"src_tokens"}, false, [](EncoderDecoderBuilder &m, Block *e) {
       m.encode(e->getArgument(0));

@@ -1,6 +1,7 @@
 //===- Models.cpp - dispatch to the architectures, loading definitions ----===//
 
 #include "models/Models.h"
+#include "frontend/GraphBuilder.h"
 
 #include "ir/TransfuseDialect.h"
 
@@ -57,6 +58,22 @@ func::FuncOp mlir::transfuse::createEntry(OpBuilder &b, ModuleOp module, StringR
     func.setResultAttr(0, kNameAttr, b.getStringAttr("logits"));
   b.setInsertionPointToStart(func.addEntryBlock());
   return func;
+}
+
+void mlir::transfuse::addLossEntry(OpBuilder &b, ModuleOp module, ArrayRef<StringRef> tokenInputs,
+                                   const ModelConfig &config, const BuildOptions &options,
+                                   llvm::function_ref<Value(GraphBuilder &, Block *)> body) {
+  SmallVector<StringRef> inputs(tokenInputs);
+  inputs.push_back("labels");
+  auto func = createEntry(b, module, "loss", inputs, 0);
+  GraphBuilder g(b, NameLoc::get(b.getStringAttr("loss")));
+  Block *entry = &func.getBody().front();
+  Value logits = body(g, entry);
+  Value loss = g.crossEntropy(logits, entry->getArguments().back(), options.labelSmoothing,
+                              config.padId ? *config.padId : -100);
+  func::ReturnOp::create(b, b.getUnknownLoc(), loss);
+  func.setType(b.getFunctionType(func.getArgumentTypes(), {loss.getType()}));
+  func.setResultAttr(0, kNameAttr, b.getStringAttr("loss"));
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>>

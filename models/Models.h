@@ -34,6 +34,8 @@
 
 namespace mlir::transfuse {
 
+class GraphBuilder;
+
 struct BuildOptions {
   /// 0: the default, 8 (for MLIR input: the function's own attribute).
   int64_t maxBatch = 0;
@@ -41,8 +43,11 @@ struct BuildOptions {
   int64_t maxSeqLen = 0;
   /// 0: the default, 4. The state's rows are maxBatch · maxBeam.
   int64_t maxBeam = 0;
-  /// Emit dropout (training graphs); inference graphs have none.
+  /// Emit dropout and the `loss` entry (training graphs); inference graphs
+  /// have neither.
   bool training = false;
+  /// The loss's label smoothing (training builds; the paper's 0.1).
+  double labelSmoothing = 0.1;
   /// Build the decoding entry points where the architecture has them.
   bool decoding = true;
 };
@@ -57,6 +62,14 @@ inline constexpr llvm::StringLiteral kIgnoredWeightsAttr = "transfuse.ignored_we
 inline constexpr llvm::StringLiteral kWeightPrefixesAttr = "transfuse.weight_prefixes";
 /// Argument/result attribute naming an entry point's tensors.
 inline constexpr llvm::StringLiteral kNameAttr = "transfuse.name";
+
+/// The entry a training build differentiates: `loss(inputs..., labels)`,
+/// the mean cross-entropy (label smoothing from `options`, the config's
+/// pad_id ignored, or -100 without one, PyTorch's default) of the logits
+/// `body` builds from the token inputs against `labels` [B, T].
+void addLossEntry(OpBuilder &b, ModuleOp module, ArrayRef<StringRef> tokenInputs,
+                  const ModelConfig &config, const BuildOptions &options,
+                  llvm::function_ref<Value(GraphBuilder &, Block *)> body);
 
 /// Builds the model of `config`. Fails on options the config cannot honour.
 llvm::Expected<OwningOpRef<ModuleOp>>

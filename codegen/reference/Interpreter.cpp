@@ -138,6 +138,7 @@ private:
                                  int64_t ignore, const Buf *grad);
   LogicalResult evalLayerNormGrad(LayerNormGradOp op);
   LogicalResult evalEmbeddingGrad(EmbeddingGradOp op);
+  LogicalResult evalSliceGrad(SliceGradOp op);
 
   const TensorMap &weights;
   bool f64Outputs;
@@ -410,6 +411,24 @@ LogicalResult Interpreter::evalSlice(SliceOp op) {
                         ") is outside axis " + std::to_string(axis) + " of size " +
                         std::to_string(in.shape[axis]));
   set(op.getResult(), sliceAxis(in, axis, start, size));
+  return success();
+}
+
+LogicalResult Interpreter::evalSliceGrad(SliceGradOp op) {
+  const Buf &g = get(op.getGrad()), &like = get(op.getLike());
+  const int64_t axis = normalizedAxis(op.getAxis(), (int64_t)like.shape.size());
+  const int64_t start = op.getStart() + (op.getOffset() ? indices[op.getOffset()] : 0);
+  const int64_t size = g.shape.size() == like.shape.size() ? g.shape[axis] : -1;
+  if (size < 0 || start < 0 || start + size > like.shape[axis])
+    return fail(op, "grad " + str(g.shape) + " at " + std::to_string(start) +
+                        " does not fit axis " + std::to_string(axis) + " of " + str(like.shape));
+  Buf r{like.shape, std::vector<double>(like.data.size(), 0.0)};
+  const int64_t outer = numel(ArrayRef<int64_t>(like.shape).take_front(axis));
+  const int64_t inner = numel(ArrayRef<int64_t>(like.shape).drop_front(axis + 1));
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy_n(g.data.begin() + o * size * inner, size * inner,
+                r.data.begin() + (o * like.shape[axis] + start) * inner);
+  set(op.getResult(), std::move(r));
   return success();
 }
 
@@ -773,6 +792,7 @@ LogicalResult Interpreter::eval(Operation *op) {
       })
       .Case([&](LayerNormGradOp l) { return evalLayerNormGrad(l); })
       .Case([&](EmbeddingGradOp e) { return evalEmbeddingGrad(e); })
+      .Case([&](SliceGradOp s) { return evalSliceGrad(s); })
       .Case([&](ActivationGradOp a) {
         const bool relu = a.getKind() == "relu";
         const bool tanhForm = a.getApproximate() == GeluApproximation::Tanh;

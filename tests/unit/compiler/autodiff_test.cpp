@@ -9,6 +9,7 @@
 // embedding with repeated ids and a tied output projection, cross-entropy
 // with label smoothing and an ignored label, reshape and transpose,
 // split / concat, dropout (the regenerated mask), reductions.
+#include "models/Models.h"
 #include "passes/Passes.h"
 #include "tests/unit/compiler/TestHelpers.h"
 
@@ -16,6 +17,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 using namespace mlir;
@@ -38,18 +40,16 @@ rt::Tensor randomF32(std::vector<int64_t> shape, std::mt19937 &rng) {
   return t;
 }
 
-/// Parses `body` as @loss (inputs named by transfuse.name), differentiates
-/// it, and checks every parameter's gradient against finite differences.
-void checkGradients(const std::string &body, const std::vector<Input> &inputs, uint32_t seed = 1) {
-  MLIRContext context;
-  context.loadDialect<TransfuseDialect, func::FuncDialect>();
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(body, &context);
-  ASSERT_TRUE(module) << body;
-  PassManager pm(&context);
+/// Differentiates @loss of `module` and checks the gradient of every
+/// parameter (at most `perParam` elements of each, spread evenly) against
+/// finite differences, with random fp64 weights.
+void checkModule(ModuleOp module, const std::vector<Input> &inputs, uint32_t seed,
+                 int64_t perParam) {
+  PassManager pm(module.getContext());
   pm.addPass(createTransfuseAutodiff());
-  ASSERT_TRUE(succeeded(pm.run(*module))) << body;
-  auto loss = module->lookupSymbol<func::FuncOp>("loss");
-  auto grad = module->lookupSymbol<func::FuncOp>("loss_grad");
+  ASSERT_TRUE(succeeded(pm.run(module)));
+  auto loss = module.lookupSymbol<func::FuncOp>("loss");
+  auto grad = module.lookupSymbol<func::FuncOp>("loss_grad");
   ASSERT_TRUE(loss && grad);
 
   std::mt19937 rng(seed);
@@ -83,8 +83,10 @@ void checkGradients(const std::string &body, const std::vector<Input> &inputs, u
   const double eps = 1e-6;
   for (const std::string &name : names) {
     const rt::Tensor &g = analytic->at("grad." + name);
-    ASSERT_EQ(g.numElements(), weights.at(name).numElements()) << name;
-    for (int64_t i = 0; i < g.numElements(); ++i) {
+    const int64_t n = weights.at(name).numElements();
+    ASSERT_EQ(g.numElements(), n) << name;
+    const int64_t step = std::max<int64_t>(1, n / perParam);
+    for (int64_t i = (n - 1) % step; i < n; i += step) {
       TensorMap w = weights;
       double *p = w.at(name).data<double>() + i;
       const double x = *p;
@@ -94,9 +96,20 @@ void checkGradients(const std::string &body, const std::vector<Input> &inputs, u
       const double minus = lossAt(w);
       const double numeric = (plus - minus) / (2 * eps);
       ASSERT_NEAR(g.data<double>()[i], numeric, 1e-5 + 1e-3 * std::fabs(numeric))
-          << "grad." << name << "[" << i << "] of\n" << body;
+          << "grad." << name << "[" << i << "]";
     }
   }
+}
+
+/// Parses `body` as @loss (inputs named by transfuse.name), differentiates
+/// it, and checks every element of every parameter's gradient.
+void checkGradients(const std::string &body, const std::vector<Input> &inputs, uint32_t seed = 1) {
+  MLIRContext context;
+  context.loadDialect<TransfuseDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(body, &context);
+  ASSERT_TRUE(module) << body;
+  SCOPED_TRACE(body);
+  checkModule(*module, inputs, seed, std::numeric_limits<int64_t>::max());
 }
 
 const char *kHeader = R"mlir(
@@ -272,6 +285,49 @@ TEST(Autodiff, CrossEntropyIsPyTorchsDefinition) {
   auto bad = reference::run(loss, {}, {{"z", f32Tensor({1, 4}, {1, 2, 3, 4})}, {"y", i32Tensor({1}, {4})}}, true);
   EXPECT_TRUE(contains(errorText(bad), "label 4 in input 'y' is outside the vocabulary [0, 4)"))
       << errorText(bad);
+}
+
+// The whole paper model (tiny sizes, post-LN, dropout 0.1 on, label
+// smoothing 0.1, padded sources and targets): the `loss` entry of a
+// training build, every parameter checked at a few elements.
+TEST(Autodiff, TinyEncoderDecoderLoss) {
+  for (const char *config : {"tiny-encoder-decoder.json", "tiny-encoder-decoder-pre.json"}) {
+    SCOPED_TRACE(config);
+    MLIRContext context;
+    BuildOptions options;
+    options.training = true;
+    options.maxBatch = 2;
+    options.maxSeqLen = 8;
+    auto module = loadModelDefinition(
+        context, std::string(TRANSFUSE_SOURCE_DIR "/models/") + config, options);
+    ASSERT_TRUE(bool(module)) << errorText(module);
+    int dropouts = 0;
+    (**module).lookupSymbol<func::FuncOp>("loss").walk([&](DropoutOp) { ++dropouts; });
+    EXPECT_GT(dropouts, 10) << "a training build has dropout";
+    // pad_id 1: the second source and target are padded.
+    checkModule(**module,
+                {{"src_tokens", i32Tensor({2, 5}, {0, 5, 7, 9, 2, 4, 6, 2, 1, 1})},
+                 {"tgt_tokens", i32Tensor({2, 4}, {0, 3, 4, 5, 0, 8, 1, 1})},
+                 {"labels", i32Tensor({2, 4}, {3, 4, 5, 2, 8, 2, 1, 1})}},
+                9, 3);
+  }
+}
+
+// GPT-2 style (pre-LN, learned positions, gelu_tanh, tied lm_head): tokens
+// and labels shifted by one, as the trainer makes them.
+TEST(Autodiff, TinyDecoderOnlyLoss) {
+  MLIRContext context;
+  BuildOptions options;
+  options.training = true;
+  options.maxBatch = 2;
+  options.maxSeqLen = 8;
+  auto module = loadModelDefinition(context, TRANSFUSE_SOURCE_DIR "/models/tiny-decoder-only.json",
+                                    options);
+  ASSERT_TRUE(bool(module)) << errorText(module);
+  checkModule(**module,
+              {{"tokens", i32Tensor({2, 4}, {0, 3, 4, 5, 0, 8, 9, 2})},
+               {"labels", i32Tensor({2, 4}, {3, 4, 5, 2, 8, 9, 2, 1})}},
+              11, 3);
 }
 
 // A parameter the loss does not read gets zeros; an op without a rule is
