@@ -18,11 +18,9 @@
 
 using namespace mlir::transfuse::tools;
 
-namespace {
-
 /// Lines of space-separated ids; an empty line is an empty list. Anything
 /// else is an error naming `name` (the file or flag) and the line.
-std::vector<std::vector<int32_t>> parseIdLines(llvm::StringRef text, const std::string &name) {
+std::vector<std::vector<int32_t>> mlir::transfuse::tools::parseIdLines(llvm::StringRef text, const std::string &name) {
   std::vector<std::vector<int32_t>> lines;
   if (text.ends_with("\n"))
     text = text.drop_back();
@@ -46,7 +44,7 @@ std::vector<std::vector<int32_t>> parseIdLines(llvm::StringRef text, const std::
 }
 
 /// The id lines of `path` ("" or "-": stdin).
-std::vector<std::vector<int32_t>> readIdLines(const std::string &path) {
+std::vector<std::vector<int32_t>> mlir::transfuse::tools::readIdLines(const std::string &path) {
   std::string name = path.empty() || path == "-" ? "<stdin>" : path;
   auto buffer = path.empty() || path == "-" ? llvm::MemoryBuffer::getSTDIN()
                                             : llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
@@ -54,6 +52,8 @@ std::vector<std::vector<int32_t>> readIdLines(const std::string &path) {
     die("cannot read '" + name + "': " + buffer.getError().message());
   return parseIdLines((*buffer)->getBuffer(), name);
 }
+
+namespace {
 
 std::string joinIds(const std::vector<int32_t> &ids) {
   std::string s;

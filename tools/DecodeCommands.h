@@ -10,11 +10,20 @@
 #ifndef TRANSFUSE_TOOLS_DECODECOMMANDS_H
 #define TRANSFUSE_TOOLS_DECODECOMMANDS_H
 
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace mlir::transfuse::tools {
+
+/// Lines of space-separated ids; an empty line is an empty list. Anything
+/// else is an error (exits) naming `name` (the file or flag) and the line.
+std::vector<std::vector<int32_t>> parseIdLines(llvm::StringRef text, const std::string &name);
+/// The id lines of `path` ("" or "-": stdin).
+std::vector<std::vector<int32_t>> readIdLines(const std::string &path);
 
 int runTranslate(const std::vector<std::string> &positional,
                  const std::map<std::string, std::string> &flags);

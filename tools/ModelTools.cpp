@@ -8,7 +8,9 @@
 #include "ir/TransfuseDialect.h"
 #include "models/Models.h"
 #include "passes/Passes.h"
+#include "runtime/Safetensors.h"
 #include "runtime/WeightBinding.h"
+#include "tools/Cli.h"
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/Search.h"
 
@@ -557,4 +559,16 @@ llvm::Expected<DecodeBenchResult> tools::benchDecode(StringRef modelPath,
   result.recomputeMs = (*again)[again->size() / 2];
   result.recomputeTokensPerSecond = (double)(o.batch * o.newTokens) / (result.recomputeMs / 1e3);
   return result;
+}
+
+reference::TensorMap tools::loadWeights(const ModelInterface &mi, const std::string &path,
+                                        uint64_t seed) {
+  if (path.empty())
+    return orDie(rt::randomWeights(mi.params, seed));
+  rt::SafetensorsFile file = orDie(rt::SafetensorsFile::open(path));
+  std::vector<std::string> warnings;
+  reference::TensorMap weights = orDie(rt::bindWeights(mi.params, mi.rules, file, &warnings));
+  for (const std::string &w : warnings)
+    llvm::errs() << "transfuse: warning: " << w << "\n";
+  return weights;
 }

@@ -10,6 +10,7 @@
 
 #include "codegen/Interface.h"
 #include "codegen/cpu/CpuCodegen.h"
+#include "codegen/reference/Interpreter.h"
 #include "passes/Passes.h"
 #include "runtime/Tensor.h"
 
@@ -43,6 +44,10 @@ private:
 };
 
 /// Parses "mlir", "cpp", "shared" (libmodel.so), "static", "exe".
+/// Weights from a safetensors file (warnings to stderr) or random from a
+/// seed; exits with the error on failure.
+reference::TensorMap loadWeights(const ModelInterface &mi, const std::string &path, uint64_t seed);
+
 llvm::Expected<Emit> parseEmit(llvm::StringRef name);
 
 struct CompileResult {

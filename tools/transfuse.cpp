@@ -21,6 +21,7 @@
 #include "runtime/kernels/Targets.h"
 #include "tools/Cli.h"
 #include "tools/DecodeCommands.h"
+#include "tools/TrainCommands.h"
 #include "tools/ModelTools.h"
 #include "tools/StressTest.h"
 #include "models/Models.h"
@@ -86,18 +87,6 @@ func::FuncOp entryFunc(ModuleOp module, llvm::StringRef name) {
   return func;
 }
 
-/// Weights from a safetensors file (warnings to stderr) or random from a seed.
-reference::TensorMap loadWeights(const ModelInterface &mi, const std::string &path,
-                                 uint64_t seed) {
-  if (path.empty())
-    return orDie(rt::randomWeights(mi.params, seed));
-  rt::SafetensorsFile file = orDie(rt::SafetensorsFile::open(path));
-  std::vector<std::string> warnings;
-  reference::TensorMap weights = orDie(rt::bindWeights(mi.params, mi.rules, file, &warnings));
-  for (const std::string &w : warnings)
-    llvm::errs() << "transfuse: warning: " << w << "\n";
-  return weights;
-}
 
 //===----------------------------------------------------------------------===//
 // compile
@@ -561,6 +550,30 @@ int main(int argc, char **argv) {
                             "SSE4, ...; also $TRANSFUSE_ISA)"},
         {"--json", nullptr, "print one JSON object (with a gflops field)"}},
        runBench},
+      {"train", "train CONFIG.json --src-train F [--tgt-train F] [options]",
+       "Trains a built-in architecture on lines of token ids with the reference backend\n"
+       "(fp64): batches of at most --batch-tokens padded tokens in file order, the loss\n"
+       "(cross-entropy with label smoothing, pad ignored), its gradient by autodiff, Adam at\n"
+       "the paper's learning rate. decoder_only trains on --src-train alone.",
+       {{"--src-train", "FILE", "sources (decoder_only: the lines), one line of ids each"},
+        {"--tgt-train", "FILE", "targets, one per source (encoder_decoder)"},
+        {"--tokenizer", "ids", "how lines are read: ids (the only one yet)"},
+        {"--init-weights", "FILE", "initial weights (safetensors); random from --seed when absent"},
+        {"--steps", "N", "steps (default: one pass over the batches); batches cycle"},
+        {"--batch-tokens", "N", "padded tokens per batch, source or target side (default 4096)"},
+        {"--warmup", "N", "warmup steps of the learning rate (default 4000)"},
+        {"--lr-factor", "X", "factor of the learning rate (default 1)"},
+        {"--label-smoothing", "X", "label smoothing (default 0.1)"},
+        {"--dropout", "X", "dropout rate (default: the config's)"},
+        {"--clip-norm", "X", "clip the gradients' global norm to X (default: no clipping)"},
+        {"--weight-decay", "X", "AdamW's decoupled weight decay (default 0)"},
+        {"--seed", "S", "seed of the random weights and the dropout masks (default 0)"},
+        {"--log-json", "FILE", "one JSON object per step: step, loss, lr, tokens, tokens_per_s, "
+                               "grad_norm"},
+        {"--grads-out", "FILE", "the first step's gradients (F64 safetensors, grad.<name>)"},
+        {"--checkpoint-dir", "DIR", "write DIR/model.safetensors after the last step"},
+        {"--backend", "B", "reference (the only one yet)"}},
+       runTrain},
       {"translate", "translate DIR [options] < SOURCES",
        "Translates with a compiled encoder_decoder's KV cache: one source of space-separated\n"
        "ids per line (stdin by default, without BOS/EOS: the config's conventions add them),\n"
