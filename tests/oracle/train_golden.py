@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""Golden training run in the style of llm.c: `transfuse train` against PyTorch in float64.
+
+For each tiny config (encoder_decoder post-LN, pre-LN with shared and tied
+embeddings and learned positions; decoder_only GPT-2 style): the same
+initial weights (PyTorch's modules from check_against_torch.py, randomized,
+rounded to float32 and saved as the checkpoint transfuse loads), the same
+batch every step (the data fits one batch), dropout off, label smoothing 0.1,
+a warmup of 3 steps so that the updates are large, 10 Adam steps:
+  - transfuse: `transfuse train CONFIG --init-weights W --log-json L --grads-out G`
+    (the reference backend, fp64);
+  - PyTorch: the module in float64, CrossEntropyLoss(label_smoothing=0.1,
+    ignore_index=pad_id), Adam(lr=1, betas=(0.9, 0.98), eps=1e-9) with
+    LambdaLR(lambda i: rate(i + 1)), rate(s) = d_model^-0.5 · min(s^-0.5, s · warmup^-1.5).
+Match: every step's loss within 1e-4 relative, and every step-1 gradient within
+1e-4 of its tensor's largest magnitude. Exit 0 on a match, 1 on a mismatch,
+77 when torch is not installed.
+
+  /usr/bin/python3 tests/oracle/train_golden.py build/tools/transfuse
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import check_against_torch as ct  # noqa: E402  (exits 77 without torch)
+import safetensors_io  # noqa: E402
+
+import torch  # noqa: E402
+
+STEPS, WARMUP, SMOOTHING = 10, 3, 0.1
+
+SOURCES = [[5, 6, 7, 8], [9, 10, 11], [4, 12, 13, 14, 15], [7, 7, 8]]
+TARGETS = [[4, 5, 6], [7, 8, 9, 10], [11, 12], [13, 14, 15, 16]]
+
+
+def resolved_config(transfuse, config, tmp):
+    out = os.path.join(tmp, "mlir")
+    subprocess.run([transfuse, "compile", config, "--emit", "mlir", "-o", out], check=True,
+                   capture_output=True)
+    with open(os.path.join(out, "manifest.json")) as f:
+        return json.load(f)["config"]
+
+
+def pad_rows(rows, pad):
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def batch(cfg):
+    """The token conventions (models/README.md) over the data, padded."""
+    pad = cfg["pad_id"]
+    if cfg["architecture"] == "decoder_only":
+        seqs = [([cfg["bos_id"]] if cfg.get("bos_id") is not None else []) + s +
+                ([cfg["eos_id"]] if cfg.get("eos_id") is not None else []) for s in SOURCES]
+        fill = 0 if pad is None else pad
+        return {"tokens": pad_rows([s[:-1] for s in seqs], fill)}, pad_rows(
+            [s[1:] for s in seqs], -100 if pad is None else pad)
+    bos, eos = cfg["bos_id"], cfg["eos_id"]
+    src = pad_rows([([bos] if cfg["source_bos"] else []) + s + [eos] for s in SOURCES], pad)
+    tgt = pad_rows([[bos] + t for t in TARGETS], pad)
+    labels = pad_rows([t + [eos] for t in TARGETS], pad)
+    return {"src": src, "tgt": tgt}, labels
+
+
+def torch_run(cfg, model, inputs, labels):
+    d = cfg["d_model"]
+
+    def rate(s):
+        return d ** -0.5 * min(s ** -0.5, s * WARMUP ** -1.5)
+
+    pad = cfg["pad_id"]
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=SMOOTHING,
+                                        ignore_index=-100 if pad is None else pad)
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: rate(i + 1))
+    losses, grads = [], {}
+    for step in range(1, STEPS + 1):
+        opt.zero_grad()
+        logits = model(inputs["tokens"]) if "tokens" in inputs else model(inputs["src"], inputs["tgt"])
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        loss.backward()
+        losses.append(loss.item())
+        if step == 1:
+            grads = {n: p.grad.detach().clone().numpy() for n, p in model.named_parameters()}
+        opt.step()
+        sched.step()
+    return losses, grads
+
+
+def run_case(transfuse, name, config_path, tmp, seed):
+    cfg = resolved_config(transfuse, config_path, tmp)
+    cfg.setdefault("_generator_bias", True)
+    gen = torch.Generator().manual_seed(seed)
+    model = (ct.Seq2SeqTransformer(cfg) if cfg["architecture"] == "encoder_decoder"
+             else ct.GPT2LMHead(cfg))
+    ct.randomize(model, gen)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(torch.float32))
+    weights = os.path.join(tmp, name + ".init.safetensors")
+    state = {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}
+    safetensors_io.write(weights, state, dtypes={k: "F32" for k in state})
+    model = model.double().train()
+    inputs, labels = batch(cfg)
+    ref_losses, ref_grads = torch_run(cfg, model, inputs, labels)
+
+    src = os.path.join(tmp, name + ".src")
+    with open(src, "w") as f:
+        f.write("".join(" ".join(map(str, s)) + "\n" for s in SOURCES))
+    cmd = [transfuse, "train", config_path, "--src-train", src, "--init-weights", weights,
+           "--steps", str(STEPS), "--warmup", str(WARMUP), "--dropout", "0",
+           "--label-smoothing", str(SMOOTHING), "--batch-tokens", "100000",
+           "--log-json", os.path.join(tmp, name + ".log"),
+           "--grads-out", os.path.join(tmp, name + ".grads")]
+    if cfg["architecture"] == "encoder_decoder":
+        tgt = os.path.join(tmp, name + ".tgt")
+        with open(tgt, "w") as f:
+            f.write("".join(" ".join(map(str, t)) + "\n" for t in TARGETS))
+        cmd += ["--tgt-train", tgt]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"FAIL {name}: transfuse train exited {r.returncode}: {r.stderr.strip()}")
+        return False
+    with open(os.path.join(tmp, name + ".log")) as f:
+        losses = [json.loads(line)["loss"] for line in f]
+    ok = len(losses) == STEPS
+    worst = 0.0
+    for step, (got, want) in enumerate(zip(losses, ref_losses), 1):
+        rel = abs(got - want) / max(abs(want), 1e-12)
+        worst = max(worst, rel)
+        if rel > 1e-4:
+            print(f"FAIL {name}: step {step} loss {got:.10f}, PyTorch {want:.10f}")
+            ok = False
+    grads = safetensors_io.read(os.path.join(tmp, name + ".grads"))
+    gworst, compared = 0.0, 0
+    for tname, g in ref_grads.items():
+        key = "grad." + tname  # GPT-2's names drop "transformer." here
+        if key not in grads and tname.startswith("transformer."):
+            key = "grad." + tname[len("transformer."):]
+        if key not in grads:
+            print(f"FAIL {name}: transfuse wrote no {key}")
+            ok = False
+            continue
+        scale = max(float(abs(g).max()), 1e-12)
+        err = float(abs(grads[key].reshape(g.shape) - g).max()) / scale
+        gworst = max(gworst, err)
+        compared += 1
+        if err > 1e-4:
+            print(f"FAIL {name}: step-1 {key}: max error {err:.3e} of max |grad| {scale:.3e}")
+            ok = False
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: {STEPS} losses ({ref_losses[0]:.4f} -> "
+          f"{ref_losses[-1]:.4f}) worst rel err {worst:.2e}; {compared} step-1 gradients worst "
+          f"{gworst:.2e}")
+    return ok
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: train_golden.py TRANSFUSE_BIN", file=sys.stderr)
+        return 2
+    transfuse = sys.argv[1]
+    torch.manual_seed(0)
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, name in enumerate(["tiny-encoder-decoder", "tiny-encoder-decoder-pre",
+                                  "tiny-decoder-only"]):
+            ok &= run_case(transfuse, name, os.path.join(ROOT, "models", name + ".json"), tmp,
+                           seed=2000 + i)
+    print("PASS" if ok else "MISMATCH")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
