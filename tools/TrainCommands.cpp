@@ -151,8 +151,23 @@ int tools::runTrain(const std::vector<std::string> &positional,
   }
   if (src.empty())
     die(srcPath + ": no lines to train on");
-  std::vector<Example> ex = examples(config, src, tgt);
   const int64_t batchTokens = intFlag(flags, "--batch-tokens", 4096, 1, INT64_MAX);
+  const int32_t pad = config.padId ? (int32_t)*config.padId : -100;
+  // Ids in the vocabulary, and never the padding id, named by file and line.
+  auto checkIds = [&](const std::vector<std::vector<int32_t>> &lines, const std::string &path,
+                      int64_t vocab) {
+    for (size_t i = 0; i < lines.size(); ++i)
+      for (int32_t id : lines[i]) {
+        if (id < 0 || id >= vocab)
+          die(path + ": line " + llvm::Twine(i + 1) + ": id " + llvm::Twine(id) +
+              " is outside the vocabulary [0, " + llvm::Twine(vocab) + ")");
+        if (config.padId && id == pad)
+          die(path + ": line " + llvm::Twine(i + 1) + " holds the padding id " + llvm::Twine(pad));
+      }
+  };
+  checkIds(src, srcPath, config.isDecoderOnly() ? config.tgtVocabSize : config.srcVocabSize);
+  checkIds(tgt, tgtPath, config.tgtVocabSize);
+  std::vector<Example> ex = examples(config, src, tgt);
   auto plan = batches(ex, batchTokens);
   int64_t maxBatch = 1, maxLen = 1;
   for (auto [b, e] : plan)
@@ -162,12 +177,6 @@ int tools::runTrain(const std::vector<std::string> &positional,
   if (maxLen > config.maxSeqLen)
     die("a sequence of " + llvm::Twine(maxLen) + " tokens is over the config's max_seq_len " +
         llvm::Twine(config.maxSeqLen));
-  const int32_t pad = config.padId ? (int32_t)*config.padId : -100;
-  for (const Example &e : ex)
-    for (const auto *seq : {&e.src, &e.in, &e.labels})
-      for (int32_t id : *seq)
-        if (id == pad && config.padId)
-          die("a training line holds the padding id " + llvm::Twine(pad));
 
   BuildOptions build;
   build.training = true;
