@@ -6,8 +6,10 @@
 // back to their shape (unbroadcast). The autodiff pass
 // (passes/Autodiff.cpp) walks a function backwards calling these; the
 // gradient checks (tests/unit/compiler/autodiff_test.cpp) hold each rule
-// against finite differences. Fused ops have no rule yet: autodiff runs on
-// the unfused graph (docs/training.md).
+// against finite differences. Autodiff runs on
+// the graph any fusion strategy made: linear, add_layer_norm and attention
+// have rules (attention's, attention_grad, recomputes the probabilities);
+// fused_elementwise has none yet (docs/training.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -150,19 +152,80 @@ LogicalResult vjp(LayerNormOp op, OpBuilder &b, ValueRange g, Grads &out) {
   return success();
 }
 
+/// The gradients of C = op(A)·op(B) from g = dC: d op(A) = g·op(B)ᵀ,
+/// d op(B) = op(A)ᵀ·g, transposed back where A or B is stored transposed;
+/// batch dimensions an operand broadcast over are summed.
+std::pair<Value, Value> matmulGrads(OpBuilder &b, Location loc, Value a, Value bm, bool ta, bool tb,
+                                    Value g) {
+  Value da = ta ? MatmulOp::create(b, loc, bm, g, tb, true).getResult()
+                : MatmulOp::create(b, loc, g, bm, false, !tb).getResult();
+  Value db = tb ? MatmulOp::create(b, loc, g, a, true, ta).getResult()
+                : MatmulOp::create(b, loc, a, g, !ta, false).getResult();
+  return {unbroadcast(b, loc, da, a.getType()), unbroadcast(b, loc, db, bm.getType())};
+}
+
 LogicalResult vjp(MatmulOp op, OpBuilder &b, ValueRange g, Grads &out) {
-  // C = op(A)·op(B): d op(A) = g·op(B)ᵀ, d op(B) = op(A)ᵀ·g, transposed
-  // back where A or B is stored transposed; batch dimensions a rank-2
-  // operand broadcast over are summed.
+  std::tie(out[0], out[1]) = matmulGrads(b, op.getLoc(), op.getLhs(), op.getRhs(),
+                                         op.getTransposeLhs(), op.getTransposeRhs(), g[0]);
+  return success();
+}
+
+LogicalResult vjp(LinearOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // result = act(z) + residual, z = x·op(W) + bias: z is recomputed for
+  // the activation's derivative.
   Location loc = op.getLoc();
-  Value a = op.getLhs(), bm = op.getRhs(), gc = g[0];
-  bool ta = op.getTransposeLhs(), tb = op.getTransposeRhs();
-  Value da = ta ? MatmulOp::create(b, loc, bm, gc, tb, true).getResult()
-                : MatmulOp::create(b, loc, gc, bm, false, !tb).getResult();
-  Value db = tb ? MatmulOp::create(b, loc, gc, a, true, ta).getResult()
-                : MatmulOp::create(b, loc, a, gc, !ta, false).getResult();
-  out[0] = unbroadcast(b, loc, da, a.getType());
-  out[1] = unbroadcast(b, loc, db, bm.getType());
+  Value x = op.getInput(), w = op.getWeight(), gz = g[0];
+  const bool tw = op.getTransposeWeight();
+  if (op.getActivation() != Activation::None) {
+    Value z = MatmulOp::create(b, loc, x, w, false, tw);
+    if (Value bias = op.getBias())
+      z = AddOp::create(b, loc, z, bias);
+    const bool relu = op.getActivation() == Activation::Relu;
+    gz = ActivationGradOp::create(
+        b, loc, z.getType(), z, g[0], b.getStringAttr(relu ? "relu" : "gelu"),
+        op.getActivation() == Activation::GeluTanh ? GeluApproximation::Tanh : GeluApproximation::None);
+  }
+  auto [dx, dw] = matmulGrads(b, loc, x, w, false, tw, gz);
+  out[0] = dx;
+  out[1] = dw;
+  unsigned next = 2;
+  if (Value bias = op.getBias())
+    out[next++] = unbroadcast(b, loc, gz, bias.getType());
+  if (Value residual = op.getResidual())
+    out[next++] = unbroadcast(b, loc, g[0], residual.getType());
+  return success();
+}
+
+LogicalResult vjp(AddLayerNormOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // sum = input + residual, result = layer_norm(sum): d sum = the norm's
+  // input gradient plus the sum's own.
+  Location loc = op.getLoc();
+  Value sum = op.getSum(), dsum = g[1];
+  if (g[0]) {
+    int64_t axis = tensorType(sum).getRank() - 1;
+    auto grads = LayerNormGradOp::create(
+        b, loc, TypeRange{sum.getType(), op.getGamma().getType(), op.getBeta().getType()}, sum,
+        op.getGamma(), g[0], b.getI64IntegerAttr(axis), op.getEpsilonAttr());
+    dsum = dsum ? AddOp::create(b, loc, grads.getInputGrad(), dsum).getResult() : grads.getInputGrad();
+    out[2] = grads.getGammaGrad();
+    out[3] = grads.getBetaGrad();
+  }
+  out[0] = unbroadcast(b, loc, dsum, op.getInput().getType());
+  out[1] = unbroadcast(b, loc, dsum, op.getResidual().getType());
+  return success();
+}
+
+LogicalResult vjp(AttentionOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  if (op.getBias())
+    return op.emitOpError("with an additive bias has no gradient rule yet");
+  Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+  auto grads = AttentionGradOp::create(
+      b, op.getLoc(), TypeRange{q.getType(), k.getType(), v.getType()}, q, k, v, g[0],
+      op.getKeyPadding(), op.getMask(), op.getScaleAttr(), op.getCausalAttr(),
+      op.getDropoutRateAttr(), op.getDropoutSeedAttr(), op.getDropoutStreamAttr());
+  out[0] = grads.getQueryGrad();
+  out[1] = grads.getKeyGrad();
+  out[2] = grads.getValueGrad();
   return success();
 }
 
@@ -289,5 +352,5 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
 void mlir::transfuse::attachGradientRules(MLIRContext *ctx) {
   attach<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, ExpOp, TanhOp, SelectOp, SoftmaxOp,
          LayerNormOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp, SliceOp, ConcatOp,
-         SplitOp, CrossEntropyOp>(ctx);
+         SplitOp, CrossEntropyOp, LinearOp, AddLayerNormOp, AttentionOp>(ctx);
 }

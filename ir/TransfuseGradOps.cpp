@@ -48,3 +48,7 @@ LogicalResult ActivationGradOp::verify() {
 SizeExpr SliceGradOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
   return sizes.dim(getLike(), axis);
 }
+
+SizeExpr AttentionGradOp::resultSize(unsigned result, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getOperand(result), axis);  // dq: q's, dk: k's, dv: v's
+}

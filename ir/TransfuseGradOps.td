@@ -136,4 +136,30 @@ def Transfuse_SliceGradOp : Transfuse_Op<"slice_grad", [TF_ShapeRule]> {
   }];
 }
 
+def Transfuse_AttentionGradOp : Transfuse_Op<"attention_grad", [TF_ShapeRule,
+    AttrSizedOperandSegments]> {
+  let summary = "the gradients of attention: query, key, value";
+  let description = [{
+    For `out = dropout(p)·V`, `p = softmax(mask(scale·Q·Kᵀ))` (attention's
+    operands and attributes, no bias): the probabilities are recomputed, as
+    FlashAttention's backward does, never saved; with `g` the output's
+    gradient, `dV = dropout(p)ᵀ·g`, `dP = dropout(g·Vᵀ)` (the same mask),
+    `dS = p ⊙ (dP - Σ_j dP ⊙ p)`, `dQ = scale·dS·K`, `dK = scale·dSᵀ·Q`. A
+    fully masked row has p = 0 and so no gradient.
+  }];
+  let arguments = (ins TF_FloatTensor:$query, TF_FloatTensor:$key, TF_FloatTensor:$value,
+                       TF_FloatTensor:$grad,
+                       Optional<TF_MaskTensor>:$key_padding, Optional<TF_MaskTensor>:$mask,
+                       F64Attr:$scale, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout_rate,
+                       DefaultValuedAttr<I64Attr, "0">:$dropout_seed,
+                       DefaultValuedAttr<I64Attr, "0">:$dropout_stream);
+  let results = (outs TF_FloatTensor:$query_grad, TF_FloatTensor:$key_grad,
+                      TF_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $grad (`key_padding` $key_padding^)? (`mask` $mask^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 #endif // TRANSFUSE_GRAD_OPS_TD

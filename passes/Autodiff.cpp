@@ -6,6 +6,7 @@
 // before the return; gradients of one value from several uses are added.
 // The gradients of parameters are summed per name (a name used by several
 // params is one parameter: tied weights) and returned after the loss.
+// fused_elementwise ops are inlined first (their bodies are primitives).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace mlir::transfuse {
@@ -64,6 +66,20 @@ struct AutodiffPass : mlir::transfuse::impl::TransfuseAutodiffBase<AutodiffPass>
     auto grad = cast<func::FuncOp>(b.clone(*forward));
     grad.setSymName(name);
     Block &body = grad.getBody().front();
+    // A fused_elementwise is its body of elementwise primitives: inlined,
+    // each op's own rule differentiates it (the fusion pass may fuse the
+    // backward's elementwise ops again).
+    SmallVector<FusedElementwiseOp> fused(body.getOps<FusedElementwiseOp>());
+    for (FusedElementwiseOp f : fused) {
+      b.setInsertionPoint(f);
+      IRMapping map;
+      Block &inner = f.getBody().front();
+      map.map(inner.getArguments(), f.getInputs());
+      for (Operation &op : inner.without_terminator())
+        b.clone(op, map);
+      f.getResult().replaceAllUsesWith(map.lookup(cast<YieldOp>(inner.getTerminator()).getValue()));
+      f.erase();
+    }
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     Value loss = ret.getOperand(0);
 

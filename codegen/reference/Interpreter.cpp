@@ -122,7 +122,10 @@ private:
   template <typename F>
   void unary(Operation *op, Value in, F f);
 
+  LogicalResult attentionProbs(Operation *op, Value query, Value key, double scale, Value bias,
+                               bool causal, Value keyPadding, Value mask, Buf &s);
   LogicalResult evalAttention(AttentionOp op);
+  LogicalResult evalAttentionGrad(AttentionGradOp op);
   LogicalResult evalLinear(LinearOp op);
   LogicalResult evalFusedElementwise(FusedElementwiseOp op);
   LogicalResult evalReduce(Operation *op, Value input, ArrayRef<int64_t> axes, bool keep);
@@ -580,20 +583,21 @@ LogicalResult Interpreter::evalConstant(ConstantOp op) {
 }
 
 /// The definition in TransfuseFusedOps.td, step by step on the primitives.
-LogicalResult Interpreter::evalAttention(AttentionOp op) {
-  const Buf &q = get(op.getQuery()), &k = get(op.getKey()), &v = get(op.getValue());
-  Buf s;
-  if (failed(matmul(op, q, k, false, /*tb=*/true, s)))
+/// softmax(mask(scale·Q·Kᵀ + bias)) over the keys, into `s` [B, H, Sq, Sk]
+/// (attention and attention_grad; masks as TransfuseFusedOps.td says).
+LogicalResult Interpreter::attentionProbs(Operation *op, Value query, Value key, double scale,
+                                          Value bias, bool causal, Value keyPadding, Value mask,
+                                          Buf &s) {
+  if (failed(matmul(op, get(query), get(key), false, /*tb=*/true, s)))
     return failure();
-  double scale = op.getScale().convertToDouble();
   for (double &x : s.data)
     x *= scale;
-  if (op.getBias()) {
+  if (bias) {
     Buf biased;
-    if (failed(binary(op, s, get(op.getBias()), std::plus<>(), biased)))
+    if (failed(binary(op, s, get(bias), std::plus<>(), biased)))
       return failure();
     if (biased.shape != s.shape)
-      return fail(op, "bias " + str(get(op.getBias()).shape) + " does not broadcast to the scores " + str(s.shape));
+      return fail(op, "bias " + str(get(bias).shape) + " does not broadcast to the scores " + str(s.shape));
     s = std::move(biased);
   }
   int64_t B = s.shape[0], Sq = s.shape[2], Sk = s.shape[3];
@@ -609,31 +613,72 @@ LogicalResult Interpreter::evalAttention(AttentionOp op) {
     });
     return success();
   };
-  if (op.getCausal()) {
-    Buf causal{{Sq, Sk}, std::vector<double>(Sq * Sk)};
+  if (causal) {
+    Buf c{{Sq, Sk}, std::vector<double>(Sq * Sk)};
     for (int64_t i = 0; i < Sq; ++i)
       for (int64_t j = 0; j < Sk; ++j)
-        causal.data[i * Sk + j] = j <= i + Sk - Sq;
-    if (failed(applyMask(causal)))
+        c.data[i * Sk + j] = j <= i + Sk - Sq;
+    if (failed(applyMask(c)))
       return failure();
   }
-  if (op.getKeyPadding()) {
-    Buf kp = get(op.getKeyPadding());
+  if (keyPadding) {
+    Buf kp = get(keyPadding);
     if (kp.shape != Shape{B, Sk})
       return fail(op, "key_padding is " + str(kp.shape) + ", expected " + str({B, Sk}));
     kp.shape = {B, 1, 1, Sk};
     if (failed(applyMask(kp)))
       return failure();
   }
-  if (op.getMask() && failed(applyMask(get(op.getMask()))))
+  if (mask && failed(applyMask(get(mask))))
     return failure();
   softmaxInPlace(s, 3);
+  return success();
+}
+
+LogicalResult Interpreter::evalAttention(AttentionOp op) {
+  Buf s;
+  if (failed(attentionProbs(op, op.getQuery(), op.getKey(), op.getScale().convertToDouble(),
+                            op.getBias(), op.getCausal(), op.getKeyPadding(), op.getMask(), s)))
+    return failure();
   if (double rate = op.getDropoutRate().convertToDouble(); rate > 0.0)
     dropoutInPlace(s, rate, op.getDropoutSeed(), 0, op.getDropoutStream());
   Buf r;
-  if (failed(matmul(op, s, v, false, false, r)))
+  if (failed(matmul(op, s, get(op.getValue()), false, false, r)))
     return failure();
   set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalAttentionGrad(AttentionGradOp op) {
+  const double scale = op.getScale().convertToDouble(), rate = op.getDropoutRate().convertToDouble();
+  Buf p;
+  if (failed(attentionProbs(op, op.getQuery(), op.getKey(), scale, Value(), op.getCausal(),
+                            op.getKeyPadding(), op.getMask(), p)))
+    return failure();
+  const Buf &g = get(op.getGrad());
+  Buf pd = p, dv, dp, dq, dk;
+  if (rate > 0.0)
+    dropoutInPlace(pd, rate, op.getDropoutSeed(), 0, op.getDropoutStream());
+  if (failed(matmul(op, pd, g, /*ta=*/true, false, dv)) ||
+      failed(matmul(op, g, get(op.getValue()), false, /*tb=*/true, dp)))
+    return failure();
+  if (rate > 0.0) // through the same mask and scale
+    dropoutInPlace(dp, rate, op.getDropoutSeed(), 0, op.getDropoutStream());
+  forEachRow(p.shape, 3, [&](int64_t base, int64_t stride, int64_t len) {
+    double dot = 0.0;
+    for (int64_t j = 0; j < len; ++j)
+      dot += dp.data[base + j * stride] * p.data[base + j * stride];
+    for (int64_t j = 0; j < len; ++j) { // dS, scaled: the scores were scale·Q·Kᵀ
+      double &d = dp.data[base + j * stride];
+      d = p.data[base + j * stride] * (d - dot) * scale;
+    }
+  });
+  if (failed(matmul(op, dp, get(op.getKey()), false, false, dq)) ||
+      failed(matmul(op, dp, get(op.getQuery()), /*ta=*/true, false, dk)))
+    return failure();
+  set(op.getQueryGrad(), std::move(dq));
+  set(op.getKeyGrad(), std::move(dk));
+  set(op.getValueGrad(), std::move(dv));
   return success();
 }
 
@@ -793,6 +838,7 @@ LogicalResult Interpreter::eval(Operation *op) {
       .Case([&](LayerNormGradOp l) { return evalLayerNormGrad(l); })
       .Case([&](EmbeddingGradOp e) { return evalEmbeddingGrad(e); })
       .Case([&](SliceGradOp s) { return evalSliceGrad(s); })
+      .Case([&](AttentionGradOp a) { return evalAttentionGrad(a); })
       .Case([&](ActivationGradOp a) {
         const bool relu = a.getKind() == "relu";
         const bool tanhForm = a.getApproximate() == GeluApproximation::Tanh;
