@@ -262,17 +262,22 @@ void softmaxInPlace(Buf &r, int64_t axis) {
   });
 }
 
+/// The mean of `n` values and 1/sqrt(biased variance + eps).
+std::pair<double, double> meanAndRstd(const double *x, int64_t n, double eps) {
+  double mean = 0.0, var = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    mean += x[i];
+  mean /= n;
+  for (int64_t i = 0; i < n; ++i)
+    var += (x[i] - mean) * (x[i] - mean);
+  var /= n;
+  return {mean, 1.0 / std::sqrt(var + eps)};
+}
+
 /// Layer norm over the trailing `n` elements of each row: biased variance.
 void layerNormInPlace(Buf &r, const Buf &g, const Buf &b, int64_t n, double eps) {
   for (int64_t base = 0; base < (int64_t)r.data.size(); base += n) {
-    double mean = 0.0, var = 0.0;
-    for (int64_t i = 0; i < n; ++i)
-      mean += r.data[base + i];
-    mean /= n;
-    for (int64_t i = 0; i < n; ++i)
-      var += (r.data[base + i] - mean) * (r.data[base + i] - mean);
-    var /= n;
-    double inv = 1.0 / std::sqrt(var + eps);
+    auto [mean, inv] = meanAndRstd(r.data.data() + base, n, eps);
     for (int64_t i = 0; i < n; ++i)
       r.data[base + i] = (r.data[base + i] - mean) * inv * g.data[i] + b.data[i];
   }
@@ -517,14 +522,7 @@ LogicalResult Interpreter::evalLayerNormGrad(LayerNormGradOp op) {
   Buf dg{gamma.shape, std::vector<double>(n, 0.0)}, db{gamma.shape, std::vector<double>(n, 0.0)};
   std::vector<double> xhat(n), d(n);
   for (int64_t base = 0; base < (int64_t)x.data.size(); base += n) {
-    double mean = 0.0, var = 0.0;
-    for (int64_t i = 0; i < n; ++i)
-      mean += x.data[base + i];
-    mean /= n;
-    for (int64_t i = 0; i < n; ++i)
-      var += (x.data[base + i] - mean) * (x.data[base + i] - mean);
-    var /= n;
-    const double r = 1.0 / std::sqrt(var + eps);
+    auto [mean, r] = meanAndRstd(x.data.data() + base, n, eps);
     double md = 0.0, mdx = 0.0;
     for (int64_t i = 0; i < n; ++i) {
       xhat[i] = (x.data[base + i] - mean) * r;
