@@ -205,7 +205,9 @@ int tools::runTrain(const std::vector<std::string> &positional,
   adam.clipNorm = floatFlag(flags, "--clip-norm", 0.0, [](double v) { return v >= 0; }, "a number >= 0");
   adam.weightDecay =
       floatFlag(flags, "--weight-decay", 0.0, [](double v) { return v >= 0; }, "a number >= 0");
-  const int64_t steps = intFlag(flags, "--steps", (int64_t)plan.size(), 1, INT64_MAX);
+  const int64_t accumulate = intFlag(flags, "--accumulate", 1, 1, 1 << 20);
+  const int64_t steps = intFlag(flags, "--steps",
+                                std::max<int64_t>(1, (int64_t)plan.size() / accumulate), 1, INT64_MAX);
 
   std::unique_ptr<llvm::raw_fd_ostream> log;
   if (std::string path = flag(flags, "--log-json"); !path.empty()) {
@@ -221,22 +223,28 @@ int tools::runTrain(const std::vector<std::string> &positional,
   lossGrad.walk([&](DropoutOp d) { dropouts.push_back(d); });
   OpBuilder b(&context);
   for (int64_t s = 1; s <= steps; ++s) {
-    auto [begin, end] = plan[(s - 1) % plan.size()];
-    reference::TensorMap inputs;
-    if (config.isDecoderOnly()) {
-      inputs["tokens"] = padded(ex, begin, end, &Example::in, pad < 0 ? 0 : pad);
-    } else {
-      inputs["src_tokens"] = padded(ex, begin, end, &Example::src, pad);
-      inputs["tgt_tokens"] = padded(ex, begin, end, &Example::in, pad);
-    }
-    inputs["labels"] = padded(ex, begin, end, &Example::labels, pad);
+    // --accumulate consecutive batches of the plan are one step's micro-batches.
+    std::vector<reference::MicroBatch> micro;
     int64_t tokens = 0;
-    for (size_t i = begin; i < end; ++i)
-      tokens += (int64_t)ex[i].labels.size();
+    for (int64_t k = 0; k < accumulate; ++k) {
+      auto [begin, end] = plan[((s - 1) * accumulate + k) % (int64_t)plan.size()];
+      reference::MicroBatch mb;
+      if (config.isDecoderOnly()) {
+        mb.inputs["tokens"] = padded(ex, begin, end, &Example::in, pad < 0 ? 0 : pad);
+      } else {
+        mb.inputs["src_tokens"] = padded(ex, begin, end, &Example::src, pad);
+        mb.inputs["tgt_tokens"] = padded(ex, begin, end, &Example::in, pad);
+      }
+      mb.inputs["labels"] = padded(ex, begin, end, &Example::labels, pad);
+      for (size_t i = begin; i < end; ++i)
+        mb.tokens += (int64_t)ex[i].labels.size();
+      tokens += mb.tokens;
+      micro.push_back(std::move(mb));
+    }
     for (DropoutOp d : dropouts)
       d.setSeedAttr(b.getI64IntegerAttr((int64_t)(seed * 1000003 + (uint64_t)s)));
     auto t0 = std::chrono::steady_clock::now();
-    auto r = orDie(reference::trainStep(lossGrad, state, inputs, adam));
+    auto r = orDie(reference::trainStep(lossGrad, state, micro, adam));
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s == 1)
       if (std::string path = flag(flags, "--grads-out"); !path.empty()) {

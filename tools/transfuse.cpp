@@ -561,6 +561,8 @@ int main(int argc, char **argv) {
         {"--init-weights", "FILE", "initial weights (safetensors); random from --seed when absent"},
         {"--steps", "N", "steps (default: one pass over the batches); batches cycle"},
         {"--batch-tokens", "N", "padded tokens per batch, source or target side (default 4096)"},
+        {"--accumulate", "K", "K consecutive batches are the micro-batches of one step: the loss "
+                              "and gradients are their tokens' mean (default 1)"},
         {"--warmup", "N", "warmup steps of the learning rate (default 4000)"},
         {"--lr-factor", "X", "factor of the learning rate (default 1)"},
         {"--label-smoothing", "X", "label smoothing (default 0.1)"},

@@ -3,6 +3,7 @@
 #include "codegen/reference/Train.h"
 
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::transfuse;
@@ -29,29 +30,51 @@ TrainState reference::startTraining(const TensorMap &weights) {
 }
 
 llvm::Expected<StepResult> reference::trainStep(func::FuncOp lossGrad, TrainState &state,
-                                                const TensorMap &inputs, const AdamOptions &o) {
-  auto out = run(lossGrad, state.weights, inputs, /*f64Outputs=*/true);
-  if (!out)
-    return out.takeError();
+                                                const std::vector<MicroBatch> &batches,
+                                                const AdamOptions &o) {
+  if (batches.empty())
+    return llvm::createStringError("a train step needs a micro-batch");
+  int64_t total = 0;
+  for (const MicroBatch &mb : batches)
+    total += mb.tokens;
   StepResult r;
-  r.loss = out->at("loss").data<double>()[0];
+  std::optional<TensorMap> sum; // the weighted gradients
+  for (const MicroBatch &mb : batches) {
+    auto out = run(lossGrad, state.weights, mb.inputs, /*f64Outputs=*/true);
+    if (!out)
+      return out.takeError();
+    // One micro-batch: its own mean, unweighted (also when it has no token).
+    const double w = batches.size() == 1 ? 1.0 : (double)mb.tokens / (double)std::max<int64_t>(total, 1);
+    r.loss += w * out->at("loss").data<double>()[0];
+    out->erase("loss");
+    for (auto &[name, g] : *out) {
+      if (!state.weights.count(name.substr(5)))
+        return llvm::createStringError("the gradient '" + name + "' has no parameter");
+      double *p = g.data<double>();
+      for (int64_t i = 0; i < g.numElements(); ++i)
+        p[i] *= w;
+      if (sum) {
+        const double *acc = g.data<double>();
+        double *to = sum->at(name).data<double>();
+        for (int64_t i = 0; i < g.numElements(); ++i)
+          to[i] += acc[i];
+      }
+    }
+    if (!sum)
+      sum = std::move(*out);
+  }
   double sq = 0.0;
-  for (auto &[name, g] : *out) {
-    if (name == "loss")
-      continue;
-    if (!state.weights.count(name.substr(5)))
-      return llvm::createStringError("the gradient '" + name + "' has no parameter");
+  for (auto &[name, g] : *sum)
     for (int64_t i = 0; i < g.numElements(); ++i)
       sq += g.data<double>()[i] * g.data<double>()[i];
-  }
   r.gradNorm = std::sqrt(sq);
   const double clip = o.clipNorm > 0 && r.gradNorm > o.clipNorm ? o.clipNorm / (r.gradNorm + 1e-6) : 1.0;
   const int64_t t = ++state.step;
   r.lr = learningRate(o, t);
   const double bc1 = 1.0 - std::pow(o.beta1, (double)t), bc2 = 1.0 - std::pow(o.beta2, (double)t);
   for (auto &[name, p] : state.weights) {
-    auto it = out->find("grad." + name);
-    if (it == out->end())
+    auto it = sum->find("grad." + name);
+    if (it == sum->end())
       return llvm::createStringError("@" + lossGrad.getSymName().str() +
                                      " returns no gradient for parameter '" + name + "'");
     const double *g = it->second.data<double>();
@@ -66,8 +89,6 @@ llvm::Expected<StepResult> reference::trainStep(func::FuncOp lossGrad, TrainStat
       w[i] -= r.lr / bc1 * m[i] / (std::sqrt(v[i]) / std::sqrt(bc2) + o.eps);
     }
   }
-  for (auto &[name, g] : *out)
-    if (name != "loss")
-      r.grads.emplace(name, std::move(g));
+  r.grads = std::move(*sum);
   return r;
 }

@@ -47,9 +47,20 @@ struct StepResult {
   TensorMap grads;    // grad.<name>, F64, before clipping
 };
 
-/// Runs `lossGrad` on `inputs` at `state`'s weights and applies one update.
+/// One micro-batch of a step: its inputs and the tokens its loss averages
+/// over (the non-ignored labels).
+struct MicroBatch {
+  TensorMap inputs;
+  int64_t tokens = 0;
+};
+
+/// Runs `lossGrad` on each micro-batch at `state`'s weights and applies one
+/// update. With several, the loss and gradients are the whole batch's mean
+/// over its tokens: each micro-batch's mean weighted by its share of them
+/// (the summed losses divided by the batch's total).
 llvm::Expected<StepResult> trainStep(func::FuncOp lossGrad, TrainState &state,
-                                     const TensorMap &inputs, const AdamOptions &options);
+                                     const std::vector<MicroBatch> &batches,
+                                     const AdamOptions &options);
 
 } // namespace mlir::transfuse::reference
 

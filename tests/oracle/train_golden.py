@@ -6,9 +6,10 @@ embeddings and learned positions; decoder_only GPT-2 style): the same
 initial weights (PyTorch's modules from check_against_torch.py, randomized,
 rounded to float32 and saved as the checkpoint transfuse loads), the same
 batch every step (the data fits one batch), dropout off, label smoothing 0.1,
-a warmup of 3 steps so that the updates are large, 10 Adam steps:
+a warmup of 3 steps so that the updates are large, 10 Adam steps, the batch
+taken whole and as two accumulated micro-batches:
   - transfuse: `transfuse train CONFIG --init-weights W --log-json L --grads-out G`
-    (the reference backend, fp64);
+    (the reference backend, fp64), and again with --batch-tokens 14 --accumulate 2;
   - PyTorch: the module in float64, CrossEntropyLoss(label_smoothing=0.1,
     ignore_index=pad_id), Adam(lr=1, betas=(0.9, 0.98), eps=1e-9) with
     LambdaLR(lambda i: rate(i + 1)), rate(s) = d_model^-0.5 · min(s^-0.5, s · warmup^-1.5).
@@ -113,21 +114,32 @@ def run_case(transfuse, name, config_path, tmp, seed):
     src = os.path.join(tmp, name + ".src")
     with open(src, "w") as f:
         f.write("".join(" ".join(map(str, s)) + "\n" for s in SOURCES))
-    cmd = [transfuse, "train", config_path, "--src-train", src, "--init-weights", weights,
-           "--steps", str(STEPS), "--warmup", str(WARMUP), "--dropout", "0",
-           "--label-smoothing", str(SMOOTHING), "--batch-tokens", "100000",
-           "--log-json", os.path.join(tmp, name + ".log"),
-           "--grads-out", os.path.join(tmp, name + ".grads")]
+    data = ["--src-train", src]
     if cfg["architecture"] == "encoder_decoder":
         tgt = os.path.join(tmp, name + ".tgt")
         with open(tgt, "w") as f:
             f.write("".join(" ".join(map(str, t)) + "\n" for t in TARGETS))
-        cmd += ["--tgt-train", tgt]
+        data += ["--tgt-train", tgt]
+    ok = True
+    # The whole batch in one, then as two micro-batches of two sentences
+    # each (14 padded tokens at most) accumulated: the same step.
+    for how, extra in (("one batch", ["--batch-tokens", "100000"]),
+                       ("2 micro-batches", ["--batch-tokens", "14", "--accumulate", "2"])):
+        ok &= check_run(transfuse, name, how, config_path, weights, data + extra, tmp, ref_losses,
+                        ref_grads)
+    return ok
+
+
+def check_run(transfuse, name, how, config_path, weights, args, tmp, ref_losses, ref_grads):
+    log, grads_path = os.path.join(tmp, name + ".log"), os.path.join(tmp, name + ".grads")
+    cmd = [transfuse, "train", config_path, "--init-weights", weights, "--steps", str(STEPS),
+           "--warmup", str(WARMUP), "--dropout", "0", "--label-smoothing", str(SMOOTHING),
+           "--log-json", log, "--grads-out", grads_path] + args
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        print(f"FAIL {name}: transfuse train exited {r.returncode}: {r.stderr.strip()}")
+        print(f"FAIL {name} ({how}): transfuse train exited {r.returncode}: {r.stderr.strip()}")
         return False
-    with open(os.path.join(tmp, name + ".log")) as f:
+    with open(log) as f:
         losses = [json.loads(line)["loss"] for line in f]
     ok = len(losses) == STEPS
     worst = 0.0
@@ -135,16 +147,16 @@ def run_case(transfuse, name, config_path, tmp, seed):
         rel = abs(got - want) / max(abs(want), 1e-12)
         worst = max(worst, rel)
         if rel > 1e-4:
-            print(f"FAIL {name}: step {step} loss {got:.10f}, PyTorch {want:.10f}")
+            print(f"FAIL {name} ({how}): step {step} loss {got:.10f}, PyTorch {want:.10f}")
             ok = False
-    grads = safetensors_io.read(os.path.join(tmp, name + ".grads"))
+    grads = safetensors_io.read(grads_path)
     gworst, compared = 0.0, 0
     for tname, g in ref_grads.items():
         key = "grad." + tname  # GPT-2's names drop "transformer." here
         if key not in grads and tname.startswith("transformer."):
             key = "grad." + tname[len("transformer."):]
         if key not in grads:
-            print(f"FAIL {name}: transfuse wrote no {key}")
+            print(f"FAIL {name} ({how}): transfuse wrote no {key}")
             ok = False
             continue
         scale = max(float(abs(g).max()), 1e-12)
@@ -152,9 +164,9 @@ def run_case(transfuse, name, config_path, tmp, seed):
         gworst = max(gworst, err)
         compared += 1
         if err > 1e-4:
-            print(f"FAIL {name}: step-1 {key}: max error {err:.3e} of max |grad| {scale:.3e}")
+            print(f"FAIL {name} ({how}): step-1 {key}: max error {err:.3e} of max |grad| {scale:.3e}")
             ok = False
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: {STEPS} losses ({ref_losses[0]:.4f} -> "
+    print(f"{'ok  ' if ok else 'FAIL'} {name} ({how}): {STEPS} losses ({ref_losses[0]:.4f} -> "
           f"{ref_losses[-1]:.4f}) worst rel err {worst:.2e}; {compared} step-1 gradients worst "
           f"{gworst:.2e}")
     return ok
