@@ -12,11 +12,14 @@
 #include "runtime/kernels/Norm.h"
 #include "runtime/kernels/Parallel.h"
 
+#include <string>
+
 namespace transfuse::kernels {
 
 HWY_EXPORT(AddLayerNormRows);
 HWY_EXPORT(SoftmaxRows);
 HWY_EXPORT(LogSumExpRows);
+HWY_EXPORT(CrossEntropyRows);
 
 void addLayerNorm(const float* x, const float* residual, const float* gamma,
                   const float* beta, float* y, float* sum, size_t rows, size_t width,
@@ -46,6 +49,22 @@ void logSumExp(const float* x, float* out, size_t rows, size_t width, rt::Thread
   auto* fn = HWY_DYNAMIC_DISPATCH(LogSumExpRows);
   parallelFor(pool, rows, rowGrain(width),
               [&](size_t r0, size_t r1) { fn(x, out, width, r0, r1); });
+}
+
+rt::Status crossEntropy(const float* x, const int32_t* labels, size_t rows, size_t width,
+                        float smoothing, int32_t ignore, float* loss, float* grad,
+                        float gradScale, rt::ThreadPool* pool) {
+  for (size_t r = 0; r < rows; ++r)
+    if (labels[r] != ignore && (labels[r] < 0 || static_cast<size_t>(labels[r]) >= width))
+      return rt::Status::error("cross-entropy: label " + std::to_string(labels[r]) + " of row " +
+                               std::to_string(r) + " is outside the vocabulary [0, " +
+                               std::to_string(width) + ")");
+  if (rows == 0 || width == 0) return rt::Status::ok();
+  auto* fn = HWY_DYNAMIC_DISPATCH(CrossEntropyRows);
+  parallelFor(pool, rows, rowGrain(width), [&](size_t r0, size_t r1) {
+    fn(x, labels, width, smoothing, ignore, loss, grad, gradScale, r0, r1);
+  });
+  return rt::Status::ok();
 }
 
 }  // namespace transfuse::kernels

@@ -18,7 +18,10 @@
 #ifndef TRANSFUSE_RUNTIME_KERNELS_NORM_H
 #define TRANSFUSE_RUNTIME_KERNELS_NORM_H
 
+#include "runtime/Status.h"
+
 #include <cstddef>
+#include <cstdint>
 
 namespace transfuse::rt {
 class ThreadPool;
@@ -48,6 +51,21 @@ void softmax(const float* x, float* y, size_t rows, size_t width,
 // value: the sum of softmax's exp terms.
 void logSumExp(const float* x, float* out, size_t rows, size_t width,
                rt::ThreadPool* pool = nullptr);
+
+// The cross-entropy of logit rows against labels, fused with the log-softmax
+// (the logits are read once for the loss and once more for the gradient;
+// nothing of V per row is written but the gradient itself). Per row r with
+// label y = labels[r] and ε = smoothing (PyTorch's label smoothing):
+//   loss[r] = lse_r - (1 - ε)·x[r,y] - ε/V · Σ_c x[r,c]
+//           = (1 - ε)·(-log p_y) + ε/V · Σ_c (-log p_c)
+//   grad[r,c] = gradScale · (p_c - ε/V - (1 - ε)·[c = y])     (grad may be null)
+// and a row whose label is `ignore` gets loss 0 and a zero gradient. The
+// caller forms the mean (Σ loss / tokens; gradScale = g / tokens). A label
+// outside [0, width) other than `ignore` is an error naming the row, before
+// anything is written. grad may alias x.
+rt::Status crossEntropy(const float* x, const int32_t* labels, size_t rows, size_t width,
+                        float smoothing, int32_t ignore, float* loss, float* grad,
+                        float gradScale, rt::ThreadPool* pool = nullptr);
 
 }  // namespace transfuse::kernels
 

@@ -15,7 +15,9 @@
 
 #include "runtime/kernels/Common-inl.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -235,6 +237,45 @@ HWY_NOINLINE void LogSumExpRows(const float* x, float* out, size_t width, size_t
     double shift;
     const float sum = ExpShiftedSum<false>(xr, nullptr, width, mx, &shift);
     out[r] = static_cast<float>(shift + std::log((double)sum));
+  }
+}
+
+// Rows [r0, r1) of the cross-entropy (Norm.h): loss[r], and with `grad`
+// the gradient row, from one exp pass that writes the exp terms into it.
+HWY_NOINLINE void CrossEntropyRows(const float* x, const int32_t* labels, size_t width,
+                                   float smoothing, int32_t ignore, float* loss, float* grad,
+                                   float gradScale, size_t r0, size_t r1) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const float spread = smoothing / static_cast<float>(width);
+  for (size_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * width;
+    float* gr = grad ? grad + r * width : nullptr;
+    const int32_t y = labels[r];
+    if (y == ignore) {
+      loss[r] = 0.0f;
+      if (gr) std::fill(gr, gr + width, 0.0f);
+      continue;
+    }
+    // Everything read of the row before the exp pass, which may overwrite
+    // it (grad == x).
+    const float mx = RowMax(xr, width), xy = xr[y];
+    const double total = ReduceSumF(d, FoldRow(d, xr, width, 0.0f, [](auto a, auto b) HWY_ATTR {
+      return hn::Add(a, b);
+    }));
+    double shift;
+    const float sum = gr ? ExpShiftedSum<true>(xr, gr, width, mx, &shift)
+                         : ExpShiftedSum<false>(xr, nullptr, width, mx, &shift);
+    const double lse = shift + std::log((double)sum);
+    loss[r] = static_cast<float>(lse - (1.0 - smoothing) * xy - spread * total);
+    if (!gr) continue;
+    // exp terms / sum is softmax; minus the smoothed target, times the scale.
+    const auto inv = hn::Set(d, gradScale / sum), off = hn::Set(d, gradScale * spread);
+    size_t i = 0;
+    for (; i + N <= width; i += N)
+      hn::StoreU(hn::MulSub(hn::LoadU(d, gr + i), inv, off), d, gr + i);
+    for (; i < width; ++i) gr[i] = gr[i] * hn::GetLane(inv) - hn::GetLane(off);
+    gr[y] -= gradScale * (1.0f - smoothing);
   }
 }
 
