@@ -45,7 +45,7 @@ bool mlir::transfuse::kernel::isExecKernel(llvm::StringRef name) {
   static constexpr llvm::StringLiteral kKernels[] = {
       "gather", "binary", "unary",       "scale",      "select",           "softmax",
       "transpose", "concat", "slice", "reduce", "key_padding_mask", "causal_mask",
-      "positional_encoding", "copy"};
+      "positional_encoding", "copy", "cross_entropy"};
   return llvm::is_contained(kKernels, name);
 }
 

@@ -354,7 +354,7 @@ def TFK_ExecOp : TFK_Op<"exec", [AttrSizedOperandSegments]> {
   let description = [{
     `kernel` names it: gather, binary, unary, scale, select, softmax,
     transpose, concat, slice, reduce, key_padding_mask, causal_mask,
-    positional_encoding, copy. Its other attributes are the transfuse op's
+    positional_encoding, copy, cross_entropy. Its other attributes are the transfuse op's
     (kind, axis, permutation, ...); `ins` may hold index values (a
     positional table's offset).
 

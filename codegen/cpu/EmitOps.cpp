@@ -115,6 +115,13 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
     checked("exec::gather(" + ptr(ins[0]) + ", " + std::to_string(table.getDimSize(0)) + ", " +
             std::to_string(table.getDimSize(1)) + ", " + ptr(ins[1]) + ", " + dims.shape(ins[1]) +
             ", " + quote(what ? what.getValue() : "an operand") + ", " + ptr(out) + ")");
+  } else if (k == "cross_entropy") {
+    auto logits = cast<MemRefType>(ins[0].getType());
+    double smoothing = e->getAttrOfType<FloatAttr>("label_smoothing").getValueAsDouble();
+    checked("exec::crossEntropyMean(" + ptr(ins[0]) + ", " + ptr(ins[1]) + ", " + dims.numel(ins[1]) +
+            ", " + std::to_string(logits.getDimSize(logits.getRank() - 1)) + ", " +
+            floatLit(smoothing) + ", " + std::to_string(intAttr(e, "ignore_index")) + ", " +
+            quote(e->getAttrOfType<StringAttr>("what").getValue()) + ", " + ptr(out) + ", c.pool)");
   } else if (k == "binary") {
     call("exec::binary(exec::ElementwiseKind::" + kind() + ", " + ptr(ins[0]) + ", " +
          dims.shape(ins[0]) + ", " + ptr(ins[1]) + ", " + dims.shape(ins[1]) + ", " + ptr(out) +

@@ -81,6 +81,21 @@ LOWERING(GatherOp) {
   return success();
 }
 
+LOWERING(CrossEntropyOp) {
+  // The mean loss (a scalar) from the logits' rows; the labels as given.
+  Value out = dest(rw, op);
+  std::string what = "an operand";
+  if (auto cast = op.getLabels().getDefiningOp<UnrealizedConversionCastOp>())
+    if (auto in = cast.getInputs()[0].getDefiningOp<tfk::InputOp>())
+      what = "input '" + entry.inputNames.lookup(in.getIndex()) + "'";
+  exec(rw, op, "cross_entropy", {a.getLogits(), a.getLabels()}, {out},
+       {attr(rw, "what", rw.getStringAttr(what)),
+        attr(rw, "label_smoothing", op.getLabelSmoothingAttr()),
+        attr(rw, "ignore_index", op.getIgnoreIndexAttr())});
+  rw.replaceOp(op, out);
+  return success();
+}
+
 LOWERING(MatmulOp) {
   Value out = dest(rw, op);
   if (isGemmByWeight(op))
@@ -380,7 +395,7 @@ LOWERING(ReturnOp) {
 void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patterns,
                                                        const TypeConverter &types, Entry &entry) {
   patterns.add<UnrealizedConversionCastOpLowering, ParamOpLowering, ConstantOpLowering,
-               DimOpLowering, ReshapeOpLowering, GatherOpLowering, MatmulOpLowering,
+               DimOpLowering, ReshapeOpLowering, GatherOpLowering, CrossEntropyOpLowering, MatmulOpLowering,
                LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering,
                SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,
                AttentionOpLowering, FusedElementwiseOpLowering, TransposeOpLowering,

@@ -487,6 +487,32 @@ rt::Status gather(const float* table, int64_t vocab, int64_t dim, const int32_t*
   return rt::Status::ok();
 }
 
+rt::Status crossEntropyMean(const float* logits, const int32_t* labels, int64_t rows,
+                            int64_t vocab, float smoothing, int32_t ignore, const char* labelsName,
+                            float* out, rt::ThreadPool* pool) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (labels[r] != ignore && (labels[r] < 0 || labels[r] >= vocab))
+      return rt::Status::error("label " + std::to_string(labels[r]) + " in " + labelsName +
+                               " at row " + std::to_string(r) + " is outside the vocabulary [0, " +
+                               std::to_string(vocab) + ")");
+  thread_local std::vector<float> losses;
+  losses.resize(static_cast<size_t>(rows));
+  if (rt::Status s = kernels::crossEntropy(logits, labels, static_cast<size_t>(rows),
+                                           static_cast<size_t>(vocab), smoothing, ignore,
+                                           losses.data(), nullptr, 0.0f, pool);
+      !s.isOk())
+    return s;
+  double sum = 0.0;
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    if (labels[r] != ignore) {
+      sum += losses[static_cast<size_t>(r)];
+      ++count;
+    }
+  *out = count ? static_cast<float>(sum / static_cast<double>(count)) : 0.0f;
+  return rt::Status::ok();
+}
+
 void keyPaddingMask(const int32_t* tokens, int64_t n, int64_t padId, uint8_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = tokens[i] != padId ? 1 : 0;
 }

@@ -121,6 +121,15 @@ void matmul(const float* a, const Shape& as, bool transA, const float* b, const 
 rt::Status gather(const float* table, int64_t vocab, int64_t dim, const int32_t* ids,
                   const Shape& idsShape, const char* idsName, float* out);
 
+// *out = the mean cross-entropy of `rows` logit rows of `vocab` against
+// labels (transfuse.cross_entropy: label smoothing, `ignore` rows not
+// counted, 0 when none counts), the rows' losses summed in order (the same
+// bits on any thread count). A label outside the vocabulary is an error
+// naming `labelsName`, the label and its row.
+rt::Status crossEntropyMean(const float* logits, const int32_t* labels, int64_t rows,
+                            int64_t vocab, float smoothing, int32_t ignore, const char* labelsName,
+                            float* out, rt::ThreadPool* pool);
+
 // out[i] = tokens[i] != padId, over n tokens.
 void keyPaddingMask(const int32_t* tokens, int64_t n, int64_t padId, uint8_t* out);
 

@@ -175,3 +175,14 @@ func.func @read(%t: tensor<?x?xi32> {transfuse.name = "t"}) -> (tensor<?x2x?x4xf
   %k = transfuse.state_read "cross.k" [%b, %s] {keys} : tensor<?x2x?x4xf32>
   return %k : tensor<?x2x?x4xf32>
 }
+
+// -----
+
+// Tests that cross_entropy (a training build's loss) is the exec kernel of
+// the same name into a scalar, naming its labels input for errors.
+// CHECK-LABEL: func.func @forward
+// CHECK: tfk.exec "cross_entropy"(%{{.*}}, %{{.*}} : memref<?x?x37xf32>, memref<?x?xi32>) into(%{{.*}} : memref<f32>) {ignore_index = 1 : i64, label_smoothing = 1.000000e-01 : f64, what = "input 'labels'"}
+func.func @forward(%z: tensor<?x?x37xf32> {transfuse.name = "logits"}, %y: tensor<?x?xi32> {transfuse.name = "labels"}) -> (tensor<f32> {transfuse.name = "loss"}) attributes {transfuse.max_batch = 3 : i64, transfuse.max_seq_len = 5 : i64} {
+  %l = transfuse.cross_entropy %z, %y {ignore_index = 1 : i64, label_smoothing = 1.0e-01 : f64} : (tensor<?x?x37xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
