@@ -32,6 +32,13 @@ template <class Op> struct Lowering : OpConversionPattern<Op> {
   NamedAttribute attr(ConversionPatternRewriter &rw, StringRef name, Attribute value) const {
     return rw.getNamedAttr(name, value);
   }
+  /// How errors name a token operand: "input 'NAME'" for an entry's input.
+  std::string tokenName(Value v) const {
+    if (auto cast = v.getDefiningOp<UnrealizedConversionCastOp>())
+      if (auto in = cast.getInputs()[0].getDefiningOp<tfk::InputOp>())
+        return "input '" + entry.inputNames.lookup(in.getIndex()) + "'";
+    return "an operand";
+  }
 };
 
 #define LOWERING(OP)                                                                     \
@@ -71,12 +78,8 @@ LOWERING(ReshapeOp) {
 
 LOWERING(GatherOp) {
   Value out = dest(rw, op);
-  std::string what = "an operand";
-  if (auto cast = op.getIds().getDefiningOp<UnrealizedConversionCastOp>())
-    if (auto in = cast.getInputs()[0].getDefiningOp<tfk::InputOp>())
-      what = "input '" + entry.inputNames.lookup(in.getIndex()) + "'";
   exec(rw, op, "gather", {a.getTable(), a.getIds()}, {out},
-       {attr(rw, "what", rw.getStringAttr(what))});
+       {attr(rw, "what", rw.getStringAttr(tokenName(op.getIds())))});
   rw.replaceOp(op, out);
   return success();
 }
@@ -84,12 +87,8 @@ LOWERING(GatherOp) {
 LOWERING(CrossEntropyOp) {
   // The mean loss (a scalar) from the logits' rows; the labels as given.
   Value out = dest(rw, op);
-  std::string what = "an operand";
-  if (auto cast = op.getLabels().getDefiningOp<UnrealizedConversionCastOp>())
-    if (auto in = cast.getInputs()[0].getDefiningOp<tfk::InputOp>())
-      what = "input '" + entry.inputNames.lookup(in.getIndex()) + "'";
   exec(rw, op, "cross_entropy", {a.getLogits(), a.getLabels()}, {out},
-       {attr(rw, "what", rw.getStringAttr(what)),
+       {attr(rw, "what", rw.getStringAttr(tokenName(op.getLabels()))),
         attr(rw, "label_smoothing", op.getLabelSmoothingAttr()),
         attr(rw, "ignore_index", op.getIgnoreIndexAttr())});
   rw.replaceOp(op, out);
