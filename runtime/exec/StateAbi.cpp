@@ -208,7 +208,7 @@ int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
                                                                   : base + rowBytes * src;
         copyRow(base + rowBytes * i, from);
       }
-      state->rowIds[t].assign(ids.begin(), ids.end());
+      std::copy(ids.begin(), ids.end(), state->rowIds[t].begin());  // in place, as Call points
     }
     return 0;
   } catch (const std::exception& ex) {
@@ -230,7 +230,8 @@ int32_t tf_state_copy(tf_state* to, const tf_state* from, tf_error* error) {
   for (size_t i = 0; i < to->tensors.size(); ++i)
     std::memcpy(to->tensors[i].get(), from->tensors[i].get(), to->bytes[i]);
   to->extents = from->extents;
-  for (size_t i = 0; i < to->rowIds.size(); ++i) to->rowIds[i] = from->rowIds[i];
+  for (size_t i = 0; i < to->rowIds.size(); ++i)  // in place: Call::stateRowIds points at them
+    std::copy(from->rowIds[i].begin(), from->rowIds[i].end(), to->rowIds[i].begin());
   to->serial = from->serial;
   to->length = from->length;
   return 0;
