@@ -172,11 +172,14 @@ int tools::runTrain(const std::vector<std::string> &positional,
   int64_t maxBatch = 1, maxLen = 1;
   for (auto [b, e] : plan)
     maxBatch = std::max<int64_t>(maxBatch, e - b);
-  for (const Example &e : ex)
-    maxLen = std::max<int64_t>({maxLen, (int64_t)e.src.size(), (int64_t)e.in.size()});
-  if (maxLen > config.maxSeqLen)
-    die("a sequence of " + llvm::Twine(maxLen) + " tokens is over the config's max_seq_len " +
-        llvm::Twine(config.maxSeqLen));
+  for (size_t i = 0; i < ex.size(); ++i) {
+    const int64_t s = ex[i].src.size(), t = ex[i].in.size();
+    if (std::max(s, t) > config.maxSeqLen)
+      die((s >= t ? srcPath : tgtPath) + ": line " + llvm::Twine(i + 1) + ": " +
+          llvm::Twine(std::max(s, t)) + " tokens with the specials, over the config's max_seq_len " +
+          llvm::Twine(config.maxSeqLen));
+    maxLen = std::max({maxLen, s, t});
+  }
 
   BuildOptions build;
   build.training = true;
