@@ -45,7 +45,8 @@ bool mlir::transfuse::kernel::isExecKernel(llvm::StringRef name) {
   static constexpr llvm::StringLiteral kKernels[] = {
       "gather", "binary", "unary",       "scale",      "select",           "softmax",
       "transpose", "concat", "slice", "reduce", "key_padding_mask", "causal_mask",
-      "positional_encoding", "copy", "cross_entropy"};
+      "positional_encoding", "copy", "cross_entropy", "cross_entropy_grad", "embedding_grad",
+      "activation_grad", "layer_norm_grad", "expand", "slice_grad"};
   return llvm::is_contained(kKernels, name);
 }
 

@@ -354,7 +354,9 @@ def TFK_ExecOp : TFK_Op<"exec", [AttrSizedOperandSegments]> {
   let description = [{
     `kernel` names it: gather, binary, unary, scale, select, softmax,
     transpose, concat, slice, reduce, key_padding_mask, causal_mask,
-    positional_encoding, copy, cross_entropy. Its other attributes are the transfuse op's
+    positional_encoding, copy, and the training ops cross_entropy,
+    cross_entropy_grad, embedding_grad, activation_grad, layer_norm_grad,
+    expand, slice_grad. Its other attributes are the transfuse op's
     (kind, axis, permutation, ...); `ins` may hold index values (a
     positional table's offset).
 

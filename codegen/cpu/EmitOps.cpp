@@ -122,6 +122,40 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
             ", " + std::to_string(logits.getDimSize(logits.getRank() - 1)) + ", " +
             floatLit(smoothing) + ", " + std::to_string(intAttr(e, "ignore_index")) + ", " +
             quote(e->getAttrOfType<StringAttr>("what").getValue()) + ", " + ptr(out) + ", c.pool)");
+  } else if (k == "cross_entropy_grad") {
+    auto logits = cast<MemRefType>(ins[0].getType());
+    double smoothing = e->getAttrOfType<FloatAttr>("label_smoothing").getValueAsDouble();
+    checked("exec::crossEntropyGrad(" + ptr(ins[0]) + ", " + ptr(ins[1]) + ", " + dims.numel(ins[1]) +
+            ", " + std::to_string(logits.getDimSize(logits.getRank() - 1)) + ", " +
+            floatLit(smoothing) + ", " + std::to_string(intAttr(e, "ignore_index")) + ", " +
+            quote(e->getAttrOfType<StringAttr>("what").getValue()) + ", " + ptr(ins[2]) + ", " +
+            ptr(out) + ", c.pool)");
+  } else if (k == "embedding_grad") {
+    auto table = cast<MemRefType>(out.getType());
+    checked("exec::embeddingGrad(" + ptr(ins[0]) + ", " + dims.numel(ins[0]) + ", " + ptr(ins[1]) +
+            ", " + std::to_string(table.getDimSize(0)) + ", " + std::to_string(table.getDimSize(1)) +
+            ", " + quote(e->getAttrOfType<StringAttr>("what").getValue()) + ", " + ptr(out) + ")");
+  } else if (k == "activation_grad") {
+    call("exec::activationGrad(exec::ElementwiseKind::" + kind() + ", " + ptr(ins[0]) + ", " +
+         ptr(ins[1]) + ", " + ptr(out) + ", " + dims.numel(out) + ", c.pool);");
+  } else if (k == "layer_norm_grad") {
+    int64_t axis = intAttr(e, "axis");
+    double eps = e->getAttrOfType<FloatAttr>("epsilon").getValueAsDouble();
+    call("exec::layerNormGrad(" + ptr(ins[0]) + ", " + ptr(ins[1]) + ", " + ptr(ins[2]) + ", " +
+         ptr(out) + ", " + ptr(e.getOuts()[1]) + ", " + ptr(e.getOuts()[2]) + ", " +
+         dims.product(ins[0], 0, axis) + ", " +
+         dims.product(ins[0], axis, cast<MemRefType>(ins[0].getType()).getRank()) + ", " +
+         floatLit(eps) + ");");
+  } else if (k == "expand") {
+    call("exec::expand(" + ptr(ins[0]) + ", " + dims.shape(ins[0]) + ", " + ptr(out) + ", " +
+         dims.shape(out) + ");");
+  } else if (k == "slice_grad") {
+    int64_t axis = intAttr(e, "axis");
+    std::string start = std::to_string(intAttr(e, "start"));
+    if (ins.size() > 1)
+      start = "(" + start + " + " + dims.index(ins[1]) + ")";
+    call("exec::sliceGrad(" + ptr(ins[0]) + ", " + dims.shape(ins[0]) + ", " + std::to_string(axis) +
+         ", " + start + ", " + ptr(out) + ", " + dims.shape(out) + ");");
   } else if (k == "binary") {
     call("exec::binary(exec::ElementwiseKind::" + kind() + ", " + ptr(ins[0]) + ", " +
          dims.shape(ins[0]) + ", " + ptr(ins[1]) + ", " + dims.shape(ins[1]) + ", " + ptr(out) +

@@ -95,6 +95,66 @@ LOWERING(CrossEntropyOp) {
   return success();
 }
 
+// The backward ops: each one exec kernel of its name (runtime/exec/Ops.h).
+LOWERING(CrossEntropyGradOp) {
+  Value out = dest(rw, op);
+  exec(rw, op, "cross_entropy_grad", {a.getLogits(), a.getLabels(), a.getGrad()}, {out},
+       {attr(rw, "what", rw.getStringAttr(tokenName(op.getLabels()))),
+        attr(rw, "label_smoothing", op.getLabelSmoothingAttr()),
+        attr(rw, "ignore_index", op.getIgnoreIndexAttr())});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(EmbeddingGradOp) {
+  Value out = dest(rw, op);
+  exec(rw, op, "embedding_grad", {a.getIds(), a.getGrad()}, {out},
+       {attr(rw, "what", rw.getStringAttr(tokenName(op.getIds())))});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(ActivationGradOp) {
+  if (op.getInput().getType() != op.getGrad().getType())
+    return rw.notifyMatchFailure(op, "operands of different shapes");
+  StringRef kind = op.getKind() == "relu"                                  ? "kRelu"
+                   : op.getApproximate() == GeluApproximation::Tanh ? "kGeluTanh"
+                                                                       : "kGelu";
+  Value out = dest(rw, op);
+  exec(rw, op, "activation_grad", {a.getInput(), a.getGrad()}, {out},
+       {attr(rw, "kind", rw.getStringAttr(kind))});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(LayerNormGradOp) {
+  Value dx = dest(rw, op, 0), dg = dest(rw, op, 1), db = dest(rw, op, 2);
+  int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
+  exec(rw, op, "layer_norm_grad", {a.getInput(), a.getGamma(), a.getGrad()}, {dx, dg, db},
+       {attr(rw, "axis", rw.getI64IntegerAttr(axis)), attr(rw, "epsilon", op.getEpsilonAttr())});
+  rw.replaceOp(op, {dx, dg, db});
+  return success();
+}
+
+LOWERING(ExpandOp) {
+  Value out = dest(rw, op);
+  exec(rw, op, "expand", {a.getInput()}, {out});
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(SliceGradOp) {
+  Value out = dest(rw, op);
+  SmallVector<Value> ins{a.getGrad()};
+  if (a.getOffset())
+    ins.push_back(a.getOffset());
+  int64_t axis = normalizedAxis(op.getAxis(), op.getLike().getType().getRank());
+  exec(rw, op, "slice_grad", ins, {out},
+       {attr(rw, "axis", rw.getI64IntegerAttr(axis)), attr(rw, "start", op.getStartAttr())});
+  rw.replaceOp(op, out);
+  return success();
+}
+
 LOWERING(MatmulOp) {
   Value out = dest(rw, op);
   if (isGemmByWeight(op))
@@ -394,7 +454,9 @@ LOWERING(ReturnOp) {
 void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patterns,
                                                        const TypeConverter &types, Entry &entry) {
   patterns.add<UnrealizedConversionCastOpLowering, ParamOpLowering, ConstantOpLowering,
-               DimOpLowering, ReshapeOpLowering, GatherOpLowering, CrossEntropyOpLowering, MatmulOpLowering,
+               DimOpLowering, ReshapeOpLowering, GatherOpLowering, CrossEntropyOpLowering,
+               CrossEntropyGradOpLowering, EmbeddingGradOpLowering, ActivationGradOpLowering,
+               LayerNormGradOpLowering, ExpandOpLowering, SliceGradOpLowering, MatmulOpLowering,
                LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering,
                SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,
                AttentionOpLowering, FusedElementwiseOpLowering, TransposeOpLowering,

@@ -487,14 +487,30 @@ rt::Status gather(const float* table, int64_t vocab, int64_t dim, const int32_t*
   return rt::Status::ok();
 }
 
-rt::Status crossEntropyMean(const float* logits, const int32_t* labels, int64_t rows,
-                            int64_t vocab, float smoothing, int32_t ignore, const char* labelsName,
-                            float* out, rt::ThreadPool* pool) {
-  for (int64_t r = 0; r < rows; ++r)
-    if (labels[r] != ignore && (labels[r] < 0 || labels[r] >= vocab))
+namespace {
+// A label outside [0, vocab) other than `ignore`, as an error naming it;
+// the number of rows that count.
+rt::Status checkLabels(const int32_t* labels, int64_t rows, int64_t vocab, int32_t ignore,
+                       const char* labelsName, int64_t* count) {
+  *count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignore) continue;
+    if (labels[r] < 0 || labels[r] >= vocab)
       return rt::Status::error("label " + std::to_string(labels[r]) + " in " + labelsName +
                                " at row " + std::to_string(r) + " is outside the vocabulary [0, " +
                                std::to_string(vocab) + ")");
+    ++*count;
+  }
+  return rt::Status::ok();
+}
+}  // namespace
+
+rt::Status crossEntropyMean(const float* logits, const int32_t* labels, int64_t rows,
+                            int64_t vocab, float smoothing, int32_t ignore, const char* labelsName,
+                            float* out, rt::ThreadPool* pool) {
+  int64_t count = 0;
+  if (rt::Status s = checkLabels(labels, rows, vocab, ignore, labelsName, &count); !s.isOk())
+    return s;
   thread_local std::vector<float> losses;
   losses.resize(static_cast<size_t>(rows));
   if (rt::Status s = kernels::crossEntropy(logits, labels, static_cast<size_t>(rows),
@@ -503,14 +519,95 @@ rt::Status crossEntropyMean(const float* logits, const int32_t* labels, int64_t 
       !s.isOk())
     return s;
   double sum = 0.0;
-  int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r)
-    if (labels[r] != ignore) {
-      sum += losses[static_cast<size_t>(r)];
-      ++count;
-    }
+    if (labels[r] != ignore) sum += losses[static_cast<size_t>(r)];
   *out = count ? static_cast<float>(sum / static_cast<double>(count)) : 0.0f;
   return rt::Status::ok();
+}
+
+rt::Status crossEntropyGrad(const float* logits, const int32_t* labels, int64_t rows,
+                            int64_t vocab, float smoothing, int32_t ignore, const char* labelsName,
+                            const float* g, float* out, rt::ThreadPool* pool) {
+  int64_t count = 0;
+  if (rt::Status s = checkLabels(labels, rows, vocab, ignore, labelsName, &count); !s.isOk())
+    return s;
+  thread_local std::vector<float> losses;
+  losses.resize(static_cast<size_t>(rows));
+  const float scale = count ? *g / static_cast<float>(count) : 0.0f;
+  return kernels::crossEntropy(logits, labels, static_cast<size_t>(rows), static_cast<size_t>(vocab),
+                               smoothing, ignore, losses.data(), out, scale, pool);
+}
+
+void expand(const float* x, const Shape& xs, float* out, const Shape& os) {
+  if (os.numel() == 0) return;
+  const Layout L = broadcastLayout(os, {&xs});
+  const int64_t len = L.len(), sx = L.strides[0][L.rank - 1];
+  forRows(L, 0, L.rows(), [&](const int64_t* off, int64_t r) {
+    for (int64_t i = 0; i < len; ++i) out[r * len + i] = x[off[0] + i * sx];
+  });
+}
+
+void activationGrad(ElementwiseKind kind, const float* x, const float* g, float* out, int64_t n,
+                    rt::ThreadPool* pool) {
+  forRange(n, 1, pool, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      out[i] = g[i] * (kind == ElementwiseKind::kRelu   ? math::reluDerivative(x[i])
+                       : kind == ElementwiseKind::kGelu ? math::geluDerivative(x[i])
+                                                        : math::geluTanhDerivative(x[i]));
+  });
+}
+
+void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+                   float* dbeta, int64_t rows, int64_t n, float eps) {
+  std::vector<double> dg(static_cast<size_t>(n), 0.0), db(static_cast<size_t>(n), 0.0);
+  std::vector<float> xhat(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    const float* gr = dy + r * n;
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < n; ++i) mean += xr[i];
+    mean /= double(n);
+    for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    var /= double(n);
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    double md = 0.0, mdx = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      xhat[i] = static_cast<float>((xr[i] - mean) * rstd);
+      const double d = double(gr[i]) * gamma[i];
+      md += d;
+      mdx += d * xhat[i];
+      dg[i] += double(gr[i]) * xhat[i];
+      db[i] += gr[i];
+    }
+    md /= double(n);
+    mdx /= double(n);
+    for (int64_t i = 0; i < n; ++i)
+      dx[r * n + i] = static_cast<float>(rstd * (double(gr[i]) * gamma[i] - md - xhat[i] * mdx));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    dgamma[i] = static_cast<float>(dg[i]);
+    dbeta[i] = static_cast<float>(db[i]);
+  }
+}
+
+rt::Status embeddingGrad(const int32_t* ids, int64_t count, const float* g, int64_t vocab,
+                         int64_t dim, const char* idsName, float* out) {
+  for (int64_t i = 0; i < count; ++i)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      return rt::Status::error("token id " + std::to_string(ids[i]) + " in " + idsName +
+                               " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  std::fill(out, out + vocab * dim, 0.0f);
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t c = 0; c < dim; ++c) out[ids[i] * dim + c] += g[i * dim + c];
+  return rt::Status::ok();
+}
+
+void sliceGrad(const float* g, const Shape& gs, int axis, int64_t start, float* out, const Shape& os) {
+  std::fill(out, out + os.numel(), 0.0f);
+  const int64_t outer = product(os.dims, 0, axis), inner = product(os.dims, axis + 1, os.rank);
+  const int64_t n = gs.dims[axis];
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy_n(g + o * n * inner, n * inner, out + (o * os.dims[axis] + start) * inner);
 }
 
 void keyPaddingMask(const int32_t* tokens, int64_t n, int64_t padId, uint8_t* out) {

@@ -130,6 +130,27 @@ rt::Status crossEntropyMean(const float* logits, const int32_t* labels, int64_t 
                             int64_t vocab, float smoothing, int32_t ignore, const char* labelsName,
                             float* out, rt::ThreadPool* pool);
 
+// The backward ops of training graphs (ir/TransfuseGradOps.td), each as its
+// op defines it; sums run in a fixed order, so any thread count gives the
+// same bits.
+// out = x broadcast to `os` (expand).
+void expand(const float* x, const Shape& xs, float* out, const Shape& os);
+// out[i] = g[i] · f'(x[i]) for f = relu, gelu or gelu_tanh (kind).
+void activationGrad(ElementwiseKind kind, const float* x, const float* g, float* out, int64_t n,
+                    rt::ThreadPool* pool);
+// layer_norm_grad over rows of n: dx, and dgamma and dbeta summed over rows.
+void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+                   float* dbeta, int64_t rows, int64_t n, float eps);
+// out [vocab, dim] = the rows of g scattered-added by ids (embedding_grad).
+rt::Status embeddingGrad(const int32_t* ids, int64_t count, const float* g, int64_t vocab,
+                         int64_t dim, const char* idsName, float* out);
+// cross_entropy_grad: out rows = g / N · (p - smoothed target), 0 for ignored rows.
+rt::Status crossEntropyGrad(const float* logits, const int32_t* labels, int64_t rows,
+                            int64_t vocab, float smoothing, int32_t ignore, const char* labelsName,
+                            const float* g, float* out, rt::ThreadPool* pool);
+// slice_grad: out (shape os) zero but [start, start + gs[axis]) along axis = g.
+void sliceGrad(const float* g, const Shape& gs, int axis, int64_t start, float* out, const Shape& os);
+
 // out[i] = tokens[i] != padId, over n tokens.
 void keyPaddingMask(const int32_t* tokens, int64_t n, int64_t padId, uint8_t* out);
 
