@@ -46,7 +46,8 @@ bool mlir::transfuse::kernel::isExecKernel(llvm::StringRef name) {
       "gather", "binary", "unary",       "scale",      "select",           "softmax",
       "transpose", "concat", "slice", "reduce", "key_padding_mask", "causal_mask",
       "positional_encoding", "copy", "cross_entropy", "cross_entropy_grad", "embedding_grad",
-      "activation_grad", "layer_norm_grad", "expand", "slice_grad"};
+      "activation_grad", "layer_norm_grad", "attention_grad", "expand", "slice_grad",
+      "dropout"};
   return llvm::is_contained(kKernels, name);
 }
 

@@ -285,11 +285,17 @@ def TFK_AttentionOp : TFK_Op<"attention", [AttrSizedOperandSegments]> {
     Q [B, H, Sq, D], K and V [B, H, Sk, D] and the output [B, H, Sq, D]
     are views with any batch, head and row strides (`tfk.heads`);
     `key_padding` is [B, Sk] (i1, true = a padded key), `bias` an
-    additive mask broadcast to [B, H, Sq, Sk].
+    additive mask broadcast to [B, H, Sq, Sk]. A `dropout_rate` > 0
+    drops probabilities as transfuse.attention defines it, keyed by
+    `dropout_seed` plus the call's seed, the call's step and
+    `dropout_stream` (training).
   }];
   let arguments = (ins AnyMemRef:$query, AnyMemRef:$key, AnyMemRef:$value,
                    Optional<AnyMemRef>:$key_padding, Optional<AnyMemRef>:$bias,
-                   AnyMemRef:$out, F64Attr:$scale, UnitAttr:$causal);
+                   AnyMemRef:$out, F64Attr:$scale, UnitAttr:$causal,
+                   DefaultValuedAttr<F64Attr, "0.0">:$dropout_rate,
+                   DefaultValuedAttr<I64Attr, "0">:$dropout_seed,
+                   DefaultValuedAttr<I64Attr, "0">:$dropout_stream);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`key_padding` $key_padding^)? (`bias` $bias^)? `into` $out
     attr-dict `:` type($query) `,` type($key) `,` type($value)

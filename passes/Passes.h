@@ -51,9 +51,11 @@ void buildFusionPipeline(OpPassManager &pm, const FusionStrategy &strategy,
                          FusionReport *report);
 
 /// Adds what `transfuse compile` runs: the fusion pipeline of `strategy`,
-/// then the hoisting of weight-only work into @prepare, then clean-up.
+/// with `train` the gradient of @loss (--transfuse-autodiff, so the fused
+/// forward gets fused backward ops), then the hoisting of weight-only work
+/// into @prepare, then clean-up.
 void buildCompilePipeline(OpPassManager &pm, const FusionStrategy &strategy,
-                          FusionReport *report);
+                          FusionReport *report, bool train = false);
 
 /// Registers the transfuse passes and pipelines with the global registry
 /// (for transfuse-opt), including `transfuse-fusion{strategy=...}`.

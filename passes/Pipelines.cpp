@@ -80,8 +80,12 @@ void transfuse::buildFusionPipeline(OpPassManager &pm, const FusionStrategy &s,
 }
 
 void transfuse::buildCompilePipeline(OpPassManager &pm, const FusionStrategy &s,
-                                     FusionReport *report) {
+                                     FusionReport *report, bool train) {
   buildFusionPipeline(pm, s, report);
+  if (train) {
+    pm.addPass(createTransfuseAutodiff());
+    buildCleanupPipeline(pm);
+  }
   pm.addPass(createTransfuseHoistPrepare());
   buildCleanupPipeline(pm);
 }

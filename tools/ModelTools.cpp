@@ -98,10 +98,10 @@ llvm::Expected<Emit> tools::parseEmit(StringRef name) {
 llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const FusionStrategy &strategy,
                                                    StringRef dir, Emit emit,
                                                    const cpu::BuildOptions &build,
-                                                   FusionReport *report) {
+                                                   FusionReport *report, bool train) {
   auto t0 = std::chrono::steady_clock::now();
   PassManager pm(module.getContext());
-  buildCompilePipeline(pm, strategy, report);
+  buildCompilePipeline(pm, strategy, report, train);
   std::string diagnostics;
   {
     ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {

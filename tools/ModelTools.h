@@ -57,12 +57,14 @@ struct CompileResult {
 
 /// Runs the compile pipeline of `strategy` on `module` and writes the
 /// artifact directory: model.mlir, manifest.json, report.json, and for the
-/// cpu target model.cpp, model.h and the binary `emit` asks for. On error,
-/// the files this call created are removed.
+/// cpu target model.cpp, model.h and the binary `emit` asks for. With
+/// `train`, @loss is differentiated after fusion (@loss_grad, what
+/// tf_model_train_step runs). On error, the files this call created are
+/// removed.
 llvm::Expected<CompileResult> compileModule(ModuleOp module, const FusionStrategy &strategy,
                                             llvm::StringRef dir, Emit emit,
                                             const cpu::BuildOptions &build,
-                                            FusionReport *report);
+                                            FusionReport *report, bool train = false);
 
 /// Random inputs for entry point `ep` of `module`: token ids in the
 /// vocabulary of the table they index (ids that equal a padding id are

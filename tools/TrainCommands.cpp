@@ -3,15 +3,18 @@
 // The minimal training driver (docs/training.md): lines of ids into batches
 // by padded tokens, a training build of the config differentiated by
 // --transfuse-autodiff, and the reference backend's train step
-// (codegen/reference/Train.h) per batch, logged per step as JSON lines;
-// the weights written after the last step. The compiled train step is not
-// built yet: --backend compiled is refused.
+// (codegen/reference/Train.h, --backend reference) or the compiled train
+// step (--backend compiled, the default: the config compiled with --train
+// and the fusion strategy, run through tf_model_accumulate_gradients and
+// tf_model_apply_gradients) per batch, logged per step as JSON lines; the
+// weights written after the last step.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/TrainCommands.h"
 
 #include "codegen/reference/Train.h"
+#include "runtime/host/CompiledModel.h"
 #include "ir/TransfuseDialect.h"
 #include "models/Models.h"
 #include "runtime/Safetensors.h"
@@ -28,6 +31,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::transfuse;
@@ -123,14 +127,18 @@ int tools::runTrain(const std::vector<std::string> &positional,
                     const std::map<std::string, std::string> &flags) {
   if (positional.size() != 1)
     die("train expects one config (JSON)");
-  if (flag(flags, "--backend", "reference") != "reference")
-    die("--backend " + flag(flags, "--backend") +
-        ": only the reference backend trains yet (the compiled train step is to come)");
+  const std::string backend = flag(flags, "--backend", "compiled");
+  if (backend != "compiled" && backend != "reference")
+    die("--backend " + backend + " is not one of compiled, reference");
+  const bool compiled = backend == "compiled";
   if (flag(flags, "--tokenizer", "ids") != "ids")
     die("--tokenizer " + flag(flags, "--tokenizer") + " is not supported: lines of ids only ('ids')");
-  for (const char *f : {"--threads", "--fusion"})
-    if (flags.count(f))
-      die(llvm::Twine(f) + " applies to the compiled train step, which is to come");
+  if (!compiled)
+    for (const char *f : {"--threads", "--fusion"})
+      if (flags.count(f))
+        die(llvm::Twine(f) + " applies to --backend compiled");
+  if (compiled && flags.count("--grads-out"))
+    die("--grads-out writes the reference backend's fp64 gradients: use it with --backend reference");
   auto text = llvm::MemoryBuffer::getFile(positional[0], /*IsText=*/true);
   if (!text)
     die("cannot read '" + positional[0] + "': " + text.getError().message());
@@ -190,16 +198,36 @@ int tools::runTrain(const std::vector<std::string> &positional,
                                    [](double v) { return v >= 0 && v <= 1; }, "a value in [0, 1]");
   MLIRContext context;
   auto module = orDie(buildModel(context, config, build));
-  PassManager pm(&context);
-  pm.addPass(createTransfuseAutodiff());
-  buildCleanupPipeline(pm);
-  if (failed(pm.run(*module)))
-    die("differentiating the loss of '" + positional[0] + "' failed");
-  auto lossGrad = module->lookupSymbol<func::FuncOp>("loss_grad");
-  ModelInterface mi = orDie(extractInterface(*module));
   const uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
-  reference::TrainState state =
-      reference::startTraining(loadWeights(mi, flag(flags, "--init-weights"), seed));
+  const std::string initWeights = flag(flags, "--init-weights");
+  // The reference: @loss_grad of the unfused loss in fp64. Compiled: the
+  // fused graph differentiated and compiled, weights held by the model
+  // (the same seeded draw as the reference's without --init-weights).
+  func::FuncOp lossGrad;
+  std::optional<reference::TrainState> state;
+  std::optional<TemporaryDirectory> artifact;
+  std::unique_ptr<rt::CompiledModel> model;
+  if (compiled) {
+    FusionStrategy strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "all")));
+    artifact.emplace(orDie(TemporaryDirectory::create("transfuse-train")));
+    cpu::BuildOptions toolchain;
+    orDie(compileModule(*module, strategy, artifact->path(), Emit::kShared, toolchain, nullptr,
+                        /*train=*/true));
+    rt::LoadOptions load;
+    load.weightsPath = initWeights;
+    load.seed = seed;
+    load.threads = (int)intFlag(flags, "--threads", 0, 0, 1024);
+    model = orDie(rt::CompiledModel::load(artifact->path() + "/libmodel.so", load));
+  } else {
+    PassManager pm(&context);
+    pm.addPass(createTransfuseAutodiff());
+    buildCleanupPipeline(pm);
+    if (failed(pm.run(*module)))
+      die("differentiating the loss of '" + positional[0] + "' failed");
+    lossGrad = module->lookupSymbol<func::FuncOp>("loss_grad");
+    ModelInterface mi = orDie(extractInterface(*module));
+    state = reference::startTraining(loadWeights(mi, initWeights, seed));
+  }
 
   reference::AdamOptions adam;
   adam.dModel = config.dModel;
@@ -219,12 +247,6 @@ int tools::runTrain(const std::vector<std::string> &positional,
     if (ec)
       die("cannot write '" + path + "': " + ec.message());
   }
-  // The dropout masks of a step are keyed by (seed, step, stream): the
-  // step goes into each dropout's seed attribute (forward and the backward
-  // that regenerates its mask alike) until seed and step are run-time inputs.
-  SmallVector<DropoutOp> dropouts;
-  lossGrad.walk([&](DropoutOp d) { dropouts.push_back(d); });
-  OpBuilder b(&context);
   for (int64_t s = 1; s <= steps; ++s) {
     // --accumulate consecutive batches of the plan are one step's micro-batches.
     std::vector<reference::MicroBatch> micro;
@@ -244,10 +266,27 @@ int tools::runTrain(const std::vector<std::string> &positional,
       tokens += mb.tokens;
       micro.push_back(std::move(mb));
     }
-    for (DropoutOp d : dropouts)
-      d.setSeedAttr(b.getI64IntegerAttr((int64_t)(seed * 1000003 + (uint64_t)s)));
     auto t0 = std::chrono::steady_clock::now();
-    auto r = orDie(reference::trainStep(lossGrad, state, micro, adam));
+    // Dropout masks are keyed by (seed, step, site): new each step, the same
+    // in the forward and in the backward that regenerates them.
+    reference::StepResult r;
+    if (compiled) {
+      for (const reference::MicroBatch &mb : micro) {
+        const double w = micro.size() == 1 ? 1.0 : (double)mb.tokens / (double)std::max<int64_t>(tokens, 1);
+        r.loss += w * orDie(model->accumulateGradients("loss_grad", mb.inputs, w, seed));
+      }
+      r.lr = reference::learningRate(adam, s);
+      rt::CompiledModel::TrainOptions o;
+      o.learningRate = r.lr;
+      o.beta1 = adam.beta1;
+      o.beta2 = adam.beta2;
+      o.epsilon = adam.eps;
+      o.weightDecay = adam.weightDecay;
+      o.maxGradNorm = adam.clipNorm;
+      r.gradNorm = orDie(model->applyGradients(o));
+    } else {
+      r = orDie(reference::trainStep(lossGrad, *state, micro, adam, seed));
+    }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s == 1)
       if (std::string path = flag(flags, "--grads-out"); !path.empty()) {
@@ -273,11 +312,17 @@ int tools::runTrain(const std::vector<std::string> &positional,
     if (std::error_code ec = llvm::sys::fs::create_directories(dir))
       die("cannot create '" + dir + "': " + ec.message());
     std::map<std::string, rt::Tensor> f32;
-    for (const auto &[name, w] : state.weights) {
-      rt::Tensor t = rt::Tensor::zeros(rt::DType::F32, w.shape);
-      for (int64_t i = 0; i < w.numElements(); ++i)
-        t.data<float>()[i] = (float)w.data<double>()[i];
-      f32.emplace(name, std::move(t));
+    if (compiled) {
+      for (const auto &p : model->params())
+        if (p.role == rt::CompiledModel::ParamRole::kWeight)
+          f32.emplace(p.name, orDie(model->readParam(p.name, p.role)));
+    } else {
+      for (const auto &[name, w] : state->weights) {
+        rt::Tensor t = rt::Tensor::zeros(rt::DType::F32, w.shape);
+        for (int64_t i = 0; i < w.numElements(); ++i)
+          t.data<float>()[i] = (float)w.data<double>()[i];
+        f32.emplace(name, std::move(t));
+      }
     }
     std::vector<std::pair<std::string, const rt::Tensor *>> list;
     for (const auto &[name, t] : f32)

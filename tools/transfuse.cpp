@@ -34,6 +34,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
@@ -111,13 +112,29 @@ int runCompile(const std::vector<std::string> &positional,
   FusionStrategy strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "none")));
   cpu::BuildOptions build;
   build.cxx = flag(flags, "--cxx");
+  const bool train = flags.count("--train") != 0;
+  BuildOptions options = buildOptions(flags);
+  if (train) {
+    options.training = true;
+    options.decoding = false;
+  }
   MLIRContext context;
-  auto module = orDie(loadModelDefinition(context, positional[0], buildOptions(flags)));
+  auto module = orDie(loadModelDefinition(context, positional[0], options));
+  if (train && !module->lookupSymbol<func::FuncOp>("loss"))
+    die("--train differentiates @loss, which '" + positional[0] + "' does not define");
   // The reference runs the IR as built: the verification compares the
-  // compiled code with the unfused fp64 semantics.
+  // compiled code with the unfused fp64 semantics (with --train, the
+  // gradient of the unfused loss).
   OwningOpRef<ModuleOp> original = verify ? OwningOpRef<ModuleOp>(module->clone()) : nullptr;
+  if (original && train) {
+    PassManager pm(&context);
+    pm.addPass(createTransfuseAutodiff());
+    buildCleanupPipeline(pm);
+    if (failed(pm.run(*original)))
+      die("differentiating the loss of '" + positional[0] + "' failed");
+  }
   FusionReport report;
-  auto result = tools::compileModule(*module, strategy, out, emit, build, &report);
+  auto result = tools::compileModule(*module, strategy, out, emit, build, &report, train);
   if (!result)
     die("compiling " + positional[0] + " failed: " + llvm::toString(result.takeError()));
   if (flags.count("--report"))
@@ -499,6 +516,8 @@ int main(int argc, char **argv) {
         {"--fusion", "STRATEGY", "none (default), attention, layernorm, epilogue, projections, "
                                  "elementwise or all; combine with '+'"},
         {"--report", nullptr, "print what fused and why the rest did not (also DIR/report.json)"},
+        {"--train", nullptr, "a training build: @loss and its gradient @loss_grad (the fused "
+                             "backward), for tf_model_train_step"},
         {"--max-batch", "N", "maximum batch size (default 8; MLIR input: its own)"},
         {"--max-seq-len", "N", "maximum sequence length (default: the config's max_seq_len)"},
         {"--max-beam", "K", "decoding entries: beams per sentence the cache holds (default 4; "

@@ -146,6 +146,39 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
          dims.product(ins[0], 0, axis) + ", " +
          dims.product(ins[0], axis, cast<MemRefType>(ins[0].getType()).getRank()) + ", " +
          floatLit(eps) + ");");
+  } else if (k == "attention_grad") {
+    // kernels::attentionBackward: Q, K, V, dO dense [B, H, S, D]; the key
+    // padding a byte mask [B, Sk].
+    Value q = ins[0], key = ins[1];
+    int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
+    std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(key, 2);
+    line("{");
+    line("  kernels::AttentionGradArgs args;");
+    line("  args.forward.batch = " + b + "; args.forward.heads = " + h + "; args.forward.seqQ = " +
+         sq + "; args.forward.seqK = " + sk + "; args.forward.headDim = " +
+         std::to_string(headDim) + ";");
+    line("  args.forward.q.data = " + ptr(q) + "; args.forward.k.data = " + ptr(key) +
+         "; args.forward.v.data = " + ptr(ins[2]) + ";");
+    line("  args.forward.scale = " + floatLit(e->getAttrOfType<FloatAttr>("scale").getValueAsDouble()) +
+         ";");
+    if (e->hasAttr("causal"))
+      line("  args.forward.causal = true;");
+    if (ins.size() > 4)
+      line("  args.forward.keyMask = " + ptr(ins[4]) + ";");
+    line("  args.grad = " + ptr(ins[3]) + "; args.dq = " + ptr(e.getOuts()[0]) + "; args.dk = " +
+         ptr(e.getOuts()[1]) + "; args.dv = " + ptr(e.getOuts()[2]) + ";");
+    dropoutArgs("args.forward", e->getAttrOfType<FloatAttr>("dropout_rate").getValueAsDouble(),
+                intAttr(e, "dropout_seed"), intAttr(e, "dropout_stream"));
+    line("  if (rt::Status s = kernels::attentionBackward(args, c.pool); !s.isOk()) return s;");
+    ++kernelCalls;
+    line("}");
+    flops("10.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
+  } else if (k == "dropout") {
+    std::string step = ins.size() > 1 ? "uint64_t(" + dims.index(ins[1]) + ") + c.step" : "c.step";
+    call("exec::dropout(" + ptr(ins[0]) + ", " + ptr(out) + ", " + dims.numel(out) + ", " +
+         floatLit(e->getAttrOfType<FloatAttr>("rate").getValueAsDouble()) + ", " +
+         std::to_string(intAttr(e, "seed")) + "ull + c.seed, " + step + ", " +
+         std::to_string(intAttr(e, "stream")) + ", c.pool);");
   } else if (k == "expand") {
     call("exec::expand(" + ptr(ins[0]) + ", " + dims.shape(ins[0]) + ", " + ptr(out) + ", " +
          dims.shape(out) + ");");
@@ -313,6 +346,15 @@ llvm::Error Emitter::emitDecodeAttention(tfk::DecodeAttentionOp op) {
   return llvm::Error::success();
 }
 
+void Emitter::dropoutArgs(const std::string &args, double rate, int64_t seed, int64_t stream) {
+  if (rate <= 0.0)
+    return;
+  // Keyed by the call's seed and step (Call::seed, Call::step: a train step's).
+  line("  " + args + ".dropoutRate = " + floatLit(rate) + "; " + args + ".dropoutSeed = " +
+       std::to_string(seed) + "ull + c.seed; " + args + ".dropoutStep = c.step; " + args +
+       ".dropoutStream = " + std::to_string(stream) + ";");
+}
+
 std::string Emitter::attentionTensor(Value v) {
   auto h = v.getDefiningOp<tfk::HeadsOp>();
   if (!h)
@@ -356,6 +398,8 @@ llvm::Error Emitter::emitAttention(tfk::AttentionOp op) {
     line("  args.additiveBatchStride = " + strides[0] + "; args.additiveHeadStride = " +
          strides[1] + "; args.additiveRowStride = " + strides[2] + ";");
   }
+  dropoutArgs("args", op.getDropoutRate().convertToDouble(), op.getDropoutSeed(),
+              op.getDropoutStream());
   line("  if (rt::Status s = kernels::attention(args, c.pool); !s.isOk()) return s;");
   ++kernelCalls;
   line("}");

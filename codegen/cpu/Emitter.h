@@ -96,6 +96,8 @@ private:
   llvm::Error constant(kernel::ConstantOp op);
   /// "data, batch stride, head stride, row stride" of an attention operand.
   std::string attentionTensor(Value v);
+  /// Sets the dropout fields of kernels::AttentionArgs `args` (nothing for a rate of 0).
+  void dropoutArgs(const std::string &args, double rate, int64_t seed, int64_t stream);
 
   func::FuncOp func;
   ModelTables &tables;

@@ -136,6 +136,34 @@ LOWERING(LayerNormGradOp) {
   return success();
 }
 
+LOWERING(AttentionGradOp) {
+  Value dq = dest(rw, op, 0), dk = dest(rw, op, 1), dv = dest(rw, op, 2);
+  SmallVector<Value> ins{a.getQuery(), a.getKey(), a.getValue(), a.getGrad()};
+  if (a.getKeyPadding())
+    ins.push_back(a.getKeyPadding());
+  SmallVector<NamedAttribute> attrs{attr(rw, "scale", op.getScaleAttr()),
+                                    attr(rw, "dropout_rate", op.getDropoutRateAttr()),
+                                    attr(rw, "dropout_seed", op.getDropoutSeedAttr()),
+                                    attr(rw, "dropout_stream", op.getDropoutStreamAttr())};
+  if (op.getCausal())
+    attrs.push_back(attr(rw, "causal", rw.getUnitAttr()));
+  exec(rw, op, "attention_grad", ins, {dq, dk, dv}, attrs);
+  rw.replaceOp(op, {dq, dk, dv});
+  return success();
+}
+
+LOWERING(DropoutOp) {
+  Value out = dest(rw, op);
+  SmallVector<Value> ins{a.getInput()};
+  if (a.getStep())
+    ins.push_back(a.getStep());
+  exec(rw, op, "dropout", ins, {out},
+       {attr(rw, "rate", op.getRateAttr()), attr(rw, "seed", op.getSeedAttr()),
+        attr(rw, "stream", op.getStreamAttr())});
+  rw.replaceOp(op, out);
+  return success();
+}
+
 LOWERING(ExpandOp) {
   Value out = dest(rw, op);
   exec(rw, op, "expand", {a.getInput()}, {out});
@@ -249,7 +277,9 @@ LOWERING(AttentionOp) {
                          "an attention bias whose last dimension is not the key length");
   }
   tfk::AttentionOp::create(rw, op.getLoc(), a.getQuery(), a.getKey(), a.getValue(),
-                           a.getKeyPadding(), a.getBias(), out, op.getScale(), op.getCausal());
+                           a.getKeyPadding(), a.getBias(), out, op.getScaleAttr(),
+                           op.getCausalAttr(), op.getDropoutRateAttr(), op.getDropoutSeedAttr(),
+                           op.getDropoutStreamAttr());
   rw.replaceOp(op, out);
   return success();
 }
@@ -456,7 +486,7 @@ void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patter
   patterns.add<UnrealizedConversionCastOpLowering, ParamOpLowering, ConstantOpLowering,
                DimOpLowering, ReshapeOpLowering, GatherOpLowering, CrossEntropyOpLowering,
                CrossEntropyGradOpLowering, EmbeddingGradOpLowering, ActivationGradOpLowering,
-               LayerNormGradOpLowering, ExpandOpLowering, SliceGradOpLowering, MatmulOpLowering,
+               LayerNormGradOpLowering, AttentionGradOpLowering, DropoutOpLowering, ExpandOpLowering, SliceGradOpLowering, MatmulOpLowering,
                LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering,
                SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,
                AttentionOpLowering, FusedElementwiseOpLowering, TransposeOpLowering,

@@ -138,7 +138,8 @@ StateReadOp stateReadOf(Value buffer) {
 /// transposed) reads the state in place: tfk.decode_attention.
 Operation *decodeInPlace(AttentionOp a) {
   StateReadOp k = stateReadOf(a.getKey()), v = stateReadOf(a.getValue());
-  if (!k || !v || !k.getKeys() || v.getKeys() || a.getBias())
+  if (!k || !v || !k.getKeys() || v.getKeys() || a.getBias() ||
+      a.getDropoutRate().convertToDouble() > 0.0)
     return a;
   auto keyLen = dyn_cast<Value>(dimSize(a.getKey(), 2));
   if (!keyLen)

@@ -108,8 +108,6 @@ LogicalResult check(func::FuncOp func, Entry &entry, const llvm::DenseSet<Operat
         .Case([&](AttentionOp a) {
           if (a.getMask())
             fail(op, "a boolean mask operand is not supported (causal and key_padding are)");
-          else if (a.getDropoutRate().convertToDouble() > 0.0)
-            fail(op, "attention dropout (training) is not supported");
           int64_t d = a.getQuery().getType().getDimSize(3);
           if (ShapedType::isDynamic(d) || d < 1 || d > 256)
             fail(op, "the head size must be static, 1 to 256");
@@ -122,6 +120,16 @@ LogicalResult check(func::FuncOp func, Entry &entry, const llvm::DenseSet<Operat
                                     t.getDimSize(t.getRank() - 1) == 1))
               fail(op, "the bias must hold one value per key (a last dimension of Sk)");
           }
+        })
+        .Case([&](AttentionGradOp a) {
+          int64_t d = a.getQuery().getType().getDimSize(3);
+          if (a.getMask())
+            fail(op, "a boolean mask operand is not supported (causal and key_padding are)");
+          else if (ShapedType::isDynamic(d) || d < 1 || d > 256)
+            fail(op, "the head size must be static, 1 to 256");
+          else if (a.getValue().getType().getDimSize(3) != d ||
+                   a.getKey().getType().getDimSize(3) != d)
+            fail(op, "query, key and value head sizes must be equal");
         })
         .Case([&](AddLayerNormOp l) {
           Value x = l.getInput(), r = l.getResidual();

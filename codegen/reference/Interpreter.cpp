@@ -26,6 +26,7 @@
 
 using namespace mlir;
 using namespace mlir::transfuse;
+using mlir::transfuse::reference::DropoutKey;
 using mlir::transfuse::reference::State;
 using mlir::transfuse::reference::TensorMap;
 namespace rt = ::transfuse::rt;
@@ -94,6 +95,7 @@ public:
                                 const EntryPoint &ep);
 
   State *state = nullptr;          // a copy the caller commits on success
+  DropoutKey key;                  // added to every dropout's seed and step
   std::optional<int64_t> appended; // positions this call appended
 
 private:
@@ -639,7 +641,7 @@ LogicalResult Interpreter::evalAttention(AttentionOp op) {
                             op.getBias(), op.getCausal(), op.getKeyPadding(), op.getMask(), s)))
     return failure();
   if (double rate = op.getDropoutRate().convertToDouble(); rate > 0.0)
-    dropoutInPlace(s, rate, op.getDropoutSeed(), 0, op.getDropoutStream());
+    dropoutInPlace(s, rate, op.getDropoutSeed() + key.seed, key.step, op.getDropoutStream());
   Buf r;
   if (failed(matmul(op, s, get(op.getValue()), false, false, r)))
     return failure();
@@ -656,12 +658,12 @@ LogicalResult Interpreter::evalAttentionGrad(AttentionGradOp op) {
   const Buf &g = get(op.getGrad());
   Buf pd = p, dv, dp, dq, dk;
   if (rate > 0.0)
-    dropoutInPlace(pd, rate, op.getDropoutSeed(), 0, op.getDropoutStream());
+    dropoutInPlace(pd, rate, op.getDropoutSeed() + key.seed, key.step, op.getDropoutStream());
   if (failed(matmul(op, pd, g, /*ta=*/true, false, dv)) ||
       failed(matmul(op, g, get(op.getValue()), false, /*tb=*/true, dp)))
     return failure();
   if (rate > 0.0) // through the same mask and scale
-    dropoutInPlace(dp, rate, op.getDropoutSeed(), 0, op.getDropoutStream());
+    dropoutInPlace(dp, rate, op.getDropoutSeed() + key.seed, key.step, op.getDropoutStream());
   forEachRow(p.shape, 3, [&](int64_t base, int64_t stride, int64_t len) {
     double dot = 0.0;
     for (int64_t j = 0; j < len; ++j)
@@ -819,8 +821,8 @@ LogicalResult Interpreter::eval(Operation *op) {
       })
       .Case([&](DropoutOp d) {
         Buf r = get(d.getInput());
-        dropoutInPlace(r, d.getRate().convertToDouble(), d.getSeed(),
-                       d.getStep() ? indices[d.getStep()] : 0, d.getStream());
+        dropoutInPlace(r, d.getRate().convertToDouble(), d.getSeed() + key.seed,
+                       (d.getStep() ? indices[d.getStep()] : 0) + key.step, d.getStream());
         set(d.getResult(), std::move(r));
         return success();
       })
@@ -1027,12 +1029,13 @@ llvm::Expected<TensorMap> Interpreter::run(func::FuncOp func, const TensorMap &i
 } // namespace
 
 /// Runs one entry point of `mi` with `weights` as they are.
-static llvm::Expected<TensorMap> runEntry(func::FuncOp func, const ModelInterface &mi,
+static llvm::Expected<TensorMap> runEntry(func::FuncOp func, const ModelInterface &mi, DropoutKey key,
                                           const TensorMap &weights, const TensorMap &inputs,
                                           bool f64Outputs, State *state = nullptr) {
   for (const EntryPoint &ep : mi.entryPoints)
     if (ep.name == func.getName()) {
       Interpreter interpreter(weights, f64Outputs);
+      interpreter.key = key;
       std::optional<State> copy;
       if (state)
         interpreter.state = &copy.emplace(*state);
@@ -1050,7 +1053,8 @@ static llvm::Expected<TensorMap> runEntry(func::FuncOp func, const ModelInterfac
 llvm::Expected<TensorMap> mlir::transfuse::reference::run(func::FuncOp func,
                                                           const TensorMap &weights,
                                                           const TensorMap &inputs,
-                                                          bool f64Outputs, State *state) {
+                                                          bool f64Outputs, State *state,
+                                                          DropoutKey key) {
   auto module = func->getParentOfType<ModuleOp>();
   if (usesState(func) && !state)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -1063,14 +1067,14 @@ llvm::Expected<TensorMap> mlir::transfuse::reference::run(func::FuncOp func,
   // `prepared` params of the other entry points.
   auto prepare = module.lookupSymbol<func::FuncOp>(kPrepareFunction);
   if (!prepare || prepare == func)
-    return runEntry(func, *mi, weights, inputs, f64Outputs, state);
-  auto prepared = runEntry(prepare, *mi, weights, {}, /*f64Outputs=*/true);
+    return runEntry(func, *mi, key, weights, inputs, f64Outputs, state);
+  auto prepared = runEntry(prepare, *mi, key, weights, {}, /*f64Outputs=*/true);
   if (!prepared)
     return prepared.takeError();
   TensorMap all = weights;
   for (auto &[name, tensor] : *prepared)
     all[name] = std::move(tensor);
-  return runEntry(func, *mi, all, inputs, f64Outputs, state);
+  return runEntry(func, *mi, key, all, inputs, f64Outputs, state);
 }
 
 llvm::Expected<State> mlir::transfuse::reference::createState(ModuleOp module) {

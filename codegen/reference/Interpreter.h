@@ -44,9 +44,17 @@ llvm::Expected<State> createState(ModuleOp module);
 /// (what the computation held) instead of their declared dtype. An entry
 /// point that uses state needs `state`, which it reads, writes and
 /// advances only when the whole call succeeds.
+/// The run-time key of dropout draws (a train step's seed and step): a
+/// dropout site draws philoxUniform(its seed + seed, its step + step,
+/// its stream, index), so every backend given the same key drops the same
+/// elements (runtime/Philox.h).
+struct DropoutKey {
+  uint64_t seed = 0, step = 0;
+};
+
 llvm::Expected<TensorMap> run(func::FuncOp func, const TensorMap &weights,
                               const TensorMap &inputs, bool f64Outputs = false,
-                              State *state = nullptr);
+                              State *state = nullptr, DropoutKey key = {});
 
 } // namespace mlir::transfuse::reference
 

@@ -31,7 +31,7 @@ TrainState reference::startTraining(const TensorMap &weights) {
 
 llvm::Expected<StepResult> reference::trainStep(func::FuncOp lossGrad, TrainState &state,
                                                 const std::vector<MicroBatch> &batches,
-                                                const AdamOptions &o) {
+                                                const AdamOptions &o, uint64_t seed) {
   if (batches.empty())
     return llvm::createStringError("a train step needs a micro-batch");
   int64_t total = 0;
@@ -40,7 +40,8 @@ llvm::Expected<StepResult> reference::trainStep(func::FuncOp lossGrad, TrainStat
   StepResult r;
   std::optional<TensorMap> sum; // the weighted gradients
   for (const MicroBatch &mb : batches) {
-    auto out = run(lossGrad, state.weights, mb.inputs, /*f64Outputs=*/true);
+    auto out = run(lossGrad, state.weights, mb.inputs, /*f64Outputs=*/true, nullptr,
+                   DropoutKey{seed, (uint64_t)state.step + 1});
     if (!out)
       return out.takeError();
     // One micro-batch: its own mean, unweighted (also when it has no token).

@@ -58,9 +58,11 @@ struct MicroBatch {
 /// update. With several, the loss and gradients are the whole batch's mean
 /// over its tokens: each micro-batch's mean weighted by its share of them
 /// (the summed losses divided by the batch's total).
+/// Dropout draws with DropoutKey{seed, the step's number (from 1)}, the
+/// key a compiled train step uses.
 llvm::Expected<StepResult> trainStep(func::FuncOp lossGrad, TrainState &state,
                                      const std::vector<MicroBatch> &batches,
-                                     const AdamOptions &options);
+                                     const AdamOptions &options, uint64_t seed = 0);
 
 } // namespace mlir::transfuse::reference
 

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,16 @@ struct tf_model {
   std::vector<std::vector<transfuse::rt::TensorSpec>> inputSpecs;  // per entry point
   std::mutex arenaMutex;
   std::vector<std::vector<transfuse::exec::abi::Arena>> freeArenas;  // per entry point
+  // Runs hold it shared; parameter writes and optimizer steps alone.
+  std::shared_mutex paramMutex;
+  // Set by a weight write: prepare and packing rerun before the next run.
+  std::atomic<bool> stale{false};
+  // Training (TrainAbi.cpp), per param in the ParamDesc order (empty for
+  // prepared params and until first used): the accumulated gradients, a
+  // scratch for further micro-batches, Adam's moments.
+  std::vector<transfuse::rt::Tensor> grads, gradScratch, adamM, adamV;
+  bool gradsHeld = false;  // grads hold a micro-batch's sum
+  int64_t trainSteps = 0;
 };
 
 // Every state tensor of a model at its capacity (the ModelDesc's states),
@@ -75,6 +86,13 @@ rt::Status badEntry(const tf_model* m, int32_t entry);
 int32_t run(tf_model* model, int32_t entry, tf_state* state, const tf_tensor* inputs,
             int32_t num_inputs, const tf_tensor* outputs, int32_t num_outputs, tf_error* error,
             const char* function);
+// run() for a caller that holds paramMutex (and has refreshed stale params).
+rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_tensor* inputs,
+                     int32_t num_inputs, const tf_tensor* outputs, int32_t num_outputs,
+                     uint64_t seed, uint64_t step);
+// Reruns prepare and repacks every packed weight (after writes); the caller
+// holds paramMutex alone.
+rt::Status refreshPrepared(tf_model* model);
 
 }  // namespace transfuse::exec::abi
 

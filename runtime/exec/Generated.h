@@ -78,6 +78,10 @@ struct Call {
   // for rows of equal id (decode attention: beams over one source's cache).
   uint64_t* const* stateRowIds = nullptr;
   uint64_t* stateSerial = nullptr;
+  // The key of dropout draws (a train step's seed and step; 0 for other
+  // calls): a dropout site draws philoxUniform(its seed + seed, its step +
+  // step, its stream, index).
+  uint64_t seed = 0, step = 0;
 };
 
 using RunFn = rt::Status (*)(const Call&);

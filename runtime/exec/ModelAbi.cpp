@@ -381,7 +381,22 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
   }
   weights.clear();
 
-  // The prepare entry point: its outputs are the prepared params, by name.
+  if (rt::Status s = refreshPrepared(m); !s) return s;
+
+  for (int32_t e = 0; e < desc->numEntries; ++e)
+    m->inputSpecs.push_back(specsOf(desc->entries[e].inputs, desc->entries[e].numInputs));
+  m->freeArenas.resize(desc->numEntries);
+  return rt::Status::ok();
+}
+
+}  // namespace
+
+namespace transfuse::exec::abi {
+
+// The prepare entry point (its outputs are the prepared params, by name),
+// then the GEMM weight packing; at create and after weights are written.
+rt::Status refreshPrepared(tf_model* m) {
+  const ModelDesc* desc = m->desc;
   if (const EntryDesc* prep = desc->prepare) {
     if (prep->numInputs != 0)
       return rt::Status::error("internal error: the prepare entry point has inputs");
@@ -420,72 +435,87 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
                                  "' but no prepare entry point");
   }
 
-  // GEMM weight packing.
-  m->packed.reserve(desc->numPacks);
+  // GEMM weight packing (in place: the pointers in packedPtrs stay valid).
+  m->packed.resize(desc->numPacks);
+  m->packedPtrs.resize(desc->numPacks);
   for (int32_t i = 0; i < desc->numPacks; ++i) {
     const transfuse::exec::PackDesc& pk = desc->packs[i];
     if (pk.param < 0 || pk.param >= desc->numParams || pk.k < 0 || pk.n < 0 ||
         m->params[pk.param].numElements() != pk.k * pk.n)
       return rt::Status::error("internal error: pack " + std::to_string(i) +
                                " does not match its parameter");
-    m->packed.push_back(kernels::packB(m->paramPtrs[pk.param], pk.k, pk.n,
-                                       pk.transB ? pk.k : pk.n, pk.transB, m->pool.get()));
+    m->packed[i] = kernels::packB(m->paramPtrs[pk.param], pk.k, pk.n, pk.transB ? pk.k : pk.n,
+                                  pk.transB, m->pool.get());
+    m->packedPtrs[i] = &m->packed[i];
   }
-  for (const kernels::PackedB& p : m->packed) m->packedPtrs.push_back(&p);
-
-  for (int32_t e = 0; e < desc->numEntries; ++e)
-    m->inputSpecs.push_back(specsOf(desc->entries[e].inputs, desc->entries[e].numInputs));
-  m->freeArenas.resize(desc->numEntries);
+  m->stale.store(false);
   return rt::Status::ok();
 }
 
-}  // namespace
+rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_tensor* inputs,
+                     int32_t num_inputs, const tf_tensor* outputs, int32_t num_outputs,
+                     uint64_t seed, uint64_t step) {
+  std::vector<size_t> inOrder;
+  rt::Status s = validateInputs(model, entry, inputs, num_inputs, &inOrder);
+  if (!s) return s;
+  const EntryDesc& e = *entryOf(model, entry);
+  if (e.usesState && !state)
+    return rt::Status::error("entry point '" + str(e.name) +
+                             "' reads and writes state: run it with tf_model_run_with_state");
+  if (!e.usesState && state)
+    return rt::Status::error("entry point '" + str(e.name) + "' takes no state");
+  std::vector<const void*> inData(e.numInputs);
+  std::vector<const int64_t*> inShapes = orderedShapes(inputs, inOrder);
+  for (int32_t i = 0; i < e.numInputs; ++i) {
+    const tf_tensor& t = inputs[inOrder[i]];
+    int64_t numel = 1;
+    for (int32_t d = 0; d < t.rank; ++d) numel *= t.shape[d];
+    if (numel > 0 && !t.data) return rt::Status::error("input '" + str(t.name) + "' has no data");
+    inData[i] = t.data;
+  }
+  auto shapes = outputShapes(e, inShapes);
+  std::vector<size_t> outOrder;
+  s = checkOutputs(e, outputs, num_outputs, shapes, &outOrder);
+  if (s) s = checkOverlap(inputs, inOrder, outputs, outOrder);
+  if (!s) return s;
+  std::vector<void*> outData(e.numOutputs);
+  for (int32_t i = 0; i < e.numOutputs; ++i) outData[i] = outputs[outOrder[i]].data;
 
-namespace transfuse::exec::abi {
+  ArenaLease arena(model, entry);
+  transfuse::exec::Call call{inData.data(),         inShapes.data(),
+                             outData.data(),        model->paramPtrs.data(),
+                             model->packedPtrs.data(), arena.get(),
+                             model->pool.get(),     state ? state->ptrs.data() : nullptr,
+                             state ? &state->length : nullptr,
+                             state ? state->extents.data() : nullptr,
+                             state ? state->rowIdPtrs.data() : nullptr,
+                             state ? &state->serial : nullptr};
+  call.seed = seed;
+  call.step = step;
+  return e.run(call);
+}
 
 int32_t run(tf_model* model, int32_t entry, tf_state* state, const tf_tensor* inputs,
             int32_t num_inputs, const tf_tensor* outputs, int32_t num_outputs, tf_error* error,
             const char* function) {
   clearError(error);
   try {
-    std::vector<size_t> inOrder;
-    rt::Status s = validateInputs(model, entry, inputs, num_inputs, &inOrder);
-    if (!s) return setError(error, s.message());
-    const EntryDesc& e = *entryOf(model, entry);
-    if (e.usesState && !state)
-      return setError(error, "entry point '" + str(e.name) +
-                                 "' reads and writes state: run it with tf_model_run_with_state");
-    if (!e.usesState && state)
-      return setError(error, "entry point '" + str(e.name) + "' takes no state");
-    std::vector<const void*> inData(e.numInputs);
-    std::vector<const int64_t*> inShapes = orderedShapes(inputs, inOrder);
-    for (int32_t i = 0; i < e.numInputs; ++i) {
-      const tf_tensor& t = inputs[inOrder[i]];
-      int64_t numel = 1;
-      for (int32_t d = 0; d < t.rank; ++d) numel *= t.shape[d];
-      if (numel > 0 && !t.data) return setError(error, "input '" + str(t.name) + "' has no data");
-      inData[i] = t.data;
+    if (!model) return setError(error, "the model is NULL");
+    for (;;) {
+      {
+        std::shared_lock<std::shared_mutex> lock(model->paramMutex);
+        if (!model->stale.load()) {
+          rt::Status s =
+              runLocked(model, entry, state, inputs, num_inputs, outputs, num_outputs, 0, 0);
+          if (!s) return setError(error, s.message());
+          return 0;
+        }
+      }
+      // Weights were written: prepare and pack before running.
+      std::unique_lock<std::shared_mutex> lock(model->paramMutex);
+      if (model->stale.load())
+        if (rt::Status s = refreshPrepared(model); !s) return setError(error, s.message());
     }
-    auto shapes = outputShapes(e, inShapes);
-    std::vector<size_t> outOrder;
-    s = checkOutputs(e, outputs, num_outputs, shapes, &outOrder);
-    if (s) s = checkOverlap(inputs, inOrder, outputs, outOrder);
-    if (!s) return setError(error, s.message());
-    std::vector<void*> outData(e.numOutputs);
-    for (int32_t i = 0; i < e.numOutputs; ++i) outData[i] = outputs[outOrder[i]].data;
-
-    ArenaLease arena(model, entry);
-    transfuse::exec::Call call{inData.data(),         inShapes.data(),
-                               outData.data(),        model->paramPtrs.data(),
-                               model->packedPtrs.data(), arena.get(),
-                               model->pool.get(),     state ? state->ptrs.data() : nullptr,
-                               state ? &state->length : nullptr,
-                               state ? state->extents.data() : nullptr,
-                               state ? state->rowIdPtrs.data() : nullptr,
-                               state ? &state->serial : nullptr};
-    s = e.run(call);
-    if (!s) return setError(error, s.message());
-    return 0;
   } catch (const std::exception& ex) {
     return setError(error, std::string(function) + ": " + ex.what());
   } catch (...) {

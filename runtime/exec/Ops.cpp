@@ -12,6 +12,7 @@
 // more than 2^16 elements are split across the thread pool when one is given.
 #include "runtime/exec/Ops.h"
 
+#include "runtime/Philox.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/ElementwiseMath.h"
@@ -608,6 +609,16 @@ void sliceGrad(const float* g, const Shape& gs, int axis, int64_t start, float* 
   const int64_t n = gs.dims[axis];
   for (int64_t o = 0; o < outer; ++o)
     std::copy_n(g + o * n * inner, n * inner, out + (o * os.dims[axis] + start) * inner);
+}
+
+void dropout(const float* x, float* y, int64_t n, double rate, uint64_t seed, uint64_t step,
+             uint64_t stream, rt::ThreadPool* pool) {
+  const float keep = static_cast<float>(1.0 / (1.0 - rate));
+  parallelRows(pool, n / 1024 + 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b * 1024; i < std::min(n, e * 1024); ++i)
+      y[i] = rt::philoxUniform(seed, step, stream, static_cast<uint64_t>(i)) >= rate ? x[i] * keep
+                                                                                    : 0.0f;
+  });
 }
 
 void keyPaddingMask(const int32_t* tokens, int64_t n, int64_t padId, uint8_t* out) {

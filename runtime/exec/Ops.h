@@ -151,6 +151,12 @@ rt::Status crossEntropyGrad(const float* logits, const int32_t* labels, int64_t 
 // slice_grad: out (shape os) zero but [start, start + gs[axis]) along axis = g.
 void sliceGrad(const float* g, const Shape& gs, int axis, int64_t start, float* out, const Shape& os);
 
+// Inverted dropout over n elements (transfuse.dropout): y[i] = x[i] / (1 -
+// rate) when philoxUniform(seed, step, stream, i) >= rate, else 0; y may
+// alias x.
+void dropout(const float* x, float* y, int64_t n, double rate, uint64_t seed, uint64_t step,
+             uint64_t stream, rt::ThreadPool* pool);
+
 // out[i] = tokens[i] != padId, over n tokens.
 void keyPaddingMask(const int32_t* tokens, int64_t n, int64_t padId, uint8_t* out);
 

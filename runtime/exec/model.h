@@ -168,6 +168,77 @@ int32_t tf_model_run_with_state(tf_model* model, int32_t entry, tf_state* state,
                                 const tf_tensor* inputs, int32_t num_inputs,
                                 const tf_tensor* outputs, int32_t num_outputs, tf_error* error);
 
+/* ---- Parameters and training (ABI 2) --------------------------------------
+ * A model holds its parameters: every weight (as bound at create) and, for
+ * training, Adam's two moments of each (zero until a train step or a write
+ * sets them). They are listed weights first, then the first moments, then
+ * the second: tf_model_num_params() = 3 · weights. A moment has its
+ * weight's name and shape; its role tells it apart.
+ *
+ * Reads and writes go through the model's reader-writer lock: runs hold it
+ * shared, so a run already in flight finishes with the old values and a
+ * write waits for it; no run sees half an update. After a weight is
+ * written, the prepare step and the GEMM packing of what depends on it run
+ * again before the next run reads them. */
+typedef enum tf_param_role {
+  TF_PARAM_WEIGHT = 0,
+  TF_PARAM_ADAM_M = 1, /* Adam's first moment (torch's exp_avg) */
+  TF_PARAM_ADAM_V = 2  /* Adam's second moment (torch's exp_avg_sq) */
+} tf_param_role;
+
+typedef struct tf_param_info {
+  const char* name;
+  int32_t role; /* tf_param_role */
+  int32_t dtype; /* TF_F32 */
+  int32_t rank;
+  const int64_t* shape;
+} tf_param_info;
+
+int32_t tf_model_num_params(const tf_model* model);
+int32_t tf_model_param_info(const tf_model* model, int32_t index, tf_param_info* info,
+                            tf_error* error);
+/* Copies a parameter (F32, row-major) into / out of a caller buffer of
+ * exactly its size in bytes. */
+int32_t tf_model_param_read(tf_model* model, const char* name, int32_t role, void* data,
+                            int64_t bytes, tf_error* error);
+int32_t tf_model_param_write(tf_model* model, const char* name, int32_t role, const void* data,
+                             int64_t bytes, tf_error* error);
+
+/* One optimizer step: Adam as torch.optim.Adam computes it (AdamW's
+ * decoupled weight decay when set), optionally after clipping the global
+ * gradient norm as torch.nn.utils.clip_grad_norm_ does. */
+typedef struct tf_train_options {
+  double learning_rate; /* the rate of this step (the caller's schedule) */
+  double beta1, beta2, epsilon; /* 0: 0.9, 0.98, 1e-9 (the paper's) */
+  double weight_decay; /* AdamW's decoupled decay; 0: Adam */
+  double max_grad_norm; /* > 0: clip the global gradient norm to it */
+} tf_train_options;
+
+/* Runs a gradient entry point (a training build's `loss_grad`: outputs
+ * `loss` and `grad.<name>` per weight) on a micro-batch and adds `weight`
+ * times its gradients to the gradients the model holds for the next
+ * tf_model_apply_gradients (a step over several micro-batches weighs each
+ * by its share of the step's tokens). Dropout draws are keyed by `seed` and
+ * the step being accumulated (tf_model_train_steps() + 1). *loss gets the
+ * micro-batch's loss (may be NULL). */
+int32_t tf_model_accumulate_gradients(tf_model* model, int32_t entry, const tf_tensor* inputs,
+                                      int32_t num_inputs, double weight, uint64_t seed,
+                                      double* loss, tf_error* error);
+/* Applies the accumulated gradients to every weight (Adam at step
+ * tf_model_train_steps() + 1, which it then counts), zeroes them, and
+ * reruns prepare and packing. *grad_norm gets the global gradient norm
+ * before clipping (may be NULL). */
+int32_t tf_model_apply_gradients(tf_model* model, const tf_train_options* options,
+                                 double* grad_norm, tf_error* error);
+/* Both on one batch: the compiled train step (forward, loss, backward, the
+ * optimizer update) in one call. */
+int32_t tf_model_train_step(tf_model* model, int32_t entry, const tf_tensor* inputs,
+                            int32_t num_inputs, const tf_train_options* options, uint64_t seed,
+                            double* loss, double* grad_norm, tf_error* error);
+/* The optimizer steps applied so far; set when resuming from a checkpoint. */
+int64_t tf_model_train_steps(const tf_model* model);
+int32_t tf_model_set_train_steps(tf_model* model, int64_t steps, tf_error* error);
+
 #ifdef __cplusplus
 }
 #endif

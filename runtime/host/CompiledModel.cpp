@@ -46,6 +46,16 @@ struct CompiledModel::Api {
   int32_t (*stateCopy)(tf_state*, const tf_state*, tf_error*) = nullptr;
   int32_t (*runWithState)(tf_model*, int32_t, tf_state*, const tf_tensor*, int32_t,
                           const tf_tensor*, int32_t, tf_error*) = nullptr;
+  // ABI 2: parameters and training.
+  int32_t (*numParams)(const tf_model*) = nullptr;
+  int32_t (*paramInfo)(const tf_model*, int32_t, tf_param_info*, tf_error*) = nullptr;
+  int32_t (*paramRead)(tf_model*, const char*, int32_t, void*, int64_t, tf_error*) = nullptr;
+  int32_t (*paramWrite)(tf_model*, const char*, int32_t, const void*, int64_t, tf_error*) = nullptr;
+  int32_t (*accumulate)(tf_model*, int32_t, const tf_tensor*, int32_t, double, uint64_t, double*,
+                        tf_error*) = nullptr;
+  int32_t (*apply)(tf_model*, const tf_train_options*, double*, tf_error*) = nullptr;
+  int64_t (*trainSteps)(const tf_model*) = nullptr;
+  int32_t (*setTrainSteps)(tf_model*, int64_t, tf_error*) = nullptr;
 };
 
 namespace {
@@ -133,6 +143,14 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::load(const std::string& 
   TF_RESOLVE(stateReorder, "tf_state_reorder")
   TF_RESOLVE(stateCopy, "tf_state_copy")
   TF_RESOLVE(runWithState, "tf_model_run_with_state")
+  TF_RESOLVE(numParams, "tf_model_num_params")
+  TF_RESOLVE(paramInfo, "tf_model_param_info")
+  TF_RESOLVE(paramRead, "tf_model_param_read")
+  TF_RESOLVE(paramWrite, "tf_model_param_write")
+  TF_RESOLVE(accumulate, "tf_model_accumulate_gradients")
+  TF_RESOLVE(apply, "tf_model_apply_gradients")
+  TF_RESOLVE(trainSteps, "tf_model_train_steps")
+  TF_RESOLVE(setTrainSteps, "tf_model_set_train_steps")
 #undef TF_RESOLVE
 
   tf_options opt{};
@@ -313,6 +331,75 @@ StatusOr<double> CompiledModel::flops(const std::string& entry,
   if (api_->flops(asModel(model_), e, in.data(), static_cast<int32_t>(in.size()), &f, &err) != 0)
     return Status::error("entry point '" + entry + "': " + err.message);
   return f;
+}
+
+std::vector<CompiledModel::ParamInfo> CompiledModel::params() const {
+  std::vector<ParamInfo> list;
+  for (int32_t i = 0; i < api_->numParams(asModel(model_)); ++i) {
+    tf_param_info p{};
+    tf_error err{};
+    if (api_->paramInfo(asModel(model_), i, &p, &err) == 0)
+      list.push_back({p.name ? p.name : "", static_cast<ParamRole>(p.role),
+                      std::vector<int64_t>(p.shape, p.shape + p.rank)});
+  }
+  return list;
+}
+
+StatusOr<Tensor> CompiledModel::readParam(const std::string& name, ParamRole role) const {
+  for (const ParamInfo& p : params())
+    if (p.name == name && p.role == role) {
+      Tensor t = Tensor::zeros(DType::F32, p.shape);
+      tf_error err{};
+      if (api_->paramRead(asModel(model_), name.c_str(), static_cast<int32_t>(role), t.bytes.data(),
+                          static_cast<int64_t>(t.bytes.size()), &err) != 0)
+        return Status::error("artifact '" + library_ + "': " + err.message);
+      return t;
+    }
+  return Status::error("artifact '" + library_ + "' has no parameter '" + name + "'");
+}
+
+Status CompiledModel::writeParam(const std::string& name, ParamRole role, const Tensor& value) {
+  if (value.dtype != DType::F32)
+    return Status::error("parameter '" + name + "': F32 values expected, got " +
+                         dtypeName(value.dtype));
+  tf_error err{};
+  if (api_->paramWrite(asModel(model_), name.c_str(), static_cast<int32_t>(role),
+                       value.bytes.data(), static_cast<int64_t>(value.bytes.size()), &err) != 0)
+    return Status::error("artifact '" + library_ + "': " + err.message);
+  return Status::ok();
+}
+
+StatusOr<double> CompiledModel::accumulateGradients(const std::string& entry,
+                                                    const std::map<std::string, Tensor>& inputs,
+                                                    double weight, uint64_t seed) {
+  int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
+  if (e < 0) return unknownEntry(library_, entry, entryPoints());
+  std::vector<tf_tensor> in = toTf(inputs);
+  double loss = 0;
+  tf_error err{};
+  if (api_->accumulate(asModel(model_), e, in.data(), static_cast<int32_t>(in.size()), weight,
+                       seed, &loss, &err) != 0)
+    return Status::error("entry point '" + entry + "': " + err.message);
+  return loss;
+}
+
+StatusOr<double> CompiledModel::applyGradients(const TrainOptions& o) {
+  tf_train_options options{o.learningRate, o.beta1, o.beta2, o.epsilon, o.weightDecay,
+                           o.maxGradNorm};
+  double norm = 0;
+  tf_error err{};
+  if (api_->apply(asModel(model_), &options, &norm, &err) != 0)
+    return Status::error("artifact '" + library_ + "': " + err.message);
+  return norm;
+}
+
+int64_t CompiledModel::trainSteps() const { return api_->trainSteps(asModel(model_)); }
+
+Status CompiledModel::setTrainSteps(int64_t steps) {
+  tf_error err{};
+  if (api_->setTrainSteps(asModel(model_), steps, &err) != 0)
+    return Status::error("artifact '" + library_ + "': " + err.message);
+  return Status::ok();
 }
 
 }  // namespace transfuse::rt

@@ -93,6 +93,32 @@ public:
   StatusOr<double> flops(const std::string& entry,
                          const std::map<std::string, Tensor>& inputs) const;
 
+  // Parameters and training (ABI 2; model.h says what each call does).
+  enum class ParamRole { kWeight = 0, kAdamM = 1, kAdamV = 2 };
+  struct ParamInfo {
+    std::string name;
+    ParamRole role;
+    std::vector<int64_t> shape;
+  };
+  std::vector<ParamInfo> params() const;
+  // F32 tensors of the parameter's shape.
+  StatusOr<Tensor> readParam(const std::string& name, ParamRole role) const;
+  Status writeParam(const std::string& name, ParamRole role, const Tensor& value);
+  struct TrainOptions {
+    double learningRate = 0.0;
+    double beta1 = 0.9, beta2 = 0.98, epsilon = 1e-9;
+    double weightDecay = 0.0, maxGradNorm = 0.0;
+  };
+  // A gradient entry on a micro-batch, added with `weight` to the held
+  // gradients; returns its loss.
+  StatusOr<double> accumulateGradients(const std::string& entry,
+                                       const std::map<std::string, Tensor>& inputs, double weight,
+                                       uint64_t seed);
+  // One optimizer step with the held gradients; returns their global norm.
+  StatusOr<double> applyGradients(const TrainOptions& options);
+  int64_t trainSteps() const;
+  Status setTrainSteps(int64_t steps);
+
   struct Api;  // the resolved tf_* functions
 
 private:

@@ -10,6 +10,7 @@
 #include "runtime/kernels/attention-inl.h"
 
 #if HWY_ONCE
+#include "runtime/Philox.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Attention.h"
 #include "runtime/kernels/Gemm.h"
@@ -39,6 +40,9 @@ rt::Status resolve(const AttentionArgs& in, AttentionArgs& a) {
   if (a.headDim == 0 || a.headDim > 256)
     return rt::Status::error("attention: head_dim " + std::to_string(a.headDim) +
                              " is outside 1..256");
+  if (!(a.dropoutRate >= 0.0 && a.dropoutRate < 1.0))
+    return rt::Status::error("attention: dropout rate " + std::to_string(a.dropoutRate) +
+                             " is outside [0, 1)");
   if (a.batch * a.heads * a.seqQ == 0) return rt::Status::ok();
   if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data)))
     return rt::Status::error("attention: Q, K, V and the output must be given");
@@ -62,7 +66,22 @@ rt::Status resolve(const AttentionArgs& in, AttentionArgs& a) {
 
 }  // namespace
 
+// Dropout of one head's probabilities P [Sq, Sk] (AttentionArgs' draw);
+// `kept`, when given, records which survive.
+static void dropoutProbs(const AttentionArgs& a, size_t b, size_t h, float* P, uint8_t* kept) {
+  const size_t n = a.seqQ * a.seqK;
+  const uint64_t base = (b * a.heads + h) * n;
+  const float keep = static_cast<float>(1.0 / (1.0 - a.dropoutRate));
+  for (size_t e = 0; e < n; ++e) {
+    const bool k =
+        rt::philoxUniform(a.dropoutSeed, a.dropoutStep, a.dropoutStream, base + e) >= a.dropoutRate;
+    P[e] = k ? P[e] * keep : 0.0f;
+    if (kept) kept[e] = k;
+  }
+}
+
 rt::Status attention(const AttentionArgs& args, rt::ThreadPool* pool) {
+  if (args.dropoutRate > 0.0) return attentionUnfused(args, pool);
   AttentionArgs a;
   if (rt::Status st = resolve(args, a); !st) return st;
   if (a.batch * a.heads * a.seqQ == 0) return rt::Status::ok();
@@ -114,9 +133,69 @@ rt::Status attentionUnfused(const AttentionArgs& args, rt::ThreadPool* pool) {
            /*transB=*/true, s, Sk, {}, pool);
       parallelFor(pool, Sq, grain, [&](size_t r0, size_t r1) { mask(a, b, h, s, r0, r1); });
       softmax(s, s, Sq, Sk, pool);
+      if (a.dropoutRate > 0.0) dropoutProbs(a, b, h, s, nullptr);
       gemm(Sq, D, Sk, s, Sk, false, vb, a.v.rowStride, false, ob, a.outRowStride, {}, pool);
     }
   }
+  return rt::Status::ok();
+}
+
+rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool) {
+  AttentionArgs a;
+  AttentionArgs in = args.forward;
+  in.out = args.dq;  // resolve() wants an output; dQ's layout is dense
+  if (rt::Status st = resolve(in, a); !st) return st;
+  const size_t B = a.batch, H = a.heads, Sq = a.seqQ, Sk = a.seqK, D = a.headDim;
+  if (B * H * Sq * D > 0 && (!args.grad || !args.dq || !args.dk || !args.dv))
+    return rt::Status::error("attention backward: dO, dQ, dK and dV must be given");
+  if (B * H * Sq * D > 0) std::fill_n(args.dq, B * H * Sq * D, 0.0f);
+  if (B * H * Sk * D > 0) {
+    std::fill_n(args.dk, B * H * Sk * D, 0.0f);
+    std::fill_n(args.dv, B * H * Sk * D, 0.0f);
+  }
+  if (B * H * Sq * Sk == 0) return rt::Status::ok();
+  auto* mask = HWY_DYNAMIC_DISPATCH(ScaleAndMaskRows);
+  const bool drop = a.dropoutRate > 0.0;
+  const float keep = static_cast<float>(1.0 / (1.0 - a.dropoutRate));
+  auto task = [&](size_t t0, size_t t1) {
+    // One head's P, dP (and dropout's Pd and mask) at a time per task range.
+    std::vector<float> P(Sq * Sk), dP(Sq * Sk), Pd(drop ? Sq * Sk : 0);
+    std::vector<uint8_t> kept(Pd.size());
+    for (size_t t = t0; t < t1; ++t) {
+      const size_t b = t / H, h = t % H;
+      const float* q = a.q.data + b * a.q.batchStride + h * a.q.headStride;
+      const float* k = a.k.data + b * a.k.batchStride + h * a.k.headStride;
+      const float* v = a.v.data + b * a.v.batchStride + h * a.v.headStride;
+      const float* g = args.grad + t * Sq * D;
+      float* dq = args.dq + t * Sq * D;
+      float* dk = args.dk + t * Sk * D;
+      float* dv = args.dv + t * Sk * D;
+      gemm(Sq, Sk, D, q, a.q.rowStride, false, k, a.k.rowStride, /*transB=*/true, P.data(), Sk);
+      mask(a, b, h, P.data(), 0, Sq);
+      softmax(P.data(), P.data(), Sq, Sk);
+      const float* pd = P.data();
+      if (drop) {  // the forward's mask, regenerated
+        std::copy(P.begin(), P.end(), Pd.begin());
+        dropoutProbs(a, b, h, Pd.data(), kept.data());
+        pd = Pd.data();
+      }
+      gemm(Sk, D, Sq, pd, Sk, /*transA=*/true, g, D, false, dv, D);
+      gemm(Sq, Sk, D, g, D, false, v, a.v.rowStride, /*transB=*/true, dP.data(), Sk);
+      if (drop)  // dP through the same mask
+        for (size_t e = 0; e < Sq * Sk; ++e) dP[e] = kept[e] ? dP[e] * keep : 0.0f;
+      for (size_t i = 0; i < Sq; ++i) {  // dS = P ⊙ (dP - Σ_j dP ⊙ P) · scale
+        float* dpRow = dP.data() + i * Sk;
+        const float* pRow = P.data() + i * Sk;
+        double dot = 0.0;
+        for (size_t j = 0; j < Sk; ++j) dot += static_cast<double>(dpRow[j]) * pRow[j];
+        const float rowDot = static_cast<float>(dot);
+        for (size_t j = 0; j < Sk; ++j) dpRow[j] = pRow[j] * (dpRow[j] - rowDot) * a.scale;
+      }
+      gemm(Sq, D, Sk, dP.data(), Sk, false, k, a.k.rowStride, false, dq, D);
+      gemm(Sk, D, Sq, dP.data(), Sk, /*transA=*/true, q, a.q.rowStride, false, dk, D);
+    }
+  };
+  parallelTasks(pool, B * H, task);
   return rt::Status::ok();
 }
 

@@ -71,6 +71,12 @@ struct AttentionArgs {
   const uint8_t* keyMask = nullptr;     // [B, Sk] or null
   const float* additive = nullptr;      // see the file comment
   size_t additiveBatchStride = 0, additiveHeadStride = 0, additiveRowStride = 0;
+  // Dropout on the probabilities (training): P(b,h,i,j) is kept, scaled by
+  // 1/(1 - rate), when philoxUniform(dropoutSeed, dropoutStep, dropoutStream,
+  // ((b·H + h)·Sq + i)·Sk + j) >= rate (runtime/Philox.h). With a rate > 0
+  // both entry points run the unfused composition (the mask needs P).
+  double dropoutRate = 0.0;
+  uint64_t dropoutSeed = 0, dropoutStep = 0, dropoutStream = 0;
 };
 
 // Fused attention. Errors: headDim outside 1..256, a missing tensor.
@@ -78,6 +84,28 @@ rt::Status attention(const AttentionArgs& args, rt::ThreadPool* pool = nullptr);
 
 // Unfused attention (S materialized), same contract.
 rt::Status attentionUnfused(const AttentionArgs& args, rt::ThreadPool* pool = nullptr);
+
+// The backward of attention (transfuse.attention_grad): with P = softmax of
+// the masked scores as above (recomputed from Q and K, FlashAttention's way:
+// nothing of the forward is saved), Pd = dropout(P), g = dO [B,H,Sq,D]:
+//   dV = Pdᵀ·g,  dP = dropout(g·Vᵀ) (the same mask and 1/(1-rate)),
+//   dS = P ⊙ (dP - Σ_j dP ⊙ P) · scale,  dQ = dS·K,  dK = dSᵀ·Q.
+// Dropout keeps probability (b,h,i,j) when philoxUniform(dropoutSeed,
+// dropoutStep, dropoutStream, ((b·H + h)·Sq + i)·Sk + j) >= dropoutRate, the
+// forward's draw (AttentionArgs). A fully masked row has P = 0 and
+// no gradient. The forward's `out` is unused. dQ, dK, dV are dense
+// [B,H,S,D] and must not overlap the inputs.
+// Work: one task per (b, h) on the pool, five GEMMs (Gemm.h) over one
+// Sq×Sk tile of probabilities per task (transient, per thread: 2·Sq·Sk
+// floats), so threaded results equal single-threaded ones bit for bit.
+struct AttentionGradArgs {
+  AttentionArgs forward;  // Q, K, V, masks, scale, dropout (`out` unused)
+  const float* grad = nullptr;  // dO, dense [B,H,Sq,D]
+  float* dq = nullptr;
+  float* dk = nullptr;
+  float* dv = nullptr;
+};
+rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool = nullptr);
 
 }  // namespace transfuse::kernels
 

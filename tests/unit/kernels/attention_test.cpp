@@ -6,6 +6,7 @@
 // Tolerance: |O - ref| <= 2e-5 · (1 + |ref|) (inputs in [-1, 1], fp32 dot
 // products of up to 256 terms and softmax sums of up to 700 terms); fused
 // against unfused: the same bound (both are checked against the reference).
+#include "runtime/Philox.h"
 #include "runtime/ThreadPool.h"
 #include "bench/lib/AttentionBench.h"
 #include "runtime/kernels/Attention.h"
@@ -272,6 +273,170 @@ TEST_P(AttentionTest, GrowingAndLargeScores) {
             << "slope=" << slope << " causal=" << causal << " i=" << i;
     }
   }
+}
+
+// attentionBackward against the backward written out in double from the
+// same masked probabilities (Data::masked): dV = Pdᵀ·g, dP = drop(g·Vᵀ),
+// dS = P ⊙ (dP - Σ_j dP ⊙ P)·scale, dQ = dS·K, dK = dSᵀ·Q. Fully masked rows
+// give no gradient. Tolerance |x - ref| <= 5e-5·(1 + |ref|) (fp32 GEMMs of up
+// to 100 terms over inputs in [-1, 1]; the fp32 probabilities are those of
+// the forward's bound).
+void checkBackward(const Problem& pr, float rate, rt::ThreadPool* pool = nullptr) {
+  std::mt19937 rng(static_cast<uint32_t>(pr.Sq * 17 + pr.Sk * 3 + pr.D + pr.masks));
+  Data data(pr, rng);
+  const size_t B = pr.B, H = pr.H, Sq = pr.Sq, Sk = pr.Sk, D = pr.D;
+  Buf g(B * H * Sq * D, 1), dq(B * H * Sq * D, 2), dk(B * H * Sk * D, 3), dv(B * H * Sk * D);
+  g.fill(rng, -1, 1);
+  for (Buf* b : {&dq, &dk, &dv})
+    for (size_t i = 0; i < b->size(); ++i) (*b)[i] = NAN;  // every element is written
+  AttentionGradArgs a;
+  a.forward = data.args;
+  a.grad = g.data();
+  a.dq = dq.data();
+  a.dk = dk.data();
+  a.dv = dv.data();
+  a.forward.dropoutRate = rate;
+  a.forward.dropoutSeed = 7;
+  a.forward.dropoutStep = 3;
+  a.forward.dropoutStream = 5;
+  ASSERT_TRUE(attentionBackward(a, pool).isOk());
+  std::vector<double> rq(dq.size(), 0.0), rk(dk.size(), 0.0), rv(dv.size(), 0.0);
+  std::vector<double> p(Sk), dp(Sk);
+  std::vector<bool> kept(Sk);
+  for (size_t b = 0; b < B; ++b)
+    for (size_t h = 0; h < H; ++h) {
+      const size_t t = b * H + h;
+      for (size_t i = 0; i < Sq; ++i) {
+        double mx = -INFINITY;
+        for (size_t j = 0; j < Sk; ++j) {
+          double addv, dot = 0;
+          if (data.masked(b, h, i, j, &addv)) {
+            p[j] = -INFINITY;
+            continue;
+          }
+          for (size_t d = 0; d < D; ++d) dot += double(data.q[data.qi(b, h, i) + d]) * data.k[data.ki(b, h, j) + d];
+          p[j] = dot * data.args.scale + addv;
+          mx = std::max(mx, p[j]);
+        }
+        double sum = 0;
+        for (size_t j = 0; j < Sk; ++j) sum += mx == -INFINITY || p[j] == -INFINITY ? 0 : std::exp(p[j] - mx);
+        for (size_t j = 0; j < Sk; ++j) p[j] = sum == 0 || p[j] == -INFINITY ? 0 : std::exp(p[j] - mx) / sum;
+        double rowDot = 0;
+        for (size_t j = 0; j < Sk; ++j) {
+          kept[j] = rate == 0 || rt::philoxUniform(7, 3, 5, (t * Sq + i) * Sk + j) >= rate;
+          const double keep = kept[j] ? 1.0 / (1.0 - rate) : 0.0;
+          double gv = 0;
+          for (size_t d = 0; d < D; ++d) {
+            rv[(t * Sk + j) * D + d] += p[j] * keep * g[(t * Sq + i) * D + d];
+            gv += double(g[(t * Sq + i) * D + d]) * data.v[data.ki(b, h, j) + d];
+          }
+          dp[j] = gv * keep;
+          rowDot += dp[j] * p[j];
+        }
+        for (size_t j = 0; j < Sk; ++j) {
+          const double ds = p[j] * (dp[j] - rowDot) * data.args.scale;
+          for (size_t d = 0; d < D; ++d) {
+            rq[(t * Sq + i) * D + d] += ds * data.k[data.ki(b, h, j) + d];
+            rk[(t * Sk + j) * D + d] += ds * data.q[data.qi(b, h, i) + d];
+          }
+        }
+      }
+    }
+  auto expectNear = [&](const Buf& got, const std::vector<double>& ref, const char* what) {
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], 5e-5 * (1 + std::fabs(ref[i])))
+          << what << " B=" << B << " H=" << H << " Sq=" << Sq << " Sk=" << Sk << " D=" << D
+          << " masks=" << pr.masks << " rate=" << rate << " at " << i;
+  };
+  expectNear(dq, rq, "dQ");
+  expectNear(dk, rk, "dK");
+  expectNear(dv, rv, "dV");
+}
+
+TEST_P(AttentionTest, BackwardAgainstReference) {
+  for (int masks : {kNoMask, kCausal, kKeyMask, kKeyLengths | kAdditive, kCausal | kKeyMask})
+    for (bool bshd : {false, true}) {
+      checkBackward({2, 2, 13, 13, 16, masks, bshd, 1}, 0.0f);
+      checkBackward({2, 3, 7, 19, 8, masks, bshd, 0}, 0.0f);  // cross: Sq < Sk
+      checkBackward({1, 2, 19, 7, 33, masks, bshd, 2}, 0.0f);  // Sq > Sk
+    }
+  for (size_t S : {1, 2, 64, 65}) checkBackward({1, 1, S, S, 64, kCausal}, 0.0f);
+  checkBackward({2, 2, 0, 5, 8, kNoMask}, 0.0f);
+  checkBackward({2, 2, 5, 0, 8, kNoMask}, 0.0f);  // no keys: every gradient is 0
+}
+
+TEST_P(AttentionTest, BackwardWithDropout) {
+  for (float rate : {0.1f, 0.5f})
+    for (int masks : {kNoMask, kCausal | kKeyMask})
+      checkBackward({2, 2, 17, 23, 16, masks, false, 1}, rate);
+}
+
+// Forward dropout: O = drop(P)·V with the draw the backward regenerates.
+TEST_P(AttentionTest, ForwardWithDropout) {
+  std::mt19937 rng(9);
+  Problem pr{2, 2, 9, 14, 8, kCausal | kKeyMask};
+  Data data(pr, rng);
+  const float rate = 0.3f;
+  Buf o(data.q.size());
+  AttentionArgs a = data.args;
+  a.out = o.data();
+  a.dropoutRate = rate;
+  a.dropoutSeed = 11;
+  a.dropoutStep = 2;
+  a.dropoutStream = 4;
+  ASSERT_TRUE(attention(a).isOk());
+  size_t dropped = 0;
+  for (size_t b = 0; b < pr.B; ++b)
+    for (size_t h = 0; h < pr.H; ++h)
+      for (size_t i = 0; i < pr.Sq; ++i) {
+        std::vector<double> p(pr.Sk);
+        double mx = -INFINITY, sum = 0;
+        for (size_t j = 0; j < pr.Sk; ++j) {
+          double addv, dot = 0;
+          if (data.masked(b, h, i, j, &addv)) {
+            p[j] = -INFINITY;
+            continue;
+          }
+          for (size_t d = 0; d < pr.D; ++d) dot += double(data.q[data.qi(b, h, i) + d]) * data.k[data.ki(b, h, j) + d];
+          p[j] = dot * a.scale;
+          mx = std::max(mx, p[j]);
+        }
+        for (size_t j = 0; j < pr.Sk; ++j) sum += p[j] == -INFINITY ? 0 : std::exp(p[j] - mx);
+        for (size_t d = 0; d < pr.D; ++d) {
+          double ref = 0;
+          for (size_t j = 0; j < pr.Sk; ++j) {
+            if (p[j] == -INFINITY) continue;
+            const bool kept = rt::philoxUniform(11, 2, 4, ((b * pr.H + h) * pr.Sq + i) * pr.Sk + j) >= rate;
+            dropped += !kept && d == 0;
+            if (kept) ref += std::exp(p[j] - mx) / sum / (1 - rate) * data.v[data.ki(b, h, j) + d];
+          }
+          ASSERT_NEAR(o[data.qi(b, h, i) + d], ref, 2e-5 * (1 + std::fabs(ref)));
+        }
+      }
+  EXPECT_GT(dropped, 0u);  // the draw did drop something
+}
+
+TEST_P(AttentionTest, BackwardThreadedEqualsSingleThreaded) {
+  rt::ThreadPool pool(2);
+  checkBackward({2, 3, 40, 40, 32, kCausal | kKeyMask}, 0.1f, &pool);
+  std::mt19937 rng(5);
+  Problem pr{2, 3, 50, 50, 64, kCausal};
+  Data data(pr, rng);
+  Buf g(data.q.size()), out[2][3] = {{Buf(data.q.size()), Buf(data.k.size()), Buf(data.v.size())},
+                                     {Buf(data.q.size()), Buf(data.k.size()), Buf(data.v.size())}};
+  g.fill(rng, -1, 1);
+  for (int run = 0; run < 2; ++run) {
+    AttentionGradArgs a;
+    a.forward = data.args;
+    a.grad = g.data();
+    a.dq = out[run][0].data();
+    a.dk = out[run][1].data();
+    a.dv = out[run][2].data();
+    a.forward.dropoutRate = 0.2f;
+    ASSERT_TRUE(attentionBackward(a, run ? &pool : nullptr).isOk());
+  }
+  for (int t = 0; t < 3; ++t)
+    for (size_t i = 0; i < out[0][t].size(); ++i) ASSERT_EQ(out[0][t][i], out[1][t][i]);
 }
 
 TEST(AttentionBench, RunsAndFormatsJson) {
