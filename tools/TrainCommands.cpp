@@ -137,8 +137,6 @@ int tools::runTrain(const std::vector<std::string> &positional,
     for (const char *f : {"--threads", "--fusion"})
       if (flags.count(f))
         die(llvm::Twine(f) + " applies to --backend compiled");
-  if (compiled && flags.count("--grads-out"))
-    die("--grads-out writes the reference backend's fp64 gradients: use it with --backend reference");
   auto text = llvm::MemoryBuffer::getFile(positional[0], /*IsText=*/true);
   if (!text)
     die("cannot read '" + positional[0] + "': " + text.getError().message());
@@ -270,6 +268,20 @@ int tools::runTrain(const std::vector<std::string> &positional,
     // Dropout masks are keyed by (seed, step, site): new each step, the same
     // in the forward and in the backward that regenerates them.
     reference::StepResult r;
+    if (compiled && s == 1 && flags.count("--grads-out")) {
+      // The first step's gradients, from the same entry the step runs: the
+      // micro-batches' gradients weighted as the step weighs them (F32).
+      for (const reference::MicroBatch &mb : micro) {
+        const double w = micro.size() == 1 ? 1.0 : (double)mb.tokens / (double)std::max<int64_t>(tokens, 1);
+        for (auto &[name, g] : orDie(model->run("loss_grad", mb.inputs))) {
+          if (name == "loss")
+            continue;
+          auto [it, fresh] = r.grads.try_emplace(name, rt::Tensor::zeros(rt::DType::F32, g.shape));
+          for (int64_t i = 0; i < g.numElements(); ++i)
+            it->second.data<float>()[i] += (float)w * g.data<float>()[i];
+        }
+      }
+    }
     if (compiled) {
       for (const reference::MicroBatch &mb : micro) {
         const double w = micro.size() == 1 ? 1.0 : (double)mb.tokens / (double)std::max<int64_t>(tokens, 1);

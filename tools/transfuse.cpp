@@ -570,10 +570,11 @@ int main(int argc, char **argv) {
         {"--json", nullptr, "print one JSON object (with a gflops field)"}},
        runBench},
       {"train", "train CONFIG.json --src-train F [--tgt-train F] [options]",
-       "Trains a built-in architecture on lines of token ids with the reference backend\n"
-       "(fp64): batches of at most --batch-tokens padded tokens in file order, the loss\n"
-       "(cross-entropy with label smoothing, pad ignored), its gradient by autodiff, Adam at\n"
-       "the paper's learning rate. decoder_only trains on --src-train alone.",
+       "Trains a built-in architecture on lines of token ids: batches of at most\n"
+       "--batch-tokens padded tokens in file order, the loss (cross-entropy with label\n"
+       "smoothing, pad ignored), its gradient by autodiff, Adam at the paper's learning rate;\n"
+       "compiled with the fusion strategy (or on the fp64 reference backend). decoder_only\n"
+       "trains on --src-train alone.",
        {{"--src-train", "FILE", "sources (decoder_only: the lines), one line of ids each"},
         {"--tgt-train", "FILE", "targets, one per source (encoder_decoder)"},
         {"--tokenizer", "ids", "how lines are read: ids (the only one yet)"},
@@ -591,9 +592,13 @@ int main(int argc, char **argv) {
         {"--seed", "S", "seed of the random weights and the dropout masks (default 0)"},
         {"--log-json", "FILE", "one JSON object per step: step, loss, lr, tokens, tokens_per_s, "
                                "grad_norm"},
-        {"--grads-out", "FILE", "the first step's gradients (F64 safetensors, grad.<name>)"},
+        {"--grads-out", "FILE", "the first step's gradients (safetensors, grad.<name>: F64 from "
+                                "the reference, F32 compiled)"},
         {"--checkpoint-dir", "DIR", "write DIR/model.safetensors after the last step"},
-        {"--backend", "B", "reference (the only one yet)"}},
+        {"--backend", "B", "compiled (default: the compiled train step) or reference (fp64)"},
+        {"--fusion", "STRATEGY", "compiled: the fusion strategy of forward and backward "
+                                 "(default all)"},
+        {"--threads", "N", "compiled: threads (default: one per core)"}},
        runTrain},
       {"translate", "translate DIR [options] < SOURCES",
        "Translates with a compiled encoder_decoder's KV cache: one source of space-separated\n"
