@@ -186,3 +186,28 @@ func.func @forward(%z: tensor<?x?x37xf32> {transfuse.name = "logits"}, %y: tenso
   %l = transfuse.cross_entropy %z, %y {ignore_index = 1 : i64, label_smoothing = 1.0e-01 : f64} : (tensor<?x?x37xf32>, tensor<?x?xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that dropout (a training graph) is the exec kernel of the same name
+// with its rate, seed and stream (the call adds its own seed and step), and
+// that attention with dropout keeps it on tfk.attention.
+// CHECK-LABEL: func.func @forward
+// CHECK: tfk.exec "dropout"(%{{.*}} : memref<?x8xf32>) into(%{{.*}} : memref<?x8xf32>) {rate = 1.000000e-01 : f64, seed = 1 : i64, stream = 3 : i64}
+// CHECK: tfk.attention {{.*}} {dropout_rate = 2.000000e-01 : f64, dropout_seed = 5 : i64, dropout_stream = 7 : i64, scale = 1.250000e-01 : f64}
+func.func @forward(%x: tensor<?x8xf32> {transfuse.name = "x"}, %q: tensor<2x2x4x8xf32> {transfuse.name = "q"}) -> (tensor<?x8xf32> {transfuse.name = "y"}, tensor<2x2x4x8xf32> {transfuse.name = "o"}) attributes {transfuse.max_batch = 2 : i64} {
+  %y = transfuse.dropout %x {rate = 0.1 : f64, seed = 1 : i64, stream = 3 : i64} : tensor<?x8xf32>
+  %o = transfuse.attention %q, %q, %q {scale = 0.125 : f64, dropout_rate = 0.2 : f64, dropout_seed = 5 : i64, dropout_stream = 7 : i64} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %y, %o : tensor<?x8xf32>, tensor<2x2x4x8xf32>
+}
+
+// -----
+
+// Tests that attention's gradient is the exec kernel attention_grad with its
+// key padding, scale, mask and dropout, writing dQ, dK and dV.
+// CHECK-LABEL: func.func @forward
+// CHECK: tfk.exec "attention_grad"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<2x2x4x8xf32>, memref<2x2x6x8xf32>, memref<2x2x6x8xf32>, memref<2x2x4x8xf32>, memref<2x6xi1>) into(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x2x4x8xf32>, memref<2x2x6x8xf32>, memref<2x2x6x8xf32>) {causal, dropout_rate = 1.000000e-01 : f64, dropout_seed = 0 : i64, dropout_stream = 2 : i64, scale = 1.250000e-01 : f64}
+func.func @forward(%q: tensor<2x2x4x8xf32> {transfuse.name = "q"}, %k: tensor<2x2x6x8xf32> {transfuse.name = "k"}, %p: tensor<2x6xi1> {transfuse.name = "p"}) -> (tensor<2x2x4x8xf32> {transfuse.name = "dq"}, tensor<2x2x6x8xf32> {transfuse.name = "dk"}, tensor<2x2x6x8xf32> {transfuse.name = "dv"}) {
+  %dq, %dk, %dv = transfuse.attention_grad %q, %k, %k, %q key_padding %p {scale = 0.125 : f64, causal, dropout_rate = 0.1 : f64, dropout_stream = 2 : i64} : (tensor<2x2x4x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x4x8xf32>, tensor<2x6xi1>) -> (tensor<2x2x4x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>)
+  return %dq, %dk, %dv : tensor<2x2x4x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>
+}

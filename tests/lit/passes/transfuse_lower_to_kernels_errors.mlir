@@ -9,20 +9,20 @@ func.func @forward(%x: tensor<?x8xf16> {transfuse.name = "x"}) -> tensor<?x8xf16
 
 // -----
 
-// Tests that attention dropout (a training graph) is refused by name.
-func.func @forward(%q: tensor<?x2x?x8xf32> {transfuse.name = "q"}) -> tensor<?x2x?x8xf32> attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
-  // expected-error @+1 {{'transfuse.attention': attention dropout (training) is not supported}}
-  %o = transfuse.attention %q, %q, %q {scale = 0.125 : f64, dropout_rate = 0.1 : f64} : (tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>, tensor<?x2x?x8xf32>) -> tensor<?x2x?x8xf32>
-  return %o : tensor<?x2x?x8xf32>
+// Tests that attention with a boolean mask operand is refused by name.
+func.func @forward(%q: tensor<2x2x4x8xf32> {transfuse.name = "q"}, %m: tensor<1x2x4x4xi1> {transfuse.name = "m"}) -> tensor<2x2x4x8xf32> {
+  // expected-error @+1 {{'transfuse.attention': a boolean mask operand is not supported (causal and key_padding are)}}
+  %o = transfuse.attention %q, %q, %q mask %m {scale = 0.125 : f64} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<1x2x4x4xi1>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
 }
 
 // -----
 
-// Tests that an op without a kernel is refused by name.
-func.func @forward(%x: tensor<?x8xf32> {transfuse.name = "x"}) -> tensor<?x8xf32> attributes {transfuse.max_batch = 2 : i64} {
-  // expected-error @+1 {{'transfuse.dropout': is not supported}}
-  %y = transfuse.dropout %x {rate = 0.1 : f64, seed = 1 : i64, stream = 0 : i64} : tensor<?x8xf32>
-  return %y : tensor<?x8xf32>
+// Tests that attention's gradient with a boolean mask operand is refused by name.
+func.func @forward(%q: tensor<2x2x4x8xf32> {transfuse.name = "q"}, %m: tensor<1x2x4x4xi1> {transfuse.name = "m"}) -> tensor<2x2x4x8xf32> {
+  // expected-error @+1 {{'transfuse.attention_grad': a boolean mask operand is not supported (causal and key_padding are)}}
+  %dq, %dk, %dv = transfuse.attention_grad %q, %q, %q, %q mask %m {scale = 0.125 : f64} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<1x2x4x4xi1>) -> (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>)
+  return %dq : tensor<2x2x4x8xf32>
 }
 
 // -----

@@ -424,3 +424,76 @@ TEST(ModelAbi, MissingLibraryIsNamed) {
 
 }  // namespace
 }  // namespace transfuse::rt
+
+namespace transfuse::rt {
+namespace {
+
+// Parameters (ABI 2): listed weights then Adam's moments, read and written
+// by name; a written weight reaches the next run through prepare and the
+// GEMM packing (prepared.0 = wᵀ is packed); bad names, roles and sizes are
+// errors naming them, and write nothing.
+TEST(ModelAbi, ParametersAreReadAndWrittenByName) {
+  LoadOptions opt;
+  opt.seed = 7;
+  auto m = loadOrDie(opt);
+  ASSERT_TRUE(m);
+  using Role = CompiledModel::ParamRole;
+  auto params = m->params();
+  ASSERT_EQ(params.size(), 6u);  // w, b (prepared.0 is not a parameter) x 3 roles
+  EXPECT_EQ(params[0].name, "w");
+  EXPECT_EQ(params[0].role, Role::kWeight);
+  EXPECT_EQ(params[0].shape, (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(params[3].name, "b");
+  EXPECT_EQ(params[3].role, Role::kAdamM);
+  EXPECT_EQ(params[5].role, Role::kAdamV);
+
+  auto v = m->readParam("v", Role::kAdamV);  // no such parameter
+  EXPECT_FALSE(v.isOk());
+  auto moment = m->readParam("w", Role::kAdamM);
+  ASSERT_TRUE(moment.isOk()) << moment.status().message();
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(moment->data<float>()[i], 0.0f);  // before training
+
+  std::vector<float> wv(12), bv = {0.5f, -1.0f, 2.0f};
+  for (int i = 0; i < 12; ++i) wv[i] = 0.1f * static_cast<float>(i) - 0.4f;
+  Tensor w = f32({4, 3}, wv), b = f32({3}, bv);
+  ASSERT_TRUE(m->writeParam("w", Role::kWeight, w).isOk());
+  ASSERT_TRUE(m->writeParam("b", Role::kWeight, b).isOk());
+  auto back = m->readParam("w", Role::kWeight);
+  ASSERT_TRUE(back.isOk());
+  EXPECT_EQ(back->bytes, w.bytes);
+  auto y = m->run("forward", goodInputs(3));
+  ASSERT_TRUE(y.isOk()) << y.status().message();
+  expectForward(goodInputs(3), w, b, y->at("y"));  // the new weights, prepared and packed
+
+  Tensor m1 = f32({4, 3}, wv);
+  ASSERT_TRUE(m->writeParam("w", Role::kAdamM, m1).isOk());
+  auto m1back = m->readParam("w", Role::kAdamM);
+  ASSERT_TRUE(m1back.isOk());
+  EXPECT_EQ(m1back->bytes, m1.bytes);
+
+  Status wrong = m->writeParam("w", Role::kWeight, f32({3}, bv));
+  ASSERT_FALSE(wrong.isOk());
+  EXPECT_TRUE(contains(wrong.message(), "weight 'w' has 48 bytes (F32), the buffer 12"))
+      << wrong.message();
+  Status unknown = m->writeParam("nope", Role::kWeight, b);
+  EXPECT_TRUE(contains(unknown.message(), "no parameter 'nope'")) << unknown.message();
+  back = m->readParam("w", Role::kWeight);
+  ASSERT_TRUE(back.isOk());
+  EXPECT_EQ(back->bytes, w.bytes);  // nothing written by the failed calls
+
+  // The fake model has no gradient entry: a train step names what is wrong.
+  auto loss = m->accumulateGradients("forward", goodInputs(2), 1.0, 0);
+  ASSERT_FALSE(loss.isOk());
+  EXPECT_TRUE(contains(loss.status().message(), "neither the loss nor the gradient"))
+      << loss.status().message();
+  auto norm = m->applyGradients({});
+  ASSERT_FALSE(norm.isOk());
+  EXPECT_TRUE(contains(norm.status().message(), "no gradients to apply")) << norm.status().message();
+  EXPECT_EQ(m->trainSteps(), 0);
+  ASSERT_TRUE(m->setTrainSteps(12).isOk());
+  EXPECT_EQ(m->trainSteps(), 12);
+  EXPECT_FALSE(m->setTrainSteps(-1).isOk());
+}
+
+}  // namespace
+}  // namespace transfuse::rt
