@@ -355,6 +355,8 @@ llvm::Expected<BenchRow> tools::benchStrategy(StringRef modelPath, const FusionS
   ::mlir::transfuse::BuildOptions build;
   build.maxBatch = options.batch;
   build.maxSeqLen = std::max(options.srcLen, options.tgtLen);
+  build.training = options.train;
+  build.decoding = !options.train;
   auto module = loadModelDefinition(context, modelPath, build);
   if (!module)
     return module.takeError();
@@ -362,7 +364,8 @@ llvm::Expected<BenchRow> tools::benchStrategy(StringRef modelPath, const FusionS
   if (!temp)
     return temp.takeError();
   const std::string &dir = temp->path();
-  auto compiled = compileModule(**module, strategy, dir, Emit::kShared, options.build, nullptr);
+  auto compiled = compileModule(**module, strategy, dir, Emit::kShared, options.build, nullptr,
+                                options.train);
   if (!compiled)
     return compiled.takeError();
   rt::LoadOptions load;
@@ -370,36 +373,51 @@ llvm::Expected<BenchRow> tools::benchStrategy(StringRef modelPath, const FusionS
   auto model = fromStatus(rt::CompiledModel::load(dir + "/libmodel.so", load));
   if (!model)
     return model.takeError();
-  const EntryPoint *ep = nullptr;
-  for (const EntryPoint &e : compiled->interface.entryPoints)
-    if (e.name == "forward")
-      ep = &e;
-  if (!ep)
-    return error(modelPath + " has no forward entry point");
-  auto inputs = randomInputs(**module, *ep, options.batch, options.srcLen, options.tgtLen, 1,
-                             /*pad=*/false);
+  const std::string timed = options.train ? "loss_grad" : "forward";
+  auto inputsOf = [&](StringRef name) -> llvm::Expected<std::map<std::string, rt::Tensor>> {
+    for (const EntryPoint &e : compiled->interface.entryPoints)
+      if (e.name == name)
+        return randomInputs(**module, e, options.batch, options.srcLen, options.tgtLen, 1,
+                            /*pad=*/false);
+    return error(modelPath + " has no " + name + " entry point");
+  };
+  auto inputs = inputsOf(timed), forwardInputs = inputsOf("forward");
   if (!inputs)
     return inputs.takeError();
+  if (!forwardInputs)
+    return forwardInputs.takeError();
   BenchRow row;
   row.strategy = strategy.str();
   row.compileSeconds = compiled->seconds;
-  row.arenaBytes = (*model)->arenaBytes("forward");
-  row.kernelCalls = (*model)->kernelCalls("forward");
-  auto flops = fromStatus((*model)->flops("forward", *inputs));
+  row.arenaBytes = (*model)->arenaBytes(timed);
+  row.kernelCalls = (*model)->kernelCalls(timed);
+  auto flops = fromStatus((*model)->flops("forward", *forwardInputs));
   if (!flops)
     return flops.takeError();
-  row.gflop = *flops / 1e9;
+  row.gflop = (options.train ? 3.0 : 1.0) * *flops / 1e9;
   // Outputs are allocated once, as a serving loop would; two warm-up runs
-  // touch the arena and the outputs.
+  // touch the arena and the outputs. A train step at a small rate (the
+  // weights change, the work does not).
   std::map<std::string, rt::Tensor> outputs;
+  rt::CompiledModel::TrainOptions adam;
+  adam.learningRate = 1e-4;
+  auto once = [&]() -> rt::Status {
+    if (!options.train)
+      return (*model)->runInto("forward", *inputs, outputs);
+    auto loss = (*model)->accumulateGradients(timed, *inputs, 1.0, 1);
+    if (!loss.isOk())
+      return loss.status();
+    auto norm = (*model)->applyGradients(adam);
+    return norm.isOk() ? rt::Status::ok() : norm.status();
+  };
   for (int i = 0; i < 2; ++i)
-    if (rt::Status s = (*model)->runInto("forward", *inputs, outputs); !s.isOk())
+    if (rt::Status s = once(); !s.isOk())
       return error(s.message());
   std::vector<double> ms;
   auto start = std::chrono::steady_clock::now();
   while ((int)ms.size() < options.minRuns || secondsSince(start) < options.minSeconds) {
     auto t0 = std::chrono::steady_clock::now();
-    rt::Status s = (*model)->runInto("forward", *inputs, outputs);
+    rt::Status s = once();
     ms.push_back(secondsSince(t0) * 1e3);
     if (!s.isOk())
       return error(s.message());

@@ -108,13 +108,18 @@ struct BenchRow {
 struct BenchOptions {
   int64_t batch = 8, srcLen = 64, tgtLen = 64;
   int threads = 0;
+  /// Time the compiled train step (a training build's loss_grad and the
+  /// Adam update) instead of forward; gflop is then 3x forward's (the
+  /// forward and backward of every matmul).
+  bool train = false;
   double minSeconds = 2.0;
   int minRuns = 5;
   cpu::BuildOptions build;
 };
 
 /// Compiles `modelPath` once per strategy into a temporary directory and
-/// times the forward entry point on random inputs (no padding).
+/// times the forward entry point (or, with `train`, the train step) on
+/// random inputs (no padding).
 llvm::Expected<BenchRow> benchStrategy(llvm::StringRef modelPath, const FusionStrategy &strategy,
                                        const BenchOptions &options);
 

@@ -304,17 +304,26 @@ int runStress(const std::vector<std::string> &positional,
 /// this run, side by side.
 int runBenchModel(const std::vector<std::string> &positional,
                   const std::map<std::string, std::string> &flags) {
+  const bool train = positional[0] == "train";
+  const std::string command = "bench " + positional[0];
   if (positional.size() != 2)
-    die("bench model expects one model definition: bench model MODEL.json");
+    die(command + " expects one model definition: " + command + " MODEL.json");
   for (const auto &[name, value] : flags)
     if (name != "--json" && name != "--threads" && name != "--min-seconds" && name != "--batch" &&
         name != "--src-len" && name != "--tgt-len" && name != "--fusion" && name != "--cxx" &&
-        name != "--isa")
-      die("flag " + name + " does not apply to 'bench model'");
+        name != "--isa" && !(train && (name == "--batch-tokens" || name == "--seq-len")))
+      die("flag " + name + " does not apply to '" + command + "'");
   tools::BenchOptions o;
+  o.train = train;
   o.batch = intFlag(flags, "--batch", 8, 1, 1 << 12);
   o.srcLen = intFlag(flags, "--src-len", 64, 1, 1 << 16);
   o.tgtLen = intFlag(flags, "--tgt-len", 64, 1, 1 << 16);
+  if (train) {  // a batch of --batch-tokens padded tokens of --seq-len each side
+    if (flags.count("--batch") || flags.count("--src-len") || flags.count("--tgt-len"))
+      die("bench train sizes its batch with --batch-tokens and --seq-len");
+    o.srcLen = o.tgtLen = intFlag(flags, "--seq-len", 32, 1, 1 << 16);
+    o.batch = std::max<int64_t>(1, intFlag(flags, "--batch-tokens", 3000, 1, 1 << 24) / o.srcLen);
+  }
   o.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
   o.build.cxx = flag(flags, "--cxx");
   o.minSeconds = floatFlag(flags, "--min-seconds", o.minSeconds, [](double v) { return v >= 0; },
@@ -328,18 +337,21 @@ int runBenchModel(const std::vector<std::string> &positional,
   bool json = flags.count("--json") != 0;
   int threads = o.threads > 0 ? o.threads : rt::ThreadPool::hardwareThreads();
   if (!json)
-    llvm::outs() << "bench model " << positional[1] << ": B=" << o.batch << " S=" << o.srcLen
+    llvm::outs() << command << " " << positional[1] << ": B=" << o.batch << " S=" << o.srcLen
                  << " T=" << o.tgtLen << ", " << threads << " thread(s), "
                  << tk::bestTargetName() << "\n"
-                 << llvm::format("%-28s %10s %10s %10s %8s %9s %9s %9s\n", "strategy",
+                 << llvm::format("%-28s %10s %10s %10s %8s %9s %9s %9s%s\n", "strategy",
                                  "median ms", "min ms", "arena MB", "kernels", "GFLOP",
-                                 "GFLOP/s", "compile s");
+                                 "GFLOP/s", "compile s", train ? "  tokens/s" : "");
   llvm::json::Array rows;
   for (const FusionStrategy &strategy : strategies) {
     tools::BenchRow r = orDie(tools::benchStrategy(positional[1], strategy, o));
     double gflops = r.gflop / (r.medianMs / 1e3);
+    // Training throughput: target tokens (B·T, no padding) per second.
+    double tokensPerSecond = double(o.batch * o.tgtLen) / (r.medianMs / 1e3);
     if (json) {
       rows.push_back(llvm::json::Object{{"strategy", r.strategy},
+                                        {"tokens_per_s", train ? tokensPerSecond : 0.0},
                                         {"median_ms", r.medianMs},
                                         {"min_ms", r.minMs},
                                         {"arena_bytes", r.arenaBytes},
@@ -350,9 +362,12 @@ int runBenchModel(const std::vector<std::string> &positional,
                                         {"compile_seconds", r.compileSeconds}});
       continue;
     }
-    llvm::outs() << llvm::format("%-28s %10.2f %10.2f %10.1f %8lld %9.2f %9.1f %9.1f\n",
+    llvm::outs() << llvm::format("%-28s %10.2f %10.2f %10.1f %8lld %9.2f %9.1f %9.1f",
                                  r.strategy.c_str(), r.medianMs, r.minMs, r.arenaBytes / 1048576.0,
                                  (long long)r.kernelCalls, r.gflop, gflops, r.compileSeconds);
+    if (train)
+      llvm::outs() << llvm::format(" %9.0f", tokensPerSecond);
+    llvm::outs() << "\n";
     llvm::outs().flush();
   }
   if (json) {
@@ -373,7 +388,7 @@ int runBench(const std::vector<std::string> &positional,
   if (auto it = flags.find("--isa"); it != flags.end())
     if (rt::Status s = tk::forceTarget(it->second); !s.isOk())
       die("flag --isa: " + s.message());
-  if (!positional.empty() && positional[0] == "model")
+  if (!positional.empty() && (positional[0] == "model" || positional[0] == "train"))
     return runBenchModel(positional, flags);
   if (!positional.empty() && positional[0] == "decode")
     return runBenchDecode(positional, flags);
@@ -534,12 +549,14 @@ int main(int argc, char **argv) {
         {"--entry", "NAME", "entry point (default forward)"},
         {"--f64-outputs", nullptr, "write float outputs as F64, as the reference backend computes them"}},
        runRun},
-      {"bench", "bench gemm|attention|model MODEL|decode MODEL [options]",
+      {"bench", "bench gemm|attention|model MODEL|train MODEL|decode MODEL [options]",
        "Measures a kernel: GFLOP/s and the fraction of this machine's FMA peak, probed in\n"
        "the same run. Attention counts 4·B·H·Sq·Sk·D flops, halved when causal.\n"
        "`bench model MODEL` compiles the model once per fusion strategy and times its\n"
        "forward pass: median and min latency, arena, kernel calls, GFLOP/s (all matmul\n"
-       "FLOPs, causal attention counted in full). `bench decode MODEL` compiles an\n"
+       "FLOPs, causal attention counted in full). `bench train MODEL` times the compiled\n"
+       "train step (forward, loss, backward, Adam) per strategy on --batch-tokens of\n"
+       "--seq-len sequences: tokens/s and GFLOP/s (3x forward's). `bench decode MODEL` compiles an\n"
        "encoder_decoder with its KV cache and times translating random sources: exactly\n"
        "--new-tokens per sentence (EOS ignored), tokens/s of the whole request, encode included.",
        {{"--m", "M", "gemm: rows of A and C (default 1024)"},
@@ -557,6 +574,8 @@ int main(int argc, char **argv) {
                              "none,attention,layernorm,epilogue,projections,all); decode: one "
                              "(default all)"},
         {"--cxx", "PATH", "model: C++ compiler for the artifacts"},
+        {"--batch-tokens", "N", "train: padded tokens per batch (default 3000)"},
+        {"--seq-len", "L", "train: source and target length (default 32)"},
         {"--heads", "H", "attention: heads (default 8)"},
         {"--seq", "S", "attention: query length (default 512)"},
         {"--kv-seq", "S2", "attention: key length (default: --seq)"},
