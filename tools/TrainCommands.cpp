@@ -271,9 +271,9 @@ int tools::runTrain(const std::vector<std::string> &positional,
     if (compiled && s == 1 && flags.count("--grads-out")) {
       // The first step's gradients, from the same entry the step runs: the
       // micro-batches' gradients weighted as the step weighs them (F32).
-      for (const reference::MicroBatch &mb : micro) {
-        const double w = micro.size() == 1 ? 1.0 : (double)mb.tokens / (double)std::max<int64_t>(tokens, 1);
-        for (auto &[name, g] : orDie(model->run("loss_grad", mb.inputs))) {
+      for (size_t b = 0; b < micro.size(); ++b) {
+        const double w = reference::microBatchWeight(micro, b);
+        for (auto &[name, g] : orDie(model->run("loss_grad", micro[b].inputs))) {
           if (name == "loss")
             continue;
           auto [it, fresh] = r.grads.try_emplace(name, rt::Tensor::zeros(rt::DType::F32, g.shape));
@@ -283,9 +283,9 @@ int tools::runTrain(const std::vector<std::string> &positional,
       }
     }
     if (compiled) {
-      for (const reference::MicroBatch &mb : micro) {
-        const double w = micro.size() == 1 ? 1.0 : (double)mb.tokens / (double)std::max<int64_t>(tokens, 1);
-        r.loss += w * orDie(model->accumulateGradients("loss_grad", mb.inputs, w, seed));
+      for (size_t b = 0; b < micro.size(); ++b) {
+        const double w = reference::microBatchWeight(micro, b);
+        r.loss += w * orDie(model->accumulateGradients("loss_grad", micro[b].inputs, w, seed));
       }
       r.lr = reference::learningRate(adam, s);
       rt::CompiledModel::TrainOptions o;

@@ -29,23 +29,29 @@ TrainState reference::startTraining(const TensorMap &weights) {
   return state;
 }
 
+double reference::microBatchWeight(const std::vector<MicroBatch> &batches, size_t i) {
+  if (batches.size() == 1)
+    return 1.0;
+  int64_t total = 0;
+  for (const MicroBatch &mb : batches)
+    total += mb.tokens;
+  return (double)batches[i].tokens / (double)std::max<int64_t>(total, 1);
+}
+
 llvm::Expected<StepResult> reference::trainStep(func::FuncOp lossGrad, TrainState &state,
                                                 const std::vector<MicroBatch> &batches,
                                                 const AdamOptions &o, uint64_t seed) {
   if (batches.empty())
     return llvm::createStringError("a train step needs a micro-batch");
-  int64_t total = 0;
-  for (const MicroBatch &mb : batches)
-    total += mb.tokens;
   StepResult r;
   std::optional<TensorMap> sum; // the weighted gradients
-  for (const MicroBatch &mb : batches) {
+  for (size_t b = 0; b < batches.size(); ++b) {
+    const MicroBatch &mb = batches[b];
     auto out = run(lossGrad, state.weights, mb.inputs, /*f64Outputs=*/true, nullptr,
                    DropoutKey{seed, (uint64_t)state.step + 1});
     if (!out)
       return out.takeError();
-    // One micro-batch: its own mean, unweighted (also when it has no token).
-    const double w = batches.size() == 1 ? 1.0 : (double)mb.tokens / (double)std::max<int64_t>(total, 1);
+    const double w = microBatchWeight(batches, b);
     r.loss += w * out->at("loss").data<double>()[0];
     out->erase("loss");
     for (auto &[name, g] : *out) {

@@ -54,6 +54,10 @@ struct MicroBatch {
   int64_t tokens = 0;
 };
 
+/// The weight of micro-batch `i` of a step: its share of the step's tokens
+/// (1 when it is the only one, also when it has no token).
+double microBatchWeight(const std::vector<MicroBatch> &batches, size_t i);
+
 /// Runs `lossGrad` on each micro-batch at `state`'s weights and applies one
 /// update. With several, the loss and gradients are the whole batch's mean
 /// over its tokens: each micro-batch's mean weighted by its share of them
