@@ -15,6 +15,7 @@
 #include "runtime/exec/Ops.h"
 #include "runtime/kernels/ElementwiseMath.h"
 
+#include "runtime/Philox.h"
 #include "runtime/ThreadPool.h"
 
 #include <gtest/gtest.h>
@@ -163,6 +164,27 @@ double unaryTol(ElementwiseKind op, double x, double ref) {
     case ElementwiseKind::kGelu: return 3e-7 * std::max(1.0, std::fabs(x));
     case ElementwiseKind::kGeluTanh: return 5e-7 * std::max(1.0, std::fabs(x));
     default: return 0;
+  }
+}
+
+// Inverted dropout: each element kept (scaled by 1/(1 - rate)) exactly when
+// the Philox draw of its index says so, in place or not, on any thread count.
+TEST(OpsDropout, MatchesThePhiloxDraw) {
+  rt::ThreadPool pool(2);
+  for (int64_t n : {0, 1, 1023, 1024, 5000}) {
+    std::vector<float> x(n), y(n), z(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = 0.5f + 0.001f * static_cast<float>(i);
+    exec::dropout(x.data(), y.data(), n, 0.25, 9, 4, 3, nullptr);
+    z = x;
+    exec::dropout(z.data(), z.data(), n, 0.25, 9, 4, 3, &pool);  // in place, 2 threads
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool kept = rt::philoxUniform(9, 4, 3, static_cast<uint64_t>(i)) >= 0.25;
+      dropped += !kept;
+      ASSERT_EQ(y[i], kept ? x[i] * static_cast<float>(1.0 / 0.75) : 0.0f) << i;
+      ASSERT_EQ(z[i], y[i]) << i;
+    }
+    if (n >= 1000) EXPECT_NEAR(static_cast<double>(dropped) / n, 0.25, 0.05);
   }
 }
 
