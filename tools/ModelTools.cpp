@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -381,17 +382,22 @@ llvm::Expected<BenchRow> tools::benchStrategy(StringRef modelPath, const FusionS
                             /*pad=*/false);
     return error(modelPath + " has no " + name + " entry point");
   };
-  auto inputs = inputsOf(timed), forwardInputs = inputsOf("forward");
+  auto inputs = inputsOf(timed);
   if (!inputs)
     return inputs.takeError();
-  if (!forwardInputs)
-    return forwardInputs.takeError();
+  std::optional<std::map<std::string, rt::Tensor>> forwardInputs; // FLOPs: forward's
+  if (options.train) {
+    auto f = inputsOf("forward");
+    if (!f)
+      return f.takeError();
+    forwardInputs = std::move(*f);
+  }
   BenchRow row;
   row.strategy = strategy.str();
   row.compileSeconds = compiled->seconds;
   row.arenaBytes = (*model)->arenaBytes(timed);
   row.kernelCalls = (*model)->kernelCalls(timed);
-  auto flops = fromStatus((*model)->flops("forward", *forwardInputs));
+  auto flops = fromStatus((*model)->flops("forward", forwardInputs ? *forwardInputs : *inputs));
   if (!flops)
     return flops.takeError();
   row.gflop = (options.train ? 3.0 : 1.0) * *flops / 1e9;

@@ -93,6 +93,18 @@ LogicalResult check(func::FuncOp func, Entry &entry, const llvm::DenseSet<Operat
         return fail(op, "a residual that may broadcast is not supported");
       return WalkResult::advance();
     };
+    // What the attention kernels (forward and backward) take: no boolean
+    // mask, one static head size of 1..256.
+    auto heads = [&](Value q, Value k, Value v, Value mask) {
+      auto size = [](Value t) { return cast<RankedTensorType>(t.getType()).getDimSize(3); };
+      int64_t d = size(q);
+      if (mask)
+        fail(op, "a boolean mask operand is not supported (causal and key_padding are)");
+      else if (ShapedType::isDynamic(d) || d < 1 || d > 256)
+        fail(op, "the head size must be static, 1 to 256");
+      else if (size(v) != d || size(k) != d)
+        fail(op, "query, key and value head sizes must be equal");
+    };
     llvm::TypeSwitch<Operation *, void>(op)
         .Case([&](ConstantOp c) {
           if (!isa<DenseElementsAttr>(c.getValue()))
@@ -106,14 +118,7 @@ LogicalResult check(func::FuncOp func, Entry &entry, const llvm::DenseSet<Operat
           linear(l.getInput(), l.getWeight(), l.getResidual(), l.getResult());
         })
         .Case([&](AttentionOp a) {
-          if (a.getMask())
-            fail(op, "a boolean mask operand is not supported (causal and key_padding are)");
-          int64_t d = a.getQuery().getType().getDimSize(3);
-          if (ShapedType::isDynamic(d) || d < 1 || d > 256)
-            fail(op, "the head size must be static, 1 to 256");
-          else if (a.getValue().getType().getDimSize(3) != d ||
-                   a.getKey().getType().getDimSize(3) != d)
-            fail(op, "query, key and value head sizes must be equal");
+          heads(a.getQuery(), a.getKey(), a.getValue(), a.getMask());
           if (Value bias = a.getBias()) {
             auto t = cast<RankedTensorType>(bias.getType());
             if (t.getRank() < 2 || (!t.isDynamicDim(t.getRank() - 1) &&
@@ -122,14 +127,7 @@ LogicalResult check(func::FuncOp func, Entry &entry, const llvm::DenseSet<Operat
           }
         })
         .Case([&](AttentionGradOp a) {
-          int64_t d = a.getQuery().getType().getDimSize(3);
-          if (a.getMask())
-            fail(op, "a boolean mask operand is not supported (causal and key_padding are)");
-          else if (ShapedType::isDynamic(d) || d < 1 || d > 256)
-            fail(op, "the head size must be static, 1 to 256");
-          else if (a.getValue().getType().getDimSize(3) != d ||
-                   a.getKey().getType().getDimSize(3) != d)
-            fail(op, "query, key and value head sizes must be equal");
+          heads(a.getQuery(), a.getKey(), a.getValue(), a.getMask());
         })
         .Case([&](AddLayerNormOp l) {
           Value x = l.getInput(), r = l.getResidual();

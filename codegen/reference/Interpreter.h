@@ -36,14 +36,6 @@ struct State {
 /// A zero state with the capacities of `module`'s state tensors.
 llvm::Expected<State> createState(ModuleOp module);
 
-/// Runs `func` on named `inputs` (checked against the function's signature
-/// and maxima) with the parameters in `weights` (F32, by parameter name).
-/// Returns the named outputs in their declared dtypes. Run-time errors (a
-/// token id outside the vocabulary, sizes that disagree) name the tensor or
-/// the op's location. With `f64Outputs`, float outputs are written as F64
-/// (what the computation held) instead of their declared dtype. An entry
-/// point that uses state needs `state`, which it reads, writes and
-/// advances only when the whole call succeeds.
 /// The run-time key of dropout draws (a train step's seed and step): a
 /// dropout site draws philoxUniform(its seed + seed, its step + step,
 /// its stream, index), so every backend given the same key drops the same
@@ -52,6 +44,14 @@ struct DropoutKey {
   uint64_t seed = 0, step = 0;
 };
 
+/// Runs `func` on named `inputs` (checked against the function's signature
+/// and maxima) with the parameters in `weights` (F32, by parameter name).
+/// Returns the named outputs in their declared dtypes. Run-time errors (a
+/// token id outside the vocabulary, sizes that disagree) name the tensor or
+/// the op's location. With `f64Outputs`, float outputs are written as F64
+/// (what the computation held) instead of their declared dtype. An entry
+/// point that uses state needs `state`, which it reads, writes and
+/// advances only when the whole call succeeds. Dropout draws with `key`.
 llvm::Expected<TensorMap> run(func::FuncOp func, const TensorMap &weights,
                               const TensorMap &inputs, bool f64Outputs = false,
                               State *state = nullptr, DropoutKey key = {});

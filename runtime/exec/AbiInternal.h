@@ -50,7 +50,9 @@ struct tf_model {
   std::vector<std::vector<transfuse::exec::abi::Arena>> freeArenas;  // per entry point
   // Runs hold it shared; parameter writes and optimizer steps alone.
   std::shared_mutex paramMutex;
-  // Set by a weight write: prepare and packing rerun before the next run.
+  // Per param (ParamDesc order): written since prepare and packing last
+  // ran. `stale` says whether any is; the next call refreshes them first.
+  std::vector<char> changed;
   std::atomic<bool> stale{false};
   // Training (TrainAbi.cpp), per param in the ParamDesc order (empty for
   // prepared params and until first used): the accumulated gradients, a
@@ -90,8 +92,11 @@ int32_t run(tf_model* model, int32_t entry, tf_state* state, const tf_tensor* in
 rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_tensor* inputs,
                      int32_t num_inputs, const tf_tensor* outputs, int32_t num_outputs,
                      uint64_t seed, uint64_t step);
-// Reruns prepare and repacks every packed weight (after writes); the caller
-// holds paramMutex alone.
+// Marks param `index` written (a weight: prepare and packing follow).
+void markChanged(tf_model* model, int32_t index);
+// Reruns prepare when a weight changed, and repacks the packed weights whose
+// param changed (a prepared param changes with prepare); the caller holds
+// paramMutex alone (or owns the model, at create).
 rt::Status refreshPrepared(tf_model* model);
 
 }  // namespace transfuse::exec::abi

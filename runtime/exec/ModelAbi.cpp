@@ -381,6 +381,7 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
   }
   weights.clear();
 
+  m->changed.assign(desc->numParams, 1);
   if (rt::Status s = refreshPrepared(m); !s) return s;
 
   for (int32_t e = 0; e < desc->numEntries; ++e)
@@ -393,11 +394,19 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
 
 namespace transfuse::exec::abi {
 
+void markChanged(tf_model* m, int32_t index) {
+  m->changed[index] = 1;
+  m->stale.store(true);
+}
+
 // The prepare entry point (its outputs are the prepared params, by name),
 // then the GEMM weight packing; at create and after weights are written.
 rt::Status refreshPrepared(tf_model* m) {
   const ModelDesc* desc = m->desc;
-  if (const EntryDesc* prep = desc->prepare) {
+  bool weightChanged = false;
+  for (int32_t i = 0; i < desc->numParams; ++i)
+    weightChanged |= !desc->params[i].prepared && m->changed[i];
+  if (const EntryDesc* prep = desc->prepare; prep && weightChanged) {
     if (prep->numInputs != 0)
       return rt::Status::error("internal error: the prepare entry point has inputs");
     std::vector<void*> outs(prep->numOutputs);
@@ -428,14 +437,17 @@ rt::Status refreshPrepared(tf_model* m) {
                                noPacks.data(), arena.get(), m->pool.get()};
     rt::Status s = prep->run(call);
     if (!s) return rt::Status::error("prepare: " + s.message());
-  } else {
+    for (int32_t i = 0; i < desc->numParams; ++i)
+      if (desc->params[i].prepared) m->changed[i] = 1;
+  } else if (!desc->prepare) {
     for (int32_t i = 0; i < desc->numParams; ++i)
       if (desc->params[i].prepared)
         return rt::Status::error("internal error: prepared parameter '" + str(desc->params[i].name) +
                                  "' but no prepare entry point");
   }
 
-  // GEMM weight packing (in place: the pointers in packedPtrs stay valid).
+  // GEMM weight packing of what changed (in place: the pointers in
+  // packedPtrs stay valid).
   m->packed.resize(desc->numPacks);
   m->packedPtrs.resize(desc->numPacks);
   for (int32_t i = 0; i < desc->numPacks; ++i) {
@@ -444,10 +456,12 @@ rt::Status refreshPrepared(tf_model* m) {
         m->params[pk.param].numElements() != pk.k * pk.n)
       return rt::Status::error("internal error: pack " + std::to_string(i) +
                                " does not match its parameter");
+    if (!m->changed[pk.param]) continue;
     m->packed[i] = kernels::packB(m->paramPtrs[pk.param], pk.k, pk.n, pk.transB ? pk.k : pk.n,
                                   pk.transB, m->pool.get());
     m->packedPtrs[i] = &m->packed[i];
   }
+  std::fill(m->changed.begin(), m->changed.end(), 0);
   m->stale.store(false);
   return rt::Status::ok();
 }

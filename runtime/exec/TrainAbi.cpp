@@ -56,8 +56,9 @@ std::vector<rt::Tensor>* momentsOf(tf_model* m, int32_t role) {
   return role == TF_PARAM_ADAM_M ? &m->adamM : &m->adamV;
 }
 
-// The tensor of (name, role) for reading or writing; nullptr (and *why) when
-// there is none. Moments are allocated when `allocate`.
+// The data and size of (name, role): an error naming a bad name or role.
+// A moment never written nor trained has no data (null: all zero) unless
+// `allocate`.
 rt::Status lookup(tf_model* m, const char* name, int32_t role, bool allocate, float** data,
                   int64_t* numel) {
   if (!name) return rt::Status::error("the parameter name is NULL");
@@ -183,6 +184,7 @@ rt::Status apply(tf_model* m, const tf_train_options* options, double* gradNorm)
                         static_cast<size_t>(m->params[i].numElements()), step, m->pool.get());
   ++m->trainSteps;
   m->gradsHeld = false;
+  for (int32_t i : weightIndices(m)) markChanged(m, i);
   return refreshPrepared(m);
 }
 
@@ -200,7 +202,7 @@ int32_t guarded(tf_error* error, const char* function, F&& f) {
   }
 }
 
-// Refreshes stale prepared params; the caller holds paramMutex alone.
+// Refreshes what written weights made stale; the caller holds paramMutex alone.
 rt::Status fresh(tf_model* m) { return m->stale.load() ? refreshPrepared(m) : rt::Status::ok(); }
 
 }  // namespace
@@ -258,7 +260,7 @@ int32_t tf_model_param_write(tf_model* model, const char* name, int32_t role, co
     if (rt::Status s = lookup(model, name, role, /*allocate=*/true, &p, &n); !s) return s;
     if (rt::Status s = checkBytes(name, role, n, bytes, data); !s) return s;
     if (n > 0) std::memcpy(p, data, static_cast<size_t>(bytes));
-    if (role == TF_PARAM_WEIGHT) model->stale.store(true);
+    if (role == TF_PARAM_WEIGHT) markChanged(model, findWeight(model, name));
     return rt::Status::ok();
   });
 }

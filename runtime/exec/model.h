@@ -178,8 +178,8 @@ int32_t tf_model_run_with_state(tf_model* model, int32_t entry, tf_state* state,
  * Reads and writes go through the model's reader-writer lock: runs hold it
  * shared, so a run already in flight finishes with the old values and a
  * write waits for it; no run sees half an update. After a weight is
- * written, the prepare step and the GEMM packing of what depends on it run
- * again before the next run reads them. */
+ * written, the prepare step and the GEMM packing of what changed run again
+ * before the next run reads them. */
 typedef enum tf_param_role {
   TF_PARAM_WEIGHT = 0,
   TF_PARAM_ADAM_M = 1, /* Adam's first moment (torch's exp_avg) */
