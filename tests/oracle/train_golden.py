@@ -21,6 +21,7 @@ Match: every step's loss within 1e-4 relative, and every step-1 gradient within
 77 when torch is not installed.
 
   /usr/bin/python3 tests/oracle/train_golden.py build/tools/transfuse
+  GOLDEN_VERBOSE=1 ... prints every step's loss beside PyTorch's.
 """
 import json
 import math
