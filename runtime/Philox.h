@@ -39,21 +39,36 @@ inline float philoxWordToUniform(uint32_t word) {
   return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
 }
 
-// The random number for one element, in [0, 1), from 24 bits:
+// The random number for one element, in [0, 1), from 24 bits; one
+// generator call serves four consecutive elements (block = index / 4):
 //   key     = {low 32 bits of seed, high 32 bits of seed}
-//   counter = {low 32 bits of index, high 32 bits of index,
+//   counter = {low 32 bits of block, high 32 bits of block,
 //              low 32 bits of stream, low 32 bits of step}
-//   result  = philoxWordToUniform(word 0 of philox4x32_10(counter, key))
+//   result  = philoxWordToUniform(word index % 4 of philox4x32_10(counter, key))
 // `stream` identifies the op (e.g. one dropout site), `step` the training step,
 // `index` the element's flat row-major index. Dropout keeps an element when
 // philoxUniform(seed, step, stream, index) >= rate (so P(keep) = 1 - rate).
 // Only the low 32 bits of stream and step are used.
+inline std::array<uint32_t, 4> philoxBlock(uint64_t seed, uint64_t step, uint64_t stream,
+                                           uint64_t block) {
+  return philox4x32_10({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                        static_cast<uint32_t>(stream), static_cast<uint32_t>(step)},
+                       {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+}
+
 inline float philoxUniform(uint64_t seed, uint64_t step, uint64_t stream, uint64_t index) {
-  std::array<uint32_t, 4> counter = {static_cast<uint32_t>(index),
-                                     static_cast<uint32_t>(index >> 32),
-                                     static_cast<uint32_t>(stream), static_cast<uint32_t>(step)};
-  std::array<uint32_t, 2> key = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
-  return philoxWordToUniform(philox4x32_10(counter, key)[0]);
+  return philoxWordToUniform(philoxBlock(seed, step, stream, index >> 2)[index & 3]);
+}
+
+// out[i] = philoxUniform(seed, step, stream, first + i) for i < n, one
+// generator call per four elements (what dropout loops use).
+inline void philoxUniforms(uint64_t seed, uint64_t step, uint64_t stream, uint64_t first,
+                           uint64_t n, float* out) {
+  for (uint64_t i = 0; i < n;) {
+    const uint64_t index = first + i;
+    const std::array<uint32_t, 4> w = philoxBlock(seed, step, stream, index >> 2);
+    for (uint64_t k = index & 3; k < 4 && i < n; ++k, ++i) out[i] = philoxWordToUniform(w[k]);
+  }
 }
 
 }  // namespace transfuse::rt

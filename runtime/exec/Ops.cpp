@@ -613,11 +613,15 @@ void sliceGrad(const float* g, const Shape& gs, int axis, int64_t start, float* 
 
 void dropout(const float* x, float* y, int64_t n, double rate, uint64_t seed, uint64_t step,
              uint64_t stream, rt::ThreadPool* pool) {
+  constexpr int64_t kChunk = 1024;
   const float keep = static_cast<float>(1.0 / (1.0 - rate));
-  parallelRows(pool, n / 1024 + 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b * 1024; i < std::min(n, e * 1024); ++i)
-      y[i] = rt::philoxUniform(seed, step, stream, static_cast<uint64_t>(i)) >= rate ? x[i] * keep
-                                                                                    : 0.0f;
+  parallelRows(pool, (n + kChunk - 1) / kChunk, [&](int64_t b, int64_t e) {
+    float u[kChunk];
+    for (int64_t c = b * kChunk; c < std::min(n, e * kChunk); c += kChunk) {
+      const int64_t len = std::min(kChunk, n - c);
+      rt::philoxUniforms(seed, step, stream, static_cast<uint64_t>(c), static_cast<uint64_t>(len), u);
+      for (int64_t i = 0; i < len; ++i) y[c + i] = u[i] >= rate ? x[c + i] * keep : 0.0f;
+    }
   });
 }
 

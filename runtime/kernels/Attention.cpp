@@ -72,11 +72,16 @@ static void dropoutProbs(const AttentionArgs& a, size_t b, size_t h, float* P, u
   const size_t n = a.seqQ * a.seqK;
   const uint64_t base = (b * a.heads + h) * n;
   const float keep = static_cast<float>(1.0 / (1.0 - a.dropoutRate));
-  for (size_t e = 0; e < n; ++e) {
-    const bool k =
-        rt::philoxUniform(a.dropoutSeed, a.dropoutStep, a.dropoutStream, base + e) >= a.dropoutRate;
-    P[e] = k ? P[e] * keep : 0.0f;
-    if (kept) kept[e] = k;
+  constexpr size_t kChunk = 1024;
+  float u[kChunk];
+  for (size_t c = 0; c < n; c += kChunk) {
+    const size_t len = std::min(kChunk, n - c);
+    rt::philoxUniforms(a.dropoutSeed, a.dropoutStep, a.dropoutStream, base + c, len, u);
+    for (size_t e = 0; e < len; ++e) {
+      const bool k = u[e] >= a.dropoutRate;
+      P[c + e] = k ? P[c + e] * keep : 0.0f;
+      if (kept) kept[c + e] = k;
+    }
   }
 }
 

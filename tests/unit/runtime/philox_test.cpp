@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 namespace transfuse::rt {
 namespace {
@@ -24,9 +25,23 @@ TEST(PhiloxTest, KnownAnswerVectors) {
 }
 
 TEST(PhiloxTest, UniformFollowsDocumentedMapping) {
-  const uint64_t seed = 0x0123456789abcdefull, step = 7, stream = 3, index = 0x100000002ull;
+  // Index 0x400000009 is word 1 of block 0x100000002.
+  const uint64_t seed = 0x0123456789abcdefull, step = 7, stream = 3, index = 0x400000009ull;
   U4 w = philox4x32_10({0x00000002u, 0x00000001u, 3u, 7u}, {0x89abcdefu, 0x01234567u});
-  EXPECT_EQ(philoxUniform(seed, step, stream, index), (w[0] >> 8) / 16777216.0f);
+  EXPECT_EQ(philoxUniform(seed, step, stream, index), (w[1] >> 8) / 16777216.0f);
+  for (int k = 0; k < 4; ++k)  // the block's four words, in order
+    EXPECT_EQ(philoxUniform(seed, step, stream, 0x400000008ull + k), (w[k] >> 8) / 16777216.0f);
+}
+
+// philoxUniforms is philoxUniform over a range, from any start.
+TEST(PhiloxTest, UniformsMatchOneByOne) {
+  for (uint64_t first : {0ull, 1ull, 3ull, 6ull, (1ull << 32) - 2})
+    for (uint64_t n : {0ull, 1ull, 2ull, 5ull, 17ull}) {
+      std::vector<float> out(n + 1, -1.0f);
+      philoxUniforms(5, 6, 7, first, n, out.data());
+      for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], philoxUniform(5, 6, 7, first + i)) << first << " " << i;
+      ASSERT_EQ(out[n], -1.0f);  // nothing past n
+    }
 }
 
 TEST(PhiloxTest, UniformRangeAndSensitivity) {
