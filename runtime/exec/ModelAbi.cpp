@@ -457,8 +457,8 @@ rt::Status refreshPrepared(tf_model* m) {
       return rt::Status::error("internal error: pack " + std::to_string(i) +
                                " does not match its parameter");
     if (!m->changed[pk.param]) continue;
-    m->packed[i] = kernels::packB(m->paramPtrs[pk.param], pk.k, pk.n, pk.transB ? pk.k : pk.n,
-                                  pk.transB, m->pool.get());
+    kernels::repackB(m->packed[i], m->paramPtrs[pk.param], pk.k, pk.n, pk.transB ? pk.k : pk.n,
+                     pk.transB, m->pool.get());
     m->packedPtrs[i] = &m->packed[i];
   }
   std::fill(m->changed.begin(), m->changed.end(), 0);

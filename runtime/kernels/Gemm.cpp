@@ -46,6 +46,20 @@ PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB,
   return out;
 }
 
+void repackB(PackedB& out, const float* B, size_t K, size_t N, size_t ldb, bool transB,
+             rt::ThreadPool* pool) {
+  size_t mr, nr, kc, mc;
+  int64_t target;
+  HWY_DYNAMIC_DISPATCH(GemmKernelShape)(&mr, &nr, &kc, &mc, &target);
+  if (!out.data || out.k != K || out.n != N || out.nr != nr) {
+    out = packB(B, K, N, ldb, transB, pool);
+    return;
+  }
+  parallelFor(pool, out.npad / nr, /*grain=*/1, [&](size_t begin, size_t end) {
+    HWY_DYNAMIC_DISPATCH(PackBInto)(B, ldb, transB, &out, begin, end);
+  });
+}
+
 void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
           const PackedB& B, float* C, size_t ldc, const GemmEpilogue& epilogue,
           rt::ThreadPool* pool) {

@@ -88,6 +88,12 @@ struct PackedB {
 PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB,
               rt::ThreadPool* pool = nullptr);
 
+// packB into `out`, reusing its buffer when it holds B's shape for the
+// target now dispatched to (weights repacked after every optimizer step
+// touch no fresh pages); allocates otherwise.
+void repackB(PackedB& out, const float* B, size_t K, size_t N, size_t ldb, bool transB,
+             rt::ThreadPool* pool = nullptr);
+
 // C = epilogue(A·B) with B packed by packB (B.k = K). If B was packed for a
 // target other than the one now dispatched to (only when targets are switched
 // in tests), B is repacked on the fly (slow path, allocates).

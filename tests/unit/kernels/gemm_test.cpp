@@ -288,6 +288,31 @@ TEST_P(GemmTest, ThreadedPackingEqualsSerial) {
   }
 }
 
+// repackB over a buffer that held other values (NaN, padding included)
+// reuses it and gives packB's bytes; a buffer of another shape is replaced.
+TEST_P(GemmTest, RepackIntoTheSameBufferEqualsPacking) {
+  std::mt19937 rng(10);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const size_t K = 70, N = 37;
+  std::vector<float> b(K * N);
+  for (float& x : b) x = u(rng);
+  rt::ThreadPool pool(2);
+  for (bool transB : {false, true}) {
+    const size_t ldb = transB ? K : N;
+    PackedB fresh = packB(b.data(), K, N, ldb, transB);
+    PackedB reused = packB(b.data(), K, N, ldb, transB);
+    std::fill_n(reused.data.get(), K * reused.npad, NAN);
+    const float* buffer = reused.data.get();
+    repackB(reused, b.data(), K, N, ldb, transB, &pool);
+    EXPECT_EQ(reused.data.get(), buffer) << "the buffer is reused";
+    EXPECT_EQ(0, std::memcmp(fresh.data.get(), reused.data.get(), K * fresh.npad * sizeof(float)));
+    PackedB other = packB(b.data(), K - 1, N, ldb, transB);
+    repackB(other, b.data(), K, N, ldb, transB);
+    ASSERT_EQ(other.k, K);
+    EXPECT_EQ(0, std::memcmp(fresh.data.get(), other.data.get(), K * fresh.npad * sizeof(float)));
+  }
+}
+
 // B packed on one target and used on another (the panel widths differ) is
 // repacked on the fly, with the same result.
 TEST(GemmCrossTarget, PackedOnOneTargetRunOnAnother) {
