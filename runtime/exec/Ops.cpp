@@ -12,7 +12,6 @@
 // more than 2^16 elements are split across the thread pool when one is given.
 #include "runtime/exec/Ops.h"
 
-#include "runtime/Philox.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/ElementwiseMath.h"
@@ -613,16 +612,7 @@ void sliceGrad(const float* g, const Shape& gs, int axis, int64_t start, float* 
 
 void dropout(const float* x, float* y, int64_t n, double rate, uint64_t seed, uint64_t step,
              uint64_t stream, rt::ThreadPool* pool) {
-  constexpr int64_t kChunk = 1024;
-  const float keep = static_cast<float>(1.0 / (1.0 - rate));
-  parallelRows(pool, (n + kChunk - 1) / kChunk, [&](int64_t b, int64_t e) {
-    float u[kChunk];
-    for (int64_t c = b * kChunk; c < std::min(n, e * kChunk); c += kChunk) {
-      const int64_t len = std::min(kChunk, n - c);
-      rt::philoxUniforms(seed, step, stream, static_cast<uint64_t>(c), static_cast<uint64_t>(len), u);
-      for (int64_t i = 0; i < len; ++i) y[c + i] = u[i] >= rate ? x[c + i] * keep : 0.0f;
-    }
-  });
+  kernels::dropout(x, y, static_cast<size_t>(n), rate, seed, step, stream, 0, pool);
 }
 
 void keyPaddingMask(const int32_t* tokens, int64_t n, int64_t padId, uint8_t* out) {

@@ -153,7 +153,7 @@ void sliceGrad(const float* g, const Shape& gs, int axis, int64_t start, float* 
 
 // Inverted dropout over n elements (transfuse.dropout): y[i] = x[i] / (1 -
 // rate) when philoxUniform(seed, step, stream, i) >= rate, else 0; y may
-// alias x.
+// alias x (kernels::dropout).
 void dropout(const float* x, float* y, int64_t n, double rate, uint64_t seed, uint64_t step,
              uint64_t stream, rt::ThreadPool* pool);
 

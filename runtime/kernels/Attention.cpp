@@ -10,9 +10,9 @@
 #include "runtime/kernels/attention-inl.h"
 
 #if HWY_ONCE
-#include "runtime/Philox.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Attention.h"
+#include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/Gemm.h"
 #include "runtime/kernels/Norm.h"
 #include "runtime/kernels/Parallel.h"
@@ -66,23 +66,12 @@ rt::Status resolve(const AttentionArgs& in, AttentionArgs& a) {
 
 }  // namespace
 
-// Dropout of one head's probabilities P [Sq, Sk] (AttentionArgs' draw);
-// `kept`, when given, records which survive.
-static void dropoutProbs(const AttentionArgs& a, size_t b, size_t h, float* P, uint8_t* kept) {
+// Dropout of one head's [Sq, Sk] block (probabilities, or their gradient
+// through the same mask): AttentionArgs' draw at that head's indices.
+static void dropoutHead(const AttentionArgs& a, size_t b, size_t h, float* P) {
   const size_t n = a.seqQ * a.seqK;
-  const uint64_t base = (b * a.heads + h) * n;
-  const float keep = static_cast<float>(1.0 / (1.0 - a.dropoutRate));
-  constexpr size_t kChunk = 1024;
-  float u[kChunk];
-  for (size_t c = 0; c < n; c += kChunk) {
-    const size_t len = std::min(kChunk, n - c);
-    rt::philoxUniforms(a.dropoutSeed, a.dropoutStep, a.dropoutStream, base + c, len, u);
-    for (size_t e = 0; e < len; ++e) {
-      const bool k = u[e] >= a.dropoutRate;
-      P[c + e] = k ? P[c + e] * keep : 0.0f;
-      if (kept) kept[c + e] = k;
-    }
-  }
+  dropout(P, P, n, a.dropoutRate, a.dropoutSeed, a.dropoutStep, a.dropoutStream,
+          (b * a.heads + h) * n);
 }
 
 rt::Status attention(const AttentionArgs& args, rt::ThreadPool* pool) {
@@ -138,7 +127,7 @@ rt::Status attentionUnfused(const AttentionArgs& args, rt::ThreadPool* pool) {
            /*transB=*/true, s, Sk, {}, pool);
       parallelFor(pool, Sq, grain, [&](size_t r0, size_t r1) { mask(a, b, h, s, r0, r1); });
       softmax(s, s, Sq, Sk, pool);
-      if (a.dropoutRate > 0.0) dropoutProbs(a, b, h, s, nullptr);
+      if (a.dropoutRate > 0.0) dropoutHead(a, b, h, s);
       gemm(Sq, D, Sk, s, Sk, false, vb, a.v.rowStride, false, ob, a.outRowStride, {}, pool);
     }
   }
@@ -161,11 +150,9 @@ rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool
   if (B * H * Sq * Sk == 0) return rt::Status::ok();
   auto* mask = HWY_DYNAMIC_DISPATCH(ScaleAndMaskRows);
   const bool drop = a.dropoutRate > 0.0;
-  const float keep = static_cast<float>(1.0 / (1.0 - a.dropoutRate));
   auto task = [&](size_t t0, size_t t1) {
-    // One head's P, dP (and dropout's Pd and mask) at a time per task range.
+    // One head's P, dP (and dropout's Pd) at a time per task range.
     std::vector<float> P(Sq * Sk), dP(Sq * Sk), Pd(drop ? Sq * Sk : 0);
-    std::vector<uint8_t> kept(Pd.size());
     for (size_t t = t0; t < t1; ++t) {
       const size_t b = t / H, h = t % H;
       const float* q = a.q.data + b * a.q.batchStride + h * a.q.headStride;
@@ -181,13 +168,12 @@ rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool
       const float* pd = P.data();
       if (drop) {  // the forward's mask, regenerated
         std::copy(P.begin(), P.end(), Pd.begin());
-        dropoutProbs(a, b, h, Pd.data(), kept.data());
+        dropoutHead(a, b, h, Pd.data());
         pd = Pd.data();
       }
       gemm(Sk, D, Sq, pd, Sk, /*transA=*/true, g, D, false, dv, D);
       gemm(Sq, Sk, D, g, D, false, v, a.v.rowStride, /*transB=*/true, dP.data(), Sk);
-      if (drop)  // dP through the same mask
-        for (size_t e = 0; e < Sq * Sk; ++e) dP[e] = kept[e] ? dP[e] * keep : 0.0f;
+      if (drop) dropoutHead(a, b, h, dP.data());  // dP through the same mask
       for (size_t i = 0; i < Sq; ++i) {  // dS = P ⊙ (dP - Σ_j dP ⊙ P) · scale
         float* dpRow = dP.data() + i * Sk;
         const float* pRow = P.data() + i * Sk;

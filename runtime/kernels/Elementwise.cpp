@@ -9,6 +9,7 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include "runtime/Philox.h"
 #include "runtime/kernels/elementwise-inl.h"
 
 #include <algorithm>
@@ -33,6 +34,74 @@ HWY_NOINLINE void ReluSpan(const float* x, float* y, size_t n) {
 }
 HWY_NOINLINE void ErfSpan(const float* x, float* y, size_t n) {
   MapUnary(x, y, n, [](auto d, auto v) { return Erf(d, v); });
+}
+
+// Inverted dropout of x[0, n) whose first element has index `first`:
+// element i is kept (times `keep`) when word (i % 4) of Philox4x32-10 at
+// block i / 4 (runtime/Philox.h), shifted right by 8, is >= `threshold`
+// (ceil(rate · 2^24): the same test as philoxUniform(...) >= rate). The
+// generator runs with one block per u32 lane; blocks whose low counter word
+// would wrap inside a vector, and the unaligned head and the tail, run the
+// scalar definition.
+HWY_NOINLINE void DropoutSpan(const float* x, float* y, size_t n, uint32_t threshold, float keep,
+                              uint64_t seed, uint64_t step, uint64_t stream, uint64_t first) {
+  auto scalar = [&](size_t i) {
+    const uint64_t index = first + i;
+    const uint32_t word = rt::philoxBlock(seed, step, stream, index >> 2)[index & 3];
+    y[i] = (word >> 8) >= threshold ? x[i] * keep : 0.0f;
+  };
+  size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<uint32_t> du;
+  const hn::Repartition<uint64_t, decltype(du)> d64;
+  const hn::Rebind<int32_t, decltype(du)> di;
+  const hn::Rebind<float, decltype(du)> df;
+  using VU = hn::Vec<decltype(du)>;
+  const size_t N = hn::Lanes(du);
+  HWY_ALIGN uint32_t words[4 * hn::MaxLanes(du)];
+  // hi:lo = a · m (32 x 32 -> 64 bits) per lane.
+  auto mul = [&](VU a, VU m, VU* hi, VU* lo) {
+    const auto even = hn::MulEven(a, m);
+    const auto odd = hn::MulEven(hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(d64, a))), m);
+    *lo = hn::OddEven(hn::BitCast(du, hn::ShiftLeft<32>(odd)), hn::BitCast(du, even));
+    *hi = hn::OddEven(hn::BitCast(du, odd), hn::BitCast(du, hn::ShiftRight<32>(even)));
+  };
+  const VU m0 = hn::Set(du, 0xD2511F53u), m1 = hn::Set(du, 0xCD9E8D57u);
+  const auto limit = hn::Set(di, static_cast<int32_t>(threshold) - 1);
+  const auto keepV = hn::Set(df, keep);
+  for (; i < n && ((first + i) & 3) != 0; ++i) scalar(i);
+  for (; i + 4 * N <= n; i += 4 * N) {
+    const uint64_t block = (first + i) >> 2;
+    const uint32_t lo = static_cast<uint32_t>(block);
+    if (lo > UINT32_MAX - (N - 1)) {  // the low word wraps inside this vector
+      for (size_t j = 0; j < 4 * N; ++j) scalar(i + j);
+      continue;
+    }
+    VU c0 = hn::Iota(du, lo), c1 = hn::Set(du, static_cast<uint32_t>(block >> 32));
+    VU c2 = hn::Set(du, static_cast<uint32_t>(stream)), c3 = hn::Set(du, static_cast<uint32_t>(step));
+    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      if (round > 0) {
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+      }
+      VU hi0, lo0, hi1, lo1;
+      mul(c0, m0, &hi0, &lo0);
+      mul(c2, m1, &hi1, &lo1);
+      c0 = hn::Xor(hn::Xor(hi1, c1), hn::Set(du, k0));
+      c1 = lo1;
+      c2 = hn::Xor(hn::Xor(hi0, c3), hn::Set(du, k1));
+      c3 = lo0;
+    }
+    hn::StoreInterleaved4(c0, c1, c2, c3, du, words);  // element order: block-major
+    for (size_t j = 0; j < 4 * N; j += N) {
+      const auto k = hn::BitCast(di, hn::ShiftRight<8>(hn::Load(du, words + j)));
+      const auto kept = hn::RebindMask(df, hn::Gt(k, limit));
+      hn::StoreU(hn::IfThenElseZero(kept, hn::Mul(hn::LoadU(df, x + i + j), keepV)), df, y + i + j);
+    }
+  }
+#endif
+  for (; i < n; ++i) scalar(i);
 }
 
 // out = row · scale (+ pe when pe is non-null).
@@ -168,6 +237,7 @@ HWY_EXPORT(ScaleAddRow);
 HWY_EXPORT(SinCosInterleave);
 HWY_EXPORT(ArgmaxRows);
 HWY_EXPORT(TopKRows);
+HWY_EXPORT(DropoutSpan);
 
 namespace {
 constexpr size_t kMapGrain = 16384;  // elements per task
@@ -188,6 +258,17 @@ void relu(const float* x, float* y, size_t n, rt::ThreadPool* pool) {
   mapParallel(HWY_DYNAMIC_DISPATCH(ReluSpan), x, y, n, pool);
 }
 void erf(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(ErfSpan)(x, y, n); }
+
+void dropout(const float* x, float* y, size_t n, double rate, uint64_t seed, uint64_t step,
+             uint64_t stream, uint64_t first, rt::ThreadPool* pool) {
+  // philoxUniform = k · 2^-24 >= rate  <=>  k >= ceil(rate · 2^24) (k integer).
+  const auto threshold = static_cast<uint32_t>(std::ceil(rate * 16777216.0));
+  const float keep = static_cast<float>(1.0 / (1.0 - rate));
+  parallelFor(pool, n, kMapGrain, [&](size_t b, size_t e) {
+    HWY_DYNAMIC_DISPATCH(DropoutSpan)(x + b, y + b, e - b, threshold, keep, seed, step, stream,
+                                      first + b);
+  });
+}
 
 rt::Status embedding(const EmbeddingArgs& a, float* out, rt::ThreadPool* pool) {
   const size_t tokens = a.batch * a.seq;

@@ -30,6 +30,14 @@ void relu(const float* x, float* y, size_t n, rt::ThreadPool* pool = nullptr);
 // y = erf(x), exposed for tests and for generated code that needs it alone.
 void erf(const float* x, float* y, size_t n);
 
+// Inverted dropout (transfuse.dropout) of elements [first, first + n) of a
+// tensor: y[i] = x[i] / (1 - rate) when philoxUniform(seed, step, stream,
+// first + i) >= rate (runtime/Philox.h), else 0; rate in [0, 1). The
+// generator runs in vector lanes, one block of four elements per lane, and
+// gives the scalar definition's bits on every target and thread count.
+void dropout(const float* x, float* y, size_t n, double rate, uint64_t seed, uint64_t step,
+             uint64_t stream, uint64_t first = 0, rt::ThreadPool* pool = nullptr);
+
 enum class Positional {
   kNone,        // out = table[id] · scale
   kSinusoidal,  // + PE(pos), interleaved: PE(pos,2i) = sin(pos/10000^(2i/dim)),

@@ -10,6 +10,7 @@
 //   gelu_tanh  |err| <= 5e-7·max(1, |x|) (measured 1.2e-7)
 //   embedding  table lookups and scaling exact to 1 ulp; sinusoid |err| <= 1e-6
 //              for positions up to 10^5
+#include "runtime/Philox.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/ElementwiseMath.h"
@@ -126,6 +127,36 @@ TEST_P(ElementwiseTest, ThreadedEqualsSingleThreaded) {
   gelu(x.data(), y1.data(), n);
   gelu(x.data(), y2.data(), n, &pool);
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(y1[i], y2[i]);
+}
+
+// The vector Philox of kernels::dropout against the scalar definition
+// (philoxUniform >= rate), bit for bit: sizes 0..2N and more, every
+// alignment of `first` to the four-element blocks, a block counter whose low
+// word wraps inside a vector, rates at and between the 2^-24 grid, in place,
+// on 2 threads.
+TEST_P(ElementwiseTest, DropoutMatchesThePhiloxDefinition) {
+  rt::ThreadPool pool(2);
+  const uint64_t wrap = 4 * ((uint64_t{1} << 32) - 3);  // block low words 2^32-3 .. 2^32+..
+  for (double rate : {0.1, 0.5, 0.25 + 1.0 / 16777216.0, 0.9})
+    for (uint64_t first : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{6}, wrap, wrap + 1})
+      for (size_t n : ktest::sweepSizes()) {
+        ktest::Buf x(n, first % 3), y(n);
+        std::mt19937 rng(static_cast<uint32_t>(n + first));
+        x.fill(rng, -2, 2);
+        dropout(x.data(), y.data(), n, rate, 11, 4, 9, first);
+        const float keep = static_cast<float>(1.0 / (1.0 - rate));
+        for (size_t i = 0; i < n; ++i) {
+          const bool kept = rt::philoxUniform(11, 4, 9, first + i) >= rate;
+          ASSERT_EQ(y[i], kept ? x[i] * keep : 0.0f)
+              << "rate=" << rate << " first=" << first << " n=" << n << " i=" << i;
+        }
+        if (n > 1000) {  // in place, threaded: the same bits
+          ktest::Buf z(n);
+          std::copy(x.data(), x.data() + n, z.data());
+          dropout(z.data(), z.data(), n, rate, 11, 4, 9, first, &pool);
+          ASSERT_EQ(0, std::memcmp(z.data(), y.data(), n * sizeof(float)));
+        }
+      }
 }
 
 TEST_P(ElementwiseTest, Embedding) {
