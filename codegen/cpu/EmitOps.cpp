@@ -238,7 +238,7 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
   } else if (k == "reduce") {
     call("exec::reduce(exec::ReduceOp::" + kind() + ", " + ptr(ins[0]) + ", " +
          dims.shape(ins[0]) + ", " + std::to_string(intAttr(e, "axes_mask")) + "u, " + ptr(out) +
-         ");");
+         ", c.pool);");
   } else if (k == "key_padding_mask") {
     call("exec::keyPaddingMask(" + ptr(ins[0]) + ", " + dims.numel(ins[0]) + ", " +
          std::to_string(intAttr(e, "pad_id")) + ", " + ptr(out) + ");");

@@ -320,7 +320,19 @@ void slice(const void* x, const Shape& xs, int axis, int64_t start, int64_t leng
                 static_cast<size_t>(bytes));
 }
 
-void reduce(ReduceOp op, const float* x, const Shape& xs, uint32_t axesMask, float* y) {
+void reduce(ReduceOp op, const float* x, const Shape& xs, uint32_t axesMask, float* y,
+            rt::ThreadPool* pool) {
+  // Sums over leading axes [0, k) with the kept ones contiguous after them.
+  int k = 0;
+  while (k < xs.rank && ((axesMask >> k) & 1u)) ++k;
+  if (op != ReduceOp::kMax && k > 0 && k < xs.rank && (axesMask >> k) == 0) {
+    const int64_t rows = product(xs.dims, 0, k), cols = product(xs.dims, k, xs.rank);
+    if (rows > 0) {
+      kernels::columnSums(x, static_cast<size_t>(rows), static_cast<size_t>(cols),
+                          op == ReduceOp::kMean ? static_cast<double>(rows) : 1.0, y, pool);
+      return;
+    }
+  }
   // y's strides over x's dimensions: 0 along a reduced axis.
   int64_t yStride[kMaxRank];
   int64_t ny = 1;

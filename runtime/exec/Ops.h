@@ -100,8 +100,11 @@ void slice(const void* x, const Shape& xs, int axis, int64_t start, int64_t leng
 // y = reduction of x over the axes whose bit is set in `axesMask` (bit i:
 // axis i); y holds the kept dimensions in order (a reduced axis counts as
 // size 1, so keep_dims does not change the layout). A max over an empty set
-// is -inf, a mean divides by the number of reduced elements.
-void reduce(ReduceOp op, const float* x, const Shape& xs, uint32_t axesMask, float* y);
+// is -inf, a mean divides by the number of reduced elements. Sums and means
+// accumulate in double in element order; over leading axes (a bias's
+// gradient) they run kernels::columnSums on the pool, with the same bits.
+void reduce(ReduceOp op, const float* x, const Shape& xs, uint32_t axesMask, float* y,
+            rt::ThreadPool* pool = nullptr);
 
 // Softmax along `axis` (a row of all -inf gives zeros). The last axis runs
 // the Highway kernel (runtime/kernels/Norm.h).

@@ -20,6 +20,18 @@ HWY_EXPORT(AddLayerNormRows);
 HWY_EXPORT(SoftmaxRows);
 HWY_EXPORT(LogSumExpRows);
 HWY_EXPORT(CrossEntropyRows);
+HWY_EXPORT(ColumnSumRange);
+
+void columnSums(const float* x, size_t rows, size_t cols, double divisor, float* out,
+                rt::ThreadPool* pool) {
+  if (cols == 0) return;
+  auto* fn = HWY_DYNAMIC_DISPATCH(ColumnSumRange);
+  // Blocks of 64 columns (a few cache lines of each row) per task.
+  constexpr size_t kBlock = 64;
+  parallelFor(pool, (cols + kBlock - 1) / kBlock, 1, [&](size_t b0, size_t b1) {
+    fn(x, rows, cols, divisor, out, b0 * kBlock, std::min(cols, b1 * kBlock));
+  });
+}
 
 void addLayerNorm(const float* x, const float* residual, const float* gamma,
                   const float* beta, float* y, float* sum, size_t rows, size_t width,

@@ -67,6 +67,14 @@ rt::Status crossEntropy(const float* x, const int32_t* labels, size_t rows, size
                         float smoothing, int32_t ignore, float* loss, float* grad,
                         float gradScale, rt::ThreadPool* pool = nullptr);
 
+// out[j] = (Σ_r x[r·cols + j]) / divisor, the sum over rows in row order in
+// double, rounded to float once: the column sums of a row-major [rows, cols]
+// block (a bias's gradient: the reduce_sum over every axis but the last).
+// Column blocks split over the pool; no column's order depends on it, so the
+// bits are those of a serial double loop on every target and thread count.
+void columnSums(const float* x, size_t rows, size_t cols, double divisor, float* out,
+                rt::ThreadPool* pool = nullptr);
+
 }  // namespace transfuse::kernels
 
 #endif  // TRANSFUSE_RUNTIME_KERNELS_NORM_H

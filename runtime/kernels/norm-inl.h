@@ -279,6 +279,36 @@ HWY_NOINLINE void CrossEntropyRows(const float* x, const int32_t* labels, size_t
   }
 }
 
+// Columns [j0, j1) of columnSums (Norm.h): four vectors of double
+// accumulators at a time, each fed by the float lanes of one row.
+HWY_NOINLINE void ColumnSumRange(const float* HWY_RESTRICT x, size_t rows, size_t cols,
+                                 double divisor, float* HWY_RESTRICT out, size_t j0, size_t j1) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> dh;  // as many floats as doubles
+  const size_t N = hn::Lanes(dd);
+  const auto div = hn::Set(dd, divisor);
+  size_t j = j0;
+  for (; j + 4 * N <= j1; j += 4 * N) {
+    auto a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
+    for (size_t r = 0; r < rows; ++r) {
+      const float* HWY_RESTRICT xr = x + r * cols + j;
+      a0 = hn::Add(a0, hn::PromoteTo(dd, hn::LoadU(dh, xr)));
+      a1 = hn::Add(a1, hn::PromoteTo(dd, hn::LoadU(dh, xr + N)));
+      a2 = hn::Add(a2, hn::PromoteTo(dd, hn::LoadU(dh, xr + 2 * N)));
+      a3 = hn::Add(a3, hn::PromoteTo(dd, hn::LoadU(dh, xr + 3 * N)));
+    }
+    hn::StoreU(hn::DemoteTo(dh, hn::Div(a0, div)), dh, out + j);
+    hn::StoreU(hn::DemoteTo(dh, hn::Div(a1, div)), dh, out + j + N);
+    hn::StoreU(hn::DemoteTo(dh, hn::Div(a2, div)), dh, out + j + 2 * N);
+    hn::StoreU(hn::DemoteTo(dh, hn::Div(a3, div)), dh, out + j + 3 * N);
+  }
+  for (; j < j1; ++j) {
+    double s = 0.0;
+    for (size_t r = 0; r < rows; ++r) s += x[r * cols + j];
+    out[j] = static_cast<float>(s / divisor);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace transfuse::kernels
 HWY_AFTER_NAMESPACE();

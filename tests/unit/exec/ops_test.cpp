@@ -405,6 +405,7 @@ TEST(OpsReduce, MatchesScalarReference) {
       {{2, 3, 4}, 4},    {{2, 3, 4, 5}, 6}, {{2, 3, 4, 5}, 9}, {{2, 3, 4, 5}, 15},
       {{2, 3, 4, 5}, 8}, {{2, 1, 4}, 2},    {{1}, 1},          {{1000, 3}, 1},
       {{3, 1001}, 2},    {{0, 4}, 1},       {{3, 0}, 2},       {{0, 4}, 2},
+      {{37, 70}, 1},     {{5, 6, 130}, 3},  {{4, 0, 9}, 3},    // leading axes: columnSums
   };
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax}) {
     for (const Case& c : cases) {

@@ -174,6 +174,31 @@ TEST_P(NormTest, SoftmaxHugeLogits) {
   }
 }
 
+// columnSums: the bits of the serial double loop (row order, one rounding
+// after the division) for every width around the vector blocks, odd row
+// counts, misaligned rows, a mean's divisor, and on 2 threads.
+TEST_P(NormTest, ColumnSumsEqualTheSerialDoubleLoop) {
+  rt::ThreadPool pool(2);
+  for (size_t rows : {1, 2, 7, 300})
+    for (size_t cols : ktest::sweepSizes()) {
+      if (rows * cols > 300000) continue;
+      ktest::Buf x(rows * cols, rows % 4);
+      std::mt19937 rng(static_cast<uint32_t>(rows * 7 + cols));
+      x.fill(rng, -3, 3);
+      for (double divisor : {1.0, static_cast<double>(rows)}) {
+        ktest::Buf out(cols), threaded(cols);
+        columnSums(x.data(), rows, cols, divisor, out.data());
+        columnSums(x.data(), rows, cols, divisor, threaded.data(), &pool);
+        for (size_t j = 0; j < cols; ++j) {
+          double s = 0.0;
+          for (size_t r = 0; r < rows; ++r) s += x[r * cols + j];
+          ASSERT_EQ(out[j], static_cast<float>(s / divisor)) << rows << "x" << cols << " col " << j;
+          ASSERT_EQ(threaded[j], out[j]) << rows << "x" << cols << " col " << j;
+        }
+      }
+    }
+}
+
 TEST_P(NormTest, ThreadedEqualsSingleThreaded) {
   std::mt19937 rng(10);
   rt::ThreadPool pool(2);
