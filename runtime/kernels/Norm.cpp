@@ -26,7 +26,7 @@ void columnSums(const float* x, size_t rows, size_t cols, double divisor, float*
                 rt::ThreadPool* pool) {
   if (cols == 0) return;
   auto* fn = HWY_DYNAMIC_DISPATCH(ColumnSumRange);
-  // Blocks of 64 columns (a few cache lines of each row) per task.
+  // Tasks take contiguous ranges of 64-column blocks.
   constexpr size_t kBlock = 64;
   parallelFor(pool, (cols + kBlock - 1) / kBlock, 1, [&](size_t b0, size_t b1) {
     fn(x, rows, cols, divisor, out, b0 * kBlock, std::min(cols, b1 * kBlock));

@@ -11,6 +11,7 @@
 #endif
 
 #include <hwy/highway.h>
+#include <hwy/aligned_allocator.h>
 #include <hwy/contrib/math/math-inl.h>
 
 #include "runtime/kernels/Common-inl.h"
@@ -279,34 +280,28 @@ HWY_NOINLINE void CrossEntropyRows(const float* x, const int32_t* labels, size_t
   }
 }
 
-// Columns [j0, j1) of columnSums (Norm.h): four vectors of double
-// accumulators at a time, each fed by the float lanes of one row.
+// Columns [j0, j1) of columnSums (Norm.h): rows streamed in order, each
+// added to a row of double accumulators (the range's columns, contiguous).
 HWY_NOINLINE void ColumnSumRange(const float* HWY_RESTRICT x, size_t rows, size_t cols,
                                  double divisor, float* HWY_RESTRICT out, size_t j0, size_t j1) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> dh;  // as many floats as doubles
-  const size_t N = hn::Lanes(dd);
+  const size_t N = hn::Lanes(dd), w = j1 - j0;
+  auto acc = hwy::AllocateAligned<double>(w + N);
+  std::fill_n(acc.get(), w, 0.0);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* HWY_RESTRICT xr = x + r * cols + j0;
+    size_t j = 0;
+    for (; j + N <= w; j += N)
+      hn::Store(hn::Add(hn::Load(dd, acc.get() + j), hn::PromoteTo(dd, hn::LoadU(dh, xr + j))), dd,
+                acc.get() + j);
+    for (; j < w; ++j) acc[j] += xr[j];
+  }
+  size_t j = 0;
   const auto div = hn::Set(dd, divisor);
-  size_t j = j0;
-  for (; j + 4 * N <= j1; j += 4 * N) {
-    auto a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
-    for (size_t r = 0; r < rows; ++r) {
-      const float* HWY_RESTRICT xr = x + r * cols + j;
-      a0 = hn::Add(a0, hn::PromoteTo(dd, hn::LoadU(dh, xr)));
-      a1 = hn::Add(a1, hn::PromoteTo(dd, hn::LoadU(dh, xr + N)));
-      a2 = hn::Add(a2, hn::PromoteTo(dd, hn::LoadU(dh, xr + 2 * N)));
-      a3 = hn::Add(a3, hn::PromoteTo(dd, hn::LoadU(dh, xr + 3 * N)));
-    }
-    hn::StoreU(hn::DemoteTo(dh, hn::Div(a0, div)), dh, out + j);
-    hn::StoreU(hn::DemoteTo(dh, hn::Div(a1, div)), dh, out + j + N);
-    hn::StoreU(hn::DemoteTo(dh, hn::Div(a2, div)), dh, out + j + 2 * N);
-    hn::StoreU(hn::DemoteTo(dh, hn::Div(a3, div)), dh, out + j + 3 * N);
-  }
-  for (; j < j1; ++j) {
-    double s = 0.0;
-    for (size_t r = 0; r < rows; ++r) s += x[r * cols + j];
-    out[j] = static_cast<float>(s / divisor);
-  }
+  for (; j + N <= w; j += N)
+    hn::StoreU(hn::DemoteTo(dh, hn::Div(hn::Load(dd, acc.get() + j), div)), dh, out + j0 + j);
+  for (; j < w; ++j) out[j0 + j] = static_cast<float>(acc[j] / divisor);
 }
 
 }  // namespace HWY_NAMESPACE
