@@ -74,8 +74,40 @@ static void dropoutHead(const AttentionArgs& a, size_t b, size_t h, float* P) {
           (b * a.heads + h) * n);
 }
 
+// One head of the unfused composition into `s` [Sq, Sk] (Sk > 0): S = Q·Kᵀ,
+// scale and masks, row softmax, dropout, O = P·V, each step on `pool`.
+static void unfusedHead(const AttentionArgs& a, size_t b, size_t h, float* s,
+                        rt::ThreadPool* pool) {
+  const size_t Sq = a.seqQ, Sk = a.seqK, D = a.headDim;
+  const float* qb = a.q.data + b * a.q.batchStride + h * a.q.headStride;
+  const float* kb = a.k.data + b * a.k.batchStride + h * a.k.headStride;
+  const float* vb = a.v.data + b * a.v.batchStride + h * a.v.headStride;
+  float* ob = a.out + b * a.outBatchStride + h * a.outHeadStride;
+  auto* mask = HWY_DYNAMIC_DISPATCH(ScaleAndMaskRows);
+  gemm(Sq, Sk, D, qb, a.q.rowStride, /*transA=*/false, kb, a.k.rowStride, /*transB=*/true, s, Sk,
+       {}, pool);
+  parallelFor(pool, Sq, std::max<size_t>(1, 4096 / Sk),
+              [&](size_t r0, size_t r1) { mask(a, b, h, s, r0, r1); });
+  softmax(s, s, Sq, Sk, pool);
+  if (a.dropoutRate > 0.0) dropoutHead(a, b, h, s);
+  gemm(Sq, D, Sk, s, Sk, false, vb, a.v.rowStride, false, ob, a.outRowStride, {}, pool);
+}
+
+// Attention with dropout: the unfused composition (the mask needs P), one
+// task per (b, h) so that small heads do not pay a pool call per step.
+static rt::Status attentionWithDropout(const AttentionArgs& args, rt::ThreadPool* pool) {
+  AttentionArgs a;
+  if (rt::Status st = resolve(args, a); !st) return st;
+  if (a.batch * a.heads * a.seqQ == 0 || a.seqK == 0) return attentionUnfused(args, pool);
+  parallelTasks(pool, a.batch * a.heads, [&](size_t t0, size_t t1) {
+    std::vector<float> s(a.seqQ * a.seqK);
+    for (size_t t = t0; t < t1; ++t) unfusedHead(a, t / a.heads, t % a.heads, s.data(), nullptr);
+  });
+  return rt::Status::ok();
+}
+
 rt::Status attention(const AttentionArgs& args, rt::ThreadPool* pool) {
-  if (args.dropoutRate > 0.0) return attentionUnfused(args, pool);
+  if (args.dropoutRate > 0.0) return attentionWithDropout(args, pool);
   AttentionArgs a;
   if (rt::Status st = resolve(args, a); !st) return st;
   if (a.batch * a.heads * a.seqQ == 0) return rt::Status::ok();
@@ -114,23 +146,8 @@ rt::Status attentionUnfused(const AttentionArgs& args, rt::ThreadPool* pool) {
   // Per (b, h): S = Q·Kᵀ (GEMM, Kᵀ packed per call), scale + masks, row
   // softmax, O = P·V (GEMM, V packed per call); each step uses the pool.
   auto S = hwy::AllocateAligned<float>(Sq * Sk);
-  auto* mask = HWY_DYNAMIC_DISPATCH(ScaleAndMaskRows);
-  const size_t grain = std::max<size_t>(1, 4096 / Sk);
-  for (size_t b = 0; b < a.batch; ++b) {
-    for (size_t h = 0; h < a.heads; ++h) {
-      float* s = S.get();
-      const float* qb = a.q.data + b * a.q.batchStride + h * a.q.headStride;
-      const float* kb = a.k.data + b * a.k.batchStride + h * a.k.headStride;
-      const float* vb = a.v.data + b * a.v.batchStride + h * a.v.headStride;
-      float* ob = a.out + b * a.outBatchStride + h * a.outHeadStride;
-      gemm(Sq, Sk, D, qb, a.q.rowStride, /*transA=*/false, kb, a.k.rowStride,
-           /*transB=*/true, s, Sk, {}, pool);
-      parallelFor(pool, Sq, grain, [&](size_t r0, size_t r1) { mask(a, b, h, s, r0, r1); });
-      softmax(s, s, Sq, Sk, pool);
-      if (a.dropoutRate > 0.0) dropoutHead(a, b, h, s);
-      gemm(Sq, D, Sk, s, Sk, false, vb, a.v.rowStride, false, ob, a.outRowStride, {}, pool);
-    }
-  }
+  for (size_t b = 0; b < a.batch; ++b)
+    for (size_t h = 0; h < a.heads; ++h) unfusedHead(a, b, h, S.get(), pool);
   return rt::Status::ok();
 }
 

@@ -74,7 +74,8 @@ struct AttentionArgs {
   // Dropout on the probabilities (training): P(b,h,i,j) is kept, scaled by
   // 1/(1 - rate), when philoxUniform(dropoutSeed, dropoutStep, dropoutStream,
   // ((b·H + h)·Sq + i)·Sk + j) >= rate (runtime/Philox.h). With a rate > 0
-  // both entry points run the unfused composition (the mask needs P).
+  // both entry points run the unfused composition (the mask needs P);
+  // attention() runs it one task per (b, h).
   double dropoutRate = 0.0;
   uint64_t dropoutSeed = 0, dropoutStep = 0, dropoutStream = 0;
 };
