@@ -22,6 +22,8 @@ namespace rt = ::transfuse::rt;
 static constexpr const char *kCompilerVersion = "0.1.0";
 static constexpr int kAbiVersion = TF_ABI_VERSION;
 
+llvm::StringRef mlir::transfuse::compilerVersion() { return kCompilerVersion; }
+
 static llvm::Error errorAt(Operation *op, const llvm::Twine &message) {
   std::string loc;
   llvm::raw_string_ostream os(loc);

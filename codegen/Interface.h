@@ -35,6 +35,9 @@ struct ModelInterface {
 /// a dynamic dimension without a maximum, ...).
 llvm::Expected<ModelInterface> extractInterface(ModuleOp module);
 
+/// The compiler version recorded in every manifest.
+llvm::StringRef compilerVersion();
+
 /// The runtime dtype of an MLIR element type (f32, f64, f16, bf16, i32, i1);
 /// none for others.
 std::optional<::transfuse::rt::DType> dtypeOf(Type elementType);

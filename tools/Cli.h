@@ -82,6 +82,11 @@ T orDie(rt::StatusOr<T> value) {
   return std::move(*value);
 }
 
+inline void orDie(const rt::Status &status) {
+  if (!status.isOk())
+    die(status.message());
+}
+
 /// The number value of a flag, or `fallback` when absent; `what` says
 /// what it must be when `ok` refuses it ("a number > 0").
 template <typename Ok>

@@ -6,6 +6,7 @@
 #include "runtime/host/Search.h"
 #include "tools/Cli.h"
 #include "tools/ModelTools.h"
+#include "tools/TrainCommands.h"
 #include "runtime/kernels/Targets.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -65,6 +66,8 @@ std::string joinIds(const std::vector<int32_t> &ids) {
 struct Artifact {
   std::unique_ptr<rt::CompiledModel> model;
   rt::TokenIds ids;
+  // A checkpoint directory's tokenizer: text in and out (null: ids).
+  std::unique_ptr<rt::Tokenizer> tokenizer;
 };
 
 /// DIR's library with weights (--weights, else random from --weights-seed)
@@ -73,15 +76,27 @@ Artifact loadArtifact(const std::vector<std::string> &positional,
                       const std::map<std::string, std::string> &flags, const char *command) {
   if (positional.size() != 1)
     die(llvm::Twine(command) + " expects one compiled model directory");
-  const std::string &dir = positional[0];
+  std::string dir = positional[0];
+  rt::LoadOptions load;
+  load.weightsPath = flag(flags, "--weights");
+  Artifact a;
+  // A training run's checkpoint directory (config.json, step-*) is told
+  // from a compiled artifact (manifest.json) by its contents.
+  if (!llvm::sys::fs::exists(dir + "/manifest.json")) {
+    if (load.weightsPath.size() || flags.count("--weights-seed"))
+      die("'" + dir + "' is a checkpoint directory: its weights are chosen with --checkpoint");
+    CheckpointDir c = openCheckpointDir(dir, flag(flags, "--checkpoint", "best"));
+    dir = c.artifact;
+    load.weightsPath = c.weights;
+    a.tokenizer = std::move(c.tokenizer);
+  } else if (flags.count("--checkpoint")) {
+    die("--checkpoint applies to checkpoint directories; '" + dir + "' is a compiled artifact");
+  }
   std::string lib = dir + "/libmodel.so";
   if (!llvm::sys::fs::exists(lib))
     die("'" + dir + "' has no libmodel.so (compile the model for the cpu target first)");
-  rt::LoadOptions load;
-  load.weightsPath = flag(flags, "--weights");
   load.seed = (uint64_t)intFlag(flags, "--weights-seed", 0, 0, INT64_MAX);
   load.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
-  Artifact a;
   a.model = orDie(rt::CompiledModel::load(lib, load));
   a.ids = orDie(rt::readTokenIds(dir + "/manifest.json"));
   return a;
@@ -132,7 +147,29 @@ int mlir::transfuse::tools::runTranslate(const std::vector<std::string> &positio
     die("flag --batch-size " + llvm::Twine(batch) + " with --beam " + llvm::Twine(o.beam) +
         " needs " + llvm::Twine(batch * o.beam) + " rows; the artifact has " +
         llvm::Twine(translator->rows()) + " (compile with a larger --max-batch or --max-beam)");
-  std::vector<std::vector<int32_t>> sources = readIdLines(flag(flags, "--input"));
+  // Text through the checkpoint's tokenizer, or lines of ids.
+  std::vector<std::vector<int32_t>> sources;
+  const std::string input = flag(flags, "--input");
+  if (a.tokenizer) {
+    std::string name = input.empty() || input == "-" ? "<stdin>" : input;
+    auto buffer = input.empty() || input == "-" ? llvm::MemoryBuffer::getSTDIN()
+                                                : llvm::MemoryBuffer::getFile(input, /*IsText=*/true);
+    if (!buffer)
+      die("cannot read '" + name + "': " + buffer.getError().message());
+    llvm::StringRef text = (*buffer)->getBuffer();
+    if (text.ends_with("\n"))
+      text = text.drop_back();
+    llvm::SmallVector<llvm::StringRef> rows;
+    if (!text.empty())
+      text.split(rows, '\n');
+    for (llvm::StringRef row : rows)
+      sources.push_back(a.tokenizer->encode(row.rtrim("\r").str()));
+  } else {
+    sources = readIdLines(input);
+  }
+  auto render = [&](const std::vector<int32_t> &ids) {
+    return a.tokenizer ? a.tokenizer->decode(ids) : joinIds(ids);
+  };
   std::vector<std::vector<int32_t>> prefixes;
   if (flags.count("--prefix-ids")) {
     prefixes = readIdLines(flag(flags, "--prefix-ids"));
@@ -156,10 +193,10 @@ int mlir::transfuse::tools::runTranslate(const std::vector<std::string> &positio
     for (size_t i = 0; i < result->size(); ++i)
       for (const rt::Hypothesis &h : (*result)[i]) {
         if (!nbestFormat) {
-          out += joinIds(h.ids) + "\n";
+          out += render(h.ids) + "\n";
           continue;
         }
-        out += std::to_string(first + i) + " ||| " + joinIds(h.ids) + " ||| " +
+        out += std::to_string(first + i) + " ||| " + render(h.ids) + " ||| " +
                llvm::formatv("{0:F6}", h.score).str();
         if (raw)
           out += " ||| " + llvm::formatv("{0:F6}", h.logProb).str();

@@ -1,13 +1,18 @@
-//===- TrainCommands.h - transfuse train ----------------------------------===//
+//===- TrainCommands.h - transfuse train and average-checkpoints ----------===//
 //
-// `transfuse train CONFIG.json`: its flags are listed in transfuse.cpp's
-// command table; docs/training.md says what it runs.
+// `transfuse train CONFIG.json` and `transfuse average-checkpoints DIR`:
+// their flags are listed in transfuse.cpp's command table;
+// docs/training.md says what they run and what a checkpoint directory holds.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRANSFUSE_TOOLS_TRAINCOMMANDS_H
 #define TRANSFUSE_TOOLS_TRAINCOMMANDS_H
 
+#include "models/ModelConfig.h"
+#include "runtime/host/Tokenizer.h"
+
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +20,20 @@ namespace mlir::transfuse::tools {
 
 int runTrain(const std::vector<std::string> &positional,
              const std::map<std::string, std::string> &flags);
+int runAverageCheckpoints(const std::vector<std::string> &positional,
+                          const std::map<std::string, std::string> &flags);
+
+/// A checkpoint directory opened for translation: its config, the weights
+/// of checkpoint `which` (best, last, averaged, or a checkpoint's name),
+/// its tokenizer (null for lines of ids) and the decoding artifact compiled
+/// for it, cached in the directory. Exits with an error naming the
+/// directory when it is not one or holds no whole checkpoint.
+struct CheckpointDir {
+  std::string dir, weights, artifact;
+  ModelConfig config;
+  std::unique_ptr<::transfuse::rt::Tokenizer> tokenizer;
+};
+CheckpointDir openCheckpointDir(const std::string &dir, const std::string &which);
 
 } // namespace mlir::transfuse::tools
 

@@ -589,17 +589,31 @@ int main(int argc, char **argv) {
         {"--json", nullptr, "print one JSON object (with a gflops field)"}},
        runBench},
       {"train", "train CONFIG.json --src-train F [--tgt-train F] [options]",
-       "Trains a built-in architecture on lines of token ids: batches of at most\n"
-       "--batch-tokens padded tokens in file order, the loss (cross-entropy with label\n"
-       "smoothing, pad ignored), its gradient by autodiff, Adam at the paper's learning rate;\n"
-       "compiled with the fusion strategy (or on the fp64 reference backend). decoder_only\n"
-       "trains on --src-train alone.",
-       {{"--src-train", "FILE", "sources (decoder_only: the lines), one line of ids each"},
+       "Trains a built-in architecture on sentence pairs (decoder_only: lines): text through\n"
+       "a joint SentencePiece BPE vocabulary trained first, or lines of ids; plain or .gz.\n"
+       "Batches of at most --batch-tokens padded tokens, bucketed by length and shuffled\n"
+       "per epoch by the seed; cross-entropy with label smoothing, Adam at the paper's\n"
+       "rate; compiled with the fusion strategy (or on the fp64 reference backend).\n"
+       "Validation and a checkpoint at each epoch's end; docs/training.md.",
+       {{"--src-train", "FILE", "sources (decoder_only: the lines), one sentence per line"},
         {"--tgt-train", "FILE", "targets, one per source (encoder_decoder)"},
-        {"--tokenizer", "ids", "how lines are read: ids (the only one yet)"},
+        {"--src-valid", "FILE", "validation sources: loss and perplexity at each epoch's end"},
+        {"--tgt-valid", "FILE", "validation targets, one per source"},
+        {"--valid-bleu", nullptr, "also greedy BLEU on the validation set (13a, as sacreBLEU)"},
+        {"--tokenizer", "KIND", "sentencepiece (text; trained on the training data) or ids "
+                                "(lines of ids; the default)"},
+        {"--vocab-size", "N", "sentencepiece: pieces (default 8000); the config's vocabulary "
+                              "sizes follow it"},
+        {"--skip-long", nullptr, "drop pairs over max_seq_len (and say how many) instead of "
+                                 "failing"},
         {"--init-weights", "FILE", "initial weights (safetensors); random from --seed when absent"},
-        {"--steps", "N", "steps (default: one pass over the batches); batches cycle"},
+        {"--epochs", "N", "train N epochs (default 1 when neither --steps nor --time-limit)"},
+        {"--steps", "N", "stop at step N (the run's total, resumed runs included)"},
+        {"--time-limit", "MIN", "stop after MIN minutes of wall time since the start"},
         {"--batch-tokens", "N", "padded tokens per batch, source or target side (default 4096)"},
+        {"--max-sentences", "N", "at most N sentences per batch (default: no limit)"},
+        {"--batching", "HOW", "bucket (by length, shuffled per epoch: the default) or file "
+                              "(consecutive lines, every epoch alike)"},
         {"--accumulate", "K", "K consecutive batches are the micro-batches of one step: the loss "
                               "and gradients are their tokens' mean (default 1)"},
         {"--warmup", "N", "warmup steps of the learning rate (default 4000)"},
@@ -608,23 +622,42 @@ int main(int argc, char **argv) {
         {"--dropout", "X", "dropout rate (default: the config's)"},
         {"--clip-norm", "X", "clip the gradients' global norm to X (default: no clipping)"},
         {"--weight-decay", "X", "AdamW's decoupled weight decay (default 0)"},
-        {"--seed", "S", "seed of the random weights and the dropout masks (default 0)"},
-        {"--log-json", "FILE", "one JSON object per step: step, loss, lr, tokens, tokens_per_s, "
-                               "grad_norm"},
+        {"--seed", "S", "seed of the random weights, the batches and the dropout masks "
+                        "(default 0)"},
+        {"--log-json", "FILE", "one JSON object per step (step, loss, lr, tokens, tokens_per_s, "
+                               "grad_norm) and per validation (epoch, valid_loss, valid_bleu)"},
+        {"--no-progress", nullptr, "plain log lines even on a terminal"},
         {"--grads-out", "FILE", "the first step's gradients (safetensors, grad.<name>: F64 from "
                                 "the reference, F32 compiled)"},
-        {"--checkpoint-dir", "DIR", "write DIR/model.safetensors after the last step"},
+        {"--checkpoint-dir", "DIR", "the run's directory: config, tokenizer, a checkpoint at each "
+                                    "epoch's end and at the last step (reference backend: "
+                                    "DIR/model.safetensors)"},
+        {"--save-every", "N", "also a checkpoint every N steps"},
+        {"--keep", "N", "keep the last N checkpoints (and the best by validation loss)"},
+        {"--resume", nullptr, "continue the run in --checkpoint-dir from its newest whole "
+                              "checkpoint, bit for bit"},
         {"--backend", "B", "compiled (default: the compiled train step) or reference (fp64)"},
         {"--fusion", "STRATEGY", "compiled: the fusion strategy of forward and backward "
                                  "(default all)"},
         {"--threads", "N", "compiled: threads (default: one per core)"}},
        runTrain},
+      {"average-checkpoints", "average-checkpoints DIR --last N -o OUT",
+       "Averages the weights of the last N whole checkpoints of a training run's directory\n"
+       "(the paper's last 5 or 20) into the checkpoint OUT; `translate DIR --checkpoint\n"
+       "averaged` reads DIR/averaged.",
+       {{"--last", "N", "how many (default 5)"},
+        {"-o", "OUT", "the averaged checkpoint (a directory, replaced atomically)"}},
+       runAverageCheckpoints},
       {"translate", "translate DIR [options] < SOURCES",
        "Translates with a compiled encoder_decoder's KV cache: one source of space-separated\n"
        "ids per line (stdin by default, without BOS/EOS: the config's conventions add them),\n"
-       "one output of ids per line. Greedy by default; beam search with the paper's length\n"
-       "penalty; sampling. Every line is translated before anything is printed.",
-       {{"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
+       "one output of ids per line. DIR may be a training run's checkpoint directory: then\n"
+       "text in and out through its tokenizer, the model compiled on first use and cached\n"
+       "there. Greedy by default; beam search with the paper's length penalty; sampling.\n"
+       "Every line is translated before anything is printed.",
+       {{"--checkpoint", "WHICH", "checkpoint directories: best (by validation loss; the "
+                                  "default), last, averaged, or a checkpoint's name"},
+        {"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
         {"--weights-seed", "N", "seed of the random weights (default 0)"},
         {"--input", "FILE", "sources (default: stdin)"},
         {"--beam", "K", "beam size (default 1: greedy)"},
