@@ -140,11 +140,8 @@ std::vector<std::vector<int32_t>> sentences(const std::string &path,
     return parseIdLines(text, path);
   }
   out.reserve(lines.size());
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (llvm::StringRef(lines[i]).trim().empty())
-      die(path + ": line " + llvm::Twine(i + 1) + " is empty (a sentence pair needs both sides)");
-    out.push_back(tokenizer->encode(lines[i]));
-  }
+  for (const std::string &line : lines)
+    out.push_back(tokenizer->encode(line));
   return out;
 }
 
@@ -263,6 +260,9 @@ CheckpointDir tools::openCheckpointDir(const std::string &dir, const std::string
     checkpoint = join(dir, rt::checkpointName(step >= 0 ? step : whole.front()));
   } else {
     checkpoint = join(dir, which);
+    if (!llvm::sys::fs::is_directory(checkpoint))
+      die("--checkpoint " + which + ": '" + dir +
+          "' has no such checkpoint (best, last, averaged or a step-N name)");
   }
   if (rt::Status s = rt::verifyDirectory(checkpoint); !s.isOk())
     die("--checkpoint " + which + ": " + s.message());
@@ -329,7 +329,15 @@ int tools::runTrain(const std::vector<std::string> &positional,
     die("--valid-bleu needs --src-valid and --tgt-valid");
 
   // Text first: every file read and checked before anything is trained.
-  auto readLines = [](const std::string &path) { return orDie(rt::readTextLines(path)); };
+  // Text: a blank line is a sentence missing (ids: an empty list is allowed).
+  auto readLines = [&](const std::string &path) {
+    std::vector<std::string> lines = orDie(rt::readTextLines(path));
+    if (tokenizerKind == "sentencepiece")
+      for (size_t i = 0; i < lines.size(); ++i)
+        if (llvm::StringRef(lines[i]).trim().empty())
+          die(path + ": line " + llvm::Twine(i + 1) + " is blank (every line is a sentence)");
+    return lines;
+  };
   std::vector<std::string> srcLines = readLines(srcPath), tgtLines, srcValidLines, tgtValidLines;
   auto sameCount = [](const std::string &a, size_t na, const std::string &b, size_t nb) {
     if (na != nb)

@@ -162,7 +162,9 @@ def check_run(transfuse, name, how, config_path, weights, args, tmp, ref_losses,
     log, grads_path = os.path.join(tmp, name + ".log"), os.path.join(tmp, name + ".grads")
     cmd = [transfuse, "train", config_path, "--init-weights", weights, "--steps", str(STEPS),
            "--warmup", str(WARMUP), "--dropout", "0", "--label-smoothing", str(SMOOTHING),
-           "--log-json", log, "--grads-out", grads_path] + args
+           "--log-json", log, "--grads-out", grads_path,
+           # The data in file order: every step sees the batch PyTorch sees.
+           "--batching", "file"] + args
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         print(f"FAIL {name} ({how}): transfuse train exited {r.returncode}: {r.stderr.strip()}")
