@@ -643,6 +643,12 @@ int tools::runTrain(const std::vector<std::string> &positional,
       die("cannot write '" + path + "': " + ec.message());
   }
   const bool progressBar = ::isatty(2) && !flags.count("--no-progress");
+  bool barShown = false; // the bar's line is open on stderr
+  auto endBar = [&] {
+    if (barShown)
+      llvm::errs() << "\n";
+    barShown = false;
+  };
   std::optional<double> lastValid;
 
   auto save = [&](bool epochEnd) {
@@ -698,12 +704,7 @@ int tools::runTrain(const std::vector<std::string> &positional,
     }
   };
 
-  if (!compiled) {
-    // The reference backend: the old minimal loop over the stream, no
-    // checkpoints but the final weights.
-  }
   std::vector<std::vector<int32_t>> plan = epochPlan(epoch);
-  const double totalMinutes = timeLimit;
   int64_t stepsThisRun = 0, tokensThisRun = 0;
   auto trainStart = Clock::now();
   auto elapsedMinutes = [&] { return std::chrono::duration<double>(Clock::now() - started).count() / 60; };
@@ -715,12 +716,9 @@ int tools::runTrain(const std::vector<std::string> &positional,
     std::vector<reference::MicroBatch> micro;
     int64_t tokens = 0;
     bool epochEnds = false;
-    for (int64_t k = 0; k < accumulate; ++k) {
-      if (position >= (int64_t)plan.size()) {
-        ++epoch;
-        position = 0;
-        plan = epochPlan(epoch);
-      }
+    // A step's micro-batches are the next --accumulate batches of the
+    // epoch; an epoch's last step takes what is left of it.
+    for (int64_t k = 0; k < accumulate && !epochEnds; ++k) {
       const std::vector<int32_t> &rows = plan[position++];
       reference::MicroBatch mb;
       if (config.isDecoderOnly()) {
@@ -805,6 +803,7 @@ int tools::runTrain(const std::vector<std::string> &positional,
       if (eta >= 0)
         llvm::errs() << llvm::formatv(" ETA {0}:{1:d2}  ", (int64_t)eta / 60, (int64_t)eta % 60);
       llvm::errs().flush();
+      barShown = true;
     } else {
       llvm::outs() << llvm::formatv("step {0}: loss {1:f6} lr {2:e3} tokens {3}\n", step, r.loss,
                                     r.lr, tokens);
@@ -822,8 +821,7 @@ int tools::runTrain(const std::vector<std::string> &positional,
         auto [loss, bleu] = validate();
         lastValid = loss;
         bestLoss = std::min(bestLoss, loss);
-        if (progressBar)
-          llvm::errs() << "\n";
+        endBar();
         llvm::outs() << llvm::formatv("epoch {0}: valid loss {1:f4} perplexity {2:f2}", epoch, loss,
                                       std::exp(loss));
         if (bleu)
@@ -848,9 +846,7 @@ int tools::runTrain(const std::vector<std::string> &positional,
       savedLast = true;
     }
   }
-  if (progressBar && stepsThisRun)
-    llvm::errs() << "\n";
-  (void)totalMinutes;
+  endBar();
   if (ckptDir.empty())
     return 0;
   if (compiled) {
