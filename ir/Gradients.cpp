@@ -154,11 +154,18 @@ LogicalResult vjp(LayerNormOp op, OpBuilder &b, ValueRange g, Grads &out) {
 
 /// The gradients of C = op(A)·op(B) from g = dC: d op(A) = g·op(B)ᵀ,
 /// d op(B) = op(A)ᵀ·g, transposed back where A or B is stored transposed;
-/// batch dimensions an operand broadcast over are summed.
+/// batch dimensions an operand broadcast over are summed. A rank-2 B under
+/// batched rows of A (a weight: x·W) gets weight_grad, one product over
+/// all rows, instead of a product per batch and their sum.
 std::pair<Value, Value> matmulGrads(OpBuilder &b, Location loc, Value a, Value bm, bool ta, bool tb,
                                     Value g) {
   Value da = ta ? MatmulOp::create(b, loc, bm, g, tb, true).getResult()
                 : MatmulOp::create(b, loc, g, bm, false, !tb).getResult();
+  if (tensorType(bm).getRank() == 2 && tensorType(a).getRank() > 2 && !ta) {
+    Value db = tb ? WeightGradOp::create(b, loc, bm.getType(), g, a).getResult()
+                  : WeightGradOp::create(b, loc, bm.getType(), a, g).getResult();
+    return {unbroadcast(b, loc, da, a.getType()), db};
+  }
   Value db = tb ? MatmulOp::create(b, loc, g, a, true, ta).getResult()
                 : MatmulOp::create(b, loc, a, g, !ta, false).getResult();
   return {unbroadcast(b, loc, da, a.getType()), unbroadcast(b, loc, db, bm.getType())};

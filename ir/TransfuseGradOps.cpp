@@ -45,6 +45,26 @@ LogicalResult ActivationGradOp::verify() {
   return success();
 }
 
+LogicalResult WeightGradOp::verify() {
+  auto x = cast<RankedTensorType>(getInput().getType());
+  auto g = cast<RankedTensorType>(getGrad().getType());
+  auto w = cast<RankedTensorType>(getType());
+  if (x.getRank() < 2 || g.getRank() != x.getRank())
+    return emitOpError("input and grad must have the same rank, at least 2, got ") << x << " and " << g;
+  for (int64_t d = 0; d + 1 < x.getRank(); ++d)
+    if (!x.isDynamicDim(d) && !g.isDynamicDim(d) && x.getDimSize(d) != g.getDimSize(d))
+      return emitOpError("input and grad differ in leading dimension ") << d << ": " << x << " and " << g;
+  const int64_t k = x.getDimSize(x.getRank() - 1), n = g.getDimSize(g.getRank() - 1);
+  if (w.getRank() != 2 || w.getDimSize(0) != k || w.getDimSize(1) != n)
+    return emitOpError("the result must be [K, N] = [") << k << ", " << n << "], got " << w;
+  return success();
+}
+
+SizeExpr WeightGradOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  Value v = axis == 0 ? getInput() : getGrad();
+  return sizes.dim(v, cast<RankedTensorType>(v.getType()).getRank() - 1);
+}
+
 SizeExpr SliceGradOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
   return sizes.dim(getLike(), axis);
 }

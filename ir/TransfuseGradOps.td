@@ -117,6 +117,25 @@ def Transfuse_ExpandOp : Transfuse_Op<"expand", [TF_Broadcasting]> {
   let assemblyFormat = "$input `,` $like attr-dict `:` functional-type(operands, results)";
 }
 
+def Transfuse_WeightGradOp : Transfuse_Op<"weight_grad", [TF_ShapeRule]> {
+  let summary = "the gradient of a weight applied to batched rows: the sum of xᵀ·g over them";
+  let description = [{
+    `input` [..., K] and `grad` [..., N] have the same leading dimensions;
+    `result` [K, N] is the sum over every leading index i of
+    input[i]ᵀ·grad[i]: the gradient of a rank-2 weight W in input·W, one
+    product whose contraction runs over batch and sequence together
+    (instead of a matmul per batch and a reduction of [B, K, N] after it).
+
+    ```mlir
+    %dw = transfuse.weight_grad %x, %g : (tensor<?x?x512xf32>, tensor<?x?x2048xf32>) -> tensor<512x2048xf32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$grad);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Transfuse_SliceGradOp : Transfuse_Op<"slice_grad", [TF_ShapeRule]> {
   let summary = "the gradient of slice: grad placed in zeros of the input's shape";
   let description = [{

@@ -80,6 +80,8 @@ Artifact loadArtifact(const std::vector<std::string> &positional,
   rt::LoadOptions load;
   load.weightsPath = flag(flags, "--weights");
   Artifact a;
+  if (!llvm::sys::fs::is_directory(dir))
+    die("'" + dir + "': no such directory (a compiled artifact or a checkpoint directory)");
   // A training run's checkpoint directory (config.json, step-*) is told
   // from a compiled artifact (manifest.json) by its contents.
   if (!llvm::sys::fs::exists(dir + "/manifest.json")) {

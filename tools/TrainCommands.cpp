@@ -354,11 +354,16 @@ int tools::runTrain(const std::vector<std::string> &positional,
   }
 
   std::unique_ptr<rt::Tokenizer> tokenizer;
+  if (resuming && tokenizerKind != "sentencepiece" &&
+      llvm::sys::fs::exists(join(ckptDir, kTokenizerFile)))
+    die("--resume: '" + ckptDir + "' was trained on text: --tokenizer sentencepiece");
   if (tokenizerKind == "sentencepiece") {
     if (!config.padId || !config.bosId || !config.eosId || !config.unkId)
       die(configPath + ": a sentencepiece tokenizer reserves pad_id, bos_id, eos_id and unk_id: "
                        "the config needs all four");
     if (resuming) {
+      if (!llvm::sys::fs::exists(join(ckptDir, kTokenizerFile)))
+        die("--resume: '" + ckptDir + "' was trained on lines of ids (--tokenizer ids)");
       tokenizer = orDie(rt::Tokenizer::load(join(ckptDir, kTokenizerFile)));
     } else {
       rt::Tokenizer::TrainOptions t;
@@ -431,6 +436,31 @@ int tools::runTrain(const std::vector<std::string> &positional,
     validTgt = sentences(tgtValid, tgtValidLines, tokenizer.get());
     checkIds(validSrc, srcValid, config.srcVocabSize);
     checkIds(validTgt, tgtValid, config.tgtVocabSize);
+    // The same length rule as training's: an error naming the line, or
+    // with --skip-long the pair dropped (its reference too).
+    std::vector<std::vector<int32_t>> keptSrc, keptTgt;
+    std::vector<std::string> keptRefs;
+    for (size_t i = 0; i < validSrc.size(); ++i) {
+      Example e = makeExample(config, validSrc[i], &validTgt[i]);
+      const int64_t s = e.src.size(), t = e.in.size();
+      if (std::max(s, t) > config.maxSeqLen) {
+        if (!skipLong)
+          die((s >= t ? srcValid : tgtValid) + ": line " + llvm::Twine(i + 1) + ": " +
+              llvm::Twine(std::max(s, t)) + " tokens with the specials, over the config's " +
+              "max_seq_len " + llvm::Twine(config.maxSeqLen) + " (--skip-long drops such pairs)");
+        continue;
+      }
+      keptSrc.push_back(std::move(validSrc[i]));
+      keptTgt.push_back(std::move(validTgt[i]));
+      keptRefs.push_back(std::move(tgtValidLines[i]));
+    }
+    if (keptSrc.size() < validSrc.size())
+      llvm::errs() << "train: --skip-long dropped " << validSrc.size() - keptSrc.size() << " of "
+                   << validSrc.size() << " validation pairs over max_seq_len " << config.maxSeqLen
+                   << "\n";
+    validSrc = std::move(keptSrc);
+    validTgt = std::move(keptTgt);
+    tgtValidLines = std::move(keptRefs);
   }
 
   const int64_t batchTokens = intFlag(flags, "--batch-tokens", 4096, 1, INT64_MAX);

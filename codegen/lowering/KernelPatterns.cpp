@@ -171,6 +171,13 @@ LOWERING(ExpandOp) {
   return success();
 }
 
+LOWERING(WeightGradOp) {
+  Value out = dest(rw, op);
+  exec(rw, op, "weight_grad", {a.getInput(), a.getGrad()}, {out});
+  rw.replaceOp(op, out);
+  return success();
+}
+
 LOWERING(SliceGradOp) {
   Value out = dest(rw, op);
   SmallVector<Value> ins{a.getGrad()};
@@ -487,7 +494,7 @@ void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patter
                DimOpLowering, ReshapeOpLowering, GatherOpLowering, CrossEntropyOpLowering,
                CrossEntropyGradOpLowering, EmbeddingGradOpLowering, ActivationGradOpLowering,
                LayerNormGradOpLowering, AttentionGradOpLowering, DropoutOpLowering,
-               ExpandOpLowering, SliceGradOpLowering, MatmulOpLowering,
+               ExpandOpLowering, SliceGradOpLowering, WeightGradOpLowering, MatmulOpLowering,
                LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering,
                SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,
                AttentionOpLowering, FusedElementwiseOpLowering, TransposeOpLowering,

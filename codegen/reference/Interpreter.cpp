@@ -144,6 +144,7 @@ private:
   LogicalResult evalLayerNormGrad(LayerNormGradOp op);
   LogicalResult evalEmbeddingGrad(EmbeddingGradOp op);
   LogicalResult evalSliceGrad(SliceGradOp op);
+  LogicalResult evalWeightGrad(WeightGradOp op);
 
   const TensorMap &weights;
   bool f64Outputs;
@@ -438,6 +439,25 @@ LogicalResult Interpreter::evalSliceGrad(SliceGradOp op) {
   for (int64_t o = 0; o < outer; ++o)
     std::copy_n(g.data.begin() + o * size * inner, size * inner,
                 r.data.begin() + (o * like.shape[axis] + start) * inner);
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalWeightGrad(WeightGradOp op) {
+  const Buf &x = get(op.getInput()), &g = get(op.getGrad());
+  const int64_t K = x.shape.back(), N = g.shape.back();
+  if (x.shape.size() != g.shape.size() ||
+      !std::equal(x.shape.begin(), x.shape.end() - 1, g.shape.begin()))
+    return fail(op, "input " + str(x.shape) + " and grad " + str(g.shape) +
+                        " differ in their leading dimensions");
+  const int64_t rows = K > 0 ? (int64_t)x.data.size() / K : 0;
+  Buf r{{K, N}, std::vector<double>(K * N, 0.0)};
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t k = 0; k < K; ++k) {
+      const double xv = x.data[i * K + k];
+      for (int64_t n = 0; n < N; ++n)
+        r.data[k * N + n] += xv * g.data[i * N + n];
+    }
   set(op.getResult(), std::move(r));
   return success();
 }
@@ -838,6 +858,7 @@ LogicalResult Interpreter::eval(Operation *op) {
       .Case([&](LayerNormGradOp l) { return evalLayerNormGrad(l); })
       .Case([&](EmbeddingGradOp e) { return evalEmbeddingGrad(e); })
       .Case([&](SliceGradOp s) { return evalSliceGrad(s); })
+      .Case([&](WeightGradOp w) { return evalWeightGrad(w); })
       .Case([&](AttentionGradOp a) { return evalAttentionGrad(a); })
       .Case([&](ActivationGradOp a) {
         const bool relu = a.getKind() == "relu";

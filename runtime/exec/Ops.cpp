@@ -476,6 +476,21 @@ void matmul(const float* a, const Shape& as, bool transA, const float* b, const 
   });
 }
 
+void weightGrad(const float* x, const Shape& xs, const float* g, const Shape& gs, float* out,
+                rt::ThreadPool* pool) {
+  const int64_t K = xs.dims[xs.rank - 1], N = gs.dims[gs.rank - 1];
+  const int64_t rows = K > 0 ? xs.numel() / K : 0;
+  assert(N == 0 || rows == gs.numel() / N);
+  if (K == 0 || N == 0) return;
+  if (rows == 0) {
+    std::fill(out, out + K * N, 0.0f);
+    return;
+  }
+  kernels::gemm(static_cast<size_t>(K), static_cast<size_t>(N), static_cast<size_t>(rows), x,
+                static_cast<size_t>(K), /*transA=*/true, g, static_cast<size_t>(N),
+                /*transB=*/false, out, static_cast<size_t>(N), {}, pool);
+}
+
 rt::Status gather(const float* table, int64_t vocab, int64_t dim, const int32_t* ids,
                   const Shape& idsShape, const char* idsName, float* out) {
   const int64_t n = idsShape.numel();

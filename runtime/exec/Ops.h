@@ -117,6 +117,12 @@ void softmax(const float* x, const Shape& xs, int axis, float* y, rt::ThreadPool
 void matmul(const float* a, const Shape& as, bool transA, const float* b, const Shape& bs,
             bool transB, float* out, const Shape& os, rt::ThreadPool* pool);
 
+// weight_grad: out [K, N] = the sum over rows r of x[r, :]ᵀ·g[r, :], x
+// [..., K] and g [..., N] with the same leading dimensions: one GEMM whose
+// contraction runs over all rows (kernels::gemm, A transposed).
+void weightGrad(const float* x, const Shape& xs, const float* g, const Shape& gs, float* out,
+                rt::ThreadPool* pool);
+
 // out[i, :] = table[ids[i], :] for the ids of shape `idsShape`; table is
 // [vocab, dim]. An id outside [0, vocab) is an error naming `idsName` (e.g.
 // "input 'src_tokens'"), the id and its index (e.g. [1, 3]); nothing is

@@ -29,14 +29,15 @@ func.func @loss(%x: tensor<?x4xf32> {transfuse.name = "x"}) -> (tensor<f32> {tra
 // -----
 
 // Tests that a weight used twice (tied) is one gradient, the sum of both
-// uses' gradients, and that cross_entropy's rule is cross_entropy_grad.
+// uses' gradients, that a weight under batched rows gets weight_grad (one
+// product over batch and sequence), and that cross_entropy's rule is
+// cross_entropy_grad.
 // CHECK-LABEL: func.func @loss_grad
 // CHECK-SAME: -> (tensor<f32> {transfuse.name = "loss"}, tensor<6x4xf32> {transfuse.name = "grad.emb"})
 // CHECK: %[[DZ:.*]] = transfuse.cross_entropy_grad
 // CHECK-SAME: ignore_index = 0 : i64, label_smoothing = 1.000000e-01 : f64
 // CHECK: %[[DH:.*]] = transfuse.matmul %[[DZ]], %{{.*}} : (tensor<?x?x6xf32>, tensor<6x4xf32>) -> tensor<?x?x4xf32>
-// CHECK: %[[DWB:.*]] = transfuse.matmul %[[DZ]], %{{.*}} {transpose_lhs = true}
-// CHECK: %[[DOUT:.*]] = transfuse.reduce_sum %[[DWB]] {axes = array<i64: 0>}
+// CHECK: %[[DOUT:.*]] = transfuse.weight_grad %[[DZ]], %{{.*}} : (tensor<?x?x6xf32>, tensor<?x?x4xf32>) -> tensor<6x4xf32>
 // CHECK: %[[DIN:.*]] = transfuse.embedding_grad %arg0, %[[DH]] : (tensor<?x?xi32>, tensor<?x?x4xf32>) -> tensor<6x4xf32>
 // CHECK: %[[SUM:.*]] = transfuse.add %[[DIN]], %[[DOUT]]
 // CHECK: return %{{.*}}, %[[SUM]]

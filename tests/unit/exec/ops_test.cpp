@@ -559,6 +559,43 @@ TEST(OpsMatmul, MatchesScalarReference) {
   }
 }
 
+// ---- weight_grad ---------------------------------------------------------------
+
+TEST(OpsWeightGrad, MatchesScalarReferenceAndThreadsAgree) {
+  struct Case {
+    Shape lead;
+    int64_t K, N;
+  };
+  const Case cases[] = {
+      {{3, 5}, 4, 6},     {{1}, 1, 1},     {{2, 31}, 64, 96},  // rows over many batches
+      {{7}, 33, 17},      {{0, 4}, 3, 5},  // no rows: zeros
+      {{2, 3, 4}, 5, 3},
+  };
+  constexpr double kU = 1.0 / (1 << 24);
+  rt::ThreadPool pool(3);
+  for (const Case& c : cases) {
+    const Shape xs = cat(c.lead, {c.K}), gs = cat(c.lead, {c.N});
+    SCOPED_TRACE(str(xs) + " " + str(gs));
+    const std::vector<float> x = randoms(xs.numel(), 21), g = randoms(gs.numel(), 22);
+    std::vector<float> serial = outBuf(c.K * c.N), threaded = outBuf(c.K * c.N);
+    weightGrad(x.data(), xs, g.data(), gs, serial.data(), nullptr);
+    weightGrad(x.data(), xs, g.data(), gs, threaded.data(), &pool);
+    const int64_t rows = c.lead.numel();
+    for (int64_t k = 0; k < c.K; ++k)
+      for (int64_t n = 0; n < c.N; ++n) {
+        double s = 0, sAbs = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          s += double(x[r * c.K + k]) * g[r * c.N + n];
+          sAbs += std::fabs(double(x[r * c.K + k]) * g[r * c.N + n]);
+        }
+        ASSERT_NEAR(serial[k * c.N + n], s, 1.2 * (rows + 2) * kU * sAbs) << k << ", " << n;
+      }
+    EXPECT_EQ(0, std::memcmp(serial.data(), threaded.data(), sizeof(float) * c.K * c.N));
+    expectGuard(serial);
+    expectGuard(threaded);
+  }
+}
+
 // ---- gather -------------------------------------------------------------------
 
 TEST(OpsGather, CopiesTableRows) {
