@@ -86,7 +86,7 @@ void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
           const float* B, size_t ldb, bool transB, float* C, size_t ldc,
           const GemmEpilogue& epilogue, rt::ThreadPool* pool) {
   if (M == 0 || N == 0) return;
-  PackedB packed = packB(B, K, N, ldb, transB);
+  PackedB packed = packB(B, K, N, ldb, transB, pool);
   gemm(M, N, K, A, lda, transA, packed, C, ldc, epilogue, pool);
 }
 
