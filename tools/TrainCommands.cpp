@@ -472,21 +472,7 @@ int tools::runTrain(const std::vector<std::string> &positional,
   // An epoch's batches: bucketed by length and shuffled by (seed, epoch),
   // or consecutive in file order (--batching file, every epoch alike).
   auto epochPlan = [&](int64_t epoch) {
-    if (bucketing == "bucket")
-      return rt::epochBatches(lengths, batchTokens, maxRows, seed, epoch);
-    std::vector<std::vector<int32_t>> plan(1);
-    int64_t width = 0;
-    for (int32_t i = 0; i < (int32_t)ex.size(); ++i) {
-      int64_t w = std::max<int64_t>(width, std::max(lengths[i].src, lengths[i].tgt));
-      if (!plan.back().empty() && ((int64_t)(plan.back().size() + 1) * w > batchTokens ||
-                                   (maxRows && (int64_t)plan.back().size() >= maxRows))) {
-        plan.emplace_back();
-        w = std::max(lengths[i].src, lengths[i].tgt);
-      }
-      plan.back().push_back(i);
-      width = w;
-    }
-    return plan;
+    return rt::epochBatches(lengths, batchTokens, maxRows, seed, epoch, bucketing == "bucket");
   };
   int64_t maxBatch = bucketing == "bucket" ? rt::maxBatchRows(lengths, batchTokens, maxRows) : 1;
   if (bucketing == "file")

@@ -59,6 +59,17 @@ Status fsyncPath(const std::string& path, bool directory) {
   return Status::ok();
 }
 
+// Creates `path` with `bytes`, fsynced.
+Status writeSynced(const std::string& path, const std::string& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return sysError("cannot create", path);
+  bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
+            ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) return sysError("cannot write", path);
+  return Status::ok();
+}
+
 // The size and CRC-32 of a file.
 Status checksum(const std::string& path, uint64_t* size, uint32_t* crc) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -128,15 +139,7 @@ Status commitDirectory(const std::string& path,
     std::snprintf(line, sizeof line, "%08" PRIx32 " %" PRIu64 " ", crc, size);
     sums += line + name + "\n";
   }
-  {
-    const std::string sumsPath = tmp + "/" + kSums;
-    int fd = ::open(sumsPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return fail(sysError("cannot create", sumsPath));
-    bool ok = ::write(fd, sums.data(), sums.size()) == static_cast<ssize_t>(sums.size()) &&
-              ::fsync(fd) == 0;
-    ::close(fd);
-    if (!ok) return fail(sysError("cannot write", sumsPath));
-  }
+  if (Status s = writeSynced(tmp + "/" + kSums, sums); !s.isOk()) return fail(s);
   if (Status s = fsyncPath(tmp, true); !s.isOk()) return fail(s);
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {
@@ -152,13 +155,12 @@ Status commitDirectory(const std::string& path,
 
 Status writeFileAtomically(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + kTmpMarker + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return sysError("cannot create", tmp);
-  bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
-            ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = sysError("cannot write", path);
+  if (Status s = writeSynced(tmp, bytes); !s.isOk()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Status s = sysError("cannot rename into", path);
     ::unlink(tmp.c_str());
     return s;
   }

@@ -101,16 +101,18 @@ StatusOr<std::vector<std::string>> readTextLines(const std::string& path) {
 
 std::vector<std::vector<int32_t>> epochBatches(const std::vector<ExampleLength>& lengths,
                                                int64_t batchTokens, int64_t maxRows, uint64_t seed,
-                                               int64_t epoch) {
+                                               int64_t epoch, bool bucket) {
   SplitMix rng{seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(epoch) + 1) * 0xD1B54A32D192ED03ull};
   std::vector<int32_t> order(lengths.size());
   std::iota(order.begin(), order.end(), 0);
-  shuffle(order, rng);
   auto longer = [&](int32_t i) { return std::max(lengths[i].src, lengths[i].tgt); };
   auto shorter = [&](int32_t i) { return std::min(lengths[i].src, lengths[i].tgt); };
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return std::make_pair(longer(a), shorter(a)) < std::make_pair(longer(b), shorter(b));
-  });
+  if (bucket) {
+    shuffle(order, rng);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return std::make_pair(longer(a), shorter(a)) < std::make_pair(longer(b), shorter(b));
+    });
+  }
   std::vector<std::vector<int32_t>> batches;
   std::vector<int32_t> current;
   int64_t width = 0;
@@ -127,7 +129,7 @@ std::vector<std::vector<int32_t>> epochBatches(const std::vector<ExampleLength>&
     width = w;
   }
   if (!current.empty()) batches.push_back(std::move(current));
-  shuffle(batches, rng);
+  if (bucket) shuffle(batches, rng);
   return batches;
 }
 

@@ -30,10 +30,12 @@ struct ExampleLength {
 // side in it stays within `batchTokens` and the rows within `maxRows` (0: no
 // limit); an example over `batchTokens` alone is a batch. The batches' order
 // is then drawn from (seed, epoch). A pure function of its arguments: resume
-// recomputes an epoch's plan from them.
+// recomputes an epoch's plan from them. With `bucket` false the examples
+// keep their file order and the batches theirs (every epoch alike: for
+// comparisons with an outside reference).
 std::vector<std::vector<int32_t>> epochBatches(const std::vector<ExampleLength>& lengths,
                                                int64_t batchTokens, int64_t maxRows, uint64_t seed,
-                                               int64_t epoch);
+                                               int64_t epoch, bool bucket = true);
 
 // The most rows any epoch's batches can have (the compiled model's maximum
 // batch): what the shortest examples fill.

@@ -124,6 +124,16 @@ TEST(CorpusTest, EpochBatchesAreAFunctionOfSeedAndEpoch) {
   EXPECT_NE(a, epochBatches(lengths, 200, 0, 4, 2));
 }
 
+TEST(CorpusTest, FileOrderKeepsConsecutiveLinesEveryEpoch) {
+  std::vector<ExampleLength> lengths = someLengths(100);
+  auto a = epochBatches(lengths, 120, 0, 3, 0, /*bucket=*/false);
+  EXPECT_EQ(a, epochBatches(lengths, 120, 0, 9, 5, /*bucket=*/false));
+  int32_t next = 0;
+  for (const auto& b : a)
+    for (int32_t i : b) EXPECT_EQ(i, next++);
+  EXPECT_EQ(next, 100);
+}
+
 TEST(CorpusTest, AnExampleOverTheBudgetIsABatchAlone) {
   std::vector<ExampleLength> lengths{{4, 4}, {50, 3}, {4, 5}};
   auto batches = epochBatches(lengths, 20, 0, 0, 0);
