@@ -28,8 +28,7 @@
 
 namespace transfuse::kernels {
 
-HWY_EXPORT(AttentionTask);
-HWY_EXPORT(AttentionQueryTile);
+HWY_EXPORT(AttentionRun);
 HWY_EXPORT(ScaleAndMaskRows);
 
 namespace {
@@ -111,22 +110,7 @@ rt::Status attention(const AttentionArgs& args, rt::ThreadPool* pool) {
   AttentionArgs a;
   if (rt::Status st = resolve(args, a); !st) return st;
   if (a.batch * a.heads * a.seqQ == 0) return rt::Status::ok();
-  const size_t tile = HWY_DYNAMIC_DISPATCH(AttentionQueryTile)();
-  const size_t tiles = (a.seqQ + tile - 1) / tile;
-  const size_t tasks = a.batch * a.heads * tiles;
-  auto* task = HWY_DYNAMIC_DISPATCH(AttentionTask);
-  // Tasks run head by head, so one head's K and V (Sk·D·8 bytes: 256 KiB at
-  // Sk = 512, D = 64) stay in L2 across its query tiles; within a head the
-  // last (for causal, heaviest) query tile goes first, and threads take one
-  // task at a time, so the uneven causal tiles balance.
-  auto run = [&](size_t t0, size_t t1) {
-    for (size_t t = t0; t < t1; ++t) {
-      const size_t bh = t / tiles;
-      const size_t qt = tiles - 1 - t % tiles;
-      task(a, bh / a.heads, bh % a.heads, qt * tile);
-    }
-  };
-  parallelTasks(pool, tasks, run);
+  HWY_DYNAMIC_DISPATCH(AttentionRun)(a, pool);
   return rt::Status::ok();
 }
 

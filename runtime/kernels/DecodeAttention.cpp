@@ -10,21 +10,13 @@
 #include "runtime/kernels/decode_attention-inl.h"
 
 #if HWY_ONCE
-#include "runtime/ThreadPool.h"
 #include "runtime/kernels/DecodeAttention.h"
-#include "runtime/kernels/Parallel.h"
 
-#include <algorithm>
 #include <string>
-#include <vector>
 
 namespace transfuse::kernels {
 
-// Shared rows per task: one pass of ScoreGroup's query group.
-constexpr size_t kDecodeMaxSharedRows = 8;
-
-HWY_EXPORT(DecodeAttentionTask);
-HWY_EXPORT(DecodeScratchFloats);
+HWY_EXPORT(DecodeAttentionRun);
 
 rt::Status decodeAttention(const DecodeAttentionArgs& args, rt::ThreadPool* pool) {
   DecodeAttentionArgs a = args;
@@ -54,36 +46,7 @@ rt::Status decodeAttention(const DecodeAttentionArgs& args, rt::ThreadPool* pool
     a.outHeadStride = a.seqQ * D;
     a.outBatchStride = a.heads * a.seqQ * D;
   }
-  // Tasks: (first row, rows) × heads; rows > 1 only for shared rows.
-  std::vector<std::pair<size_t, size_t>> groups;
-  const bool share = a.seqQ == 1 && a.keyRowIds && a.valueRowIds;
-  for (size_t b = 0; b < a.batch; ++b) {
-    if (share && !groups.empty()) {
-      auto& [b0, rows] = groups.back();
-      const bool same = rows < kDecodeMaxSharedRows && a.keyRowIds[b] == a.keyRowIds[b0] &&
-                        a.valueRowIds[b] == a.valueRowIds[b0] &&
-                        (!a.keyLengths || a.keyLengths[b] == a.keyLengths[b0]) &&
-                        (!a.keyMask || std::equal(a.keyMask + b * a.seqK, a.keyMask + (b + 1) * a.seqK,
-                                                  a.keyMask + b0 * a.seqK));
-      if (same) {
-        ++rows;
-        continue;
-      }
-    }
-    groups.push_back({b, 1});
-  }
-  const size_t queries = std::max(a.seqQ, share ? kDecodeMaxSharedRows : size_t{1});
-  const size_t scratch = HWY_DYNAMIC_DISPATCH(DecodeScratchFloats)(queries, a.seqK, D);
-  auto* task = HWY_DYNAMIC_DISPATCH(DecodeAttentionTask);
-  auto run = [&](size_t t0, size_t t1) {
-    thread_local std::vector<float> buffer;
-    if (buffer.size() < scratch) buffer.resize(scratch);
-    for (size_t t = t0; t < t1; ++t) {
-      const auto [b, rows] = groups[t / a.heads];
-      task(a, b, rows, t % a.heads, buffer.data());
-    }
-  };
-  parallelTasks(pool, groups.size() * a.heads, run);
+  HWY_DYNAMIC_DISPATCH(DecodeAttentionRun)(a, pool);
   return rt::Status::ok();
 }
 

@@ -22,42 +22,19 @@ namespace transfuse::kernels {
 
 HWY_EXPORT(GemmPanelWidth);
 HWY_EXPORT(GemmKernelShape);
-HWY_EXPORT(PackBInto);
+HWY_EXPORT(PackBRun);
 HWY_EXPORT(GemmPacked);
-
-void PackedB::Free::operator()(float* p) const { hwy::FreeAlignedBytes(p, nullptr, nullptr); }
 
 PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB,
               rt::ThreadPool* pool) {
   PackedB out;
-  size_t mr, nr, kc, mc;
-  int64_t target;
-  HWY_DYNAMIC_DISPATCH(GemmKernelShape)(&mr, &nr, &kc, &mc, &target);
-  out.k = K;
-  out.n = N;
-  out.nr = nr;
-  out.npad = (N + nr - 1) / nr * nr;
-  const size_t count = K * out.npad;
-  if (count == 0) return out;
-  out.data.reset(static_cast<float*>(hwy::AllocateAlignedBytes(count * sizeof(float), nullptr, nullptr)));
-  parallelFor(pool, out.npad / nr, /*grain=*/1, [&](size_t begin, size_t end) {
-    HWY_DYNAMIC_DISPATCH(PackBInto)(B, ldb, transB, &out, begin, end);
-  });
+  HWY_DYNAMIC_DISPATCH(PackBRun)(B, K, N, ldb, transB, &out, pool);
   return out;
 }
 
 void repackB(PackedB& out, const float* B, size_t K, size_t N, size_t ldb, bool transB,
              rt::ThreadPool* pool) {
-  size_t mr, nr, kc, mc;
-  int64_t target;
-  HWY_DYNAMIC_DISPATCH(GemmKernelShape)(&mr, &nr, &kc, &mc, &target);
-  if (!out.data || out.k != K || out.n != N || out.nr != nr) {
-    out = packB(B, K, N, ldb, transB, pool);
-    return;
-  }
-  parallelFor(pool, out.npad / nr, /*grain=*/1, [&](size_t begin, size_t end) {
-    HWY_DYNAMIC_DISPATCH(PackBInto)(B, ldb, transB, &out, begin, end);
-  });
+  HWY_DYNAMIC_DISPATCH(PackBRun)(B, K, N, ldb, transB, &out, pool);
 }
 
 void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,

@@ -49,6 +49,8 @@
 #ifndef TRANSFUSE_RUNTIME_KERNELS_GEMM_H
 #define TRANSFUSE_RUNTIME_KERNELS_GEMM_H
 
+#include <hwy/aligned_allocator.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -77,7 +79,7 @@ struct PackedB {
   size_t nr = 0;        // panel width (floats) of the target that packed it
   size_t npad = 0;      // n rounded up to nr
   struct Free {
-    void operator()(float* p) const;
+    void operator()(float* p) const { hwy::FreeAlignedBytes(p, nullptr, nullptr); }
   };
   std::unique_ptr<float[], Free> data;  // k·npad floats, 64-byte aligned
 };

@@ -16,8 +16,8 @@
 
 namespace transfuse::kernels {
 
-HWY_EXPORT(AddLayerNormRows);
-HWY_EXPORT(SoftmaxRows);
+HWY_EXPORT(AddLayerNormRun);
+HWY_EXPORT(SoftmaxRun);
 HWY_EXPORT(LogSumExpRows);
 HWY_EXPORT(CrossEntropyRows);
 HWY_EXPORT(ColumnSumRange);
@@ -36,12 +36,7 @@ void columnSums(const float* x, size_t rows, size_t cols, double divisor, float*
 void addLayerNorm(const float* x, const float* residual, const float* gamma,
                   const float* beta, float* y, float* sum, size_t rows, size_t width,
                   float eps, rt::ThreadPool* pool) {
-  if (rows == 0 || width == 0) return;
-  auto* fn = HWY_DYNAMIC_DISPATCH(AddLayerNormRows);
-  // About 32 KiB of row data per task: enough to hide the task overhead.
-  parallelFor(pool, rows, rowGrain(width), [&](size_t r0, size_t r1) {
-    fn(x, residual, gamma, beta, y, sum, width, eps, r0, r1);
-  });
+  HWY_DYNAMIC_DISPATCH(AddLayerNormRun)(x, residual, gamma, beta, y, sum, rows, width, eps, pool);
 }
 
 void layerNorm(const float* x, const float* gamma, const float* beta, float* y,
@@ -50,10 +45,7 @@ void layerNorm(const float* x, const float* gamma, const float* beta, float* y,
 }
 
 void softmax(const float* x, float* y, size_t rows, size_t width, rt::ThreadPool* pool) {
-  if (rows == 0 || width == 0) return;
-  auto* fn = HWY_DYNAMIC_DISPATCH(SoftmaxRows);
-  parallelFor(pool, rows, rowGrain(width),
-              [&](size_t r0, size_t r1) { fn(x, y, width, r0, r1); });
+  HWY_DYNAMIC_DISPATCH(SoftmaxRun)(x, y, rows, width, pool);
 }
 
 void logSumExp(const float* x, float* out, size_t rows, size_t width, rt::ThreadPool* pool) {

@@ -39,6 +39,7 @@
 
 #include "runtime/kernels/Attention.h"
 #include "runtime/kernels/Common-inl.h"
+#include "runtime/kernels/Parallel.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -601,6 +602,24 @@ HWY_NOINLINE void ScaleAndMaskRows(const AttentionArgs& a, size_t b, size_t h, f
 }
 
 HWY_NOINLINE size_t AttentionQueryTile() { return 2 * hn::Lanes(DF()); }
+
+// The fused kernel over all of `a` (strides resolved, no dropout): tasks
+// (b, h, query tile) on the pool. Tasks run head by head, so one head's K
+// and V (Sk·D·8 bytes: 256 KiB at Sk = 512, D = 64) stay in L2 across its
+// query tiles; within a head the last (for causal, heaviest) query tile goes
+// first, and threads take one task at a time, so the uneven causal tiles
+// balance.
+HWY_NOINLINE void AttentionRun(const AttentionArgs& a, rt::ThreadPool* pool) {
+  const size_t tile = AttentionQueryTile();
+  const size_t tiles = (a.seqQ + tile - 1) / tile;
+  parallelTasks(pool, a.batch * a.heads * tiles, [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      const size_t bh = t / tiles;
+      const size_t qt = tiles - 1 - t % tiles;
+      AttentionTask(a, bh / a.heads, bh % a.heads, qt * tile);
+    }
+  });
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace transfuse::kernels

@@ -26,12 +26,15 @@
 
 #include "runtime/kernels/Common-inl.h"
 #include "runtime/kernels/DecodeAttention.h"
+#include "runtime/kernels/Parallel.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <utility>
+#include <vector>
 
 HWY_BEFORE_NAMESPACE();
 namespace transfuse::kernels {
@@ -48,6 +51,8 @@ constexpr size_t kDecodeAccumulators = 8;
 #endif
 // Queries per pass over K: up to 8, so K is read once for Sq <= 8.
 constexpr size_t kDecodeGroup = 8;
+// Shared rows per task: one pass of ScoreGroup's query group.
+constexpr size_t kDecodeMaxSharedRows = kDecodeGroup;
 
 // s[g·ld + j] = Σ_d qs[g·D + d] · kt[d·dimStride + j] for g < G, j < n; the
 // keys in vector lanes, U vectors of them at a time (G·U accumulators).
@@ -271,6 +276,40 @@ void DecodeAttentionTask(const DecodeAttentionArgs& a, size_t b, size_t rows, si
       }
     }
   }
+}
+
+// The whole step over `a` (strides resolved): tasks (row group, head) on
+// the pool, the scores of a task in a per-thread scratch buffer.
+HWY_NOINLINE void DecodeAttentionRun(const DecodeAttentionArgs& a, rt::ThreadPool* pool) {
+  // Tasks: (first row, rows) × heads; rows > 1 only for shared rows.
+  std::vector<std::pair<size_t, size_t>> groups;
+  const bool share = a.seqQ == 1 && a.keyRowIds && a.valueRowIds;
+  for (size_t b = 0; b < a.batch; ++b) {
+    if (share && !groups.empty()) {
+      auto& [b0, rows] = groups.back();
+      const bool same = rows < kDecodeMaxSharedRows && a.keyRowIds[b] == a.keyRowIds[b0] &&
+                        a.valueRowIds[b] == a.valueRowIds[b0] &&
+                        (!a.keyLengths || a.keyLengths[b] == a.keyLengths[b0]) &&
+                        (!a.keyMask || std::equal(a.keyMask + b * a.seqK, a.keyMask + (b + 1) * a.seqK,
+                                                  a.keyMask + b0 * a.seqK));
+      if (same) {
+        ++rows;
+        continue;
+      }
+    }
+    groups.push_back({b, 1});
+  }
+  const size_t queries = std::max(a.seqQ, share ? kDecodeMaxSharedRows : size_t{1});
+  const size_t scratch = DecodeScratchFloats(queries, a.seqK, a.headDim);
+  auto run = [&](size_t t0, size_t t1) {
+    thread_local std::vector<float> buffer;
+    if (buffer.size() < scratch) buffer.resize(scratch);
+    for (size_t t = t0; t < t1; ++t) {
+      const auto [b, rows] = groups[t / a.heads];
+      DecodeAttentionTask(a, b, rows, t % a.heads, buffer.data());
+    }
+  };
+  parallelTasks(pool, groups.size() * a.heads, run);
 }
 
 }  // namespace HWY_NAMESPACE

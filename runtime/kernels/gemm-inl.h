@@ -43,8 +43,8 @@
 #include <cstring>
 
 #include "runtime/kernels/Erf-inl.h"
-#include "runtime/ThreadPool.h"
 #include "runtime/kernels/Gemm.h"
+#include "runtime/kernels/Parallel.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace transfuse::kernels {
@@ -453,6 +453,27 @@ HWY_NOINLINE void PackBInto(const float* HWY_RESTRICT B, size_t ldb, bool transB
       }
     }
   }
+}
+
+// Packs all of B into *out for this target (Gemm.h's packB and repackB):
+// out's buffer is reused when it holds B's shape at this target's panel
+// width, else (re)allocated. Panels are packed on the pool.
+HWY_NOINLINE void PackBRun(const float* B, size_t K, size_t N, size_t ldb, bool transB,
+                           PackedB* out, rt::ThreadPool* pool) {
+  const size_t nr = gemm::NR();
+  if (!out->data || out->k != K || out->n != N || out->nr != nr) {
+    PackedB fresh;
+    fresh.k = K;
+    fresh.n = N;
+    fresh.nr = nr;
+    fresh.npad = (N + nr - 1) / nr * nr;
+    if (const size_t bytes = K * fresh.npad * sizeof(float))
+      fresh.data.reset(static_cast<float*>(hwy::AllocateAlignedBytes(bytes, nullptr, nullptr)));
+    *out = std::move(fresh);
+  }
+  if (!out->data) return;
+  parallelFor(pool, out->npad / nr, /*grain=*/1,
+              [&](size_t p0, size_t p1) { PackBInto(B, ldb, transB, out, p0, p1); });
 }
 
 // C = epilogue(A·B); B packed for this target (B.nr == GemmPanelWidth()).

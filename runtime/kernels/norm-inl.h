@@ -15,6 +15,7 @@
 #include <hwy/contrib/math/math-inl.h>
 
 #include "runtime/kernels/Common-inl.h"
+#include "runtime/kernels/Parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -302,6 +303,24 @@ HWY_NOINLINE void ColumnSumRange(const float* HWY_RESTRICT x, size_t rows, size_
   for (; j + N <= w; j += N)
     hn::StoreU(hn::DemoteTo(dh, hn::Div(hn::Load(dd, acc.get() + j), div)), dh, out + j0 + j);
   for (; j < w; ++j) out[j0 + j] = static_cast<float>(acc[j] / divisor);
+}
+
+// Norm.h's addLayerNorm and softmax over all rows, split on the pool in
+// tasks of about 32 KiB of row data (enough to hide a task's overhead).
+HWY_NOINLINE void AddLayerNormRun(const float* x, const float* residual, const float* gamma,
+                                  const float* beta, float* y, float* sum, size_t rows,
+                                  size_t width, float eps, rt::ThreadPool* pool) {
+  if (rows == 0 || width == 0) return;
+  parallelFor(pool, rows, rowGrain(width), [&](size_t r0, size_t r1) {
+    AddLayerNormRows(x, residual, gamma, beta, y, sum, width, eps, r0, r1);
+  });
+}
+
+HWY_NOINLINE void SoftmaxRun(const float* x, float* y, size_t rows, size_t width,
+                             rt::ThreadPool* pool) {
+  if (rows == 0 || width == 0) return;
+  parallelFor(pool, rows, rowGrain(width),
+              [&](size_t r0, size_t r1) { SoftmaxRows(x, y, width, r0, r1); });
 }
 
 }  // namespace HWY_NAMESPACE
