@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Interface.h"
+#include "codegen/cpu/KernelExport.h"
 #include "codegen/reference/Interpreter.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/host/CompiledModel.h"
@@ -30,11 +31,13 @@
 #include "bench/lib/AttentionBench.h"
 #include "bench/lib/GemmBench.h"
 #include "runtime/WeightBinding.h"
+#include "runtime/host/Checkpoint.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
@@ -451,6 +454,70 @@ int runBench(const std::vector<std::string> &positional,
 // demo: the README's main job
 //===----------------------------------------------------------------------===//
 
+int runExportKernel(const std::vector<std::string> &positional,
+                    const std::map<std::string, std::string> &flags) {
+  if (positional.size() != 1)
+    die("export-kernel needs one kernel (" + llvm::join(exportableKernels(), ", ") + ")");
+  KernelExportSpec spec;
+  spec.kind = positional[0];
+  // The flags each kind takes; -o, --name and --dtype go with every kind.
+  static const std::map<std::string, std::vector<std::string>> taken = {
+      {"attention", {"--batch", "--heads", "--seq-q", "--seq-k", "--head-dim", "--causal", "--mask"}},
+      {"decode_attention",
+       {"--batch", "--heads", "--seq-q", "--seq-k", "--head-dim", "--causal", "--mask"}},
+      {"add_layer_norm", {"--rows", "--cols", "--epsilon"}},
+      {"softmax", {"--rows", "--cols"}},
+      {"gemm", {"--rows", "--k", "--n", "--epilogue"}},
+      {"linear", {"--rows", "--k", "--n", "--epilogue"}}};
+  auto kind = taken.find(spec.kind);
+  if (kind == taken.end())
+    die("export-kernel: unknown kernel '" + spec.kind + "' (one of " +
+        llvm::join(exportableKernels(), ", ") + ")");
+  for (const auto &[name, value] : flags)
+    if (name != "-o" && name != "--name" && name != "--dtype" && !llvm::is_contained(kind->second, name))
+      die("export-kernel: " + name + " does not apply to " + spec.kind + " (it takes " +
+          llvm::join(kind->second, ", ") + ")");
+  std::string dir = flag(flags, "-o");
+  if (dir.empty())
+    die("export-kernel needs -o DIR");
+  // A size left at 0 is refused by the exporter, naming its flag.
+  auto size = [&](const char *name, int64_t fallback) { return intFlag(flags, name, fallback, 0); };
+  spec.name = flag(flags, "--name");
+  spec.dtype = flag(flags, "--dtype", "f32");
+  spec.batch = size("--batch", 1);
+  spec.heads = size("--heads", 1);
+  spec.seqQ = size("--seq-q", 0);
+  spec.seqK = size("--seq-k", spec.seqQ);
+  spec.headDim = size("--head-dim", 0);
+  spec.causal = flags.count("--causal");
+  spec.mask = flag(flags, "--mask", "none");
+  spec.rows = size("--rows", 0);
+  spec.cols = size("--cols", 0);
+  spec.k = size("--k", 0);
+  spec.n = size("--n", 0);
+  spec.epsilon = floatFlag(flags, "--epsilon", 1e-5, [](double) { return true; }, "a number");
+  std::string epilogue = flag(flags, "--epilogue");
+  llvm::SmallVector<llvm::StringRef> items;
+  llvm::StringRef(epilogue).split(items, ',');
+  for (llvm::StringRef item : items)
+    if (!item.trim().empty())
+      spec.epilogue.push_back(item.trim().str());
+  std::string command = "transfuse export-kernel " + spec.kind;
+  for (const auto &[name, value] : flags)
+    command += " " + name + (value.empty() ? "" : " " + value);
+  std::vector<ExportedFile> files = orDie(exportKernel(spec, command));
+  // Everything is checked above: only I/O can fail from here on.
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    die("cannot create " + dir + ": " + ec.message());
+  for (const ExportedFile &file : files) {
+    std::string path = dir + "/" + file.name;
+    if (rt::Status st = rt::writeFileAtomically(path, file.text); !st)
+      die(st.message());
+    llvm::outs() << "wrote " << path << "\n";
+  }
+  return 0;
+}
+
 int runDemo(const std::vector<std::string> &positional,
             const std::map<std::string, std::string> &flags) {
   if (!positional.empty())
@@ -734,6 +801,31 @@ int main(int argc, char **argv) {
         {"--max-seq-len", "N", "definitions: maximum sequence length (default 16)"},
         {"--cxx", "PATH", "definitions: C++ compiler for the artifacts"}},
        runStress},
+      {"export-kernel",
+       "export-kernel attention|decode_attention|add_layer_norm|linear|gemm|softmax [options] -o DIR",
+       "Writes one kernel of the library, specialized to a shape and options, as a source\n"
+       "pair an app embeds: DIR/NAME.h (a C function, its formula, shapes, layout and\n"
+       "threading), DIR/NAME.cc (the kernel library's own code; needs only Highway) and\n"
+       "DIR/NAME_test.cc (checks it against a scalar reference). docs/export.md.",
+       {{"-o", "DIR", "output directory (created if missing)"},
+        {"--name", "NAME", "C symbol and file stem (default tf_KIND)"},
+        {"--dtype", "TYPE", "f32 (the only one so far)"},
+        {"--batch", "B", "attention kinds: batch (default 1)"},
+        {"--heads", "H", "attention kinds: heads (default 1)"},
+        {"--seq-q", "S", "attention kinds: queries per sequence"},
+        {"--seq-k", "S", "attention: keys (default --seq-q); decode_attention: the cache's "
+                         "capacity (the call gives the keys cached so far)"},
+        {"--head-dim", "D", "attention kinds: head dimension (1..256)"},
+        {"--causal", nullptr, "attention kinds: query i sees keys j <= i + Sk - Sq"},
+        {"--mask", "KIND", "attention kinds: none (default), key_padding (lengths per batch "
+                           "row) or additive (attention: added to the scores)"},
+        {"--rows", "N", "add_layer_norm, softmax: rows; gemm, linear: M"},
+        {"--cols", "N", "add_layer_norm, softmax: row width"},
+        {"--k", "K", "gemm, linear: the inner dimension"},
+        {"--n", "N", "gemm, linear: output columns"},
+        {"--epilogue", "LIST", "gemm, linear: bias, relu|gelu|gelu_tanh, residual (comma-separated)"},
+        {"--epsilon", "X", "add_layer_norm: epsilon (default 1e-5)"}},
+       runExportKernel},
       {"demo", "demo [options]",
        "Builds the paper's base Transformer (embedded config), draws random weights and\n"
        "tokens, and runs one forward pass on the reference backend, printing what it did.",
