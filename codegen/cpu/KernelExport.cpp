@@ -1020,8 +1020,9 @@ llvm::Error attentionVars(const KernelExportSpec &s, bool decode, Vars &v) {
     return fail("--causal needs --seq-q <= --seq-k (query i sees keys up to i + Sk - Sq), got " +
                 llvm::Twine(s.seqQ) + " > " + llvm::Twine(s.seqK));
   if (s.mask != "none" && s.mask != "key_padding" && (decode || s.mask != "additive"))
-    return fail("--mask must be none, key_padding" + llvm::Twine(decode ? "" : " or additive") +
-                " for " + s.kind + ", got '" + s.mask + "'");
+    return fail(llvm::Twine("--mask must be ") +
+                (decode ? "none or key_padding" : "none, key_padding or additive") + " for " +
+                s.kind + ", got '" + s.mask + "'");
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.headDim));
   v["B"] = str(s.batch);
   v["H"] = str(s.heads);
