@@ -568,7 +568,7 @@ ${REFERENCE}
   const bool useLengths = ${KEY_PADDING}, useAdditive = ${ADDITIVE};
   Floats out(B * Sq * H * D, NAN), threaded(B * Sq * H * D, NAN);
   auto call = [&](float* o, const transfuse_parallel* parallel) {
-    return ${NAME}(q.p, &projected, k.p, nullptr, v.p, &dense, o, &projected,${MASK_ARGS} parallel);
+    return ::${NAME}(q.p, &projected, k.p, nullptr, v.p, &dense, o, &projected,${MASK_ARGS} parallel);
   };
   expectOk(call(out.p, nullptr), "${NAME}");
   expectOk(call(threaded.p, &kParallel), "${NAME} (3 threads)");
@@ -584,7 +584,7 @@ ${REFERENCE}
           got[((b * H + h) * Sq + i) * D + d] = out.p[b * projected.batch + h * projected.head + i * projected.row + d];
   expectNear("out", got.data(), want, 2e-5, 2e-5);
   expectSameBits("out", out.p, threaded.p, B * Sq * H * D);
-  if (${NAME}(nullptr, nullptr, k.p, nullptr, v.p, nullptr, out.p, nullptr,${MASK_ARGS} nullptr) != TRANSFUSE_ERROR_ARGUMENT) {
+  if (::${NAME}(nullptr, nullptr, k.p, nullptr, v.p, nullptr, out.p, nullptr,${MASK_ARGS} nullptr) != TRANSFUSE_ERROR_ARGUMENT) {
     std::printf("a NULL q was not refused: FAILED\n");
     ++gFailures;
   }
@@ -678,7 +678,7 @@ ${REFERENCE}
     std::vector<int32_t> lengths = randomLengths(Sk);
     Floats out(B * H * Sq * D, NAN), threaded(B * H * Sq * D, NAN);
     auto call = [&](float* o, const transfuse_parallel* parallel) {
-      return ${NAME}(q.p, nullptr, k.p, nullptr, v.p, nullptr, Sk, o, nullptr,${MASK_ARGS} parallel);
+      return ::${NAME}(q.p, nullptr, k.p, nullptr, v.p, nullptr, Sk, o, nullptr,${MASK_ARGS} parallel);
     };
     expectOk(call(out.p, nullptr), "${NAME}");
     expectOk(call(threaded.p, &kParallel), "${NAME} (3 threads)");
@@ -692,7 +692,7 @@ ${REFERENCE}
   {
     Floats out(B * H * Sq * D);
     std::vector<int32_t> lengths(B, 0);
-    if (${NAME}(q.p, nullptr, k.p, nullptr, v.p, nullptr, T + 1, out.p, nullptr,${MASK_ARGS} nullptr) !=
+    if (::${NAME}(q.p, nullptr, k.p, nullptr, v.p, nullptr, T + 1, out.p, nullptr,${MASK_ARGS} nullptr) !=
         TRANSFUSE_ERROR_ARGUMENT) {
       std::printf("seq_k above the capacity was not refused: FAILED\n");
       ++gFailures;
@@ -736,8 +736,8 @@ constexpr llvm::StringLiteral kAddLayerNormTest = R"tf(  const size_t R = ${ROWS
   const double eps = ${EPS};
   Floats x = randomFloats(R * C), res = randomFloats(R * C), gamma = randomFloats(C), beta = randomFloats(C);
   Floats y(R * C, NAN), sum(R * C, NAN), y2(R * C, NAN), sum2(R * C, NAN);
-  expectOk(${NAME}(x.p, res.p, gamma.p, beta.p, y.p, sum.p, nullptr), "${NAME}");
-  expectOk(${NAME}(x.p, res.p, gamma.p, beta.p, y2.p, sum2.p, &kParallel), "${NAME} (3 threads)");
+  expectOk(::${NAME}(x.p, res.p, gamma.p, beta.p, y.p, sum.p, nullptr), "${NAME}");
+  expectOk(::${NAME}(x.p, res.p, gamma.p, beta.p, y2.p, sum2.p, &kParallel), "${NAME} (3 threads)");
   std::vector<double> want(R * C), wantSum(R * C);
   for (size_t r = 0; r < R; ++r) {
     double mean = 0.0, var = 0.0;
@@ -752,11 +752,11 @@ constexpr llvm::StringLiteral kAddLayerNormTest = R"tf(  const size_t R = ${ROWS
   expectNear("sum", sum.p, wantSum, 0.0, 0.0);
   expectSameBits("y", y.p, y2.p, R * C);
   expectSameBits("sum", sum.p, sum2.p, R * C);
-  if (${NAME}(x.p, nullptr, gamma.p, beta.p, y.p, nullptr, nullptr) != TRANSFUSE_ERROR_ARGUMENT) {
+  if (::${NAME}(x.p, nullptr, gamma.p, beta.p, y.p, nullptr, nullptr) != TRANSFUSE_ERROR_ARGUMENT) {
     std::printf("a NULL residual was not refused: FAILED\n");
     ++gFailures;
   }
-  bench([&] { ${NAME}(x.p, res.p, gamma.p, beta.p, y.p, nullptr, nullptr); }, 0);
+  bench([&] { ::${NAME}(x.p, res.p, gamma.p, beta.p, y.p, nullptr, nullptr); }, 0);
 )tf";
 
 // ---- softmax ----
@@ -791,8 +791,8 @@ constexpr llvm::StringLiteral kSoftmaxTest = R"tf(  const size_t R = ${ROWS}, C 
   for (size_t i = 0; i < R * C; ++i) x.p[i] *= 8.0f;
   if (R > 1) std::fill_n(x.p, C, -std::numeric_limits<float>::infinity());  // a fully masked row
   Floats y(R * C, NAN), y2(R * C, NAN);
-  expectOk(${NAME}(x.p, y.p, nullptr), "${NAME}");
-  expectOk(${NAME}(x.p, y2.p, &kParallel), "${NAME} (3 threads)");
+  expectOk(::${NAME}(x.p, y.p, nullptr), "${NAME}");
+  expectOk(::${NAME}(x.p, y2.p, &kParallel), "${NAME} (3 threads)");
   std::vector<double> want(R * C, 0.0);
   for (size_t r = 0; r < R; ++r) {
     double mx = -std::numeric_limits<double>::infinity(), sum = 0.0;
@@ -803,7 +803,7 @@ constexpr llvm::StringLiteral kSoftmaxTest = R"tf(  const size_t R = ${ROWS}, C 
   }
   expectNear("y", y.p, want, 1e-9, 2e-6);
   expectSameBits("y", y.p, y2.p, R * C);
-  bench([&] { ${NAME}(x.p, y.p, nullptr); }, 0);
+  bench([&] { ::${NAME}(x.p, y.p, nullptr); }, 0);
 )tf";
 
 // ---- gemm and linear ----
@@ -995,9 +995,15 @@ llvm::Error fitsMemory(double elements, llvm::StringRef flags) {
   return llvm::Error::success();
 }
 
-bool isIdentifier(llvm::StringRef s) {
-  return !s.empty() && !llvm::isDigit(s[0]) &&
-         llvm::all_of(s, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+/// A C identifier that names nothing the exported files or Highway define
+/// at global scope.
+bool isFreeIdentifier(llvm::StringRef s) {
+  if (s.empty() || llvm::isDigit(s[0]) ||
+      !llvm::all_of(s, [](char c) { return llvm::isAlnum(c) || c == '_'; }))
+    return false;
+  std::string lower = s.lower();
+  return s != "main" && s != "std" && s != "hwy" && !s.starts_with("_") &&
+         !llvm::StringRef(lower).starts_with("transfuse") && !llvm::StringRef(lower).starts_with("hwy_");
 }
 
 /// Variables of the attention kinds.
@@ -1173,16 +1179,16 @@ llvm::Error matrixVars(const KernelExportSpec &s, Vars &v) {
   v["W_SIZE"] = linear ? "N * ldb" : "K * ldb";
   v["W_AT"] = linear ? "w.p[j * ldb + k]" : "w.p[k * ldb + j]";
   if (linear) {
-    v["SETUP"] = "  " + s.name + "_weights* packed = " + s.name + "_pack(w.p, ldb);\n" +
+    v["SETUP"] = "  " + s.name + "_weights* packed = ::" + s.name + "_pack(w.p, ldb);\n" +
                  "  if (!packed) {\n    std::printf(\"" + s.name +
                  "_pack failed: FAILED\\n\");\n    return 1;\n  }";
-    v["CALL_SINGLE"] = s.name + "(a.p, lda, packed," + args + " c.p, ldc, nullptr)";
-    v["CALL_THREADED"] = s.name + "(a.p, lda, packed," + args + " threaded.p, ldc, &kParallel)";
-    v["TEARDOWN"] = "  " + s.name + "_free(packed);";
+    v["CALL_SINGLE"] = "::" + s.name + "(a.p, lda, packed," + args + " c.p, ldc, nullptr)";
+    v["CALL_THREADED"] = "::" + s.name + "(a.p, lda, packed," + args + " threaded.p, ldc, &kParallel)";
+    v["TEARDOWN"] = "  ::" + s.name + "_free(packed);";
   } else {
     v["SETUP"] = v["TEARDOWN"] = "";
-    v["CALL_SINGLE"] = s.name + "(a.p, lda, w.p, ldb," + args + " c.p, ldc, nullptr)";
-    v["CALL_THREADED"] = s.name + "(a.p, lda, w.p, ldb," + args + " threaded.p, ldc, &kParallel)";
+    v["CALL_SINGLE"] = "::" + s.name + "(a.p, lda, w.p, ldb," + args + " c.p, ldc, nullptr)";
+    v["CALL_THREADED"] = "::" + s.name + "(a.p, lda, w.p, ldb," + args + " threaded.p, ldc, &kParallel)";
   }
   v["SHAPE"] = "M=" + v["ROWS"] + " K=" + v["K"] + " N=" + v["N"] + " epilogue " + v["EPILOGUE_TEXT"];
   return llvm::Error::success();
@@ -1219,8 +1225,9 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
     return fail("--dtype must be f32 (the kernel library's type so far), got '" + spec.dtype + "'");
   if (spec.name.empty())
     spec.name = "tf_" + spec.kind;
-  if (!isIdentifier(spec.name))
-    return fail("--name must be a C identifier, got '" + spec.name + "'");
+  if (!isFreeIdentifier(spec.name))
+    return fail("--name must be a C identifier that is not main, std, hwy or reserved "
+                "(_..., transfuse..., hwy_...), got '" + spec.name + "'");
 
   Vars v;
   v["NAME"] = spec.name;
