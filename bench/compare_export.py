@@ -3,7 +3,9 @@
 
 For each case (attention without a mask and causal at B=1, H=8, S=512, D=64;
 a 1024^3 product as `linear` (weights packed once, as a compiled model
-packs them) and as `gemm` (b packed on every call)) this exports the kernel
+packs them) and as `gemm` (b packed on every call, as a compiled model's
+product of two activations packs it: `bench gemm --pack-per-call`)) this
+exports the kernel
 with `transfuse export-kernel`, builds its test program with only Highway
 (c++ -O2, as docs/export.md says), and then alternates, --rounds times, the
 exported program's --bench with `transfuse bench attention|gemm`, on one
@@ -32,7 +34,7 @@ CASES = {
     "linear 1024^3": (["linear", "--rows", "1024", "--k", "1024", "--n", "1024"],
                       ["gemm", "--m", "1024", "--n", "1024", "--k", "1024"]),
     "gemm 1024^3": (["gemm", "--rows", "1024", "--k", "1024", "--n", "1024"],
-                    ["gemm", "--m", "1024", "--n", "1024", "--k", "1024"]),
+                    ["gemm", "--m", "1024", "--n", "1024", "--k", "1024", "--pack-per-call"]),
 }
 
 

@@ -408,12 +408,13 @@ int runBench(const std::vector<std::string> &positional,
   double minSeconds = floatFlag(flags, "--min-seconds", 0.5, [](double v) { return v > 0; },
                                 "a positive number");
   if (positional[0] == "gemm") {
-    only({"--m", "--n", "--k", "--epilogue"});
+    only({"--m", "--n", "--k", "--epilogue", "--pack-per-call"});
     tk::GemmBenchOptions o;
     o.m = intFlag(flags, "--m", 1024, 1, 1 << 16);
     o.n = intFlag(flags, "--n", 1024, 1, 1 << 16);
     o.k = intFlag(flags, "--k", 1024, 1, 1 << 16);
     o.epilogue = flag(flags, "--epilogue", "none");
+    o.packPerCall = flags.count("--pack-per-call");
     o.threads = threads;
     o.minSeconds = minSeconds;
     tk::GemmBenchResult r = orDie(tk::runGemmBench(o));
@@ -630,6 +631,8 @@ int main(int argc, char **argv) {
         {"--n", "N", "gemm: columns of B and C (default 1024)"},
         {"--k", "K", "gemm: the contraction (default 1024)"},
         {"--epilogue", "E", "gemm: none, bias, relu, gelu, gelu_tanh or residual"},
+        {"--pack-per-call", nullptr, "gemm: pack B in every timed call (a product of two "
+                                     "activations) instead of once (a weight)"},
         {"--batch", "B", "attention, decode: batch (default 1); model: batch (default 8)"},
         {"--new-tokens", "N", "decode: tokens generated per sentence (default 32)"},
         {"--beam", "K", "decode: beam size (default 1)"},

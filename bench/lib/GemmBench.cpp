@@ -51,6 +51,7 @@ rt::StatusOr<GemmBenchResult> runGemmBench(const GemmBenchOptions& o) {
   r.n = o.n;
   r.k = o.k;
   r.epilogue = o.epilogue;
+  r.packPerCall = o.packPerCall;
   r.threads = o.threads;
   GemmKernelInfo info = gemmKernelInfo();
   r.target = info.target;
@@ -62,7 +63,14 @@ rt::StatusOr<GemmBenchResult> runGemmBench(const GemmBenchOptions& o) {
 
   rt::ThreadPool pool(o.threads);
   PackedB packed = packB(B.data(), o.k, o.n, o.n, false);
-  auto call = [&] { gemm(o.m, o.n, o.k, A.data(), o.k, false, packed, C.data(), o.n, ep, &pool); };
+  auto call = [&] {
+    if (o.packPerCall) {
+      PackedB fresh = packB(B.data(), o.k, o.n, o.n, false, &pool);
+      gemm(o.m, o.n, o.k, A.data(), o.k, false, fresh, C.data(), o.n, ep, &pool);
+      return;
+    }
+    gemm(o.m, o.n, o.k, A.data(), o.k, false, packed, C.data(), o.n, ep, &pool);
+  };
   call();  // warm-up: caches, page faults, thread wake-up
   std::vector<double> times;
   auto start = std::chrono::steady_clock::now();
@@ -90,6 +98,7 @@ std::string gemmBenchJson(const GemmBenchResult& r) {
   v.set("n", r.n);
   v.set("k", r.k);
   v.set("epilogue", r.epilogue);
+  v.set("pack_per_call", r.packPerCall);
   v.set("threads", r.threads);
   v.set("target", r.target);
   v.set("tile", std::to_string(r.mr) + "x" + std::to_string(r.nr));

@@ -21,6 +21,9 @@ struct GemmBenchOptions {
   // gelu_tanh apply after a bias (a Linear layer's epilogue); residual is
   // bias + residual add.
   std::string epilogue = "none";
+  // B packed inside each timed call, as a product of two activations
+  // (exec::matmul) packs it; otherwise once, as a model's weights are.
+  bool packPerCall = false;
   int threads = 1;
   double minSeconds = 1.0;  // keep calling for at least this long (and >= 3 calls)
 };
@@ -28,6 +31,7 @@ struct GemmBenchOptions {
 struct GemmBenchResult {
   size_t m = 0, n = 0, k = 0;
   std::string epilogue;
+  bool packPerCall = false;
   int threads = 1;
   std::string target;            // Highway target of the kernel
   size_t mr = 0, nr = 0, kc = 0, mc = 0;  // micro-kernel tile and blocking
