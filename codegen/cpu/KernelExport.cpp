@@ -278,6 +278,17 @@ bool resolveTensor(const float* data, const transfuse_strides* s, size_t H, size
   t->rowStride = s->row;
   return s->row >= D;
 }
+// Sets the output of `a` (AttentionArgs or DecodeAttentionArgs): [B, H, Sq, D].
+template <class Args>
+bool resolveOutput(float* out, const transfuse_strides* s, Args* a) {
+  AttentionTensor o;
+  if (!out || !resolveTensor(out, s, a->heads, a->seqQ, a->headDim, &o)) return false;
+  a->out = out;
+  a->outBatchStride = o.batchStride;
+  a->outHeadStride = o.headStride;
+  a->outRowStride = o.rowStride;
+  return true;
+}
 }  // namespace
 }  // namespace ${NS}::kernels
 )tf";
@@ -491,16 +502,11 @@ extern "C" int ${NAME}(const float* q, const transfuse_strides* q_strides,
   a.headDim = ${D};
   a.scale = ${SCALE};
   a.causal = ${CAUSAL};
-  AttentionTensor o;
-  if (!q || !k || !v || !out || !resolveTensor(q, q_strides, a.heads, a.seqQ, a.headDim, &a.q) ||
+  if (!q || !k || !v || !resolveTensor(q, q_strides, a.heads, a.seqQ, a.headDim, &a.q) ||
       !resolveTensor(k, k_strides, a.heads, a.seqK, a.headDim, &a.k) ||
       !resolveTensor(v, v_strides, a.heads, a.seqK, a.headDim, &a.v) ||
-      !resolveTensor(out, out_strides, a.heads, a.seqQ, a.headDim, &o))
+      !resolveOutput(out, out_strides, &a))
     return TRANSFUSE_ERROR_ARGUMENT;
-  a.out = out;
-  a.outBatchStride = o.batchStride;
-  a.outHeadStride = o.headStride;
-  a.outRowStride = o.rowStride;
 ${MASK_SET}
   ${NS}::rt::ThreadPool pool(parallel);
   HWY_DYNAMIC_DISPATCH(AttentionRun)(a, &pool);
@@ -635,11 +641,10 @@ extern "C" int ${NAME}(const float* q, const transfuse_strides* q_strides,
   a.headDim = ${D};
   a.scale = ${SCALE};
   a.causal = ${CAUSAL};
-  AttentionTensor o;
-  if (!q || !k_cache || !v_cache || !out || seq_k > T || (a.causal && seq_k < a.seqQ) ||
+  if (!q || !k_cache || !v_cache || seq_k > T || (a.causal && seq_k < a.seqQ) ||
       !resolveTensor(q, q_strides, a.heads, a.seqQ, a.headDim, &a.q) ||
       !resolveTensor(v_cache, v_strides, a.heads, T, a.headDim, &a.v) ||
-      !resolveTensor(out, out_strides, a.heads, a.seqQ, a.headDim, &o))
+      !resolveOutput(out, out_strides, &a))
     return TRANSFUSE_ERROR_ARGUMENT;
   a.k.data = k_cache;
   if (k_strides) {
@@ -652,10 +657,6 @@ extern "C" int ${NAME}(const float* q, const transfuse_strides* q_strides,
     a.k.headStride = a.headDim * T;
     a.k.batchStride = a.heads * a.headDim * T;
   }
-  a.out = out;
-  a.outBatchStride = o.batchStride;
-  a.outHeadStride = o.headStride;
-  a.outRowStride = o.rowStride;
 ${MASK_SET}
   ${NS}::rt::ThreadPool pool(parallel);
   HWY_DYNAMIC_DISPATCH(DecodeAttentionRun)(a, &pool);
