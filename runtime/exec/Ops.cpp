@@ -576,18 +576,7 @@ void expand(const float* x, const Shape& xs, float* out, const Shape& os) {
 
 void activationGrad(ElementwiseKind kind, const float* x, const float* g, float* out, int64_t n,
                     rt::ThreadPool* pool) {
-  // One loop per kind (the kind chosen outside it, so the loop vectorizes).
-  auto run = [&](auto derivative) {
-    forRange(n, 1, pool, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) out[i] = g[i] * derivative(x[i]);
-    });
-  };
-  if (kind == ElementwiseKind::kRelu)
-    run([](float v) { return math::reluDerivative(v); });
-  else if (kind == ElementwiseKind::kGelu)
-    run([](float v) { return math::geluDerivative(v); });
-  else
-    run([](float v) { return math::geluTanhDerivative(v); });
+  kernels::activationGrad(kind, x, g, out, static_cast<size_t>(n), pool);
 }
 
 void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,

@@ -10,6 +10,7 @@
 #include <hwy/contrib/math/math-inl.h>
 
 #include "runtime/Philox.h"
+#include "runtime/kernels/ElementwiseMath.h"
 #include "runtime/kernels/elementwise-inl.h"
 
 #include <algorithm>
@@ -34,6 +35,23 @@ HWY_NOINLINE void ReluSpan(const float* x, float* y, size_t n) {
 }
 HWY_NOINLINE void ErfSpan(const float* x, float* y, size_t n) {
   MapUnary(x, y, n, [](auto d, auto v) { return Erf(d, v); });
+}
+
+// out = g · act'(x) over [0, n) (Elementwise.h's activationGrad). relu's is
+// g times 1 or 0, the scalar definition's bits.
+HWY_NOINLINE void ActivationGradSpan(math::Kind kind, const float* x, const float* g, float* out,
+                                     size_t n) {
+  if (kind == math::Kind::kRelu) {
+    MapBinary(x, g, out, n, [](auto d, auto xv, auto gv) {
+      return hn::Mul(gv, hn::IfThenElseZero(hn::Gt(xv, hn::Zero(d)), hn::Set(d, 1.0f)));
+    });
+  } else if (kind == math::Kind::kGelu) {
+    MapBinary(x, g, out, n,
+              [](auto d, auto xv, auto gv) { return hn::Mul(gv, GeluErfDerivative(d, xv)); });
+  } else {
+    MapBinary(x, g, out, n,
+              [](auto d, auto xv, auto gv) { return hn::Mul(gv, GeluTanhDerivative(d, xv)); });
+  }
 }
 
 // Inverted dropout of x[0, n) whose first element has index `first`:
@@ -233,6 +251,7 @@ HWY_EXPORT(GeluSpan);
 HWY_EXPORT(GeluTanhSpan);
 HWY_EXPORT(ReluSpan);
 HWY_EXPORT(ErfSpan);
+HWY_EXPORT(ActivationGradSpan);
 HWY_EXPORT(ScaleAddRow);
 HWY_EXPORT(SinCosInterleave);
 HWY_EXPORT(ArgmaxRows);
@@ -258,6 +277,12 @@ void relu(const float* x, float* y, size_t n, rt::ThreadPool* pool) {
   mapParallel(HWY_DYNAMIC_DISPATCH(ReluSpan), x, y, n, pool);
 }
 void erf(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(ErfSpan)(x, y, n); }
+
+void activationGrad(math::Kind kind, const float* x, const float* g, float* out, size_t n,
+                    rt::ThreadPool* pool) {
+  auto* fn = HWY_DYNAMIC_DISPATCH(ActivationGradSpan);
+  parallelFor(pool, n, kMapGrain, [&](size_t b, size_t e) { fn(kind, x + b, g + b, out + b, e - b); });
+}
 
 void dropout(const float* x, float* y, size_t n, double rate, uint64_t seed, uint64_t step,
              uint64_t stream, uint64_t first, rt::ThreadPool* pool) {

@@ -8,6 +8,7 @@
 #define TRANSFUSE_RUNTIME_KERNELS_ELEMENTWISE_H
 
 #include "runtime/Status.h"
+#include "runtime/kernels/ElementwiseMath.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,14 @@ void geluTanh(const float* x, float* y, size_t n, rt::ThreadPool* pool = nullptr
 void relu(const float* x, float* y, size_t n, rt::ThreadPool* pool = nullptr);
 // y = erf(x), exposed for tests and for generated code that needs it alone.
 void erf(const float* x, float* y, size_t n);
+
+// The gradient through an activation (transfuse.activation_grad):
+// out[i] = g[i] · act'(x[i]) for kind relu, gelu or gelu_tanh, with the
+// derivatives of ElementwiseMath.h (relu: the scalar definition's bits;
+// gelu: |err| <= 4e-7, gelu_tanh: 6e-7 absolute against them in double, as
+// elementwise_test measures). out may alias x or g.
+void activationGrad(math::Kind kind, const float* x, const float* g, float* out, size_t n,
+                    rt::ThreadPool* pool = nullptr);
 
 // Inverted dropout (transfuse.dropout) of elements [first, first + n) of a
 // tensor: y[i] = x[i] / (1 - rate) when philoxUniform(seed, step, stream,

@@ -141,6 +141,51 @@ HWY_INLINE V GeluTanh(D d, V x) {
   return hn::IfThenElse(hn::Gt(x, lim), x, hn::IfThenElse(hn::Eq(x, x), y, x));
 }
 
+// The activations' derivatives (ElementwiseMath.h states them; these are
+// their vector forms, for activation_grad), clamped like the gelus above so
+// that no exp returns a subnormal:
+//   gelu'(x) = Φ(x) + x·φ(x): Φ as GeluErfCore forms gelu's (erf(z)/z near 0,
+//     erfc(|z|) beyond, so the negative tail does not cancel), φ(x) =
+//     exp(-x²/2)/√(2π); 1 for x > 13, 0 for x < -13 (|gelu'| < 1e-35 there).
+//   gelu_tanh'(x) = s + x·s·(1 - s)·2√(2/π)·(1 + 3·0.044715·x²),
+//     s = 1/(1 + exp(-2√(2/π)(x + 0.044715x³))); 1 for x > 9, 0 for x < -9
+//     (|gelu_tanh'| < 1e-26 there).
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V GeluErfDerivative(D d, V x) {
+  const V lim = hn::Set(d, 13.0f), half = hn::Set(d, 0.5f);
+  const V xc = hn::Min(hn::Max(x, hn::Neg(lim)), lim);
+  const V z = hn::Mul(xc, hn::Set(d, 0.70710678118654752f));
+  const V a = hn::Abs(z);
+  const V small = hn::MulAdd(half, hn::Mul(z, ErfSmallOverX(d, hn::Mul(z, z))), half);
+  const V t = hn::Mul(half, ErfcLarge(d, a));
+  const V large = hn::IfThenElse(hn::Lt(xc, hn::Zero(d)), t, hn::Sub(hn::Set(d, 1.0f), t));
+  const V cdf = hn::IfThenElse(hn::Lt(a, hn::Set(d, 0.875f)), small, large);
+  const V pdf = hn::Mul(hn::Set(d, 0.39894228040143267794f),
+                        hn::Exp(d, hn::Mul(hn::Set(d, -0.5f), hn::Mul(xc, xc))));
+  const V y = hn::MulAdd(xc, pdf, cdf);
+  return hn::IfThenElse(hn::Gt(x, lim), hn::Set(d, 1.0f),
+                        hn::IfThenElse(hn::Lt(x, hn::Neg(lim)), hn::Zero(d),
+                                       hn::IfThenElse(hn::Eq(x, x), y, x)));
+}
+
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V GeluTanhDerivative(D d, V x) {
+  const V lim = hn::Set(d, 9.0f), one = hn::Set(d, 1.0f);
+  const V k = hn::Set(d, 1.5957691216057307118f);  // 2√(2/π)
+  const V xc = hn::Min(hn::Max(x, hn::Neg(lim)), lim);
+  const V x2 = hn::Mul(xc, xc);
+  const V inner = hn::Mul(xc, hn::MulAdd(hn::Set(d, 0.044715f), x2, one));
+  const V e = hn::Exp(d, hn::Neg(hn::Mul(k, inner)));
+  const V s = hn::Div(one, hn::Add(one, e));
+  // 1 - s as e·s: near s = 1 the subtraction loses the whole term (at x = 5
+  // the derivative is 1 + 2e-6, and 1 - s rounds to 0 in fp32).
+  const V slope = hn::Mul(k, hn::MulAdd(hn::Set(d, 3.0f * 0.044715f), x2, one));
+  const V y = hn::MulAdd(hn::Mul(xc, hn::Mul(s, hn::Mul(e, s))), slope, s);
+  return hn::IfThenElse(hn::Gt(x, lim), one,
+                        hn::IfThenElse(hn::Lt(x, hn::Neg(lim)), hn::Zero(d),
+                                       hn::IfThenElse(hn::Eq(x, x), y, x)));
+}
+
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V Relu(D d, V x) {
   return hn::Max(x, hn::Zero(d));

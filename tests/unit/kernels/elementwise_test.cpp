@@ -118,6 +118,64 @@ TEST_P(ElementwiseTest, Activations) {
   }
 }
 
+// activationGrad against ElementwiseMath.h's derivatives in double: relu's
+// bits exactly; gelu and gelu_tanh within their stated bounds (out = g·f',
+// with g = 1 and g random), over a dense grid and the clamps' far sides, at
+// every small size, misaligned and in place; NaN stays NaN.
+TEST_P(ElementwiseTest, ActivationGrads) {
+  std::vector<float> grid;
+  for (int i = -150000; i <= 150000; ++i) grid.push_back(i * 1e-4f);
+  for (float v : {-1e6f, -100.0f, -13.5f, -9.5f, 9.5f, 13.5f, 100.0f, 1e6f, 1e-20f, -1e-20f})
+    grid.push_back(v);
+  const size_t n = grid.size();
+  Buf x(n, 1), g(n, 2), out(n, 3);
+  std::copy(grid.begin(), grid.end(), x.data());
+  std::mt19937 rng(5);
+  g.fill(rng, -2, 2);
+  struct Case {
+    math::Kind kind;
+    double (*ref)(double);
+    double bound;
+  };
+  const Case cases[] = {{math::Kind::kRelu, math::reluDerivative<double>, 0.0},
+                        {math::Kind::kGelu, math::geluDerivative<double>, 4e-7},
+                        {math::Kind::kGeluTanh, math::geluTanhDerivative<double>, 6e-7}};
+  for (const Case& c : cases) {
+    double worst = 0;
+    activationGrad(c.kind, x.data(), g.data(), out.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      if (c.kind == math::Kind::kRelu) {
+        const float want = g[i] * math::reluDerivative(x[i]);
+        ASSERT_EQ(std::memcmp(&out[i], &want, sizeof(float)), 0) << "relu' at x = " << x[i];
+        continue;
+      }
+      const double e = std::fabs(out[i] - double(g[i]) * c.ref(x[i])) / std::max(1.0, std::fabs(double(g[i])));
+      worst = std::max(worst, e);
+    }
+    std::printf("activation_grad kind %d: max |err| / max(1, |g|) %.3g\n", int(c.kind), worst);
+    EXPECT_LE(worst, c.bound);
+    // Small sizes (tails), in place over g.
+    for (size_t m : ktest::sweepSizes()) {
+      Buf xs(m, 1), gs(m, 0);
+      xs.fill(rng, -6, 6);
+      gs.fill(rng, -1, 1);
+      std::vector<float> g0(gs.data(), gs.data() + m);
+      activationGrad(c.kind, xs.data(), gs.data(), gs.data(), m);
+      for (size_t i = 0; i < m; ++i)
+        ASSERT_NEAR(gs[i], g0[i] * c.ref(xs[i]), c.bound + 1e-7) << "n = " << m;
+    }
+    const float nan = std::numeric_limits<float>::quiet_NaN(), one = 1.0f;
+    float got = 0;
+    activationGrad(c.kind, &nan, &one, &got, 1);
+    if (c.kind != math::Kind::kRelu) EXPECT_TRUE(std::isnan(got)) << int(c.kind);
+  }
+  rt::ThreadPool pool(2);
+  Buf threaded(n);
+  activationGrad(math::Kind::kGelu, x.data(), g.data(), out.data(), n);
+  activationGrad(math::Kind::kGelu, x.data(), g.data(), threaded.data(), n, &pool);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], threaded[i]);
+}
+
 TEST_P(ElementwiseTest, ThreadedEqualsSingleThreaded) {
   rt::ThreadPool pool(2);
   const size_t n = 100003;
