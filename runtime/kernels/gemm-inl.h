@@ -268,10 +268,66 @@ HWY_INLINE void Epilogue(Activation act, float* c, size_t ldc, size_t rows, size
   }
 }
 
+// dst[c·dstStride + r] = src[r·srcStride + c] for r < rows, c < cols: the
+// transposing copies of packing (transposed A, transposed B). On AVX2 and
+// AVX-512, whole 8×8 blocks go through eight 256-bit vectors (three rounds
+// of interleaves, 24 shuffles per 64 floats, instead of 64 scalar loads and
+// stores whose stores each touch another cache line); the edges are scalar.
+HWY_INLINE void TransposeCopy(const float* HWY_RESTRICT src, size_t srcStride, size_t rows,
+                              size_t cols, float* HWY_RESTRICT dst, size_t dstStride) {
+  size_t r0 = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  const hn::Full256<float> d8;
+  const hn::Full256<double> d4;
+  using V8 = hn::Vec<decltype(d8)>;
+  auto lo64 = [&](V8 a, V8 b) HWY_ATTR {
+    return hn::BitCast(d8, hn::InterleaveLower(hn::BitCast(d4, a), hn::BitCast(d4, b)));
+  };
+  auto hi64 = [&](V8 a, V8 b) HWY_ATTR {
+    return hn::BitCast(d8, hn::InterleaveUpper(d4, hn::BitCast(d4, a), hn::BitCast(d4, b)));
+  };
+  for (; r0 + 8 <= rows; r0 += 8) {
+    size_t c0 = 0;
+    for (; c0 + 8 <= cols; c0 += 8) {
+      const float* s = src + r0 * srcStride + c0;
+      V8 v[8];
+      for (size_t j = 0; j < 8; ++j) v[j] = hn::LoadU(d8, s + j * srcStride);
+      // t: pairs of rows interleaved per 128-bit block; u: quads; then the
+      // blocks' halves joined: column c of the block is row c of the result.
+      V8 t[8], u[8];
+      for (size_t j = 0; j < 8; j += 2) {
+        t[j] = hn::InterleaveLower(v[j], v[j + 1]);
+        t[j + 1] = hn::InterleaveUpper(d8, v[j], v[j + 1]);
+      }
+      for (size_t j = 0; j < 8; j += 4) {
+        u[j] = lo64(t[j], t[j + 2]);
+        u[j + 1] = hi64(t[j], t[j + 2]);
+        u[j + 2] = lo64(t[j + 1], t[j + 3]);
+        u[j + 3] = hi64(t[j + 1], t[j + 3]);
+      }
+      float* o = dst + c0 * dstStride + r0;
+      for (size_t c = 0; c < 4; ++c) {
+        hn::StoreU(hn::ConcatLowerLower(d8, u[c + 4], u[c]), d8, o + c * dstStride);
+        hn::StoreU(hn::ConcatUpperUpper(d8, u[c + 4], u[c]), d8, o + (c + 4) * dstStride);
+      }
+    }
+    for (; c0 < cols; ++c0)
+      for (size_t r = r0; r < r0 + 8; ++r) dst[c0 * dstStride + r] = src[r * srcStride + c0];
+  }
+#endif
+  // The rest (all of it on targets without 256-bit vectors): blocks of 8
+  // rows, so the writes stay in few cache lines.
+  for (; r0 < rows; r0 += 8) {
+    const size_t rn = std::min<size_t>(8, rows - r0);
+    for (size_t c = 0; c < cols; ++c)
+      for (size_t r = r0; r < r0 + rn; ++r) dst[c * dstStride + r] = src[r * srcStride + c];
+  }
+}
+
 // Packs rows [i0, i0+mc) × k-block [k0, k0+kb) of A: row i0 + r goes to
 // dst[r·kAStride + k] = A(i0 + r, k0 + k) (a tile of h rows starting at row
 // r0 is then dst + r0·kAStride). Row-major A is a copy per row; transposed A
-// is read a contiguous run of rows per k.
+// (A(i,k) = A[k·lda + i]) a transposing copy.
 HWY_INLINE void PackA(const float* HWY_RESTRICT A, size_t lda, bool transA, size_t i0,
                       size_t mc, size_t k0, size_t kb, float* HWY_RESTRICT dst) {
   if (!transA) {  // A(i,k) = A[i·lda + k]
@@ -279,14 +335,7 @@ HWY_INLINE void PackA(const float* HWY_RESTRICT A, size_t lda, bool transA, size
       std::memcpy(dst + r * kAStride, A + (i0 + r) * lda + k0, kb * sizeof(float));
     return;
   }
-  // A(i,k) = A[k·lda + i]: blocks of 8 rows so the writes stay in few lines.
-  for (size_t r0 = 0; r0 < mc; r0 += 8) {
-    const size_t rn = std::min<size_t>(8, mc - r0);
-    for (size_t k = 0; k < kb; ++k) {
-      const float* HWY_RESTRICT src = A + (k0 + k) * lda + i0 + r0;
-      for (size_t r = 0; r < rn; ++r) dst[(r0 + r) * kAStride + k] = src[r];
-    }
-  }
+  TransposeCopy(A + k0 * lda + i0, lda, kb, mc, dst, kAStride);
 }
 
 // Splits `rows` rows into the fewest tiles of <= kMaxMR rows, as evenly as
@@ -436,10 +485,7 @@ HWY_NOINLINE void PackBInto(const float* HWY_RESTRICT B, size_t ldb, bool transB
       const size_t ncols = std::min(nr, N - j0);
       if (transB) {  // B(k,j) = B[j·ldb + k]
         if (ncols < nr) std::memset(dst, 0, kb * nr * sizeof(float));
-        for (size_t j = 0; j < ncols; ++j) {
-          const float* HWY_RESTRICT src = B + (j0 + j) * ldb + k0;
-          for (size_t k = 0; k < kb; ++k) dst[k * nr + j] = src[k];
-        }
+        TransposeCopy(B + j0 * ldb + k0, ldb, ncols, kb, dst, nr);
       } else {  // B(k,j) = B[k·ldb + j]
         for (size_t k = 0; k < kb; ++k) {
           const float* HWY_RESTRICT src = B + (k0 + k) * ldb + j0;
