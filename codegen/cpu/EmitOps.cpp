@@ -145,7 +145,7 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
          ptr(out) + ", " + ptr(e.getOuts()[1]) + ", " + ptr(e.getOuts()[2]) + ", " +
          dims.product(ins[0], 0, axis) + ", " +
          dims.product(ins[0], axis, cast<MemRefType>(ins[0].getType()).getRank()) + ", " +
-         floatLit(eps) + ");");
+         floatLit(eps) + ", c.pool);");
   } else if (k == "attention_grad") {
     // kernels::attentionBackward: Q, K, V, dO dense [B, H, S, D]; the key
     // padding a byte mask [B, Sk].
