@@ -163,7 +163,20 @@ TEST_F(ReferenceDecodingTest, PastTheCapacityIsAnErrorThatWritesNothing) {
   EXPECT_TRUE(contains(llvm::toString(none.takeError()), "'decode_step' uses the decoding state"));
 }
 
-/// Compiles `config` with `strategy` into a fresh directory; its library.
+/// The artifact directories this test program made, removed when it exits.
+std::vector<std::string> &artifactDirs() {
+  static struct Dirs {
+    std::vector<std::string> dirs;
+    ~Dirs() {
+      for (const std::string &d : dirs)
+        llvm::sys::fs::remove_directories(d);
+    }
+  } all;
+  return all.dirs;
+}
+
+/// Compiles `config` with `strategy` into a fresh directory (removed at
+/// exit); its library.
 std::string compileArtifact(MLIRContext &ctx, const std::string &config, const char *strategy,
                             const BuildOptions &options, OwningOpRef<ModuleOp> &graph) {
   auto m = loadModelDefinition(ctx, config, options);
@@ -187,6 +200,7 @@ std::string compileArtifact(MLIRContext &ctx, const std::string &config, const c
   EXPECT_TRUE(!!cpp) << llvm::toString(cpp.takeError());
   llvm::SmallString<128> dir;
   EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("decoding-test", dir));
+  artifactDirs().push_back(std::string(dir));
   if (!cpp)
     return "";
   llvm::Error built = cpu::buildArtifact(dir, *cpp, cpu::BuildOptions());
