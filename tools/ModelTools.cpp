@@ -361,10 +361,19 @@ llvm::Expected<BenchRow> tools::benchStrategy(StringRef modelPath, const FusionS
   auto module = loadModelDefinition(context, modelPath, build);
   if (!module)
     return module.takeError();
-  auto temp = TemporaryDirectory::create("transfuse-bench");
-  if (!temp)
-    return temp.takeError();
-  const std::string &dir = temp->path();
+  std::optional<TemporaryDirectory> temp;
+  std::string dir;
+  if (options.keepDir.empty()) {
+    auto made = TemporaryDirectory::create("transfuse-bench");
+    if (!made)
+      return made.takeError();
+    temp.emplace(std::move(*made));
+    dir = temp->path();
+  } else {
+    dir = options.keepDir + "/" + strategy.str();
+    if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+      return error("cannot create " + dir + ": " + ec.message());
+  }
   auto compiled = compileModule(**module, strategy, dir, Emit::kShared, options.build, nullptr,
                                 options.train);
   if (!compiled)

@@ -115,6 +115,9 @@ struct BenchOptions {
   double minSeconds = 2.0;
   int minRuns = 5;
   cpu::BuildOptions build;
+  /// Where to keep each strategy's artifact (KEEP/<strategy>, for profiling
+  /// what was timed); empty: a temporary directory, removed.
+  std::string keepDir;
 };
 
 /// Compiles `modelPath` once per strategy into a temporary directory and

@@ -314,7 +314,8 @@ int runBenchModel(const std::vector<std::string> &positional,
   for (const auto &[name, value] : flags)
     if (name != "--json" && name != "--threads" && name != "--min-seconds" && name != "--batch" &&
         name != "--src-len" && name != "--tgt-len" && name != "--fusion" && name != "--cxx" &&
-        name != "--isa" && !(train && (name == "--batch-tokens" || name == "--seq-len")))
+        name != "--isa" && name != "--keep-artifacts" &&
+        !(train && (name == "--batch-tokens" || name == "--seq-len")))
       die("flag " + name + " does not apply to '" + command + "'");
   tools::BenchOptions o;
   o.train = train;
@@ -329,6 +330,7 @@ int runBenchModel(const std::vector<std::string> &positional,
   }
   o.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
   o.build.cxx = flag(flags, "--cxx");
+  o.keepDir = flag(flags, "--keep-artifacts");
   o.minSeconds = floatFlag(flags, "--min-seconds", o.minSeconds, [](double v) { return v >= 0; },
                            "a number >= 0");
   llvm::SmallVector<llvm::StringRef> names;
@@ -644,6 +646,8 @@ int main(int argc, char **argv) {
                              "none,attention,layernorm,epilogue,projections,all); decode: one "
                              "(default all)"},
         {"--cxx", "PATH", "model: C++ compiler for the artifacts"},
+        {"--keep-artifacts", "DIR", "model, train: keep each strategy's artifact in DIR/STRATEGY "
+                                    "(to profile what was timed)"},
         {"--batch-tokens", "N", "train: padded tokens per batch (default 3000)"},
         {"--seq-len", "L", "train: source and target length (default 32)"},
         {"--heads", "H", "attention: heads (default 8)"},
