@@ -1,0 +1,34 @@
+// CUDA row kernels: add+layer_norm and softmax, fp32, with the contracts of
+// their CPU counterparts (runtime/kernels/Norm.h):
+//
+//   s = x + residual;  y[r,:] = (s[r,:] - mean_r) / sqrt(var_r + eps) * gamma + beta
+//   y[r,j] = exp(x[r,j] - max_r) / sum_k exp(x[r,k] - max_r)   (all -inf: zeros)
+//
+// rows × width, row-major and contiguous, device pointers; residual, gamma,
+// beta and sum may be null (no residual, 1, 0, not written). One block of
+// 256 threads per row; the summed row is staged in shared memory when it
+// fits (width <= 11264), so global memory is read once and written once per
+// row; the variance is two-pass (Σ(s - mean)², as on the CPU). Calls are
+// asynchronous on `stream`; the return value is the launch's error.
+// This is the first piece of the CUDA backend (issue 15): tests/gpu checks
+// it against double-precision references on a device, and every build
+// compiles it for sm_80 and sm_90.
+#ifndef TRANSFUSE_RUNTIME_CUDA_NORM_CUH
+#define TRANSFUSE_RUNTIME_CUDA_NORM_CUH
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace transfuse::cuda {
+
+cudaError_t addLayerNorm(const float* x, const float* residual, const float* gamma,
+                         const float* beta, float* y, float* sum, size_t rows, size_t width,
+                         float eps, cudaStream_t stream = nullptr);
+
+cudaError_t softmax(const float* x, float* y, size_t rows, size_t width,
+                    cudaStream_t stream = nullptr);
+
+}  // namespace transfuse::cuda
+
+#endif  // TRANSFUSE_RUNTIME_CUDA_NORM_CUH

@@ -1,0 +1,152 @@
+// The CUDA kernels (runtime/cuda) against double-precision references on
+// random data: every row kernel at odd and large widths (the unstaged path
+// past 11264 floats), residual / gamma / sum given or not, in place, and a
+// fully masked softmax row. Exit 0: all passed; 1: a failure (each printed);
+// 77: no CUDA device (ctest reports the test skipped). Built by every build
+// where nvcc exists (sm_80 and sm_90, the CUDA runtime linked statically, so
+// the binary runs on a GPU machine without the toolkit); tests/gpu/run.sh
+// runs it there.
+
+#include "runtime/cuda/Norm.cuh"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+int gFailures = 0;
+
+#define CHECK_CUDA(call)                                                              \
+  do {                                                                                \
+    cudaError_t e_ = (call);                                                          \
+    if (e_ != cudaSuccess) {                                                          \
+      std::printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+// A device copy of a host vector (empty: null), freed by the destructor.
+struct Device {
+  float* p = nullptr;
+  size_t n = 0;
+  explicit Device(const std::vector<float>& h) : n(h.size()) {
+    if (!n) return;
+    CHECK_CUDA(cudaMalloc(&p, n * sizeof(float)));
+    CHECK_CUDA(cudaMemcpy(p, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  ~Device() { cudaFree(p); }
+  std::vector<float> host() const {
+    std::vector<float> h(n);
+    if (n) CHECK_CUDA(cudaMemcpy(h.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+std::vector<float> randomVector(size_t n, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// |got - want| <= atol + rtol·|want| everywhere; prints the worst error.
+void expectNear(const char* what, const std::vector<float>& got, const std::vector<double>& want,
+                double atol, double rtol) {
+  double worst = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = std::fabs(double(got[i]) - want[i]);
+    if (!(e <= atol + rtol * std::fabs(want[i])) && bad++ < 5)
+      std::printf("  %s[%zu] = %.9g, reference %.9g\n", what, i, got[i], want[i]);
+    if (e > worst || std::isnan(e)) worst = e;
+  }
+  std::printf("%-40s max |error| %.3g%s\n", what, worst, bad ? "  FAILED" : "");
+  gFailures += bad != 0;
+}
+
+void testAddLayerNorm(size_t rows, size_t width, bool residual, bool affine, bool withSum,
+                      bool inPlace, std::mt19937& rng) {
+  const float eps = 1e-5f;
+  std::vector<float> x = randomVector(rows * width, rng, -2, 2);
+  std::vector<float> res = residual ? randomVector(rows * width, rng, -2, 2) : std::vector<float>();
+  std::vector<float> gamma = affine ? randomVector(width, rng, -1, 1) : std::vector<float>();
+  std::vector<float> beta = affine ? randomVector(width, rng, -1, 1) : std::vector<float>();
+  std::vector<double> want(rows * width), wantSum(rows * width);
+  for (size_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (size_t j = 0; j < width; ++j)
+      mean += wantSum[r * width + j] = double(x[r * width + j]) + (residual ? res[r * width + j] : 0.0);
+    mean /= width;
+    for (size_t j = 0; j < width; ++j) var += std::pow(wantSum[r * width + j] - mean, 2);
+    const double rstd = 1.0 / std::sqrt(var / width + eps);
+    for (size_t j = 0; j < width; ++j)
+      want[r * width + j] = (wantSum[r * width + j] - mean) * rstd * (affine ? gamma[j] : 1.0) +
+                            (affine ? beta[j] : 0.0);
+  }
+  Device dx(x), dres(res), dgamma(gamma), dbeta(beta);
+  Device dy(inPlace ? std::vector<float>() : std::vector<float>(rows * width));
+  Device dsum(withSum ? std::vector<float>(rows * width) : std::vector<float>());
+  float* y = inPlace ? dx.p : dy.p;
+  CHECK_CUDA(transfuse::cuda::addLayerNorm(dx.p, dres.p, dgamma.p, dbeta.p, y, dsum.p, rows, width,
+                                           eps));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  char what[96];
+  std::snprintf(what, sizeof what, "add_layer_norm %zux%zu%s%s%s%s", rows, width,
+                residual ? " +res" : "", affine ? " affine" : "", withSum ? " sum" : "",
+                inPlace ? " in place" : "");
+  expectNear(what, inPlace ? dx.host() : dy.host(), want, 1e-5, 1e-5);
+  if (withSum) {
+    std::snprintf(what, sizeof what, "  its sum %zux%zu", rows, width);
+    expectNear(what, dsum.host(), wantSum, 0, 0);
+  }
+}
+
+void testSoftmax(size_t rows, size_t width, bool inPlace, std::mt19937& rng) {
+  std::vector<float> x = randomVector(rows * width, rng, -8, 8);
+  if (rows > 1) std::fill_n(x.begin(), width, -std::numeric_limits<float>::infinity());
+  std::vector<double> want(rows * width, 0.0);
+  for (size_t r = 0; r < rows; ++r) {
+    double mx = -INFINITY, sum = 0;
+    for (size_t j = 0; j < width; ++j) mx = std::max(mx, double(x[r * width + j]));
+    if (mx == -INFINITY) continue;
+    for (size_t j = 0; j < width; ++j) sum += want[r * width + j] = std::exp(x[r * width + j] - mx);
+    for (size_t j = 0; j < width; ++j) want[r * width + j] /= sum;
+  }
+  Device dx(x), dy(inPlace ? std::vector<float>() : std::vector<float>(rows * width));
+  CHECK_CUDA(transfuse::cuda::softmax(dx.p, inPlace ? dx.p : dy.p, rows, width));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  char what[96];
+  std::snprintf(what, sizeof what, "softmax %zux%zu%s", rows, width, inPlace ? " in place" : "");
+  expectNear(what, inPlace ? dx.host() : dy.host(), want, 1e-9, 4e-6);
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no CUDA device: the CUDA kernel tests are skipped\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+  std::mt19937 rng(7);
+  const size_t shapes[][2] = {{1, 1}, {3, 7}, {37, 515}, {64, 4096}, {5, 11264}, {5, 11265}, {3, 20001}};
+  for (const auto& s : shapes) {
+    testAddLayerNorm(s[0], s[1], true, true, true, false, rng);
+    testAddLayerNorm(s[0], s[1], false, false, false, false, rng);
+    testAddLayerNorm(s[0], s[1], true, true, true, true, rng);
+    testSoftmax(s[0], s[1], false, rng);
+    testSoftmax(s[0], s[1], true, rng);
+  }
+  std::printf("%s\n", gFailures ? "FAIL" : "PASS");
+  return gFailures ? 1 : 0;
+}
