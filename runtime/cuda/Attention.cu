@@ -1,0 +1,175 @@
+// CUDA fused attention forward (Attention.cuh).
+
+#include "runtime/cuda/Attention.cuh"
+
+#include <cmath>
+
+namespace transfuse::cuda {
+namespace {
+
+constexpr int kQueries = 32;     // queries per block
+constexpr int kKeys = 32;        // keys per tile
+constexpr int kPerQuery = 4;     // threads per query
+constexpr int kThreads = kQueries * kPerQuery;
+constexpr int kKeysPerThread = kKeys / kPerQuery;  // scores per thread per tile
+constexpr int kMaxDim = 256;
+constexpr int kOutPerThread = kMaxDim / kPerQuery;  // O accumulators per thread
+
+struct Strides {
+  size_t batch, head, row;
+};
+
+struct Params {
+  int B, H, Sq, Sk, D;
+  const float *q, *k, *v;
+  float* out;
+  Strides qs, ks, vs, os;
+  float scale;
+  bool causal;
+  const int32_t* keyLengths;
+};
+
+// Keys [0, end) that query i of batch row b sees (0 for a query past Sq).
+__device__ int visibleKeys(const Params& p, int b, int i) {
+  if (i >= p.Sq) return 0;
+  int end = p.Sk;
+  if (p.keyLengths) end = min(end, max(p.keyLengths[b], 0));
+  if (p.causal) end = min(end, i + p.Sk - p.Sq + 1);
+  return max(end, 0);
+}
+
+// The max (kMax) or the sum over the kPerQuery consecutive lanes of a query.
+template <bool kMax>
+__device__ float queryReduce(float v) {
+  for (int offset = 1; offset < kPerQuery; offset *= 2) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = kMax ? fmaxf(v, o) : v + o;
+  }
+  return v;
+}
+
+__global__ void attentionKernel(Params p) {
+  extern __shared__ float smem[];
+  const int D = p.D;
+  float* qTile = smem;                 // [kQueries][D], scaled
+  float* kTile = qTile + kQueries * D; // [kKeys][D]
+  float* vTile = kTile + kKeys * D;    // [kKeys][D]
+  float* pTile = vTile + kKeys * D;    // [kQueries][kKeys]
+
+  const int b = blockIdx.y / p.H, h = blockIdx.y % p.H;
+  const int i0 = blockIdx.x * kQueries;
+  const int t = threadIdx.x, row = t / kPerQuery, part = t % kPerQuery;
+  const int i = i0 + row;
+  const float* q = p.q + b * p.qs.batch + h * p.qs.head;
+  const float* k = p.k + b * p.ks.batch + h * p.ks.head;
+  const float* v = p.v + b * p.vs.batch + h * p.vs.head;
+
+  for (int idx = t; idx < kQueries * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D;
+    qTile[idx] = i0 + r < p.Sq ? q[(size_t)(i0 + r) * p.qs.row + d] * p.scale : 0.0f;
+  }
+  const int rowEnd = visibleKeys(p, b, i);
+  // The block's last visible key: its last query's (visibility grows with i).
+  const int blockEnd = visibleKeys(p, b, min(i0 + kQueries, p.Sq) - 1);
+
+  float m = -INFINITY, l = 0.0f;
+  float o[kOutPerThread];
+#pragma unroll
+  for (int u = 0; u < kOutPerThread; ++u) o[u] = 0.0f;
+
+  for (int j0 = 0; j0 < blockEnd; j0 += kKeys) {
+    __syncthreads();  // the previous tile is no longer read
+    for (int idx = t; idx < kKeys * D; idx += kThreads) {
+      const int r = idx / D, d = idx % D;
+      const bool in = j0 + r < p.Sk;
+      kTile[idx] = in ? k[(size_t)(j0 + r) * p.ks.row + d] : 0.0f;
+      vTile[idx] = in ? v[(size_t)(j0 + r) * p.vs.row + d] : 0.0f;
+    }
+    __syncthreads();
+
+    float s[kKeysPerThread];
+    float tileMax = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < kKeysPerThread; ++c) {
+      const int jj = part * kKeysPerThread + c;
+      float dot = 0.0f;
+      for (int d = 0; d < D; ++d) dot = fmaf(qTile[row * D + d], kTile[jj * D + d], dot);
+      s[c] = j0 + jj < rowEnd ? dot : -INFINITY;
+      tileMax = fmaxf(tileMax, s[c]);
+    }
+    const float mNew = fmaxf(m, queryReduce<true>(tileMax));
+    // Nothing visible yet: weights 0 and nothing to rescale.
+    const float alpha = mNew == -INFINITY ? 1.0f : expf(m - mNew);
+    float sum = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kKeysPerThread; ++c) {
+      const float w = s[c] == -INFINITY ? 0.0f : expf(s[c] - mNew);
+      pTile[row * kKeys + part * kKeysPerThread + c] = w;
+      sum += w;
+    }
+    l = l * alpha + queryReduce<false>(sum);
+    m = mNew;
+    __syncwarp();  // a query's weights are written and read by its own lanes
+#pragma unroll
+    for (int u = 0; u < kOutPerThread; ++u) o[u] *= alpha;
+    for (int jj = 0; jj < kKeys; ++jj) {
+      const float w = pTile[row * kKeys + jj];
+#pragma unroll
+      for (int u = 0; u < kOutPerThread; ++u) {
+        const int d = part + kPerQuery * u;
+        if (d < D) o[u] = fmaf(w, vTile[jj * D + d], o[u]);
+      }
+    }
+  }
+  if (i >= p.Sq) return;
+  float* out = p.out + b * p.os.batch + h * p.os.head + (size_t)i * p.os.row;
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+  for (int u = 0; u < kOutPerThread; ++u) {
+    const int d = part + kPerQuery * u;
+    if (d < D) out[d] = o[u] * inv;
+  }
+}
+
+Strides resolve(size_t batch, size_t head, size_t row, size_t H, size_t S, size_t D) {
+  if (batch == 0 && head == 0 && row == 0) return {H * S * D, S * D, D};
+  return {batch, head, row};
+}
+
+}  // namespace
+
+cudaError_t attention(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.headDim == 0 || a.headDim > kMaxDim) return cudaErrorInvalidValue;
+  if (a.batch * a.heads * a.seqQ == 0) return cudaSuccess;
+  if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data))) return cudaErrorInvalidValue;
+  const size_t H = a.heads, D = a.headDim;
+  Params p;
+  p.B = static_cast<int>(a.batch);
+  p.H = static_cast<int>(H);
+  p.Sq = static_cast<int>(a.seqQ);
+  p.Sk = static_cast<int>(a.seqK);
+  p.D = static_cast<int>(D);
+  p.q = a.q.data;
+  p.k = a.k.data;
+  p.v = a.v.data;
+  p.out = a.out;
+  p.qs = resolve(a.q.batchStride, a.q.headStride, a.q.rowStride, H, a.seqQ, D);
+  p.ks = resolve(a.k.batchStride, a.k.headStride, a.k.rowStride, H, a.seqK, D);
+  p.vs = resolve(a.v.batchStride, a.v.headStride, a.v.rowStride, H, a.seqK, D);
+  p.os = resolve(a.outBatchStride, a.outHeadStride, a.outRowStride, H, a.seqQ, D);
+  p.scale = a.scale;
+  p.causal = a.causal;
+  p.keyLengths = a.keyLengths;
+  const size_t shared = ((kQueries + 2 * kKeys) * D + kQueries * kKeys) * sizeof(float);
+  if (shared > 48 * 1024) {  // beyond the default: opt in (sm_80 and later allow more)
+    cudaError_t e = cudaFuncSetAttribute(attentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(shared));
+    if (e != cudaSuccess) return e;
+  }
+  const dim3 grid(static_cast<unsigned>((a.seqQ + kQueries - 1) / kQueries),
+                  static_cast<unsigned>(a.batch * H));
+  attentionKernel<<<grid, kThreads, shared, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace transfuse::cuda

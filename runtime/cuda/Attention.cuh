@@ -1,0 +1,51 @@
+// CUDA fused attention forward, fp32, with the contract of the CPU kernel
+// (runtime/kernels/Attention.h):
+//
+//   O[b,h,i,:] = Σ_j softmax_j(scale · Q[b,h,i,:]·K[b,h,j,:] + mask(b,i,j)) · V[b,h,j,:]
+//
+// Q and O [B,H,Sq,D], K and V [B,H,Sk,D], each with (batch, head, row)
+// element strides (all zero: dense); D (head_dim) 1..256. Masks: causal
+// (bottom-right aligned: query i sees keys j <= i + Sk - Sq) and key
+// lengths [B] (device memory; keys j >= keyLengths[b] masked). A query whose
+// keys are all masked yields 0.
+//
+// Flash-attention style, CUDA cores (the tensor-core bf16/fp16 path is the
+// next step): a block of 128 threads per (b, h, tile of 32 queries), 4
+// threads per query. The Q tile and a K and a V tile of 32 keys live in
+// shared memory; each thread scores 8 keys of its query, the online softmax
+// (running maximum and sum, rescaling O) is reduced over a query's 4 threads
+// with warp shuffles, and each thread accumulates a quarter of the query's
+// D outputs (interleaved), so the Sq×Sk scores are never stored. Key tiles
+// past a block's last visible key (causal, key lengths) are not loaded.
+#ifndef TRANSFUSE_RUNTIME_CUDA_ATTENTION_CUH
+#define TRANSFUSE_RUNTIME_CUDA_ATTENTION_CUH
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace transfuse::cuda {
+
+struct AttentionTensor {
+  const float* data = nullptr;  // device memory
+  size_t batchStride = 0, headStride = 0, rowStride = 0;  // all 0: dense
+};
+
+struct AttentionArgs {
+  size_t batch = 1, heads = 1, seqQ = 0, seqK = 0, headDim = 0;
+  AttentionTensor q, k, v;
+  float* out = nullptr;
+  size_t outBatchStride = 0, outHeadStride = 0, outRowStride = 0;  // all 0: dense
+  float scale = 1.0f;
+  bool causal = false;
+  const int32_t* keyLengths = nullptr;  // [B], device memory, or null
+};
+
+// Asynchronous on `stream`; cudaErrorInvalidValue for a head_dim outside
+// 1..256 or a missing tensor, else the launch's error.
+cudaError_t attention(const AttentionArgs& args, cudaStream_t stream = nullptr);
+
+}  // namespace transfuse::cuda
+
+#endif  // TRANSFUSE_RUNTIME_CUDA_ATTENTION_CUH
