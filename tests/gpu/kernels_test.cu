@@ -1,4 +1,4 @@
-// The CUDA kernels (runtime/cuda) against double-precision references on
+// The CUDA kernels (runtime/kernels/cuda) against double-precision references on
 // random data: every row kernel at odd and large widths (the unstaged path
 // past 11264 floats), residual / gamma / sum given or not, in place, and a
 // fully masked softmax row. Exit 0: all passed; 1: a failure (each printed);
@@ -7,8 +7,8 @@
 // the binary runs on a GPU machine without the toolkit); tests/gpu/run.sh
 // runs it there.
 
-#include "runtime/cuda/Attention.cuh"
-#include "runtime/cuda/Norm.cuh"
+#include "runtime/kernels/cuda/Attention.cuh"
+#include "runtime/kernels/cuda/Norm.cuh"
 
 #include <cuda_runtime.h>
 
@@ -83,7 +83,8 @@ void testAddLayerNorm(size_t rows, size_t width, bool residual, bool affine, boo
   for (size_t r = 0; r < rows; ++r) {
     double mean = 0, var = 0;
     for (size_t j = 0; j < width; ++j)
-      mean += wantSum[r * width + j] = double(x[r * width + j]) + (residual ? res[r * width + j] : 0.0);
+      // The sum as the kernel forms it: one fp32 addition.
+      mean += wantSum[r * width + j] = x[r * width + j] + (residual ? res[r * width + j] : 0.0f);
     mean /= width;
     for (size_t j = 0; j < width; ++j) var += std::pow(wantSum[r * width + j] - mean, 2);
     const double rstd = 1.0 / std::sqrt(var / width + eps);
@@ -132,18 +133,22 @@ void testSoftmax(size_t rows, size_t width, bool inPlace, std::mt19937& rng) {
 // layout of a fused projection (strides), K and V dense; causal and key
 // lengths (row 1 of the batch fully masked when there are two or more).
 void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool causal,
-                   bool lengths, std::mt19937& rng) {
+                   bool lengths, std::mt19937& rng, bool dense = false) {
   const float scale = 1.0f / std::sqrt(float(D));
+  // Q and O [B, Sq, H, D] (strided), or [B, H, Sq, D] (dense, zero strides).
+  auto qoIndex = [&](size_t b, size_t h, size_t i, size_t d) {
+    return dense ? ((b * H + h) * Sq + i) * D + d : ((b * Sq + i) * H + h) * D + d;
+  };
   std::vector<float> q = randomVector(B * Sq * H * D, rng, -1, 1);
   std::vector<float> k = randomVector(B * H * Sk * D, rng, -1, 1);
   std::vector<float> v = randomVector(B * H * Sk * D, rng, -1, 1);
   std::vector<int32_t> len(B);
   for (size_t b = 0; b < B; ++b) len[b] = b == 1 ? 0 : int32_t(Sk - (b * 7) % (Sk + 1) / 2);
-  auto qAt = [&](size_t b, size_t h, size_t i, size_t d) { return double(q[((b * Sq + i) * H + h) * D + d]); };
+  auto qAt = [&](size_t b, size_t h, size_t i, size_t d) { return double(q[qoIndex(b, h, i, d)]); };
   auto kvAt = [&](const std::vector<float>& t, size_t b, size_t h, size_t j, size_t d) {
     return double(t[((b * H + h) * Sk + j) * D + d]);
   };
-  std::vector<double> want(B * Sq * H * D, 0.0);  // [B, Sq, H, D]
+  std::vector<double> want(B * Sq * H * D, 0.0);
   std::vector<double> s(Sk);
   for (size_t b = 0; b < B; ++b)
     for (size_t h = 0; h < H; ++h)
@@ -161,7 +166,7 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
         for (long j = 0; j < end; ++j) sum += s[j] = std::exp(s[j] - mx);
         for (long j = 0; j < end; ++j)
           for (size_t d = 0; d < D; ++d)
-            want[((b * Sq + i) * H + h) * D + d] += s[j] / sum * kvAt(v, b, h, j, d);
+            want[qoIndex(b, h, i, d)] += s[j] / sum * kvAt(v, b, h, j, d);
       }
   Device dq(q), dk(k), dv(v), dout(std::vector<float>(B * Sq * H * D, NAN));
   int32_t* dlen = nullptr;
@@ -173,13 +178,16 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
   a.seqQ = Sq;
   a.seqK = Sk;
   a.headDim = D;
-  a.q = {dq.p, Sq * H * D, D, H * D};
+  a.q = dense ? transfuse::cuda::AttentionTensor{dq.p, 0, 0, 0}
+              : transfuse::cuda::AttentionTensor{dq.p, Sq * H * D, D, H * D};
   a.k = {dk.p, 0, 0, 0};
   a.v = {dv.p, 0, 0, 0};
   a.out = dout.p;
-  a.outBatchStride = Sq * H * D;
-  a.outHeadStride = D;
-  a.outRowStride = H * D;
+  if (!dense) {
+    a.outBatchStride = Sq * H * D;
+    a.outHeadStride = D;
+    a.outRowStride = H * D;
+  }
   a.scale = scale;
   a.causal = causal;
   a.keyLengths = lengths ? dlen : nullptr;
@@ -187,8 +195,8 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
   CHECK_CUDA(cudaDeviceSynchronize());
   CHECK_CUDA(cudaFree(dlen));
   char what[96];
-  std::snprintf(what, sizeof what, "attention B=%zu H=%zu Sq=%zu Sk=%zu D=%zu%s%s", B, H, Sq, Sk, D,
-                causal ? " causal" : "", lengths ? " lengths" : "");
+  std::snprintf(what, sizeof what, "attention B=%zu H=%zu Sq=%zu Sk=%zu D=%zu%s%s%s", B, H, Sq, Sk, D,
+                causal ? " causal" : "", lengths ? " lengths" : "", dense ? " dense" : "");
   expectNear(what, dout.host(), want, 2e-5, 2e-5);
 }
 
@@ -217,6 +225,8 @@ int main() {
   testAttention(3, 1, 5, 33, 256, false, true, rng);
   testAttention(2, 2, 1, 100, 40, true, false, rng);
   testAttention(1, 8, 512, 512, 64, true, false, rng);
+  testAttention(2, 2, 40, 20, 37, true, true, rng, /*dense=*/true);  // Sq > Sk: early queries see nothing
+  testAttention(1, 3, 33, 65, 100, false, false, rng, /*dense=*/true);
   std::printf("%s\n", gFailures ? "FAIL" : "PASS");
   return gFailures ? 1 : 0;
 }

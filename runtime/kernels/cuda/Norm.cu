@@ -1,8 +1,7 @@
 // CUDA add+layer_norm and softmax (Norm.cuh).
 
-#include "runtime/cuda/Norm.cuh"
+#include "runtime/kernels/cuda/Norm.cuh"
 
-#include <cfloat>
 #include <cmath>
 
 namespace transfuse::cuda {
@@ -25,7 +24,9 @@ __device__ float blockReduce(float v, float* scratch) {
   __syncthreads();  // scratch may still be read by a previous reduction
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < kThreads / 32 ? scratch[lane] : (kMax ? -FLT_MAX : 0.0f);
+  // The identity of the operation (-inf for the max, so that a row of -inf
+  // reduces to -inf and softmax sees it fully masked).
+  v = lane < kThreads / 32 ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
   for (int offset = 16; offset > 0; offset /= 2) {
     const float o = __shfl_xor_sync(0xffffffffu, v, offset);
     v = kMax ? fmaxf(v, o) : v + o;
@@ -35,10 +36,10 @@ __device__ float blockReduce(float v, float* scratch) {
 
 // One row per block. kStaged: the summed row lives in shared memory.
 template <bool kStaged>
-__global__ void addLayerNormKernel(const float* __restrict__ x, const float* __restrict__ residual,
+// x, y and sum may alias each other (element for element): no __restrict__.
+__global__ void addLayerNormKernel(const float* x, const float* residual,
                                    const float* __restrict__ gamma, const float* __restrict__ beta,
-                                   float* __restrict__ y, float* __restrict__ sum, size_t width,
-                                   float eps) {
+                                   float* y, float* sum, size_t width, float eps) {
   extern __shared__ float row[];
   __shared__ float scratch[kThreads / 32];
   const size_t r = blockIdx.x;
@@ -72,7 +73,8 @@ __global__ void addLayerNormKernel(const float* __restrict__ x, const float* __r
   }
 }
 
-__global__ void softmaxKernel(const float* __restrict__ x, float* __restrict__ y, size_t width) {
+// y may alias x: no __restrict__.
+__global__ void softmaxKernel(const float* x, float* y, size_t width) {
   __shared__ float scratch[kThreads / 32];
   const size_t r = blockIdx.x;
   const float* xr = x + r * width;

@@ -17,8 +17,8 @@
 // with warp shuffles, and each thread accumulates a quarter of the query's
 // D outputs (interleaved), so the Sq×Sk scores are never stored. Key tiles
 // past a block's last visible key (causal, key lengths) are not loaded.
-#ifndef TRANSFUSE_RUNTIME_CUDA_ATTENTION_CUH
-#define TRANSFUSE_RUNTIME_CUDA_ATTENTION_CUH
+#ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTION_CUH
+#define TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTION_CUH
 
 #include <cuda_runtime.h>
 
@@ -48,4 +48,4 @@ cudaError_t attention(const AttentionArgs& args, cudaStream_t stream = nullptr);
 
 }  // namespace transfuse::cuda
 
-#endif  // TRANSFUSE_RUNTIME_CUDA_ATTENTION_CUH
+#endif  // TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTION_CUH

@@ -1,6 +1,6 @@
 // CUDA fused attention forward (Attention.cuh).
 
-#include "runtime/cuda/Attention.cuh"
+#include "runtime/kernels/cuda/Attention.cuh"
 
 #include <cmath>
 
@@ -56,8 +56,8 @@ __global__ void attentionKernel(Params p) {
   float* vTile = kTile + kKeys * D;    // [kKeys][D]
   float* pTile = vTile + kKeys * D;    // [kQueries][kKeys]
 
-  const int b = blockIdx.y / p.H, h = blockIdx.y % p.H;
-  const int i0 = blockIdx.x * kQueries;
+  const int b = blockIdx.x / p.H, h = blockIdx.x % p.H;  // x: up to 2^31 - 1 heads
+  const int i0 = blockIdx.y * kQueries;
   const int t = threadIdx.x, row = t / kPerQuery, part = t % kPerQuery;
   const int i = i0 + row;
   const float* q = p.q + b * p.qs.batch + h * p.qs.head;
@@ -112,7 +112,10 @@ __global__ void attentionKernel(Params p) {
     __syncwarp();  // a query's weights are written and read by its own lanes
 #pragma unroll
     for (int u = 0; u < kOutPerThread; ++u) o[u] *= alpha;
-    for (int jj = 0; jj < kKeys; ++jj) {
+    // Only the keys this query sees: a masked key's V row (arena garbage,
+    // NaN) must not reach O, even with weight 0.
+    const int seen = min(kKeys, rowEnd - j0);
+    for (int jj = 0; jj < seen; ++jj) {
       const float w = pTile[row * kKeys + jj];
 #pragma unroll
       for (int u = 0; u < kOutPerThread; ++u) {
@@ -166,8 +169,9 @@ cudaError_t attention(const AttentionArgs& a, cudaStream_t stream) {
                                          static_cast<int>(shared));
     if (e != cudaSuccess) return e;
   }
-  const dim3 grid(static_cast<unsigned>((a.seqQ + kQueries - 1) / kQueries),
-                  static_cast<unsigned>(a.batch * H));
+  const size_t tiles = (a.seqQ + kQueries - 1) / kQueries;
+  if (tiles > 65535) return cudaErrorInvalidValue;  // gridDim.y's limit: Sq <= 2^21
+  const dim3 grid(static_cast<unsigned>(a.batch * H), static_cast<unsigned>(tiles));
   attentionKernel<<<grid, kThreads, shared, stream>>>(p);
   return cudaGetLastError();
 }

@@ -13,8 +13,8 @@
 // This is the first piece of the CUDA backend (issue 15): tests/gpu checks
 // it against double-precision references on a device, and every build
 // compiles it for sm_80 and sm_90.
-#ifndef TRANSFUSE_RUNTIME_CUDA_NORM_CUH
-#define TRANSFUSE_RUNTIME_CUDA_NORM_CUH
+#ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_NORM_CUH
+#define TRANSFUSE_RUNTIME_KERNELS_CUDA_NORM_CUH
 
 #include <cuda_runtime.h>
 
@@ -31,4 +31,4 @@ cudaError_t softmax(const float* x, float* y, size_t rows, size_t width,
 
 }  // namespace transfuse::cuda
 
-#endif  // TRANSFUSE_RUNTIME_CUDA_NORM_CUH
+#endif  // TRANSFUSE_RUNTIME_KERNELS_CUDA_NORM_CUH
