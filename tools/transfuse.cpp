@@ -454,7 +454,7 @@ int runBench(const std::vector<std::string> &positional,
 }
 
 //===----------------------------------------------------------------------===//
-// demo: the README's main job
+// export-kernel: one kernel as a source pair (codegen/cpu/KernelExport.h)
 //===----------------------------------------------------------------------===//
 
 int runExportKernel(const std::vector<std::string> &positional,
@@ -463,23 +463,15 @@ int runExportKernel(const std::vector<std::string> &positional,
     die("export-kernel needs one kernel (" + llvm::join(exportableKernels(), ", ") + ")");
   KernelExportSpec spec;
   spec.kind = positional[0];
-  // The flags each kind takes; -o, --name and --dtype go with every kind.
-  static const std::map<std::string, std::vector<std::string>> taken = {
-      {"attention", {"--batch", "--heads", "--seq-q", "--seq-k", "--head-dim", "--causal", "--mask"}},
-      {"decode_attention",
-       {"--batch", "--heads", "--seq-q", "--seq-k", "--head-dim", "--causal", "--mask"}},
-      {"add_layer_norm", {"--rows", "--cols", "--epsilon"}},
-      {"softmax", {"--rows", "--cols"}},
-      {"gemm", {"--rows", "--k", "--n", "--epilogue"}},
-      {"linear", {"--rows", "--k", "--n", "--epilogue"}}};
-  auto kind = taken.find(spec.kind);
-  if (kind == taken.end())
+  if (!llvm::is_contained(exportableKernels(), spec.kind))
     die("export-kernel: unknown kernel '" + spec.kind + "' (one of " +
         llvm::join(exportableKernels(), ", ") + ")");
+  // -o, --name and --dtype go with every kind; the others as the kind says.
+  llvm::ArrayRef<llvm::StringRef> taken = exportKernelFlags(spec.kind);
   for (const auto &[name, value] : flags)
-    if (name != "-o" && name != "--name" && name != "--dtype" && !llvm::is_contained(kind->second, name))
+    if (name != "-o" && name != "--name" && name != "--dtype" && !llvm::is_contained(taken, name))
       die("export-kernel: " + name + " does not apply to " + spec.kind + " (it takes " +
-          llvm::join(kind->second, ", ") + ")");
+          llvm::join(taken, ", ") + ")");
   std::string dir = flag(flags, "-o");
   if (dir.empty())
     die("export-kernel needs -o DIR");
@@ -520,6 +512,10 @@ int runExportKernel(const std::vector<std::string> &positional,
   }
   return 0;
 }
+
+//===----------------------------------------------------------------------===//
+// demo: the README's main job
+//===----------------------------------------------------------------------===//
 
 int runDemo(const std::vector<std::string> &positional,
             const std::map<std::string, std::string> &flags) {

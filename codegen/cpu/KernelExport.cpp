@@ -55,14 +55,17 @@ std::string substitute(llvm::StringRef text, const Vars &vars) {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-/// A float literal that reads back as `v` exactly.
-std::string floatLiteral(double v) {
+/// `v` rounded to float, printed so that it reads back exactly (no suffix).
+std::string floatText(double v) {
   std::string s;
   llvm::raw_string_ostream(s) << llvm::format("%.9g", static_cast<float>(v));
   if (s.find_first_of(".e") == std::string::npos)
     s += ".0";
-  return s + "f";
+  return s;
 }
+
+/// The float literal of `v` (floatText with an f).
+std::string floatLiteral(double v) { return floatText(v) + "f"; }
 
 //===----------------------------------------------------------------------===//
 // The kernel library's text
@@ -456,9 +459,15 @@ ${BODY}
 struct Kind {
   llvm::StringRef name;
   llvm::StringRef title;
+  std::vector<llvm::StringRef> flags;  // the spec's fields it reads, as flags
   std::vector<llvm::StringRef> roots;
   llvm::StringRef doc, decl, entry, test;
 };
+
+const std::vector<llvm::StringRef> kAttentionFlags = {
+    "--batch", "--heads", "--seq-q", "--seq-k", "--head-dim", "--causal", "--mask"};
+const std::vector<llvm::StringRef> kRowFlags = {"--rows", "--cols"};
+const std::vector<llvm::StringRef> kMatrixFlags = {"--rows", "--k", "--n", "--epilogue"};
 
 // ---- attention ----
 
@@ -958,21 +967,21 @@ ${TEARDOWN}
 
 const std::vector<Kind> &kinds() {
   static const std::vector<Kind> all = {
-      {"attention", "fused scaled dot-product attention (flash attention, fp32)",
+      {"attention", "fused scaled dot-product attention (flash attention, fp32)", kAttentionFlags,
        {"runtime/kernels/attention-inl.h"}, kAttentionDoc, kAttentionDecl, kAttentionEntry,
        kAttentionTest},
-      {"decode_attention", "attention of a decode step over a KV cache (fp32)",
+      {"decode_attention", "attention of a decode step over a KV cache (fp32)", kAttentionFlags,
        {"runtime/kernels/decode_attention-inl.h"}, kDecodeDoc, kDecodeDecl, kDecodeEntry,
        kDecodeTest},
       {"add_layer_norm", "residual add fused with layer normalization (fp32)",
-       {"runtime/kernels/norm-inl.h"}, kAddLayerNormDoc, kAddLayerNormDecl, kAddLayerNormEntry,
-       kAddLayerNormTest},
-      {"linear", "a linear layer with a fused epilogue, weights packed once (fp32)",
+       {"--rows", "--cols", "--epsilon"}, {"runtime/kernels/norm-inl.h"}, kAddLayerNormDoc,
+       kAddLayerNormDecl, kAddLayerNormEntry, kAddLayerNormTest},
+      {"linear", "a linear layer with a fused epilogue, weights packed once (fp32)", kMatrixFlags,
        {"runtime/kernels/gemm-inl.h"}, kLinearDoc, kLinearDecl, kLinearEntry, kGemmTest},
-      {"gemm", "matrix product with a fused epilogue (fp32)", {"runtime/kernels/gemm-inl.h"},
-       kGemmDoc, kGemmDecl, kGemmEntry, kGemmTest},
-      {"softmax", "row softmax (fp32)", {"runtime/kernels/norm-inl.h"}, kSoftmaxDoc, kSoftmaxDecl,
-       kSoftmaxEntry, kSoftmaxTest},
+      {"gemm", "matrix product with a fused epilogue (fp32)", kMatrixFlags,
+       {"runtime/kernels/gemm-inl.h"}, kGemmDoc, kGemmDecl, kGemmEntry, kGemmTest},
+      {"softmax", "row softmax (fp32)", kRowFlags, {"runtime/kernels/norm-inl.h"}, kSoftmaxDoc,
+       kSoftmaxDecl, kSoftmaxEntry, kSoftmaxTest},
   };
   return all;
 }
@@ -1037,7 +1046,7 @@ llvm::Error attentionVars(const KernelExportSpec &s, bool decode, Vars &v) {
   v["SK"] = str(s.seqK);
   v["D"] = str(s.headDim);
   v["SCALE"] = floatLiteral(scale);
-  v["SCALE_TEXT"] = "1/sqrt(D) = " + floatLiteral(scale).substr(0, floatLiteral(scale).size() - 1);
+  v["SCALE_TEXT"] = "1/sqrt(D) = " + floatText(scale);
   v["CAUSAL"] = s.causal ? "true" : "false";
   v["CAUSAL_TEXT"] = s.causal ? "causal (query i sees keys j <= i + Sk - Sq)" : "not causal";
   v["KEY_PADDING"] = s.mask == "key_padding" ? "true" : "false";
@@ -1094,7 +1103,7 @@ llvm::Error rowVars(const KernelExportSpec &s, Vars &v) {
   v["ROWS"] = str(s.rows);
   v["COLS"] = str(s.cols);
   v["EPS"] = floatLiteral(s.epsilon);
-  v["EPS_TEXT"] = floatLiteral(s.epsilon).substr(0, floatLiteral(s.epsilon).size() - 1);
+  v["EPS_TEXT"] = floatText(s.epsilon);
   v["SHAPE"] = "rows=" + v["ROWS"] + " cols=" + v["COLS"];
   return llvm::Error::success();
 }
@@ -1213,6 +1222,13 @@ llvm::ArrayRef<llvm::StringRef> exportableKernels() {
     return n;
   }();
   return names;
+}
+
+llvm::ArrayRef<llvm::StringRef> exportKernelFlags(llvm::StringRef kind) {
+  auto k = llvm::find_if(kinds(), [&](const Kind &x) { return x.name == kind; });
+  if (k == kinds().end())
+    return {};
+  return k->flags;
 }
 
 llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &specIn,

@@ -54,6 +54,10 @@ struct ExportedFile {
 /// attention, decode_attention, add_layer_norm, linear, gemm, softmax.
 llvm::ArrayRef<llvm::StringRef> exportableKernels();
 
+/// The flags `kind` takes besides -o, --name and --dtype (empty for an
+/// unknown kind), so that the driver refuses the others.
+llvm::ArrayRef<llvm::StringRef> exportKernelFlags(llvm::StringRef kind);
+
 /// The three files, or one error naming the flag that is wrong. `command`
 /// (the command line that asked) goes into the files' opening comments.
 llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &spec,

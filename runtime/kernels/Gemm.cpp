@@ -20,7 +20,6 @@
 
 namespace transfuse::kernels {
 
-HWY_EXPORT(GemmPanelWidth);
 HWY_EXPORT(GemmKernelShape);
 HWY_EXPORT(PackBRun);
 HWY_EXPORT(GemmPacked);

@@ -455,9 +455,6 @@ HWY_INLINE void GemmUnit(const Problem& P, size_t i0, size_t mc, size_t p0, size
 
 // ---- entry points (exported by Gemm.cpp) ----
 
-// The panel width this target packs B with.
-HWY_NOINLINE size_t GemmPanelWidth() { return gemm::NR(); }
-
 HWY_NOINLINE void GemmKernelShape(size_t* mr, size_t* nr, size_t* kc, size_t* mc,
                                   int64_t* target) {
   *target = HWY_TARGET;
@@ -522,7 +519,7 @@ HWY_NOINLINE void PackBRun(const float* B, size_t K, size_t N, size_t ldb, bool 
               [&](size_t p0, size_t p1) { PackBInto(B, ldb, transB, out, p0, p1); });
 }
 
-// C = epilogue(A·B); B packed for this target (B.nr == GemmPanelWidth()).
+// C = epilogue(A·B); B packed for this target (B.nr == gemm::NR()).
 HWY_NOINLINE void GemmPacked(size_t M, size_t N, size_t K, const float* A, size_t lda,
                              bool transA, const PackedB* B, float* C, size_t ldc,
                              const GemmEpilogue* ep, rt::ThreadPool* pool) {
