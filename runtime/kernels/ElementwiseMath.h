@@ -26,6 +26,14 @@
 #include <cmath>
 #include <cstdint>
 
+// The formulas are host and device functions: CUDA code (runtime/kernels/
+// cuda, generated regions) evaluates the same templates.
+#ifdef __CUDACC__
+#define TRANSFUSE_HD __host__ __device__
+#else
+#define TRANSFUSE_HD
+#endif
+
 namespace transfuse::kernels::math {
 
 // X(Kind, arity, scalar template, Highway function, Highway function takes
@@ -47,15 +55,15 @@ enum class Kind : uint8_t {
 #undef TRANSFUSE_KIND
 };
 
-template <class T> T add(T a, T b) { return a + b; }
-template <class T> T sub(T a, T b) { return a - b; }
-template <class T> T mul(T a, T b) { return a * b; }
-template <class T> T div(T a, T b) { return a / b; }
-template <class T> T relu(T x) { return x < T(0) ? T(0) : x; }
-template <class T> T exp(T x) { return std::exp(x); }
-template <class T> T tanh(T x) { return std::tanh(x); }
-template <class T> T gelu(T x) { return T(0.5) * x * std::erfc(x * T(-0.70710678118654752440)); }
-template <class T> T geluTanh(T x) {
+template <class T> TRANSFUSE_HD T add(T a, T b) { return a + b; }
+template <class T> TRANSFUSE_HD T sub(T a, T b) { return a - b; }
+template <class T> TRANSFUSE_HD T mul(T a, T b) { return a * b; }
+template <class T> TRANSFUSE_HD T div(T a, T b) { return a / b; }
+template <class T> TRANSFUSE_HD T relu(T x) { return x < T(0) ? T(0) : x; }
+template <class T> TRANSFUSE_HD T exp(T x) { return std::exp(x); }
+template <class T> TRANSFUSE_HD T tanh(T x) { return std::tanh(x); }
+template <class T> TRANSFUSE_HD T gelu(T x) { return T(0.5) * x * std::erfc(x * T(-0.70710678118654752440)); }
+template <class T> TRANSFUSE_HD T geluTanh(T x) {
   return x / (T(1) + std::exp(T(-1.5957691216057307118) * (x + T(0.044715) * x * x * x)));
 }
 
@@ -65,19 +73,19 @@ template <class T> T geluTanh(T x) {
 //   gelu_tanh'(x) = s + x·s·(1 - s)·2√(2/π)·(1 + 3·0.044715·x²) with
 //                   s = 1/(1 + exp(-2√(2/π)·(x + 0.044715·x³))), as
 //                   gelu_tanh(x) = x·s
-template <class T> T reluDerivative(T x) { return x > T(0) ? T(1) : T(0); }
-template <class T> T geluDerivative(T x) {
+template <class T> TRANSFUSE_HD T reluDerivative(T x) { return x > T(0) ? T(1) : T(0); }
+template <class T> TRANSFUSE_HD T geluDerivative(T x) {
   return T(0.5) * std::erfc(x * T(-0.70710678118654752440)) +
          x * T(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
 }
-template <class T> T geluTanhDerivative(T x) {
+template <class T> TRANSFUSE_HD T geluTanhDerivative(T x) {
   const T k = T(1.5957691216057307118);  // 2√(2/π)
   const T s = T(1) / (T(1) + std::exp(-k * (x + T(0.044715) * x * x * x)));
   return s + x * s * (T(1) - s) * k * (T(1) + T(3 * 0.044715) * x * x);
 }
 
 // The op `kind` on a (and b, for binary ops).
-template <class T> T apply(Kind kind, T a, T b = T(0)) {
+template <class T> TRANSFUSE_HD T apply(Kind kind, T a, T b = T(0)) {
   switch (kind) {
 #define TRANSFUSE_APPLY(kind, arity, scalar, vector, tag) \
   case Kind::kind:                                        \

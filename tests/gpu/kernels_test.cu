@@ -8,7 +8,10 @@
 // runs it there.
 
 #include "runtime/kernels/cuda/Attention.cuh"
+#include "runtime/kernels/cuda/Embedding.cuh"
+#include "runtime/kernels/cuda/Gemm.cuh"
 #include "runtime/kernels/cuda/Norm.cuh"
+#include "runtime/kernels/ElementwiseMath.h"
 
 #include <cuda_runtime.h>
 
@@ -133,7 +136,7 @@ void testSoftmax(size_t rows, size_t width, bool inPlace, std::mt19937& rng) {
 // layout of a fused projection (strides), K and V dense; causal and key
 // lengths (row 1 of the batch fully masked when there are two or more).
 void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool causal,
-                   bool lengths, std::mt19937& rng, bool dense = false) {
+                   bool lengths, std::mt19937& rng, bool dense = false, bool keyMask = false) {
   const float scale = 1.0f / std::sqrt(float(D));
   // Q and O [B, Sq, H, D] (strided), or [B, H, Sq, D] (dense, zero strides).
   auto qoIndex = [&](size_t b, size_t h, size_t i, size_t d) {
@@ -144,6 +147,10 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
   std::vector<float> v = randomVector(B * H * Sk * D, rng, -1, 1);
   std::vector<int32_t> len(B);
   for (size_t b = 0; b < B; ++b) len[b] = b == 1 ? 0 : int32_t(Sk - (b * 7) % (Sk + 1) / 2);
+  // A byte mask [B, Sk] (0 masks): every third key, and all of row 1.
+  std::vector<uint8_t> mask(B * Sk);
+  for (size_t b = 0; b < B; ++b)
+    for (size_t j = 0; j < Sk; ++j) mask[b * Sk + j] = b != 1 && (b + j) % 3 != 0;
   auto qAt = [&](size_t b, size_t h, size_t i, size_t d) { return double(q[qoIndex(b, h, i, d)]); };
   auto kvAt = [&](const std::vector<float>& t, size_t b, size_t h, size_t j, size_t d) {
     return double(t[((b * H + h) * Sk + j) * D + d]);
@@ -158,12 +165,15 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
         if (causal) end = std::min<long>(end, long(i + Sk) - long(Sq) + 1);
         if (end <= 0) continue;
         double mx = -INFINITY, sum = 0;
+        auto seen = [&](long j) { return !keyMask || mask[b * Sk + j]; };
         for (long j = 0; j < end; ++j) {
           double dot = 0;
           for (size_t d = 0; d < D; ++d) dot += qAt(b, h, i, d) * kvAt(k, b, h, j, d);
-          mx = std::max(mx, s[j] = dot * scale);
+          s[j] = dot * scale;
+          if (seen(j)) mx = std::max(mx, s[j]);
         }
-        for (long j = 0; j < end; ++j) sum += s[j] = std::exp(s[j] - mx);
+        if (mx == -INFINITY) continue;  // every key masked: zeros
+        for (long j = 0; j < end; ++j) sum += s[j] = seen(j) ? std::exp(s[j] - mx) : 0.0;
         for (long j = 0; j < end; ++j)
           for (size_t d = 0; d < D; ++d)
             want[qoIndex(b, h, i, d)] += s[j] / sum * kvAt(v, b, h, j, d);
@@ -172,6 +182,9 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
   int32_t* dlen = nullptr;
   CHECK_CUDA(cudaMalloc(&dlen, B * sizeof(int32_t)));
   CHECK_CUDA(cudaMemcpy(dlen, len.data(), B * sizeof(int32_t), cudaMemcpyHostToDevice));
+  uint8_t* dmask = nullptr;
+  CHECK_CUDA(cudaMalloc(&dmask, B * Sk + 1));
+  CHECK_CUDA(cudaMemcpy(dmask, mask.data(), B * Sk, cudaMemcpyHostToDevice));
   transfuse::cuda::AttentionArgs a;
   a.batch = B;
   a.heads = H;
@@ -191,13 +204,112 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
   a.scale = scale;
   a.causal = causal;
   a.keyLengths = lengths ? dlen : nullptr;
+  a.keyMask = keyMask ? dmask : nullptr;
   CHECK_CUDA(transfuse::cuda::attention(a));
   CHECK_CUDA(cudaDeviceSynchronize());
   CHECK_CUDA(cudaFree(dlen));
-  char what[96];
-  std::snprintf(what, sizeof what, "attention B=%zu H=%zu Sq=%zu Sk=%zu D=%zu%s%s%s", B, H, Sq, Sk, D,
-                causal ? " causal" : "", lengths ? " lengths" : "", dense ? " dense" : "");
+  CHECK_CUDA(cudaFree(dmask));
+  char what[112];
+  std::snprintf(what, sizeof what, "attention B=%zu H=%zu Sq=%zu Sk=%zu D=%zu%s%s%s%s", B, H, Sq, Sk,
+                D, causal ? " causal" : "", lengths ? " lengths" : "", dense ? " dense" : "",
+                keyMask ? " key mask" : "");
   expectNear(what, dout.host(), want, 2e-5, 2e-5);
+}
+
+// The GEMM with every epilogue against a double reference, B as [K, N] or
+// (transB, a weight) [N, K], leading dimensions past the row lengths.
+void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::cuda::Activation act,
+              bool residual, std::mt19937& rng) {
+  namespace tm = transfuse::kernels::math;
+  const size_t lda = K + 3, ldb = (transB ? K : N) + 1, ldc = N + 2, ldr = N + 5;
+  std::vector<float> a = randomVector(M * lda, rng, -1, 1);
+  std::vector<float> b = randomVector((transB ? N : K) * ldb, rng, -1, 1);
+  std::vector<float> bv = randomVector(N, rng, -1, 1), r = randomVector(M * ldr, rng, -1, 1);
+  std::vector<double> want(M * ldc, 7.0);  // the columns past N stay untouched
+  for (size_t i = 0; i < M; ++i)
+    for (size_t j = 0; j < N; ++j) {
+      double v = 0;
+      for (size_t k = 0; k < K; ++k)
+        v += double(a[i * lda + k]) * double(transB ? b[j * ldb + k] : b[k * ldb + j]);
+      if (bias) v += bv[j];
+      if (act == transfuse::cuda::Activation::kRelu) v = tm::relu(v);
+      if (act == transfuse::cuda::Activation::kGelu) v = tm::gelu(v);
+      if (act == transfuse::cuda::Activation::kGeluTanh) v = tm::geluTanh(v);
+      if (residual) v += r[i * ldr + j];
+      want[i * ldc + j] = v;
+    }
+  Device da(a), db(b), dbias(bv), dr(r), dc(std::vector<float>(M * ldc, 7.0f));
+  transfuse::cuda::GemmArgs g;
+  g.m = M; g.n = N; g.k = K;
+  g.a = da.p; g.lda = lda;
+  g.b = db.p; g.ldb = ldb; g.transB = transB;
+  g.c = dc.p; g.ldc = ldc;
+  g.bias = bias ? dbias.p : nullptr;
+  g.activation = act;
+  g.residual = residual ? dr.p : nullptr;
+  g.ldr = ldr;
+  CHECK_CUDA(transfuse::cuda::gemm(g));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  char what[96];
+  std::snprintf(what, sizeof what, "gemm %zux%zux%zu%s%s act %d%s", M, N, K, transB ? " transB" : "",
+                bias ? " bias" : "", int(act), residual ? " residual" : "");
+  expectNear(what, dc.host(), want, 1e-5, 1e-5 * std::sqrt(double(K)) + 1e-5);
+}
+
+// gather (an id out of range reported at its first position, its row
+// zeroed), the positional table and the key padding mask.
+void testEmbedding(std::mt19937& rng) {
+  const size_t vocab = 50, dim = 300, n = 37;
+  std::vector<float> table = randomVector(vocab * dim, rng, -1, 1);
+  std::vector<int32_t> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = int32_t((i * 13) % vocab);
+  ids[20] = int32_t(vocab);  // out of range
+  ids[30] = -1;
+  std::vector<double> want(n * dim, 0.0);
+  for (size_t i = 0; i < n; ++i)
+    if (ids[i] >= 0 && size_t(ids[i]) < vocab)
+      for (size_t j = 0; j < dim; ++j) want[i * dim + j] = table[ids[i] * dim + j];
+  Device dt(table), dout(std::vector<float>(n * dim, NAN));
+  int32_t* dids = nullptr;
+  unsigned int* dbad = nullptr;
+  uint8_t* dmask = nullptr;
+  CHECK_CUDA(cudaMalloc(&dids, n * sizeof(int32_t)));
+  CHECK_CUDA(cudaMalloc(&dbad, sizeof(unsigned int)));
+  CHECK_CUDA(cudaMalloc(&dmask, n));
+  CHECK_CUDA(cudaMemcpy(dids, ids.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(dbad, 0xff, sizeof(unsigned int)));
+  CHECK_CUDA(transfuse::cuda::gather(dt.p, vocab, dim, dids, n, dout.p, dbad));
+  CHECK_CUDA(transfuse::cuda::keyPaddingMask(dids, n, 13, dmask));
+  unsigned int bad = 0;
+  std::vector<uint8_t> mask(n);
+  CHECK_CUDA(cudaMemcpy(&bad, dbad, sizeof bad, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(mask.data(), dmask, n, cudaMemcpyDeviceToHost));
+  expectNear("gather (ids 20 and 30 out of range)", dout.host(), want, 0, 0);
+  std::printf("%-40s first bad position %u%s\n", "gather's bad-id report", bad,
+              bad == 20 ? "" : "  FAILED (expected 20)");
+  gFailures += bad != 20;
+  std::vector<float> maskGot(n);
+  std::vector<double> maskWant(n);
+  for (size_t i = 0; i < n; ++i) {
+    maskGot[i] = mask[i];
+    maskWant[i] = ids[i] != 13;
+  }
+  expectNear("key padding mask (pad id 13)", maskGot, maskWant, 0, 0);
+  CHECK_CUDA(cudaFree(dids));
+  CHECK_CUDA(cudaFree(dbad));
+  CHECK_CUDA(cudaFree(dmask));
+
+  const size_t length = 45, offset = 3, width = 34;
+  Device dpos(std::vector<float>(length * width, NAN));
+  CHECK_CUDA(transfuse::cuda::positionalEncoding(length, offset, width, dpos.p));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<double> pos(length * width);
+  for (size_t p = 0; p < length; ++p)
+    for (size_t j = 0; j < width; ++j) {
+      const double angle = double(p + offset) * std::pow(10000.0, -double(j - j % 2) / double(width));
+      pos[p * width + j] = j % 2 == 0 ? std::sin(angle) : std::cos(angle);
+    }
+  expectNear("positional encoding (offset 3)", dpos.host(), pos, 1e-6, 0);
 }
 
 }  // namespace
@@ -227,6 +339,16 @@ int main() {
   testAttention(1, 8, 512, 512, 64, true, false, rng);
   testAttention(2, 2, 40, 20, 37, true, true, rng, /*dense=*/true);  // Sq > Sk: early queries see nothing
   testAttention(1, 3, 33, 65, 100, false, false, rng, /*dense=*/true);
+  testAttention(3, 2, 17, 50, 64, false, false, rng, false, /*keyMask=*/true);
+  testAttention(2, 2, 50, 50, 32, true, true, rng, false, /*keyMask=*/true);
+  using transfuse::cuda::Activation;
+  testGemm(1, 1, 1, false, false, Activation::kNone, false, rng);
+  testGemm(37, 70, 45, true, true, Activation::kRelu, true, rng);
+  testGemm(130, 65, 300, false, true, Activation::kGelu, false, rng);
+  testGemm(64, 128, 64, true, false, Activation::kGeluTanh, true, rng);
+  testGemm(200, 513, 512, true, true, Activation::kNone, false, rng);
+  testGemm(5, 3, 0, true, true, Activation::kNone, true, rng);  // K = 0: the epilogue alone
+  testEmbedding(rng);
   std::printf("%s\n", gFailures ? "FAIL" : "PASS");
   return gFailures ? 1 : 0;
 }

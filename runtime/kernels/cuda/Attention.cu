@@ -27,6 +27,7 @@ struct Params {
   float scale;
   bool causal;
   const int32_t* keyLengths;
+  const uint8_t* keyMask;
 };
 
 // Keys [0, end) that query i of batch row b sees (0 for a query past Sq).
@@ -94,7 +95,9 @@ __global__ void attentionKernel(Params p) {
       const int jj = part * kKeysPerThread + c;
       float dot = 0.0f;
       for (int d = 0; d < D; ++d) dot = fmaf(qTile[row * D + d], kTile[jj * D + d], dot);
-      s[c] = j0 + jj < rowEnd ? dot : -INFINITY;
+      const int j = j0 + jj;
+      const bool masked = j >= rowEnd || (p.keyMask && !p.keyMask[(size_t)b * p.Sk + j]);
+      s[c] = masked ? -INFINITY : dot;
       tileMax = fmaxf(tileMax, s[c]);
     }
     const float mNew = fmaxf(m, queryReduce<true>(tileMax));
@@ -117,6 +120,7 @@ __global__ void attentionKernel(Params p) {
     const int seen = min(kKeys, rowEnd - j0);
     for (int jj = 0; jj < seen; ++jj) {
       const float w = pTile[row * kKeys + jj];
+      if (p.keyMask && !p.keyMask[(size_t)b * p.Sk + j0 + jj]) continue;
 #pragma unroll
       for (int u = 0; u < kOutPerThread; ++u) {
         const int d = part + kPerQuery * u;
@@ -163,6 +167,7 @@ cudaError_t attention(const AttentionArgs& a, cudaStream_t stream) {
   p.scale = a.scale;
   p.causal = a.causal;
   p.keyLengths = a.keyLengths;
+  p.keyMask = a.keyMask;
   const size_t shared = ((kQueries + 2 * kKeys) * D + kQueries * kKeys) * sizeof(float);
   if (shared > 48 * 1024) {  // beyond the default: opt in (sm_80 and later allow more)
     cudaError_t e = cudaFuncSetAttribute(attentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -5,9 +5,10 @@
 //
 // Q and O [B,H,Sq,D], K and V [B,H,Sk,D], each with (batch, head, row)
 // element strides (all zero: dense); D (head_dim) 1..256. Masks: causal
-// (bottom-right aligned: query i sees keys j <= i + Sk - Sq) and key
-// lengths [B] (device memory; keys j >= keyLengths[b] masked). A query whose
-// keys are all masked yields 0.
+// (bottom-right aligned: query i sees keys j <= i + Sk - Sq), key
+// lengths [B] (device memory; keys j >= keyLengths[b] masked) and a key
+// mask [B, Sk] of bytes (the CPU kernel's keyMask: keyMask[b·Sk + j] == 0
+// masks key j). A query whose keys are all masked yields 0.
 //
 // Flash-attention style, CUDA cores (the tensor-core bf16/fp16 path is the
 // next step): a block of 128 threads per (b, h, tile of 32 queries), 4
@@ -40,6 +41,7 @@ struct AttentionArgs {
   float scale = 1.0f;
   bool causal = false;
   const int32_t* keyLengths = nullptr;  // [B], device memory, or null
+  const uint8_t* keyMask = nullptr;     // [B, Sk], device memory, or null
 };
 
 // Asynchronous on `stream`; cudaErrorInvalidValue for a head_dim outside

@@ -1,0 +1,93 @@
+// CUDA fp32 GEMM with a fused epilogue (Gemm.cuh).
+
+#include "runtime/kernels/cuda/Gemm.cuh"
+
+#include "runtime/kernels/ElementwiseMath.h"
+
+namespace transfuse::cuda {
+namespace {
+
+constexpr int kTile = 64;    // C tile: kTile × kTile per block
+constexpr int kStep = 16;    // K per shared-memory stage
+constexpr int kThreads = 256;
+constexpr int kPer = 4;      // C elements per thread along each axis
+
+__device__ float activate(Activation act, float x) {
+  namespace tm = transfuse::kernels::math;
+  switch (act) {
+    case Activation::kRelu: return tm::relu(x);
+    case Activation::kGelu: return tm::gelu(x);
+    case Activation::kGeluTanh: return tm::geluTanh(x);
+    default: return x;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
+  __shared__ __align__(16) float As[kStep][kTile];  // A tile, transposed: As[k][i]
+  __shared__ __align__(16) float Bs[kStep][kTile];  // B tile: Bs[k][j]
+  const int t = threadIdx.x;
+  const int tx = t % 16, ty = t / 16;  // this thread: rows ty·4.., columns tx·4..
+  const size_t row0 = static_cast<size_t>(blockIdx.y) * kTile;
+  const size_t col0 = static_cast<size_t>(blockIdx.x) * kTile;
+  float acc[kPer][kPer] = {};
+  for (size_t k0 = 0; k0 < p.k; k0 += kStep) {
+    // 64×16 elements of A and of B, 4 per thread; out of range: 0.
+    for (int e = t; e < kTile * kStep; e += kThreads) {
+      const int r = e / kStep, kk = e % kStep;  // A: consecutive threads along k
+      const size_t gi = row0 + r, gk = k0 + kk;
+      As[kk][r] = gi < p.m && gk < p.k ? p.a[gi * p.lda + gk] : 0.0f;
+      if (p.transB) {  // B stored [N,K]: consecutive threads along k
+        const size_t gj = col0 + r;
+        Bs[kk][r] = gj < p.n && gk < p.k ? p.b[gj * p.ldb + gk] : 0.0f;
+      } else {         // B stored [K,N]: consecutive threads along n
+        const int j = e % kTile, kb = e / kTile;
+        const size_t gj = col0 + j, gkb = k0 + kb;
+        Bs[kb][j] = gj < p.n && gkb < p.k ? p.b[gkb * p.ldb + gj] : 0.0f;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kStep; ++kk) {
+      const float4 a4 = *reinterpret_cast<const float4*>(&As[kk][ty * kPer]);
+      const float4 b4 = *reinterpret_cast<const float4*>(&Bs[kk][tx * kPer]);
+      const float a[kPer] = {a4.x, a4.y, a4.z, a4.w}, b[kPer] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  const size_t ldr = p.ldr ? p.ldr : p.n;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const size_t gi = row0 + ty * kPer + i;
+    if (gi >= p.m) continue;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const size_t gj = col0 + tx * kPer + j;
+      if (gj >= p.n) continue;
+      float v = acc[i][j];
+      if (p.bias) v += p.bias[gj];
+      v = activate(p.activation, v);
+      if (p.residual) v += p.residual[gi * ldr + gj];
+      p.c[gi * p.ldc + gj] = v;
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t gemm(const GemmArgs& a, cudaStream_t stream) {
+  if (a.m == 0 || a.n == 0) return cudaSuccess;
+  if (!a.c || (a.k > 0 && (!a.a || !a.b)) || a.ldc < a.n || (a.k > 0 && a.lda < a.k) ||
+      (a.k > 0 && a.ldb < (a.transB ? a.k : a.n)) || (a.residual && a.ldr && a.ldr < a.n))
+    return cudaErrorInvalidValue;
+  const size_t tilesN = (a.n + kTile - 1) / kTile, tilesM = (a.m + kTile - 1) / kTile;
+  if (tilesM > 65535 || tilesN > 0x7fffffff) return cudaErrorInvalidValue;
+  gemmKernel<<<dim3(static_cast<unsigned>(tilesN), static_cast<unsigned>(tilesM)), kThreads, 0,
+               stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace transfuse::cuda

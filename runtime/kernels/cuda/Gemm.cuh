@@ -1,0 +1,49 @@
+// CUDA fp32 GEMM with the epilogue of the CPU kernel (runtime/kernels/Gemm.h):
+//
+//   C[M,N] = act(A[M,K] · B[K,N] + bias[N]) + residual[M,N]
+//
+// row-major with leading dimensions: A(i,k) = A[i·lda + k]; B(k,j) =
+// B[k·ldb + j], or with transB B[j·ldb + k] (a weight in PyTorch's [N,K]
+// layout); C(i,j) = C[i·ldc + j]; residual(i,j) = residual[i·ldr + j]
+// (ldr 0: N). bias and residual may be null; act is none, relu, gelu (exact)
+// or gelu_tanh, evaluated by runtime/kernels/ElementwiseMath.h's formulas.
+// Device pointers; C must not overlap the other operands.
+//
+// CUDA cores (the fallback and the reference for the tensor-core and
+// cuBLASLt paths): a block of 256 threads computes a 64×64 tile of C, 4×4
+// per thread, over K in steps of 16 staged in shared memory (A transposed
+// there, so a thread reads its 4 rows as one float4). Each C element is one
+// FMA chain in k order: the result does not depend on the grid.
+#ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_GEMM_CUH
+#define TRANSFUSE_RUNTIME_KERNELS_CUDA_GEMM_CUH
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace transfuse::cuda {
+
+enum class Activation { kNone, kRelu, kGelu, kGeluTanh };  // kernels::Activation's order
+
+struct GemmArgs {
+  size_t m = 0, n = 0, k = 0;
+  const float* a = nullptr;
+  size_t lda = 0;
+  const float* b = nullptr;
+  size_t ldb = 0;
+  bool transB = false;
+  float* c = nullptr;
+  size_t ldc = 0;
+  const float* bias = nullptr;
+  Activation activation = Activation::kNone;
+  const float* residual = nullptr;
+  size_t ldr = 0;
+};
+
+// Asynchronous on `stream`; cudaErrorInvalidValue for a missing operand or
+// leading dimensions below the row lengths, else the launch's error.
+cudaError_t gemm(const GemmArgs& args, cudaStream_t stream = nullptr);
+
+}  // namespace transfuse::cuda
+
+#endif  // TRANSFUSE_RUNTIME_KERNELS_CUDA_GEMM_CUH
