@@ -23,13 +23,18 @@
 
 namespace transfuse::exec::abi {
 
-struct AlignedFree {
-  void operator()(std::byte* p) const { std::free(p); }
+// Frees a block of host memory (std::free) or of a device's (its release).
+struct BlockFree {
+  void (*release)(void*) = nullptr;
+  void operator()(std::byte* p) const { release ? release(p) : std::free(p); }
 };
-using Arena = std::unique_ptr<std::byte, AlignedFree>;
+using Arena = std::unique_ptr<std::byte, BlockFree>;
 
 // A 64-byte aligned block of max(bytes, 64) bytes, never null.
 Arena allocateArena(int64_t bytes);
+// The same in the memory of `device` (256-byte aligned); throws
+// std::runtime_error with the device's message when it fails.
+Arena allocateDeviceBlock(const DeviceOps& device, int64_t bytes);
 
 void clearError(tf_error* error);
 // Copies `message` into *error (cut at a UTF-8 boundary); returns 1.
@@ -42,7 +47,11 @@ struct tf_model {
   const transfuse::exec::ModelDesc* desc = nullptr;
   std::unique_ptr<transfuse::rt::ThreadPool> pool;
   std::vector<transfuse::rt::Tensor> params;  // the ParamDesc order, F32
-  std::vector<const float*> paramPtrs;
+  std::vector<const float*> paramPtrs;        // params, or deviceParams on a device
+  // A device model (desc->device): each param's copy in device memory
+  // (prepared params live only there), and the device's ordinal.
+  std::vector<transfuse::exec::abi::Arena> deviceParams;
+  int32_t deviceOrdinal = 0;
   std::vector<transfuse::kernels::PackedB> packed;  // the PackDesc order
   std::vector<const transfuse::kernels::PackedB*> packedPtrs;
   std::vector<std::vector<transfuse::rt::TensorSpec>> inputSpecs;  // per entry point

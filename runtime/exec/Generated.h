@@ -82,7 +82,30 @@ struct Call {
   // calls): a dropout site draws philoxUniform(its seed + seed, its step +
   // step, its stream, index).
   uint64_t seed = 0, step = 0;
+  // Device entries: kDeviceCheckWords words of device memory (see there).
+  uint32_t* deviceChecks = nullptr;
 };
+
+// A device that generated code runs on (ModelDesc::device; null: the
+// host). The runtime keeps the model's parameters, arenas and the staged
+// copies of host inputs and outputs in its memory, and calls these around
+// the entry points; everything is ordered on the calling thread's stream.
+struct DeviceOps {
+  const char* name;  // "cuda", for messages
+  int32_t kind;      // tf_device_kind (model.h)
+  rt::Status (*select)(int32_t ordinal);  // make it current on this thread
+  rt::Status (*allocate)(size_t bytes, void** p);
+  void (*release)(void* p);
+  rt::Status (*toDevice)(void* dst, const void* src, size_t bytes);
+  rt::Status (*toHost)(void* dst, const void* src, size_t bytes);
+  rt::Status (*fill)(void* dst, int byte, size_t bytes);
+  rt::Status (*synchronize)();  // waits for the calling thread's work
+};
+
+// Device entries: words of device memory for run-time checks made by
+// kernels (a gather's first id out of range), set to 0xffffffff before
+// each run; generated code reads them back after its last kernel.
+constexpr int kDeviceCheckWords = 64;
 
 using RunFn = rt::Status (*)(const Call&);
 // Output shapes from input shapes (inputs validated).
@@ -134,6 +157,8 @@ struct ModelDesc {
   // Per state tensor, the axis of its positions (Call::stateExtents), or
   // null when the entries do not track extents (whole rows are copied).
   const int32_t* statePositionAxis = nullptr;
+  // The device the entries run on (a CUDA artifact's); null: the host.
+  const DeviceOps* device = nullptr;
 };
 
 }  // namespace transfuse::exec

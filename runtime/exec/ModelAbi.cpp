@@ -11,6 +11,14 @@
 // their own arena, and a repeated call reuses a warm one instead of faulting in
 // fresh pages. Errors go to the caller's tf_error, never to a global; no
 // function lets an exception escape.
+//
+// A device model (ModelDesc::device, a CUDA artifact) binds its weights on
+// the host as above, copies each to device memory once (and again after a
+// write), runs prepare there and packs nothing; its arenas are device
+// memory, each followed by the check words and a staging area for host
+// inputs and outputs at their compiled maxima. A run copies host inputs in,
+// runs the entry on the calling thread's stream, copies host outputs back
+// and waits; tensors already in device memory are used in place.
 
 #include "runtime/exec/model.h"
 
@@ -34,6 +42,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -59,6 +68,14 @@ constexpr int kMaxThreads = 1024;
 
 // A 64-byte aligned block of max(bytes, 64) bytes (never null: generated code
 // may form the arena pointer even when it uses none of it).
+Arena allocateDeviceBlock(const DeviceOps& device, int64_t bytes) {
+  void* p = nullptr;
+  const size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 1;
+  if (rt::Status s = device.allocate(size, &p); !s)
+    throw std::runtime_error(std::string(device.name) + ": " + s.message());
+  return Arena(static_cast<std::byte*>(p), BlockFree{device.release});
+}
+
 Arena allocateArena(int64_t bytes) {
   size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 0;
   size = (size + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
@@ -128,6 +145,51 @@ rt::Status badEntry(const tf_model* m, int32_t entry) {
 using namespace transfuse::exec::abi;
 
 namespace {
+
+constexpr size_t kDeviceAlignment = 256;
+
+size_t alignDevice(size_t bytes) {
+  return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+}
+
+// A device entry's arena block: the planned arena, then the check words,
+// then room for every input and output at its maxima (staged host tensors).
+size_t checksOffset(const EntryDesc& e) {
+  return alignDevice(static_cast<size_t>(std::max<int64_t>(e.arenaBytes, 0)));
+}
+size_t stagingOffset(const EntryDesc& e) {
+  return checksOffset(e) + alignDevice(transfuse::exec::kDeviceCheckWords * sizeof(uint32_t));
+}
+size_t stagingBytes(const EntryDesc& e) {
+  size_t total = 0;
+  auto add = [&](const TensorDesc& d) {
+    const uint64_t bytes = rt::tensorBytes(d.maxShape, std::max(d.rank, 0),
+                                           rt::dtypeSize(static_cast<rt::DType>(d.dtype)));
+    total += alignDevice(static_cast<size_t>(bytes));
+  };
+  for (int32_t i = 0; i < e.numInputs; ++i) add(e.inputs[i]);
+  for (int32_t i = 0; i < e.numOutputs; ++i) add(e.outputs[i]);
+  return total;
+}
+
+size_t tensorBytes(const tf_tensor& t) {
+  size_t bytes = rt::dtypeSize(static_cast<rt::DType>(t.dtype));
+  for (int32_t d = 0; d < t.rank; ++d) bytes *= static_cast<size_t>(t.shape[d]);
+  return bytes;
+}
+
+const char* deviceName(const tf_model* m) {
+  return m->desc->device ? m->desc->device->name : "cpu";
+}
+
+// A tensor is in host memory or in the model's device memory.
+rt::Status checkDevice(const tf_model* m, const tf_tensor& t, const char* role) {
+  if (t.device == TF_DEVICE_CPU) return rt::Status::ok();
+  if (m->desc->device && t.device == m->desc->device->kind) return rt::Status::ok();
+  return rt::Status::error(std::string(role) + " '" + str(t.name) + "' has device " +
+                           std::to_string(t.device) + "; the model runs on " + deviceName(m) +
+                           " (tensors are in host memory, TF_DEVICE_CPU, or in the model's)");
+}
 
 // Checks the caller's input array and returns, per input spec, the index of
 // its tensor in `inputs`.
@@ -275,7 +337,12 @@ public:
         list.pop_back();
       }
     }
-    if (!arena_) arena_ = allocateArena(m->desc->entries[entry].arenaBytes);
+    if (arena_) return;
+    const EntryDesc& e = m->desc->entries[entry];
+    if (const transfuse::exec::DeviceOps* device = m->desc->device)
+      arena_ = allocateDeviceBlock(*device, static_cast<int64_t>(stagingOffset(e) + stagingBytes(e)));
+    else
+      arena_ = allocateArena(e.arenaBytes);
   }
   ~ArenaLease() {
     try {
@@ -327,6 +394,10 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
     return rt::Status::error("num_threads " + std::to_string(threads) + " is over the maximum " +
                              std::to_string(kMaxThreads));
   m->pool = std::make_unique<rt::ThreadPool>(threads);
+  if (const transfuse::exec::DeviceOps* device = desc->device) {
+    m->deviceOrdinal = options ? options->device_ordinal : 0;
+    if (rt::Status s = device->select(m->deviceOrdinal); !s) return s;
+  }
 
   // The weights: every param that is not prepared.
   std::vector<rt::ParamSpec> specs;
@@ -378,6 +449,11 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
       m->params[i] = std::move(it->second);
     }
     m->paramPtrs[i] = m->params[i].data<float>();
+    if (desc->device) {
+      m->deviceParams.push_back(allocateDeviceBlock(
+          *desc->device, static_cast<int64_t>(m->params[i].numElements() * sizeof(float))));
+      m->paramPtrs[i] = reinterpret_cast<const float*>(m->deviceParams.back().get());
+    }
   }
   weights.clear();
 
@@ -403,9 +479,19 @@ void markChanged(tf_model* m, int32_t index) {
 // then the GEMM weight packing; at create and after weights are written.
 rt::Status refreshPrepared(tf_model* m) {
   const ModelDesc* desc = m->desc;
+  const transfuse::exec::DeviceOps* device = desc->device;
   bool weightChanged = false;
   for (int32_t i = 0; i < desc->numParams; ++i)
     weightChanged |= !desc->params[i].prepared && m->changed[i];
+  if (device) {  // the weights written on the host go to the device
+    if (rt::Status s = device->select(m->deviceOrdinal); !s) return s;
+    for (int32_t i = 0; i < desc->numParams; ++i)
+      if (!desc->params[i].prepared && m->changed[i])
+        if (rt::Status s = device->toDevice(m->deviceParams[i].get(), m->params[i].data<float>(),
+                                            m->params[i].numElements() * sizeof(float));
+            !s)
+          return s;
+  }
   if (const EntryDesc* prep = desc->prepare; prep && weightChanged) {
     if (prep->numInputs != 0)
       return rt::Status::error("internal error: the prepare entry point has inputs");
@@ -424,18 +510,30 @@ rt::Status refreshPrepared(tf_model* m) {
         return rt::Status::error("internal error: prepare output '" + str(d.name) + "' has shape " +
                                  shapeString(d.shape, d.rank) + ", the parameter " +
                                  rt::shapeToString(t.shape));
-      outs[o] = m->params[at].data<float>();
+      outs[o] = device ? static_cast<void*>(m->deviceParams[at].get()) : m->params[at].data<float>();
       produced[at] = true;
     }
     for (int32_t i = 0; i < desc->numParams; ++i)
       if (desc->params[i].prepared && !produced[i])
         return rt::Status::error("internal error: prepared parameter '" + str(desc->params[i].name) +
                                  "' is not an output of the prepare entry point");
-    Arena arena = allocateArena(prep->arenaBytes);
+    Arena arena = device ? allocateDeviceBlock(*device, static_cast<int64_t>(stagingOffset(*prep)))
+                         : allocateArena(prep->arenaBytes);
     std::vector<const kernels::PackedB*> noPacks(desc->numPacks, nullptr);
     transfuse::exec::Call call{nullptr,       nullptr,        outs.data(),     m->paramPtrs.data(),
                                noPacks.data(), arena.get(), m->pool.get()};
+    if (device) {
+      call.deviceChecks = reinterpret_cast<uint32_t*>(arena.get() + checksOffset(*prep));
+      if (rt::Status s = device->fill(call.deviceChecks, 0xff,
+                                      transfuse::exec::kDeviceCheckWords * sizeof(uint32_t));
+          !s)
+        return s;
+    }
     rt::Status s = prep->run(call);
+    if (device) {
+      rt::Status done = device->synchronize();
+      if (s) s = done;
+    }
     if (!s) return rt::Status::error("prepare: " + s.message());
     for (int32_t i = 0; i < desc->numParams; ++i)
       if (desc->params[i].prepared) m->changed[i] = 1;
@@ -448,6 +546,9 @@ rt::Status refreshPrepared(tf_model* m) {
 
   // GEMM weight packing of what changed (in place: the pointers in
   // packedPtrs stay valid).
+  if (device && desc->numPacks > 0)
+    return rt::Status::error(std::string("internal error: a model on ") + device->name +
+                             " has packed weights");
   m->packed.resize(desc->numPacks);
   m->packedPtrs.resize(desc->numPacks);
   for (int32_t i = 0; i < desc->numPacks; ++i) {
@@ -485,6 +586,7 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
     int64_t numel = 1;
     for (int32_t d = 0; d < t.rank; ++d) numel *= t.shape[d];
     if (numel > 0 && !t.data) return rt::Status::error("input '" + str(t.name) + "' has no data");
+    if (rt::Status d = checkDevice(model, t, "input"); !d) return d;
     inData[i] = t.data;
   }
   auto shapes = outputShapes(e, inShapes);
@@ -493,9 +595,44 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
   if (s) s = checkOverlap(inputs, inOrder, outputs, outOrder);
   if (!s) return s;
   std::vector<void*> outData(e.numOutputs);
-  for (int32_t i = 0; i < e.numOutputs; ++i) outData[i] = outputs[outOrder[i]].data;
+  for (int32_t i = 0; i < e.numOutputs; ++i) {
+    outData[i] = outputs[outOrder[i]].data;
+    if (rt::Status d = checkDevice(model, outputs[outOrder[i]], "output"); !d) return d;
+  }
 
   ArenaLease arena(model, entry);
+  const transfuse::exec::DeviceOps* device = model->desc->device;
+  uint32_t* checks = nullptr;
+  if (device) {
+    // Host tensors are staged in the arena block, at offsets within the
+    // room stagingBytes gave them (shapes are within the maxima).
+    if (rt::Status d = device->select(model->deviceOrdinal); !d) return d;
+    std::byte* staging = arena.get() + stagingOffset(e);
+    for (int32_t i = 0; i < e.numInputs; ++i) {
+      const tf_tensor& t = inputs[inOrder[i]];
+      if (t.device == TF_DEVICE_CPU) {
+        if (rt::Status d = device->toDevice(staging, t.data, tensorBytes(t)); !d) {
+          (void)device->synchronize();  // nothing in flight when the arena is reused
+          return d;
+        }
+        inData[i] = staging;
+      }
+      staging += alignDevice(static_cast<size_t>(rt::tensorBytes(
+          e.inputs[i].maxShape, e.inputs[i].rank, rt::dtypeSize(static_cast<rt::DType>(t.dtype)))));
+    }
+    for (int32_t i = 0; i < e.numOutputs; ++i) {
+      if (outputs[outOrder[i]].device == TF_DEVICE_CPU) outData[i] = staging;
+      staging += alignDevice(static_cast<size_t>(
+          rt::tensorBytes(e.outputs[i].maxShape, e.outputs[i].rank,
+                          rt::dtypeSize(static_cast<rt::DType>(e.outputs[i].dtype)))));
+    }
+    checks = reinterpret_cast<uint32_t*>(arena.get() + checksOffset(e));
+    if (rt::Status d = device->fill(checks, 0xff, transfuse::exec::kDeviceCheckWords * sizeof(uint32_t));
+        !d) {
+      (void)device->synchronize();
+      return d;
+    }
+  }
   transfuse::exec::Call call{inData.data(),         inShapes.data(),
                              outData.data(),        model->paramPtrs.data(),
                              model->packedPtrs.data(), arena.get(),
@@ -506,7 +643,16 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
                              state ? &state->serial : nullptr};
   call.seed = seed;
   call.step = step;
-  return e.run(call);
+  call.deviceChecks = checks;
+  rt::Status result = e.run(call);
+  if (!device) return result;
+  for (int32_t i = 0; result && i < e.numOutputs; ++i) {
+    const tf_tensor& t = outputs[outOrder[i]];
+    if (t.device == TF_DEVICE_CPU) result = device->toHost(t.data, outData[i], tensorBytes(t));
+  }
+  // The arena goes back to the free list only when its work is done.
+  rt::Status done = device->synchronize();
+  return result ? done : result;
 }
 
 int32_t run(tf_model* model, int32_t entry, tf_state* state, const tf_tensor* inputs,
@@ -564,7 +710,10 @@ int32_t tf_model_create(const char* weights_path, const tf_options* options, tf_
   }
 }
 
-void tf_model_destroy(tf_model* model) { delete model; }
+void tf_model_destroy(tf_model* model) {
+  if (model && model->desc->device) (void)model->desc->device->select(model->deviceOrdinal);
+  delete model;
+}
 
 const char* tf_model_fusion(const tf_model* model) {
   if (!model) return nullptr;
@@ -578,6 +727,11 @@ const char* tf_model_config_json(const tf_model* model) {
 
 int32_t tf_model_num_threads(const tf_model* model) {
   return model ? model->pool->numThreads() : -1;
+}
+
+int32_t tf_model_device(const tf_model* model) {
+  if (!model) return -1;
+  return model->desc->device ? model->desc->device->kind : TF_DEVICE_CPU;
 }
 
 int32_t tf_model_num_entry_points(const tf_model* model) {

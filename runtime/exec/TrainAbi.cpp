@@ -94,6 +94,10 @@ rt::Status accumulate(tf_model* m, int32_t entry, const tf_tensor* inputs, int32
                       double weight, uint64_t seed, double* loss) {
   const EntryDesc* e = entryOf(m, entry);
   if (!e) return badEntry(m, entry);
+  // Gradients and Adam's update run on the host's copies of the weights.
+  if (m->desc->device)
+    return rt::Status::error(std::string("training runs on the cpu target; this model runs on ") +
+                             m->desc->device->name);
   if (!std::isfinite(weight)) return rt::Status::error("the micro-batch weight is not finite");
   ensure(m, m->grads);
   const bool first = !m->gradsHeld;
@@ -107,7 +111,7 @@ rt::Status accumulate(tf_model* m, int32_t entry, const tf_tensor* inputs, int32
   for (int32_t o = 0; o < e->numOutputs; ++o) {
     const std::string name = str(e->outputs[o].name);
     if (name == "loss") {
-      outputs.push_back({e->outputs[o].name, TF_F32, 0, nullptr, &lossValue});
+      outputs.push_back({e->outputs[o].name, TF_F32, 0, nullptr, &lossValue, TF_DEVICE_CPU});
       gradOf.push_back(-1);
       continue;
     }
@@ -118,7 +122,7 @@ rt::Status accumulate(tf_model* m, int32_t entry, const tf_tensor* inputs, int32
                                "train with a training build's loss_grad");
     const rt::Tensor& t = into[w];
     outputs.push_back({e->outputs[o].name, TF_F32, static_cast<int32_t>(t.shape.size()),
-                       t.shape.data(), into[w].data<float>()});
+                       t.shape.data(), into[w].data<float>(), TF_DEVICE_CPU});
     gradOf.push_back(w);
     covered[w] = true;
   }

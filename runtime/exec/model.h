@@ -60,13 +60,25 @@ typedef struct tf_error {
   char message[1024];
 } tf_error;
 
-/* A named, dense, row-major tensor owned by the caller. */
+/* Where a model runs and where a tensor's data lives (ABI 2). A model runs
+ * on the device its artifact was compiled for (`--target`); tensors may be
+ * in host memory or in the model's device memory. */
+typedef enum tf_device_kind {
+  TF_DEVICE_CPU = 0, /* host memory */
+  TF_DEVICE_CUDA = 1 /* memory of the model's CUDA device (tf_options.device_ordinal) */
+} tf_device_kind;
+
+/* A named, dense, row-major tensor owned by the caller. `device` (left 0 by
+ * `{name, dtype, rank, shape, data}`) says where data lives: a run copies
+ * host tensors to and from a device model's memory and uses device tensors
+ * in place. */
 typedef struct tf_tensor {
   const char* name;
   int32_t dtype; /* tf_dtype */
   int32_t rank;
   const int64_t* shape;
   void* data;
+  int32_t device; /* tf_device_kind: TF_DEVICE_CPU, or the model's device */
 } tf_tensor;
 
 /* The declared form of an input or output: shape holds -1 for a dynamic
@@ -82,6 +94,7 @@ typedef struct tf_tensor_spec {
 typedef struct tf_options {
   int32_t num_threads; /* <= 0: one per hardware thread; at most 1024 */
   uint64_t seed;       /* seed of random weights when weights_path is NULL */
+  int32_t device_ordinal; /* a CUDA model: the GPU it runs on (default 0) */
 } tf_options;
 
 typedef struct tf_model tf_model;
@@ -100,6 +113,9 @@ const char* tf_model_fusion(const tf_model* model);
 const char* tf_model_config_json(const tf_model* model);
 
 int32_t tf_model_num_threads(const tf_model* model);
+/* The tf_device_kind the model runs on (-1 for NULL). Its weights, arenas
+ * and state live there. */
+int32_t tf_model_device(const tf_model* model);
 int32_t tf_model_num_entry_points(const tf_model* model);
 const char* tf_model_entry_point_name(const tf_model* model, int32_t entry);
 /* The index of the entry point called `name`, or -1. */

@@ -81,7 +81,7 @@ std::vector<tf_tensor> toTf(const std::map<std::string, Tensor>& tensors) {
   for (const auto& [name, t] : tensors)
     out.push_back(tf_tensor{name.c_str(), static_cast<int32_t>(t.dtype),
                             static_cast<int32_t>(t.shape.size()), t.shape.data(),
-                            const_cast<uint8_t*>(t.bytes.data())});
+                            const_cast<uint8_t*>(t.bytes.data()), TF_DEVICE_CPU});
   return out;
 }
 
@@ -250,7 +250,7 @@ Status CompiledModel::runInto(const std::string& entry,
   for (const std::string& name : names) {
     Tensor& t = outputs[name];
     out.push_back(tf_tensor{name.c_str(), static_cast<int32_t>(t.dtype),
-                            static_cast<int32_t>(t.shape.size()), t.shape.data(), t.bytes.data()});
+                            static_cast<int32_t>(t.shape.size()), t.shape.data(), t.bytes.data(), TF_DEVICE_CPU});
   }
   tf_error err{};
   if (state && state->model_ != this)

@@ -1,0 +1,40 @@
+// The CUDA side of runtime/exec, linked into CUDA artifacts only (built by
+// nvcc into libtransfuse_cuda.a with runtime/kernels/cuda): the DeviceOps
+// that ModelAbi.cpp calls for a model on a CUDA device, and what generated
+// CUDA code (codegen/cuda) calls between launches.
+//
+// All work of a call goes to the calling thread's default stream
+// (cudaStreamPerThread), so concurrent runs on one model, each with its own
+// arena, do not wait for each other, and a run's copies, kernels and the
+// final wait are ordered without events.
+#ifndef TRANSFUSE_RUNTIME_EXEC_CUDA_CUH
+#define TRANSFUSE_RUNTIME_EXEC_CUDA_CUH
+
+#include "runtime/Status.h"
+#include "runtime/exec/Generated.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace transfuse::exec::cuda {
+
+// The stream every kernel of a call is launched on.
+inline cudaStream_t stream() { return cudaStreamPerThread; }
+
+// The device ops of ModelDesc::device for a CUDA model.
+const DeviceOps* device();
+
+// After a launch: ok, or an error naming `kernel` and `where` (the kernel
+// IR op's location) with CUDA's message. With TRANSFUSE_CUDA_SYNC=1 in the
+// environment it also waits for the kernel, so that a fault inside it (which
+// CUDA reports only at the next wait) is named here too.
+rt::Status launched(cudaError_t error, const char* kernel, const char* where);
+
+// Copies the first `n` check words (Call::deviceChecks) to `host`, after
+// the call's work so far.
+rt::Status readChecks(const uint32_t* deviceChecks, int n, uint32_t* host);
+
+}  // namespace transfuse::exec::cuda
+
+#endif  // TRANSFUSE_RUNTIME_EXEC_CUDA_CUH
