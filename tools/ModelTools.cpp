@@ -118,7 +118,7 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
     return mi.takeError();
   OwningOpRef<ModuleOp> kernels;
   if (emit != Emit::kMlir) {
-    auto lowered = lowerToKernels(module, "cpu");
+    auto lowered = lowerToKernels(module, cpu::targetName(build.target));
     if (!lowered)
       return lowered.takeError();
     kernels = std::move(*lowered);
@@ -136,12 +136,12 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
                                        strategy.str(), std::move(reportJson)))
     return std::move(e);
   if (emit != Emit::kMlir && emit != Emit::kKernels) {
-    auto source = cpu::generateCpp(*kernels, *mi, strategy.str());
+    auto source = cpu::generateCpp(*kernels, *mi, strategy.str(), build.target);
     if (!source)
       return source.takeError();
     cpu::BuildOptions options = build;
     if (emit == Emit::kCpp) {
-      if (llvm::Error e = cpu::writeSources(dir, *source))
+      if (llvm::Error e = cpu::writeSources(dir, *source, build.target))
         return std::move(e);
     } else {
       options.kind = emit == Emit::kStatic      ? cpu::ArtifactKind::kStatic

@@ -104,8 +104,12 @@ int runCompile(const std::vector<std::string> &positional,
   if (out.empty())
     die("compile needs an output directory: -o DIR");
   std::string target = flag(flags, "--target", "cpu");
-  if (target != "cpu")
-    die("--target " + target + " is not supported (supported: cpu)");
+  if (target != "cpu" && target != "cuda")
+    die("--target " + target + " is not one of cpu, cuda");
+  const bool cuda = target == "cuda";
+  if (cuda && !cpu::cudaAvailable())
+    die("--target cuda is unavailable: this build found no nvcc (the CUDA toolkit, "
+        "/usr/local/cuda) when it was configured");
   tools::Emit emit = orDie(tools::parseEmit(flag(flags, "--emit", "shared")));
   bool verify = flags.count("--verify") != 0;
   if (verify && emit != tools::Emit::kShared)
@@ -115,8 +119,14 @@ int runCompile(const std::vector<std::string> &positional,
   FusionStrategy strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "none")));
   cpu::BuildOptions build;
   build.cxx = flag(flags, "--cxx");
+  build.target = cuda ? cpu::Target::kCuda : cpu::Target::kCpu;
   const bool train = flags.count("--train") != 0;
+  if (cuda && train)
+    die("--train builds for the cpu target: training on cuda is not supported yet");
   BuildOptions options = buildOptions(flags);
+  // The cuda printer has no state ops yet: forward entries only.
+  if (cuda)
+    options.decoding = false;
   if (train) {
     options.training = true;
     options.decoding = false;
@@ -144,9 +154,10 @@ int runCompile(const std::vector<std::string> &positional,
     llvm::outs() << report.format();
   static const char *written[] = {"model.mlir", "kernels.mlir", "model.cpp",
                                   "libmodel.so", "libmodel.a", "model"};
+  std::string product = cuda && emit == tools::Emit::kCpp ? "model.cu" : written[(int)emit];
   llvm::outs() << "compiled " << positional[0] << " (fusion " << strategy.str() << ", "
                << llvm::format("%.1f", result->seconds) << " s): " << describe(*module, result->interface)
-               << " -> " << out << "/" << written[(int)emit] << "\n";
+               << " -> " << out << "/" << product << "\n";
   if (!verify)
     return 0;
   uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
@@ -587,7 +598,8 @@ int main(int argc, char **argv) {
        "Builds or parses a model definition, runs the fusion strategy, and writes\n"
        "DIR/model.mlir, DIR/manifest.json and DIR/report.json.",
        {{"-o", "DIR", "output directory (created if missing)"},
-        {"--target", "NAME", "cpu (default, the only target so far)"},
+        {"--target", "NAME", "cpu (default) or cuda (sm_80 and sm_90 with nvcc; forward "
+                             "entries of fused graphs, fp32; docs/cuda.md)"},
         {"--emit", "KIND", "shared (default: libmodel.so), static (libmodel.a), exe, cpp, kernels or mlir"},
         {"--cxx", "PATH", "C++ compiler for the artifact (default: $TRANSFUSE_CXX, else clang++-22)"},
         {"--verify", nullptr, "run the compiled model against the reference backend, random "

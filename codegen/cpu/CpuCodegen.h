@@ -28,24 +28,37 @@
 
 namespace mlir::transfuse::cpu {
 
+/// Where the printed code runs: C++ over runtime/kernels, or CUDA C++ over
+/// runtime/kernels/cuda (the cuda target shares this printer; Emitter.h).
+enum class Target { kCpu, kCuda };
+inline const char *targetName(Target t) { return t == Target::kCuda ? "cuda" : "cpu"; }
+
 /// The C++ source of the artifact of `kernels` (the kernel IR of a module
 /// whose interface is `interface`); fails, naming the op, on what the
-/// printer cannot print.
+/// printer cannot print. For the cuda target it is CUDA C++ (model.cu):
+/// launches of runtime/kernels/cuda and generated __global__ regions, the
+/// same tables, and ModelDesc::device.
 llvm::Expected<std::string> generateCpp(ModuleOp kernels, const ModelInterface &interface,
-                                        llvm::StringRef fusion);
+                                        llvm::StringRef fusion, Target target = Target::kCpu);
+
+/// Whether this build can build cuda artifacts (nvcc and the CUDA runtime
+/// library were found at configure time).
+bool cudaAvailable();
 
 enum class ArtifactKind { kShared, kStatic, kExecutable };
 
 struct BuildOptions {
   ArtifactKind kind = ArtifactKind::kShared;
+  Target target = Target::kCpu;
   std::string cxx; // empty: $TRANSFUSE_CXX, else the compiler found at build time
 };
 
 /// The compiler BuildOptions would use.
 std::string defaultCompiler();
 
-/// Writes DIR/model.cpp (`source`) and DIR/model.h (the C ABI).
-llvm::Error writeSources(llvm::StringRef dir, llvm::StringRef source);
+/// Writes DIR/model.cpp (model.cu for the cuda target: `source`) and
+/// DIR/model.h (the C ABI).
+llvm::Error writeSources(llvm::StringRef dir, llvm::StringRef source, Target target = Target::kCpu);
 
 /// Writes the sources (writeSources), then builds DIR/libmodel.so,
 /// DIR/libmodel.a or DIR/model (the executable) from them. Compiler output

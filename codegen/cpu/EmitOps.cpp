@@ -32,22 +32,26 @@ tfk::ParamOp paramOf(Value v) {
 } // namespace
 
 llvm::Error Emitter::emitOp(Operation *op) {
+  // Storage, views and sizes print where they are used; checks at the start.
+  if (isa<tfk::InputOp, tfk::OutputOp, tfk::ParamOp, tfk::AllocOp, tfk::ReshapeOp, tfk::HeadsOp,
+          tfk::InputDimOp, tfk::BroadcastDimOp, tfk::StateLengthOp, arith::ConstantOp,
+          arith::AddIOp>(op))
+    return llvm::Error::success();
+  if (auto c = dyn_cast<tfk::CheckOp>(op)) {
+    const char *fails = c.getPredicate() == "le" ? " > " : " != ";
+    dims.checks.push_back({"(" + dims.index(c.getLhs()) + fails + dims.index(c.getRhs()) + ")",
+                           c.getMessage().str()});
+    return llvm::Error::success();
+  }
+  if (target == Target::kCuda)
+    return emitCudaOp(op);
   return llvm::TypeSwitch<Operation *, llvm::Error>(op)
-      .Case<tfk::InputOp, tfk::OutputOp, tfk::ParamOp, tfk::AllocOp, tfk::ReshapeOp,
-            tfk::HeadsOp, tfk::InputDimOp, tfk::BroadcastDimOp, tfk::StateLengthOp,
-            arith::ConstantOp, arith::AddIOp>([](auto) { return llvm::Error::success(); })
       .Case([&](tfk::ConstantOp c) { return constant(c); })
       .Case([&](tfk::StateOp s) -> llvm::Error {
         // Held at its capacity by the tf_state (the ModelDesc's state table).
         if (!s.getType().hasStaticShape())
           return fail(s, "a state tensor's type must be its capacity (static sizes)");
         usesState = true;
-        return llvm::Error::success();
-      })
-      .Case([&](tfk::CheckOp c) {
-        const char *fails = c.getPredicate() == "le" ? " > " : " != ";
-        dims.checks.push_back({"(" + dims.index(c.getLhs()) + fails + dims.index(c.getRhs()) + ")",
-                               c.getMessage().str()});
         return llvm::Error::success();
       })
       .Case([&](tfk::ExecOp e) { return emitExec(e); })

@@ -45,7 +45,7 @@ std::string Emitter::ptr(Value v) {
       .Default([](Operation *) { return std::string(); });
   if (p.empty() && storageError.empty())
     storageError = locOf(def ? def : func.getOperation()) +
-                   ": a value without planned storage (cpu target)";
+                   ": a value without planned storage (" + targetName(target) + " target)";
   return p.empty() ? "nullptr" : p;
 }
 
@@ -72,11 +72,12 @@ llvm::Error Emitter::constant(tfk::ConstantOp op) {
 
 llvm::Error Emitter::emit(std::string &out) {
   Block &block = func.getBody().front();
-  if (auto device = func->getAttrOfType<StringAttr>(kernel::kDeviceAttr);
-      device && device.getValue() != "cpu")
+  auto device = func->getAttrOfType<StringAttr>(kernel::kDeviceAttr);
+  if ((device ? device.getValue() : StringRef("cpu")) != targetName(target))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "@" + func.getName().str() + " runs on device '" +
-                                       device.getValue().str() + "', not on the cpu target");
+                                       (device ? device.getValue().str() : "cpu") +
+                                       "', not on the " + targetName(target) + " target");
   auto arena = func->getAttrOfType<IntegerAttr>(kernel::kArenaBytesAttr);
   if (!arena)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -86,7 +87,7 @@ llvm::Error Emitter::emit(std::string &out) {
   if (auto fits = ::transfuse::rt::checkFitsInMemory(
           "@" + func.getName().str() + "'s arena at the compiled maxima",
           static_cast<uint64_t>(std::max<int64_t>(arenaBytes, 0)));
-      !fits)
+      target == Target::kCpu && !fits)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    fits.message() + "; lower --max-batch or --max-seq-len (cpu target)");
   // Every intermediate must fit the room the plan gave it at the maxima
@@ -118,7 +119,8 @@ llvm::Error Emitter::emit(std::string &out) {
   std::string fn = func.getName().str();
   if (!dims.error.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "@" + fn + ": " + dims.error + " (cpu target)");
+                                   "@" + fn + ": " + dims.error + " (" + targetName(target) +
+                                       " target)");
   if (!storageError.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), storageError);
   std::string checks;
@@ -126,6 +128,16 @@ llvm::Error Emitter::emit(std::string &out) {
   for (auto &[cond, message] : dims.checks)
     if (seen.insert(cond).second)
       checks += "  if " + cond + "\n    return rt::Status::error(\"" + message + "\");\n";
+  if (!deviceChecks.empty()) {
+    // The kernels' check words, read back after the last launch.
+    body += "  {\n    uint32_t checks[" + std::to_string(deviceChecks.size()) +
+            "];\n    if (rt::Status s = tx::readChecks(c.deviceChecks, " +
+            std::to_string(deviceChecks.size()) + ", checks); !s) return s;\n";
+    for (auto [i, message] : llvm::enumerate(deviceChecks))
+      body += "    if (checks[" + std::to_string(i) + "] != 0xffffffffu)\n      return " + message +
+              ";\n";
+    body += "  }\n";
+  }
   std::string decl = dims.declarations("c.inputShapes", "*c.stateLength");
   out += "rt::Status run_" + fn + "(const exec::Call& c) {\n" + decl + checks + body +
          "  return rt::Status::ok();\n}\n\n";

@@ -14,6 +14,10 @@
 //   FusedRegion.cpp  Highway (or scalar) code for tfk.elementwise
 //   CpuCodegen.cpp   the translation unit: ABI tables, includes, dispatch
 //   Toolchain.cpp    building libmodel.so / .a / the executable
+// The CUDA backend prints the same entry points: storage, sizes, checks and
+// the tables are this printer's; its kernel ops print as launches
+// (codegen/cuda/EmitCudaOps.cpp) and its regions as __global__ kernels, in
+// host C++ that nvcc compiles.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRANSFUSE_CODEGEN_CPU_EMITTER_H
@@ -21,6 +25,7 @@
 
 #include "codegen/Interface.h"
 #include "codegen/cpu/CppSizes.h"
+#include "codegen/cpu/CpuCodegen.h"
 #include "codegen/cpu/CppText.h"
 #include "ir/KernelDialect.h"
 
@@ -56,19 +61,21 @@ struct ModelTables {
 class Emitter {
 public:
   Emitter(func::FuncOp func, ModelTables &tables, std::string &kernels, std::string &constants,
-          int &counter)
-      : func(func), tables(tables), kernels(kernels), constants(constants), counter(counter) {}
+          int &counter, Target target = Target::kCpu)
+      : func(func), tables(tables), kernels(kernels), constants(constants), counter(counter),
+        target(target) {}
 
   llvm::Error emit(std::string &out);
   int64_t arenaBytes = 0, kernelCalls = 0;
   bool usesState = false;    // the entry reads or writes tfk.state
-  std::string scalarKernels; // region functions without Highway
+  std::string scalarKernels; // region functions without Highway (cuda: __global__ kernels)
 
 private:
   llvm::Error fail(Operation *op, const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    locOf(op) + ": '" + op->getName().getStringRef().str() +
-                                       "': " + message.str() + " (cpu target)");
+                                       "': " + message.str() + " (" + targetName(target) +
+                                       " target)");
   }
   /// A typed pointer expression to the first element of the view `v`.
   std::string ptr(Value v);
@@ -94,6 +101,28 @@ private:
   llvm::Error emitAddLayerNorm(kernel::AddLayerNormOp op);
   llvm::Error emitElementwise(kernel::ElementwiseOp op);
   llvm::Error constant(kernel::ConstantOp op);
+
+  // The cuda target (codegen/cuda/EmitCudaOps.cpp): one launch per kernel op.
+  llvm::Error emitCudaOp(Operation *op);
+  llvm::Error emitCudaExec(kernel::ExecOp op);
+  llvm::Error emitCudaGemm(kernel::GemmOp op);
+  llvm::Error emitCudaAttention(kernel::AttentionOp op);
+  llvm::Error emitCudaElementwise(kernel::ElementwiseOp op);
+  /// A generated __global__ kernel writing `out` element by element from
+  /// `inputs`, each read as `forms` says ("full", "trailing", "splat"),
+  /// through `compute` (lines defining `y` from x0, x1, ...).
+  llvm::Error cudaPointwise(Operation *op, ValueRange inputs, ArrayRef<std::string> forms,
+                            const std::string &compute, const std::string &y, Value out);
+  /// How `input` is read for each element of `out`: "full", "trailing",
+  /// "splat", or empty for other broadcasts.
+  std::string cudaReadForm(Value input, Value out);
+  /// A statement that checks the cudaError_t of `launch` (a call of
+  /// runtime/kernels/cuda), naming `kernel` and the op's location.
+  void launch(Operation *op, const std::string &kernel, const std::string &launch,
+              const std::string &indent = "");
+  /// Messages of the check words the entry's kernels set (a gather's first
+  /// id out of range), read back after the last launch.
+  std::vector<std::string> deviceChecks;
   /// "data, batch stride, head stride, row stride" of an attention operand.
   std::string attentionTensor(Value v);
   /// Sets the dropout fields of kernels::AttentionArgs `args` (nothing for a rate of 0).
@@ -106,7 +135,14 @@ private:
   int &counter;
   llvm::DenseMap<Value, std::string> constNames;
   std::string body, flopTerms, storageError;
+  Target target;
 };
+
+/// The expression of one op of a tfk.elementwise region over the values
+/// `arg` names: Highway vectors (`vector`) or scalars (C++ or CUDA, through
+/// ElementwiseMath.h's templates); empty for an op regions cannot hold.
+std::string regionExpr(Operation &inner, llvm::function_ref<std::string(unsigned)> arg,
+                       bool vector);
 
 } // namespace mlir::transfuse::cpu
 

@@ -10,13 +10,11 @@ using namespace mlir::transfuse;
 using namespace mlir::transfuse::cpu;
 namespace tfk = mlir::transfuse::kernel;
 
-namespace {
-
-/// The expression of one region op over the values `arg` names: Highway
-/// vectors (`vector`) or scalars. The formulas are the table's
-/// (runtime/kernels/ElementwiseMath.h); only their names are printed here.
-std::string regionExpr(Operation &inner, llvm::function_ref<std::string(unsigned)> arg,
-                       bool vector) {
+/// The formulas are the table's (runtime/kernels/ElementwiseMath.h); only
+/// their names are printed here.
+std::string mlir::transfuse::cpu::regionExpr(Operation &inner,
+                                             llvm::function_ref<std::string(unsigned)> arg,
+                                             bool vector) {
   auto splat = [&](double v) { return vector ? "hn::Set(d, " + floatLit(v) + ")" : floatLit(v); };
   if (auto c = dyn_cast<ConstantOp>(inner)) {
     auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
@@ -51,7 +49,6 @@ std::string regionExpr(Operation &inner, llvm::function_ref<std::string(unsigned
 /// ([S, D] into [B, S, D]) or as one value (`splat`); otherwise a scalar
 /// loop over rows with each input's broadcast strides (masks, selects, any
 /// broadcast).
-} // namespace
 
 llvm::Error Emitter::emitElementwise(tfk::ElementwiseOp op) {
   Value result = op.getOut();

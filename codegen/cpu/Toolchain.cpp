@@ -58,8 +58,16 @@ static llvm::Error writeFile(const llvm::Twine &path, StringRef text) {
   return llvm::Error::success();
 }
 
-llvm::Error mlir::transfuse::cpu::writeSources(StringRef dir, StringRef source) {
-  if (llvm::Error e = writeFile(dir + "/model.cpp", source))
+bool mlir::transfuse::cpu::cudaAvailable() {
+  return *TRANSFUSE_NVCC && *TRANSFUSE_CUDA_LIB && llvm::sys::fs::exists(TRANSFUSE_CUDA_LIB);
+}
+
+static std::string sourceName(Target target) {
+  return target == Target::kCuda ? "/model.cu" : "/model.cpp";
+}
+
+llvm::Error mlir::transfuse::cpu::writeSources(StringRef dir, StringRef source, Target target) {
+  if (llvm::Error e = writeFile(dir + sourceName(target), source))
     return e;
   auto header = llvm::MemoryBuffer::getFile(TRANSFUSE_CODEGEN_SOURCE_DIR "/runtime/exec/model.h");
   if (!header)
@@ -69,7 +77,12 @@ llvm::Error mlir::transfuse::cpu::writeSources(StringRef dir, StringRef source) 
 
 llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
                                                 const BuildOptions &options) {
-  if (llvm::Error e = writeSources(dir, source))
+  const bool cuda = options.target == Target::kCuda;
+  if (cuda && !cudaAvailable())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--target cuda is unavailable: this build found no nvcc (the "
+                                   "CUDA toolkit, /usr/local/cuda) when it was configured");
+  if (llvm::Error e = writeSources(dir, source, options.target))
     return e;
   std::string cxx = options.cxx.empty() ? defaultCompiler() : options.cxx;
   std::string log = (dir + "/build.log").str();
@@ -80,12 +93,26 @@ llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
   StringRef(TRANSFUSE_ARTIFACT_FLAGS).split(extraFlags, ' ', -1, /*KeepEmpty=*/false);
   std::vector<std::string> compile = {cxx, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden",
                                       "-I", TRANSFUSE_CODEGEN_SOURCE_DIR, "-I", dir.str(), "-c",
-                                      (dir + "/model.cpp").str(), "-o", object};
-  compile.insert(compile.begin() + 1, extraFlags.begin(), extraFlags.end());
+                                      (dir + sourceName(options.target)).str(), "-o", object};
+  if (cuda) // nvcc for sm_80 and sm_90; its host compiler gets the C++ flags
+    compile = {TRANSFUSE_NVCC, "-std=c++17", "-O2", "-Xcompiler=-fPIC,-fvisibility=hidden",
+               "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
+               "-I", TRANSFUSE_CODEGEN_SOURCE_DIR, "-I", dir.str(), "-c",
+               (dir + sourceName(options.target)).str(), "-o", object};
+  else
+    compile.insert(compile.begin() + 1, extraFlags.begin(), extraFlags.end());
   if (llvm::Error e = runCommand(compile, log))
     return e;
+  // The cuda target links libtransfuse_cuda.a and the static CUDA runtime:
+  // the artifact needs only the NVIDIA driver (and Highway) where it runs.
+  std::vector<std::string> cudaLibs;
+  if (cuda)
+    cudaLibs = {TRANSFUSE_CUDA_LIB, "-L" TRANSFUSE_CUDA_LIB_DIR, "-lcudart_static", "-lrt"};
   std::vector<std::string> libs = {TRANSFUSE_EXEC_LIB, TRANSFUSE_KERNELS_LIB, TRANSFUSE_RUNTIME_LIB};
+  if (cuda)
+    libs.insert(libs.begin() + 1, TRANSFUSE_CUDA_LIB);
   std::vector<std::string> system = {"-lhwy", "-lhwy_contrib", "-lpthread", "-ldl"};
+  system.insert(system.begin(), cudaLibs.begin(), cudaLibs.end());
   system.insert(system.end(), extraFlags.begin(), extraFlags.end());
   llvm::Error result = llvm::Error::success();
   switch (options.kind) {

@@ -43,6 +43,10 @@ llvm::Expected<OwningOpRef<ModuleOp>> mlir::transfuse::lowerToKernels(ModuleOp m
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      first.empty() ? "the kernel lowering failed" : first);
   }
+  // Where the entry points run (absent: the cpu).
+  if (target != "cpu")
+    for (auto func : kernels->getOps<func::FuncOp>())
+      func->setAttr(kernel::kDeviceAttr, StringAttr::get(ctx, target));
   return kernels;
 }
 

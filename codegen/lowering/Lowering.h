@@ -26,7 +26,8 @@ void buildKernelPipeline(OpPassManager &pm);
 
 /// The kernel IR of a compiled module (fused, @prepare hoisted), in a new
 /// module; `module` is left as it is. An op, type or shape the kernels
-/// cannot run is an error "LOC: 'op': why", suffixed with `target`.
+/// cannot run is an error "LOC: 'op': why", suffixed with `target`. Entry
+/// points of a target other than "cpu" get `tfk.device = target`.
 llvm::Expected<OwningOpRef<ModuleOp>> lowerToKernels(ModuleOp module, llvm::StringRef target);
 
 /// Registers the passes above and `transfuse-kernel-pipeline` (for transfuse-opt).

@@ -68,12 +68,10 @@ bool syncEachLaunch() {
   return on;
 }
 
-const DeviceOps kDevice = {"cuda",   TF_DEVICE_CUDA, select, allocate, release,
-                           toDevice, toHost,         fill,   synchronize};
-
 }  // namespace
 
-const DeviceOps* device() { return &kDevice; }
+const DeviceOps kCudaDevice = {"cuda",   TF_DEVICE_CUDA, select, allocate, release,
+                               toDevice, toHost,         fill,   synchronize};
 
 rt::Status launched(cudaError_t e, const char* kernel, const char* where) {
   if (e == cudaSuccess && syncEachLaunch()) e = cudaStreamSynchronize(stream());

@@ -22,8 +22,15 @@ namespace transfuse::exec::cuda {
 // The stream every kernel of a call is launched on.
 inline cudaStream_t stream() { return cudaStreamPerThread; }
 
+// The launch shape of generated elementwise kernels (grid-stride loops).
+constexpr int kThreadsPerBlock = 256;
+inline unsigned blocksFor(int64_t n) {
+  const int64_t blocks = (n + kThreadsPerBlock - 1) / kThreadsPerBlock;
+  return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);
+}
+
 // The device ops of ModelDesc::device for a CUDA model.
-const DeviceOps* device();
+extern const DeviceOps kCudaDevice;
 
 // After a launch: ok, or an error naming `kernel` and `where` (the kernel
 // IR op's location) with CUDA's message. With TRANSFUSE_CUDA_SYNC=1 in the

@@ -1,33 +1,73 @@
 #!/bin/bash
 # Runs every CUDA test on a GPU machine and writes the results to a file.
 #
-# Build here first (bash scripts/build.sh: with nvcc it builds
-# build/tests/gpu/cuda_kernels_test for sm_80 and sm_90, the CUDA runtime
-# linked statically), then on the GPU machine, from the repository root:
+# Build here first: bash scripts/build.sh (with nvcc it builds
+# build/tests/gpu/cuda_kernels_test, the CUDA runtime linked statically, and
+# cuda_model_check), then
+#   /usr/bin/python3 tests/gpu/prepare.py --transfuse build/tools/transfuse \
+#       --out build/tests/gpu/models --bench
+# (the tiny configs compiled with --target cuda, their inputs and the
+# reference backend's outputs; with --bench transformer-base too, timed at
+# B=8, S=T=64). Carry build/tests/gpu to the GPU machine and run, from the
+# repository root:
 #
 #   bash tests/gpu/run.sh [BUILD_DIR] [RESULTS]
 #
 # (defaults: build, and $OUT/gpu-results.txt where $OUT is set, else
-# gpu-results.txt). The machine needs only the NVIDIA driver: no toolkit,
-# MLIR or Highway. Exit 0 when every test passed.
+# gpu-results.txt). The machine needs only the NVIDIA driver: no toolkit or
+# MLIR; Highway's libraries come in build/tests/gpu/models/lib. Exit 0 when
+# every test passed.
+#
+# `run.sh --models-only BUILD_DIR` (ctest's cuda_models) runs only the model
+# checks and exits 77 when there is no device.
 set -u
+modelsOnly=0
+if [ "${1:-}" = "--models-only" ]; then
+  modelsOnly=1
+  shift
+fi
 build=${1:-build}
 results=${2:-${OUT:+$OUT/}gpu-results.txt}
+models="$build/tests/gpu/models"
+export LD_LIBRARY_PATH="$models/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-runAll() {
-  local status=0 rc
-  echo "== $(date -u +%FT%TZ) $(uname -n)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
-  for test in "$build"/tests/gpu/cuda_kernels_test; do
-    echo "== $test"
-    "$test"
-    rc=$?
-    echo "== exit $rc"
-    [ "$rc" -eq 0 ] || status=1
-  done
-  return $status
+# Runs one command; prints its exit; counts failures and skips (77).
+failures=0
+skips=0
+runs=0
+step() {
+  echo "== $*"
+  "$@"
+  local rc=$?
+  echo "== exit $rc"
+  runs=$((runs + 1))
+  if [ "$rc" -eq 77 ]; then skips=$((skips + 1)); elif [ "$rc" -ne 0 ]; then failures=$((failures + 1)); fi
 }
 
+runAll() {
+  if [ "$modelsOnly" -eq 0 ]; then
+    echo "== $(date -u +%FT%TZ) $(uname -n)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
+    step "$build/tests/gpu/cuda_kernels_test"
+  fi
+  for dir in "$models"/*/; do
+    dir=${dir%/}
+    [ -f "$dir/cases.txt" ] || continue
+    step "$build/tests/gpu/cuda_model_check" "$dir"
+    if [ "$modelsOnly" -eq 0 ] && [ -f "$dir/bench.safetensors" ]; then
+      step "$build/tests/gpu/cuda_model_check" "$dir" --bench 50
+    fi
+  done
+  echo "== $runs run, $failures failed, $skips skipped"
+  [ "$failures" -eq 0 ] || return 1
+  [ "$runs" -gt 0 ] && [ "$skips" -eq "$runs" ] && return 77
+  return 0
+}
+
+if [ "$modelsOnly" -eq 1 ]; then
+  runAll
+  exit $?
+fi
 runAll 2>&1 | tee "$results"
 status=${PIPESTATUS[0]}
 echo "results: $results"

@@ -1,0 +1,326 @@
+//===- EmitCudaOps.cpp - the cuda target: one launch per kernel op --------===//
+//
+// The CUDA backend prints the entry points of the kernel IR with the CPU
+// printer's storage, sizes and checks (codegen/cpu/Emitter.h): what differs
+// is this file, one launch of runtime/kernels/cuda per kernel op on the
+// calling thread's stream, each followed by its launch check, and
+// tfk.elementwise regions as generated __global__ kernels. It prints the
+// ops of fused inference graphs (fusion all: GEMMs with epilogues,
+// attention, add+layer_norm, layer_norm, embeddings, masks, positional
+// tables, the copies of @prepare); any other op is an error naming it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cpu/Emitter.h"
+
+#include "codegen/cpu/CppText.h"
+#include "codegen/lowering/OpMath.h"
+#include "runtime/exec/Generated.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::transfuse;
+using namespace mlir::transfuse::cpu;
+namespace tfk = mlir::transfuse::kernel;
+
+namespace {
+
+int64_t intAttr(Operation *op, StringRef name) {
+  return op->getAttrOfType<IntegerAttr>(name).getInt();
+}
+
+int64_t rankOf(Value v) { return cast<MemRefType>(v.getType()).getRank(); }
+
+std::string elemBytes(Value v) {
+  return std::to_string(elemSize(cast<MemRefType>(v.getType()).getElementType()));
+}
+
+} // namespace
+
+void Emitter::launch(Operation *op, const std::string &kernel, const std::string &launch,
+                     const std::string &indent) {
+  line(indent + "if (rt::Status s = tx::launched(" + launch + ", " + quote(kernel) + ", " +
+       quote(locOf(op)) + "); !s) return s;");
+  ++kernelCalls;
+}
+
+llvm::Error Emitter::emitCudaOp(Operation *op) {
+  return llvm::TypeSwitch<Operation *, llvm::Error>(op)
+      .Case([&](tfk::ExecOp e) { return emitCudaExec(e); })
+      .Case([&](tfk::GemmOp g) { return emitCudaGemm(g); })
+      .Case([&](tfk::AttentionOp a) { return emitCudaAttention(a); })
+      .Case([&](tfk::AddLayerNormOp l) -> llvm::Error {
+        // As on the CPU: one call per block when the residual is a
+        // trailing block of the output ([T, D] positions into [B, T, D]).
+        Value x = l.getInput(), r = l.getResidual(), out = l.getOut();
+        int64_t rank = rankOf(out), rr = rankOf(r);
+        bool same = rr == rank;
+        for (int64_t d = 0; same && d < rank; ++d)
+          same = tfk::sameSize(r, d, out, d);
+        std::string width = std::to_string(cast<MemRefType>(out.getType()).getDimSize(rank - 1));
+        std::string rows = dims.product(r, 0, rr - 1);
+        std::string sum = l.getSum() ? ptr(l.getSum()) : "nullptr";
+        std::string eps = floatLit(l.getEpsilon().convertToDouble());
+        std::string rest = ptr(l.getGamma()) + ", " + ptr(l.getBeta()) + ", ";
+        if (same) {
+          launch(l, "add_layer_norm",
+                 "tc::addLayerNorm(" + ptr(x) + ", " + ptr(r) + ", " + rest + ptr(out) + ", " +
+                     sum + ", " + rows + ", " + width + ", " + eps + ", tx::stream())");
+          return llvm::Error::success();
+        }
+        line("for (int64_t b = 0, n = (" + rows + " * " + width + "); b < " +
+             dims.product(out, 0, rank - rr) + "; ++b)");
+        launch(l, "add_layer_norm",
+               "tc::addLayerNorm(" + ptr(x) + " + b * n, " + ptr(r) + ", " + rest + ptr(out) +
+                   " + b * n, " + (sum == "nullptr" ? sum : sum + " + b * n") + ", " + rows +
+                   ", " + width + ", " + eps + ", tx::stream())",
+               "  ");
+        return llvm::Error::success();
+      })
+      .Case([&](tfk::LayerNormOp l) {
+        Value x = l.getInput();
+        int64_t axis = l.getAxis();
+        launch(l, "layer_norm",
+               "tc::addLayerNorm(" + ptr(x) + ", nullptr, " + ptr(l.getGamma()) + ", " +
+                   ptr(l.getBeta()) + ", " + ptr(l.getOut()) + ", nullptr, " +
+                   dims.product(x, 0, axis) + ", " + dims.product(x, axis, rankOf(x)) + ", " +
+                   floatLit(l.getEpsilon().convertToDouble()) + ", tx::stream())");
+        return llvm::Error::success();
+      })
+      .Case([&](tfk::ElementwiseOp e) { return emitCudaElementwise(e); })
+      .Default([&](Operation *) {
+        return fail(op, "has no cuda form yet (the cuda target prints the ops of fused "
+                        "inference graphs: compile with --fusion all)");
+      });
+}
+
+llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
+  StringRef k = e.getKernel();
+  ValueRange ins = e.getIns();
+  Value out = e.getOuts()[0];
+  if (k == "gather") {
+    // An id out of range lowers its check word to the first bad position.
+    auto table = cast<MemRefType>(ins[0].getType());
+    auto what = e->getAttrOfType<StringAttr>("what");
+    if (deviceChecks.size() >= (size_t)::transfuse::exec::kDeviceCheckWords)
+      return fail(e, "more gathers than the device's check words");
+    std::string word = std::to_string(deviceChecks.size());
+    std::string vocab = std::to_string(table.getDimSize(0));
+    deviceChecks.push_back("rt::Status::error(std::string(" +
+                           quote(what ? what.getValue() : "an operand") +
+                           ") + \": the token id at flat position \" + std::to_string(checks[" +
+                           word + "]) + \" is outside the vocabulary [0, " + vocab + ")\")");
+    launch(e, "gather",
+           "tc::gather(" + ptr(ins[0]) + ", " + vocab + ", " +
+               std::to_string(table.getDimSize(1)) + ", " + ptr(ins[1]) + ", " +
+               dims.numel(ins[1]) + ", " + ptr(out) + ", c.deviceChecks + " + word +
+               ", tx::stream())");
+  } else if (k == "key_padding_mask") {
+    launch(e, "key_padding_mask",
+           "tc::keyPaddingMask(" + ptr(ins[0]) + ", " + dims.numel(ins[0]) + ", " +
+               std::to_string(intAttr(e, "pad_id")) + ", " + ptr(out) + ", tx::stream())");
+  } else if (k == "positional_encoding") {
+    std::string offset = ins.size() > 1 ? dims.index(ins[1]) : "0";
+    launch(e, "positional_encoding",
+           "tc::positionalEncoding(" + dims.index(ins[0]) + ", " + offset + ", " +
+               dims.dim(out, 1) + ", " + ptr(out) + ", tx::stream())");
+  } else if (k == "copy") {
+    launch(e, "copy",
+           "cudaMemcpyAsync(" + ptr(out) + ", " + ptr(ins[0]) + ", " + dims.numel(ins[0]) + " * " +
+               elemBytes(out) + ", cudaMemcpyDeviceToDevice, tx::stream())");
+  } else if (k == "slice" || k == "concat") {
+    // Row-major copies of blocks: `rows` = the product of the dimensions
+    // before the axis, a row of each block its extent from the axis on.
+    int64_t axis = intAttr(e, "axis");
+    std::string rows = dims.product(out, 0, axis), size = elemBytes(out);
+    std::string outRow = "(" + dims.product(out, axis, rankOf(out)) + " * " + size + ")";
+    if (k == "slice") {
+      std::string start = std::to_string(intAttr(e, "start"));
+      if (ins.size() > 1)
+        start = "(" + start + " + " + dims.index(ins[1]) + ")";
+      std::string inner = dims.product(ins[0], axis + 1, rankOf(out));
+      std::string inRow = "(" + dims.product(ins[0], axis, rankOf(out)) + " * " + size + ")";
+      launch(e, "slice",
+             "cudaMemcpy2DAsync(" + ptr(out) + ", " + outRow + ", reinterpret_cast<const char*>(" +
+                 ptr(ins[0]) + ") + " + start + " * " + inner + " * " + size + ", " + inRow +
+                 ", " + outRow + ", " + rows + ", cudaMemcpyDeviceToDevice, tx::stream())");
+    } else {
+      std::string offset = "0";
+      for (Value v : ins) {
+        std::string inRow = "(" + dims.product(v, axis, rankOf(v)) + " * " + size + ")";
+        launch(e, "concat",
+               "cudaMemcpy2DAsync(reinterpret_cast<char*>(" + ptr(out) + ") + " + offset + ", " +
+                   outRow + ", " + ptr(v) + ", " + inRow + ", " + inRow + ", " + rows +
+                   ", cudaMemcpyDeviceToDevice, tx::stream())");
+        offset += " + " + inRow;
+      }
+    }
+  } else if (k == "binary" || k == "unary" || k == "scale") {
+    // One formula of ElementwiseMath.h over inputs that are whole, trailing
+    // blocks or single values (the broadcasts of embeddings and scales).
+    std::vector<std::string> forms, args;
+    for (auto [i, v] : llvm::enumerate(ins)) {
+      forms.push_back(cudaReadForm(v, out));
+      if (forms.back().empty())
+        return fail(e, "a broadcast other than a trailing block has no cuda form yet");
+      args.push_back("x" + std::to_string(i));
+    }
+    std::string expr;
+    if (k == "scale") {
+      expr = "tm::mul(x0, " + floatLit(e->getAttrOfType<FloatAttr>("factor").getValueAsDouble()) + ")";
+    } else {
+      StringRef kind = e->getAttrOfType<StringAttr>("kind").getValue();
+      const math::KindInfo *f = nullptr;
+      for (int i = 0; i <= (int)math::Kind::kGeluTanh; ++i)
+        if (kind == math::info((math::Kind)i).enumerator)
+          f = &math::info((math::Kind)i);
+      if (!f || f->arity != (int)ins.size())
+        return fail(e, "an unknown elementwise kind '" + kind + "'");
+      expr = "tm::" + std::string(f->scalar) + "(" + llvm::join(args, ", ") + ")";
+    }
+    return cudaPointwise(e, ins, forms, "    const float t0 = " + expr + ";\n", "t0", out);
+  } else {
+    return fail(e, "kernel '" + k + "' has no cuda form yet (the cuda target prints the ops of " +
+                       "fused inference graphs: compile with --fusion all)");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::emitCudaGemm(tfk::GemmOp g) {
+  // Weights are used as stored ([N, K] with transpose_weight): no packing.
+  Value x = g.getInput(), w = g.getWeight(), result = g.getOut();
+  auto xt = cast<MemRefType>(x.getType()), rt = cast<MemRefType>(result.getType());
+  int64_t k = xt.getDimSize(xt.getRank() - 1), n = rt.getDimSize(rt.getRank() - 1);
+  bool transW = g.getTransposeWeight();
+  std::string m = dims.product(x, 0, xt.getRank() - 1);
+  std::optional<math::Kind> kind = activationKind(g.getActivation());
+  line("{");
+  line("  tc::GemmArgs g;");
+  line("  g.m = " + m + "; g.n = " + std::to_string(n) + "; g.k = " + std::to_string(k) + ";");
+  line("  g.a = " + ptr(x) + "; g.lda = " + std::to_string(k) + ";");
+  line("  g.b = " + ptr(w) + "; g.ldb = " + std::to_string(transW ? k : n) + "; g.transB = " +
+       (transW ? "true" : "false") + ";");
+  line("  g.c = " + ptr(result) + "; g.ldc = " + std::to_string(n) + ";");
+  if (g.getBias())
+    line("  g.bias = " + ptr(g.getBias()) + ";");
+  if (kind)
+    line("  g.activation = tc::Activation::" + std::string(math::info(*kind).enumerator) + ";");
+  if (g.getResidual())
+    line("  g.residual = " + ptr(g.getResidual()) + ";");
+  launch(g, "gemm", "tc::gemm(g, tx::stream())", "  ");
+  line("}");
+  flops("2.0 * " + m + " * " + std::to_string(n * k));
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::emitCudaAttention(tfk::AttentionOp op) {
+  if (op.getBias())
+    return fail(op, "an additive attention mask has no cuda form yet");
+  if (op.getDropoutRate().convertToDouble() > 0.0)
+    return fail(op, "attention dropout has no cuda form (the cuda target runs inference)");
+  Value q = op.getQuery(), k = op.getKey(), out = op.getOut();
+  int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
+  if (headDim > 256)
+    return fail(op, "the cuda attention kernel takes head dimensions up to 256");
+  std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(k, 2);
+  line("{");
+  line("  tc::AttentionArgs args;");
+  line("  args.batch = " + b + "; args.heads = " + h + "; args.seqQ = " + sq +
+       "; args.seqK = " + sk + "; args.headDim = " + std::to_string(headDim) + ";");
+  line("  args.q = {" + attentionTensor(q) + "};");
+  line("  args.k = {" + attentionTensor(k) + "};");
+  line("  args.v = {" + attentionTensor(op.getValue()) + "};");
+  attentionOutput(out, sq, h, headDim);
+  line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
+  if (op.getCausal())
+    line("  args.causal = true;");
+  if (Value kp = op.getKeyPadding())
+    line("  args.keyMask = " + ptr(kp) + ";");
+  launch(op, "attention", "tc::attention(args, tx::stream())", "  ");
+  line("}");
+  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::cudaPointwise(Operation *op, ValueRange inputs, ArrayRef<std::string> forms,
+                                   const std::string &compute, const std::string &y, Value out) {
+  // One thread per output element (grid-stride): input k is read whole
+  // ("full"), as a trailing block repeated over the leading rows
+  // ("trailing": [S, D] into [B, S, D]) or as one value ("splat").
+  std::string name = "fe" + std::to_string(counter++);
+  std::string params, loads, args;
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    std::string idx = std::to_string(i);
+    params += "const float* __restrict__ in" + idx + ", ";
+    args += ptr(input) + ", ";
+    if (forms[i] == "splat") {
+      loads += "    const float x" + idx + " = in" + idx + "[0];\n";
+    } else if (forms[i] == "full") {
+      loads += "    const float x" + idx + " = in" + idx + "[e];\n";
+    } else if (forms[i] == "trailing") {
+      loads += "    const float x" + idx + " = in" + idx + "[e % block" + idx + "];\n";
+      params += "int64_t block" + idx + ", ";
+      args += dims.numel(input) + ", ";
+    } else {
+      return fail(op, "an input read as '" + forms[i] + "' has no cuda form yet");
+    }
+    if (cast<MemRefType>(input.getType()).getElementType() != Float32Type::get(op->getContext()))
+      return fail(op, "a pointwise input that is not f32 has no cuda form yet");
+  }
+  scalarKernels += "__global__ void " + name + "(" + params +
+                   "float* __restrict__ out, int64_t total) {\n"
+                   "  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;\n"
+                   "       e += int64_t(gridDim.x) * blockDim.x) {\n" +
+                   loads + compute + "    out[e] = " + y + ";\n  }\n}\n\n";
+  line("{");
+  line("  const int64_t total = " + dims.numel(out) + ";");
+  line("  if (total > 0) {");
+  line("    " + name + "<<<tx::blocksFor(total), tx::kThreadsPerBlock, 0, tx::stream()>>>(" + args +
+       ptr(out) + ", total);");
+  launch(op, "pointwise " + name, "cudaGetLastError()", "    ");
+  line("  }");
+  line("}");
+  return llvm::Error::success();
+}
+
+std::string Emitter::cudaReadForm(Value input, Value out) {
+  auto t = cast<MemRefType>(input.getType());
+  int64_t r = t.getRank(), rank = rankOf(out);
+  if (t.hasStaticShape() && t.getNumElements() == 1)
+    return "splat";
+  if (r > rank)
+    return "";
+  for (int64_t d = 0; d < r; ++d)
+    if (!tfk::sameSize(input, d, out, rank - r + d))
+      return "";
+  return r == rank ? "full" : "trailing";
+}
+
+llvm::Error Emitter::emitCudaElementwise(tfk::ElementwiseOp op) {
+  if (!op.getVector())
+    return fail(op, "a fused region with selects, masks or general broadcasts has no cuda form "
+                    "yet");
+  Block &body = op.getBody().front();
+  llvm::DenseMap<Value, std::string> names;
+  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
+    names[arg] = "x" + std::to_string(i);
+  std::string compute;
+  int tmp = 0;
+  for (Operation &inner : body.without_terminator()) {
+    std::string e = regionExpr(
+        inner, [&](unsigned i) { return names.lookup(inner.getOperand(i)); }, false);
+    if (e.empty())
+      return fail(&inner, "is not supported in a fused region");
+    std::string v = "t" + std::to_string(tmp++);
+    compute += "    const float " + v + " = " + e + ";\n";
+    names[inner.getResult(0)] = v;
+  }
+  std::vector<std::string> forms;
+  for (Attribute kind : op.getKinds())
+    forms.push_back(cast<StringAttr>(kind).getValue().str());
+  return cudaPointwise(op, op.getInputs(), forms, compute,
+                       names.lookup(cast<tfk::YieldOp>(body.getTerminator()).getValue()),
+                       op.getOut());
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Builds what tests/gpu/run.sh runs on a GPU machine, and checks here that
+generated CUDA compiles and links (ctest `cuda_codegen`).
+
+For each tiny config: `transfuse compile --target cuda --fusion all` into
+OUT/<config>/, random token inputs of two sizes (the last sequence ending in
+padding where the model has a pad id) and the reference backend's outputs for
+them with the seeded weights (seed 0) the GPU run draws too, listed in
+OUT/<config>/cases.txt for cuda_model_check. With --bench, transformer-base
+as well, with a B=8, S=T=64 input to time. Highway's shared libraries go to
+OUT/lib (the GPU machine has none).
+
+    tests/gpu/prepare.py --transfuse build/tools/transfuse --out build/tests/gpu/models [--bench]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oracle"))
+import safetensors_io  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+TINY = ["tiny-encoder-decoder", "tiny-encoder-decoder-pre", "tiny-decoder-only",
+        "tiny-decoder-only-padded"]
+
+
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit("failed: " + " ".join(cmd) + "\n" + result.stdout + result.stderr)
+
+
+def tokens(rng, config, vocab, batch, length, pad):
+    """Ids in [0, vocab) other than the pad id; the last row ends in padding."""
+    pad_id = config.get("pad_id")
+    ids = rng.integers(0, vocab, size=(batch, length), dtype=np.int32)
+    if pad_id is not None:
+        ids[ids == pad_id] = (pad_id + 1) % vocab
+        if pad and length > 2:
+            ids[-1, length - length // 3:] = pad_id
+    return ids
+
+
+def inputs(config, batch, src, tgt, rng):
+    if config["architecture"] == "encoder_decoder":
+        return {"src_tokens": tokens(rng, config, config["src_vocab_size"], batch, src, True),
+                "tgt_tokens": tokens(rng, config, config["tgt_vocab_size"], batch, tgt, True)}
+    return {"tokens": tokens(rng, config, config["vocab_size"], batch, tgt, True)}
+
+
+def prepare(transfuse, name, out, cases, bench=None):
+    model = os.path.join(ROOT, "models", name + ".json")
+    config = json.load(open(model))
+    target = os.path.join(out, name)
+    run([transfuse, "compile", model, "-o", target, "--target", "cuda", "--fusion", "all"])
+    rng = np.random.default_rng(11)
+    lines = []
+    for i, (batch, src, tgt) in enumerate(cases):
+        given = f"case{i}.in.safetensors"
+        expected = f"case{i}.expected.safetensors"
+        safetensors_io.write(os.path.join(target, given), inputs(config, batch, src, tgt, rng))
+        run([transfuse, "run", target, "--backend", "reference", "--seed", "0",
+             "--inputs", os.path.join(target, given), "--outputs", os.path.join(target, expected)])
+        lines.append(f"{given} {expected}\n")
+    with open(os.path.join(target, "cases.txt"), "w") as f:
+        f.writelines(lines)
+    if bench:
+        safetensors_io.write(os.path.join(target, "bench.safetensors"), inputs(config, *bench, rng))
+    print(f"{target}: libmodel.so for sm_80 and sm_90, {len(cases)} cases")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--transfuse", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--bench", action="store_true", help="also transformer-base, to time")
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    for name in TINY:
+        prepare(a.transfuse, name, a.out, [(2, 7, 5), (3, 16, 16)])
+    if a.bench:
+        prepare(a.transfuse, "transformer-base", a.out, [(1, 9, 7)], bench=(8, 64, 64))
+    lib = os.path.join(a.out, "lib")
+    os.makedirs(lib, exist_ok=True)
+    for so in ["libhwy.so.1", "libhwy_contrib.so.1"]:
+        shutil.copy(os.path.join("/usr/lib/x86_64-linux-gnu", so), lib)
+
+
+if __name__ == "__main__":
+    main()
