@@ -2,7 +2,8 @@
 # Substitutions: %models (the models/ folder); tools found on PATH:
 # transfuse, transfuse-opt, FileCheck, not, count, split-file;
 # %artifact_flags: the build's sanitizer flags, for programs a test links
-# against an artifact (empty in a plain build).
+# against an artifact (empty in a plain build). Feature `cuda`: this build
+# found nvcc and can compile --target cuda.
 import os
 
 import lit.formats
@@ -20,3 +21,5 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%examples", os.path.join(config.transfuse_src_root, "examples")))
 config.substitutions.append(("%oracle", os.path.join(config.transfuse_src_root, "tests", "oracle")))
 config.substitutions.append(("%artifact_flags", config.artifact_flags))
+if config.cuda_lib:
+    config.available_features.add("cuda")
