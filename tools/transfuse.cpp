@@ -124,9 +124,6 @@ int runCompile(const std::vector<std::string> &positional,
   if (cuda && train)
     die("--train builds for the cpu target: training on cuda is not supported yet");
   BuildOptions options = buildOptions(flags);
-  // The cuda printer has no state ops yet: forward entries only.
-  if (cuda)
-    options.decoding = false;
   if (train) {
     options.training = true;
     options.decoding = false;

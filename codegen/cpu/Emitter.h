@@ -107,6 +107,7 @@ private:
   llvm::Error emitCudaExec(kernel::ExecOp op);
   llvm::Error emitCudaGemm(kernel::GemmOp op);
   llvm::Error emitCudaAttention(kernel::AttentionOp op);
+  llvm::Error emitCudaDecodeAttention(kernel::DecodeAttentionOp op);
   llvm::Error emitCudaElementwise(kernel::ElementwiseOp op);
   /// A generated __global__ kernel writing `out` element by element from
   /// `inputs`, each read as `forms` says ("full", "trailing", "splat"),

@@ -7,7 +7,9 @@
 // tfk.elementwise regions as generated __global__ kernels. It prints the
 // ops of fused inference graphs (fusion all: GEMMs with epilogues,
 // attention, add+layer_norm, layer_norm, embeddings, masks, positional
-// tables, the copies of @prepare); any other op is an error naming it.
+// tables, the copies of @prepare) and of their decoding entries (the KV
+// cache in device memory: state writes and reads, decode attention); any
+// other op is an error naming it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,6 +92,44 @@ llvm::Error Emitter::emitCudaOp(Operation *op) {
         return llvm::Error::success();
       })
       .Case([&](tfk::ElementwiseOp e) { return emitCudaElementwise(e); })
+      .Case([&](tfk::StateOp st) -> llvm::Error {
+        // Held in device memory at its capacity by the tf_state.
+        if (!st.getType().hasStaticShape())
+          return fail(st, "a state tensor's type must be its capacity (static sizes)");
+        usesState = true;
+        return llvm::Error::success();
+      })
+      .Case([&](tfk::StateWriteOp w) -> llvm::Error {
+        // The cache on the device; its extents and row ids on the host.
+        Value in = w.getInput();
+        auto state = w.getState().getDefiningOp<tfk::StateOp>();
+        if (!state)
+          return fail(w, "writes a buffer that is not a tfk.state");
+        std::string position = dims.index(w.getPosition()), n = dims.dim(in, 2);
+        std::string index = std::to_string(tables.stateIndex.lookup(state.getName()));
+        std::string extent = "c.stateExtents[" + index + "]";
+        launch(w, "state_write",
+               "tc::stateWrite({" + attentionTensor(in) + "}, " + dims.dim(in, 0) + ", " + n +
+                   ", " + stateTensor(w.getState(), w.getKeys()) + ", " + position +
+                   ", tx::stream())");
+        line(extent + " = std::max<int64_t>(" + extent + ", " + position + " + " + n + ");");
+        line("exec::freshRowIds(c.stateRowIds[" + index + "], " + dims.dim(in, 0) +
+             ", c.stateSerial);");
+        return llvm::Error::success();
+      })
+      .Case([&](tfk::StateReadOp r) {
+        Value out = r.getOut();
+        launch(r, "state_read",
+               "tc::stateRead(" + stateTensor(r.getState(), r.getKeys()) + ", " +
+                   dims.dim(out, 0) + ", " + dims.dim(out, 2) + ", " + ptr(out) +
+                   ", tx::stream())");
+        return llvm::Error::success();
+      })
+      .Case([&](tfk::AdvanceOp a) {
+        line("*c.stateLength += " + dims.index(a.getCount()) + ";");
+        return llvm::Error::success();
+      })
+      .Case([&](tfk::DecodeAttentionOp a) { return emitCudaDecodeAttention(a); })
       .Default([&](Operation *) {
         return fail(op, "has no cuda form yet (the cuda target prints the ops of fused "
                         "inference graphs: compile with --fusion all)");
@@ -212,6 +252,39 @@ llvm::Error Emitter::emitCudaGemm(tfk::GemmOp g) {
   launch(g, "gemm", "tc::gemm(g, tx::stream())", "  ");
   line("}");
   flops("2.0 * " + m + " * " + std::to_string(n * k));
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::emitCudaDecodeAttention(tfk::DecodeAttentionOp op) {
+  // As on the CPU (EmitOps.cpp), without the row ids: rows that share a
+  // cache each read it.
+  Value q = op.getQuery(), out = op.getOut();
+  auto k = cast<MemRefType>(op.getKey().getType());   // [R, H, D, T]
+  auto v = cast<MemRefType>(op.getValue().getType()); // [R, H, T, D]
+  int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
+  if (k.getDimSize(2) != headDim || v.getDimSize(3) != headDim || k.getDimSize(3) != v.getDimSize(2))
+    return fail(op, "the key and value states do not match the query's heads");
+  if (headDim > 256)
+    return fail(op, "the cuda decode attention kernel takes head dimensions up to 256");
+  std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2);
+  std::string sk = dims.index(op.getKeyLen()), t = std::to_string(k.getDimSize(3));
+  std::string d = std::to_string(headDim), plane = std::to_string(k.getDimSize(3) * headDim);
+  line("{");
+  line("  tc::DecodeAttentionArgs args;");
+  line("  args.batch = " + b + "; args.heads = " + h + "; args.seqQ = " + sq +
+       "; args.seqK = " + sk + "; args.headDim = " + d + ";");
+  line("  args.q = {" + attentionTensor(q) + "};");
+  line("  args.k = {" + ptr(op.getKey()) + ", " + h + " * " + plane + ", " + plane + ", " + t + "};");
+  line("  args.v = {" + ptr(op.getValue()) + ", " + h + " * " + plane + ", " + plane + ", " + d + "};");
+  attentionOutput(out, sq, h, headDim);
+  line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
+  if (op.getCausal())
+    line("  args.causal = true;");
+  if (Value kp = op.getKeyPadding())
+    line("  args.keyMask = " + ptr(kp) + ";");
+  launch(op, "decode_attention", "tc::decodeAttention(args, tx::stream())", "  ");
+  line("}");
+  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + d);
   return llvm::Error::success();
 }
 

@@ -84,6 +84,9 @@ struct tf_state {
   uint64_t serial = 0;  // the last row id given out
   int64_t length = 0;
   std::atomic<bool> busy{false};  // one call at a time
+  // A device model's state: where tf_state_reorder saves rows (grown as needed).
+  transfuse::exec::abi::Arena scratch;
+  size_t scratchBytes = 0;
 };
 
 namespace transfuse::exec::abi {

@@ -56,6 +56,14 @@ rt::Status fill(void* dst, int byte, size_t bytes) {
   return status(cudaMemsetAsync(dst, byte, bytes, stream()), "cudaMemsetAsync");
 }
 
+rt::Status copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                  size_t height) {
+  if (width == 0 || height == 0) return rt::Status::ok();
+  return status(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height,
+                                  cudaMemcpyDeviceToDevice, stream()),
+                "a copy within the device");
+}
+
 rt::Status synchronize() {
   return status(cudaStreamSynchronize(stream()), "the run (set TRANSFUSE_CUDA_SYNC=1 to name the kernel)");
 }
@@ -70,8 +78,8 @@ bool syncEachLaunch() {
 
 }  // namespace
 
-const DeviceOps kCudaDevice = {"cuda",   TF_DEVICE_CUDA, select, allocate, release,
-                               toDevice, toHost,         fill,   synchronize};
+const DeviceOps kCudaDevice = {"cuda", TF_DEVICE_CUDA, select, allocate, release, toDevice,
+                               toHost, fill,           copy2D, synchronize};
 
 rt::Status launched(cudaError_t e, const char* kernel, const char* where) {
   if (e == cudaSuccess && syncEachLaunch()) e = cudaStreamSynchronize(stream());

@@ -99,6 +99,10 @@ struct DeviceOps {
   rt::Status (*toDevice)(void* dst, const void* src, size_t bytes);
   rt::Status (*toHost)(void* dst, const void* src, size_t bytes);
   rt::Status (*fill)(void* dst, int byte, size_t bytes);
+  // `height` blocks of `width` bytes, `spitch` apart in src, to `dpitch`
+  // apart in dst, both in device memory (state rows: reorder, copy).
+  rt::Status (*copy2D)(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                       size_t height);
   rt::Status (*synchronize)();  // waits for the calling thread's work
 };
 

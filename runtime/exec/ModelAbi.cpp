@@ -450,9 +450,13 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
     }
     m->paramPtrs[i] = m->params[i].data<float>();
     if (desc->device) {
-      m->deviceParams.push_back(allocateDeviceBlock(
-          *desc->device, static_cast<int64_t>(m->params[i].numElements() * sizeof(float))));
+      const size_t bytes = m->params[i].numElements() * sizeof(float);
+      m->deviceParams.push_back(allocateDeviceBlock(*desc->device, static_cast<int64_t>(bytes)));
       m->paramPtrs[i] = reinterpret_cast<const float*>(m->deviceParams.back().get());
+      // Prepare sees prepared params zero, as on the host (weights are
+      // uploaded by refreshPrepared).
+      if (p.prepared)
+        if (rt::Status s = desc->device->fill(m->deviceParams.back().get(), 0, bytes); !s) return s;
     }
   }
   weights.clear();
@@ -562,6 +566,10 @@ rt::Status refreshPrepared(tf_model* m) {
                      pk.transB, m->pool.get());
     m->packedPtrs[i] = &m->packed[i];
   }
+  // Uploads are asynchronous on this thread's stream; runs on other threads'
+  // streams must see them complete.
+  if (device)
+    if (rt::Status s = device->synchronize(); !s) return s;
   std::fill(m->changed.begin(), m->changed.end(), 0);
   m->stale.store(false);
   return rt::Status::ok();
@@ -600,13 +608,15 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
     if (rt::Status d = checkDevice(model, outputs[outOrder[i]], "output"); !d) return d;
   }
 
-  ArenaLease arena(model, entry);
   const transfuse::exec::DeviceOps* device = model->desc->device;
+  // The device is current on this thread before its arena is allocated.
+  if (device)
+    if (rt::Status d = device->select(model->deviceOrdinal); !d) return d;
+  ArenaLease arena(model, entry);
   uint32_t* checks = nullptr;
   if (device) {
     // Host tensors are staged in the arena block, at offsets within the
     // room stagingBytes gave them (shapes are within the maxima).
-    if (rt::Status d = device->select(model->deviceOrdinal); !d) return d;
     std::byte* staging = arena.get() + stagingOffset(e);
     for (int32_t i = 0; i < e.numInputs; ++i) {
       const tf_tensor& t = inputs[inOrder[i]];
@@ -644,11 +654,17 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
   call.seed = seed;
   call.step = step;
   call.deviceChecks = checks;
-  rt::Status result = e.run(call);
-  if (!device) return result;
-  for (int32_t i = 0; result && i < e.numOutputs; ++i) {
-    const tf_tensor& t = outputs[outOrder[i]];
-    if (t.device == TF_DEVICE_CPU) result = device->toHost(t.data, outData[i], tensorBytes(t));
+  if (!device) return e.run(call);
+  rt::Status result;
+  try {
+    result = e.run(call);
+    for (int32_t i = 0; result && i < e.numOutputs; ++i) {
+      const tf_tensor& t = outputs[outOrder[i]];
+      if (t.device == TF_DEVICE_CPU) result = device->toHost(t.data, outData[i], tensorBytes(t));
+    }
+  } catch (...) {
+    (void)device->synchronize();  // nothing in flight when the arena is reused
+    throw;
   }
   // The arena goes back to the free list only when its work is done.
   rt::Status done = device->synchronize();

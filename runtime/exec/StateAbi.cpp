@@ -3,6 +3,9 @@
 // go through the same validation and arenas as tf_model_run (ModelAbi.cpp);
 // a state is taken by one call at a time (an atomic flag, refused rather
 // than waited for: two calls racing on one conversation is a caller bug).
+// A model on a device keeps its state tensors in device memory: zeroing
+// and row copies go through its DeviceOps (the row ids, extents and length
+// stay on the host), and each call waits for them before it returns.
 
 #include "runtime/exec/AbiInternal.h"
 
@@ -40,6 +43,39 @@ private:
   tf_state* s_;
   bool held_ = false;
 };
+
+using transfuse::exec::DeviceOps;
+
+const DeviceOps* deviceOf(const tf_state& s) { return s.model->desc->device; }
+
+// Zeroes `bytes` at p (host or the model's device memory).
+rt::Status zero(const DeviceOps* device, std::byte* p, size_t bytes) {
+  if (device) return device->fill(p, 0, bytes);
+  std::memset(p, 0, bytes);
+  return rt::Status::ok();
+}
+
+// `outer` blocks of `block` bytes, `stride` apart, from `from` to `to`.
+rt::Status copyBlocks(const DeviceOps* device, std::byte* to, const std::byte* from, size_t block,
+                      size_t stride, int64_t outer) {
+  if (device) return device->copy2D(to, stride, from, stride, block, static_cast<size_t>(outer));
+  for (int64_t o = 0; o < outer; ++o) std::memcpy(to + o * stride, from + o * stride, block);
+  return rt::Status::ok();
+}
+
+// Selects the model's device on this thread before a state call touches it.
+rt::Status begin(const tf_state& s) {
+  const DeviceOps* device = deviceOf(s);
+  return device ? device->select(s.model->deviceOrdinal) : rt::Status::ok();
+}
+
+// Waits for the device work of a state call (nothing on the host).
+rt::Status finish(const tf_state& s, rt::Status status) {
+  const DeviceOps* device = deviceOf(s);
+  if (!device) return status;
+  rt::Status done = device->synchronize();
+  return status ? done : status;
+}
 
 }  // namespace
 
@@ -105,16 +141,22 @@ int32_t tf_state_create(tf_model* model, tf_state** state, tf_error* error) {
     if (!state) return setError(error, "the state pointer is NULL");
     auto s = std::make_unique<tf_state>();
     s->model = model;
+    const DeviceOps* device = model->desc->device;
+    if (rt::Status st = begin(*s); !st) return setError(error, "tf_state_create: " + st.message());
     for (int32_t i = 0; i < model->desc->numStates; ++i) {
       const size_t bytes = stateBytes(model->desc->states[i]);
-      s->tensors.push_back(allocateArena(static_cast<int64_t>(bytes)));
-      std::memset(s->tensors.back().get(), 0, bytes);
+      s->tensors.push_back(device ? allocateDeviceBlock(*device, static_cast<int64_t>(bytes))
+                                  : allocateArena(static_cast<int64_t>(bytes)));
+      if (rt::Status st = zero(device, s->tensors.back().get(), bytes); !st)
+        return setError(error, "tf_state_create: " + st.message());
       s->bytes.push_back(bytes);
       s->ptrs.push_back(s->tensors.back().get());
       s->extents.push_back(0);
       s->rowIds.emplace_back(static_cast<size_t>(rowLayout(*model->desc, *s, i).rows), 0);
     }
     for (auto& ids : s->rowIds) s->rowIdPtrs.push_back(ids.data());
+    if (rt::Status st = finish(*s, rt::Status::ok()); !st)
+      return setError(error, "tf_state_create: " + st.message());
     *state = s.release();
     return 0;
   } catch (const std::bad_alloc&) {
@@ -126,7 +168,10 @@ int32_t tf_state_create(tf_model* model, tf_state** state, tf_error* error) {
   }
 }
 
-void tf_state_destroy(tf_state* state) { delete state; }
+void tf_state_destroy(tf_state* state) {
+  if (state) (void)begin(*state);
+  delete state;
+}
 
 int32_t tf_state_reset(tf_state* state, tf_error* error) {
   clearError(error);
@@ -134,16 +179,24 @@ int32_t tf_state_reset(tf_state* state, tf_error* error) {
   if (!state) return setError(error, "the state is NULL");
   if (!lease.held()) return setError(error, "tf_state_reset: the state is in use by another call");
   const transfuse::exec::ModelDesc& desc = *state->model->desc;
-  for (size_t i = 0; i < state->tensors.size(); ++i) {
+  const DeviceOps* device = deviceOf(*state);
+  rt::Status st = begin(*state);
+  for (size_t i = 0; st && i < state->tensors.size(); ++i) {
     RowLayout l = rowLayout(desc, *state, static_cast<int32_t>(i));
     std::byte* base = state->tensors[i].get();
-    for (int64_t r = 0; r < l.rows; ++r)  // only what was written (all when untracked)
-      for (int64_t o = 0; o < l.outer; ++o)
-        std::memset(base + r * l.rowBytes + o * l.stride, 0, l.block);
+    if (device) {  // one fill of the tensor rather than a call per block
+      st = zero(device, base, state->bytes[i]);
+    } else {
+      for (int64_t r = 0; r < l.rows; ++r)  // only what was written (all when untracked)
+        for (int64_t o = 0; o < l.outer; ++o)
+          std::memset(base + r * l.rowBytes + o * l.stride, 0, l.block);
+    }
     state->extents[i] = 0;
     std::fill(state->rowIds[i].begin(), state->rowIds[i].end(), 0);
   }
   state->length = 0;
+  if (rt::Status done = finish(*state, st); !done)
+    return setError(error, "tf_state_reset: " + done.message());
   return 0;
 }
 
@@ -158,7 +211,9 @@ int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
     const transfuse::exec::ModelDesc& desc = *state->model->desc;
     if (num_rows == 0 || desc.numStates == 0) return 0;
     if (!rows) return setError(error, "tf_state_reorder: the rows pointer is NULL");
-    std::vector<std::byte> scratch;
+    const DeviceOps* device = deviceOf(*state);
+    if (rt::Status st = begin(*state); !st) return setError(error, "tf_state_reorder: " + st.message());
+    std::vector<std::byte> hostScratch;
     for (int32_t t = 0; t < desc.numStates; ++t) {
       const TensorDesc& d = desc.states[t];
       const int64_t capacity = d.rank > 0 ? d.maxShape[0] : 1;
@@ -192,22 +247,39 @@ int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
       // is the state's).
       const RowLayout l = rowLayout(desc, *state, t);
       const size_t rowBytes = l.rowBytes;
+      rt::Status st;
       auto copyRow = [&](std::byte* to, const std::byte* from) {
-        for (int64_t o = 0; o < l.outer; ++o) std::memcpy(to + o * l.stride, from + o * l.stride, l.block);
+        if (st) st = copyBlocks(device, to, from, l.block, l.stride, l.outer);
       };
       std::byte* base = state->tensors[t].get();
-      scratch.resize(rowBytes * static_cast<size_t>(slots));
+      // The saved rows: host memory, or a device block the state keeps.
+      const size_t need = rowBytes * static_cast<size_t>(slots);
+      std::byte* scratch = nullptr;
+      if (device) {
+        if (state->scratchBytes < need) {
+          state->scratch = allocateDeviceBlock(*device, static_cast<int64_t>(need));
+          state->scratchBytes = need;
+        }
+        scratch = state->scratch.get();
+      } else {
+        hostScratch.resize(need);
+        scratch = hostScratch.data();
+      }
       for (int32_t r = 0; r < num_rows; ++r)
-        if (saved[r] >= 0) copyRow(scratch.data() + rowBytes * saved[r], base + rowBytes * r);
+        if (saved[r] >= 0) copyRow(scratch + rowBytes * saved[r], base + rowBytes * r);
       ids.assign(old.begin(), old.end());
       for (int32_t i = 0; i < num_rows; ++i) {
         const int32_t src = rows[i];
         ids[i] = old[src];
         if (!changes(i)) continue;
-        const std::byte* from = src < num_rows && saved[src] >= 0 ? scratch.data() + rowBytes * saved[src]
+        const std::byte* from = src < num_rows && saved[src] >= 0 ? scratch + rowBytes * saved[src]
                                                                   : base + rowBytes * src;
         copyRow(base + rowBytes * i, from);
       }
+      // Device copies are ordered on the stream: the scratch is reused only
+      // after the rows saved in it were copied out.
+      if (rt::Status done = finish(*state, st); !done)
+        return setError(error, "tf_state_reorder: " + done.message());
       std::copy(ids.begin(), ids.end(), state->rowIds[t].begin());  // in place, as Call points
     }
     return 0;
@@ -227,8 +299,12 @@ int32_t tf_state_copy(tf_state* to, const tf_state* from, tf_error* error) {
   StateLease lease(to);
   if (!lease.held()) return setError(error, "tf_state_copy: the target state is in use by another call");
   if (from->busy.load()) return setError(error, "tf_state_copy: the source state is in use by a call");
-  for (size_t i = 0; i < to->tensors.size(); ++i)
-    std::memcpy(to->tensors[i].get(), from->tensors[i].get(), to->bytes[i]);
+  const DeviceOps* device = deviceOf(*to);
+  rt::Status st = begin(*to);
+  for (size_t i = 0; st && i < to->tensors.size(); ++i)
+    st = copyBlocks(device, to->tensors[i].get(), from->tensors[i].get(), to->bytes[i], to->bytes[i], 1);
+  if (rt::Status done = finish(*to, st); !done)
+    return setError(error, "tf_state_copy: " + done.message());
   to->extents = from->extents;
   for (size_t i = 0; i < to->rowIds.size(); ++i)  // in place: Call::stateRowIds points at them
     std::copy(from->rowIds[i].begin(), from->rowIds[i].end(), to->rowIds[i].begin());

@@ -42,7 +42,9 @@
 extern "C" {
 #endif
 
-#define TF_ABI_VERSION 2
+/* 2: state and parameters; 3: devices (tf_tensor.device, tf_options.device_ordinal:
+ * fields that change the structs' sizes, so version 2 artifacts are refused). */
+#define TF_ABI_VERSION 3
 
 /* Element types; the numbering is fixed by the ABI. */
 typedef enum tf_dtype {
@@ -114,7 +116,8 @@ const char* tf_model_config_json(const tf_model* model);
 
 int32_t tf_model_num_threads(const tf_model* model);
 /* The tf_device_kind the model runs on (-1 for NULL). Its weights, arenas
- * and state live there. */
+ * and state live there. A CUDA model's calls make its GPU the calling
+ * thread's current device (cudaSetDevice) and leave it so. */
 int32_t tf_model_device(const tf_model* model);
 int32_t tf_model_num_entry_points(const tf_model* model);
 const char* tf_model_entry_point_name(const tf_model* model, int32_t entry);

@@ -8,6 +8,7 @@
 // runs it there.
 
 #include "runtime/kernels/cuda/Attention.cuh"
+#include "runtime/kernels/cuda/Decode.cuh"
 #include "runtime/kernels/cuda/Embedding.cuh"
 #include "runtime/kernels/cuda/Gemm.cuh"
 #include "runtime/kernels/cuda/Norm.cuh"
@@ -66,6 +67,7 @@ void expectNear(const char* what, const std::vector<float>& got, const std::vect
   double worst = 0;
   size_t bad = 0;
   for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i]) && std::isnan(got[i])) continue;  // NaN copied as is
     const double e = std::fabs(double(got[i]) - want[i]);
     if (!(e <= atol + rtol * std::fabs(want[i])) && bad++ < 5)
       std::printf("  %s[%zu] = %.9g, reference %.9g\n", what, i, got[i], want[i]);
@@ -151,6 +153,14 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
   std::vector<uint8_t> mask(B * Sk);
   for (size_t b = 0; b < B; ++b)
     for (size_t j = 0; j < Sk; ++j) mask[b * Sk + j] = b != 1 && (b + j) % 3 != 0;
+  // Keys no query sees (past a row's length, or masked) hold NaN, as arena
+  // garbage may: none of it may reach O.
+  for (size_t b = 0; b < B; ++b)
+    for (size_t j = 0; j < Sk; ++j)
+      if ((lengths && long(j) >= len[b]) || (keyMask && !mask[b * Sk + j]))
+        for (size_t h = 0; h < H; ++h)
+          for (size_t d = 0; d < D; ++d)
+            k[((b * H + h) * Sk + j) * D + d] = v[((b * H + h) * Sk + j) * D + d] = NAN;
   auto qAt = [&](size_t b, size_t h, size_t i, size_t d) { return double(q[qoIndex(b, h, i, d)]); };
   auto kvAt = [&](const std::vector<float>& t, size_t b, size_t h, size_t j, size_t d) {
     return double(t[((b * H + h) * Sk + j) * D + d]);
@@ -167,16 +177,17 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
         double mx = -INFINITY, sum = 0;
         auto seen = [&](long j) { return !keyMask || mask[b * Sk + j]; };
         for (long j = 0; j < end; ++j) {
+          if (!seen(j)) continue;
           double dot = 0;
           for (size_t d = 0; d < D; ++d) dot += qAt(b, h, i, d) * kvAt(k, b, h, j, d);
           s[j] = dot * scale;
-          if (seen(j)) mx = std::max(mx, s[j]);
+          mx = std::max(mx, s[j]);
         }
         if (mx == -INFINITY) continue;  // every key masked: zeros
         for (long j = 0; j < end; ++j) sum += s[j] = seen(j) ? std::exp(s[j] - mx) : 0.0;
         for (long j = 0; j < end; ++j)
           for (size_t d = 0; d < D; ++d)
-            want[qoIndex(b, h, i, d)] += s[j] / sum * kvAt(v, b, h, j, d);
+            if (seen(j)) want[qoIndex(b, h, i, d)] += s[j] / sum * kvAt(v, b, h, j, d);
       }
   Device dq(q), dk(k), dv(v), dout(std::vector<float>(B * Sq * H * D, NAN));
   int32_t* dlen = nullptr;
@@ -312,6 +323,95 @@ void testEmbedding(std::mt19937& rng) {
   expectNear("positional encoding (offset 3)", dpos.host(), pos, 1e-6, 0);
 }
 
+// A decode step: keys and values written into caches of capacity T (K
+// transposed) from a strided [B, S, H, D] projection, read back, and
+// attention of Sq queries over the first Sk positions against a double
+// reference (causal, a key mask with row 1 fully masked).
+void testDecode(size_t B, size_t H, size_t Sq, size_t Sk, size_t T, size_t D, bool causal,
+                bool keyMask, std::mt19937& rng) {
+  namespace tc = transfuse::cuda;
+  // The new keys and values, as columns of a [B, Sk, 2, H, D] projection.
+  std::vector<float> kv = randomVector(B * Sk * 2 * H * D, rng, -1, 1);
+  std::vector<float> q = randomVector(B * H * Sq * D, rng, -1, 1);
+  auto kvAt = [&](int which, size_t b, size_t h, size_t j, size_t d) {
+    return kv[(((b * Sk + j) * 2 + which) * H + h) * D + d];
+  };
+  std::vector<uint8_t> mask(B * Sk);
+  for (size_t b = 0; b < B; ++b)
+    for (size_t j = 0; j < Sk; ++j) mask[b * Sk + j] = b != 1 && (b * 5 + j) % 4 != 0;
+  if (keyMask)  // masked keys' K and V are NaN: none of it may reach O
+    for (size_t b = 0; b < B; ++b)
+      for (size_t j = 0; j < Sk; ++j)
+        if (!mask[b * Sk + j])
+          for (size_t x = 0; x < 2 * H * D; ++x) kv[(b * Sk + j) * 2 * H * D + x] = NAN;
+  std::vector<double> want(B * H * Sq * D, 0.0);
+  std::vector<double> sc(Sk);
+  for (size_t b = 0; b < B; ++b)
+    for (size_t h = 0; h < H; ++h)
+      for (size_t i = 0; i < Sq; ++i) {
+        long end = causal ? std::min<long>(long(Sk), long(i + Sk) - long(Sq) + 1) : long(Sk);
+        double mx = -INFINITY, sum = 0;
+        for (long j = 0; j < end; ++j) {
+          if (keyMask && !mask[b * Sk + j]) continue;
+          double dot = 0;
+          for (size_t d = 0; d < D; ++d)
+            dot += double(q[((b * H + h) * Sq + i) * D + d]) * kvAt(0, b, h, j, d);
+          mx = std::max(mx, sc[j] = dot / std::sqrt(double(D)));
+        }
+        if (mx == -INFINITY) continue;
+        for (long j = 0; j < end; ++j)
+          sum += sc[j] = keyMask && !mask[b * Sk + j] ? 0.0 : std::exp(sc[j] - mx);
+        for (long j = 0; j < end; ++j)
+          for (size_t d = 0; d < D; ++d)
+            if (!keyMask || mask[b * Sk + j])
+              want[((b * H + h) * Sq + i) * D + d] += sc[j] / sum * kvAt(1, b, h, j, d);
+      }
+  Device dkv(kv), dq(q), dout(std::vector<float>(B * H * Sq * D, NAN));
+  Device kCache(std::vector<float>(B * H * D * T, NAN)), vCache(std::vector<float>(B * H * T * D, NAN));
+  Device kBack(std::vector<float>(B * H * Sk * D, NAN));
+  const tc::StateTensor ks{kCache.p, H, T, D, true}, vs{vCache.p, H, T, D, false};
+  // Written in two parts (positions [0, 2) then [2, Sk)), as a prefill and
+  // a step would.
+  for (size_t from : {size_t(0), size_t(2)}) {
+    const size_t n = from == 0 ? std::min<size_t>(2, Sk) : Sk - std::min<size_t>(2, Sk);
+    if (n == 0) continue;
+    const size_t row = 2 * H * D, at = from * row;
+    CHECK_CUDA(tc::stateWrite({dkv.p + at, Sk * row, D, row}, B, n, ks, from));
+    CHECK_CUDA(tc::stateWrite({dkv.p + at + H * D, Sk * row, D, row}, B, n, vs, from));
+  }
+  CHECK_CUDA(tc::stateRead(ks, B, Sk, kBack.p));
+  uint8_t* dmask = nullptr;
+  CHECK_CUDA(cudaMalloc(&dmask, B * Sk + 1));
+  CHECK_CUDA(cudaMemcpy(dmask, mask.data(), B * Sk, cudaMemcpyHostToDevice));
+  tc::DecodeAttentionArgs a;
+  a.batch = B;
+  a.heads = H;
+  a.seqQ = Sq;
+  a.seqK = Sk;
+  a.headDim = D;
+  a.q = {dq.p, 0, 0, 0};
+  a.k = {kCache.p, H * D * T, D * T, T};
+  a.v = {vCache.p, H * T * D, T * D, D};
+  a.out = dout.p;
+  a.scale = float(1.0 / std::sqrt(double(D)));
+  a.causal = causal;
+  a.keyMask = keyMask ? dmask : nullptr;
+  CHECK_CUDA(tc::decodeAttention(a));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaFree(dmask));
+  std::vector<double> keysBack(B * H * Sk * D);
+  for (size_t b = 0; b < B; ++b)
+    for (size_t h = 0; h < H; ++h)
+      for (size_t j = 0; j < Sk; ++j)
+        for (size_t d = 0; d < D; ++d) keysBack[((b * H + h) * Sk + j) * D + d] = kvAt(0, b, h, j, d);
+  char what[112];
+  std::snprintf(what, sizeof what, "state write+read B=%zu H=%zu Sk=%zu T=%zu D=%zu", B, H, Sk, T, D);
+  expectNear(what, kBack.host(), keysBack, 0, 0);
+  std::snprintf(what, sizeof what, "decode attention B=%zu H=%zu Sq=%zu Sk=%zu D=%zu%s%s", B, H, Sq,
+                Sk, D, causal ? " causal" : "", keyMask ? " key mask" : "");
+  expectNear(what, dout.host(), want, 2e-5, 2e-5);
+}
+
 }  // namespace
 
 int main() {
@@ -349,6 +449,10 @@ int main() {
   testGemm(200, 513, 512, true, true, Activation::kNone, false, rng);
   testGemm(5, 3, 0, true, true, Activation::kNone, true, rng);  // K = 0: the epilogue alone
   testEmbedding(rng);
+  testDecode(3, 2, 1, 9, 16, 64, false, true, rng);
+  testDecode(2, 4, 4, 37, 40, 32, true, false, rng);
+  testDecode(4, 1, 2, 600, 1024, 128, true, true, rng);
+  testDecode(1, 2, 1, 1, 8, 256, false, false, rng);
   std::printf("%s\n", gFailures ? "FAIL" : "PASS");
   return gFailures ? 1 : 0;
 }

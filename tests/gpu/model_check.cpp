@@ -6,10 +6,21 @@
 // per line, safetensors): every output within --tolerance of the
 // reference relative to max(1, max |reference|), as `compile --verify`
 // checks; then 4 threads run the last case at once and must reproduce its
-// outputs bit for bit. With --bench N it times N runs of DIR/bench.safetensors
-// instead (median and best ms, GFLOP/s by the model's FLOP count).
+// outputs bit for bit. Then decoding, against the same model compiled for
+// the cpu target (DIR/cpu, itself verified against the reference where it
+// was built): the stateful entries in the interface's order on one state
+// of each (encode or prefill, then decode_step; each entry with outputs
+// twice, the second time on the cache the first filled) with the inputs of
+// DIR/decode.safetensors, then a beam-search reorder, a state copy and a
+// reset, each followed by a step, every output within the tolerance. With
+// --bench N it times N runs of DIR/bench.safetensors instead (median and
+// best ms, GFLOP/s by the model's FLOP count).
 //
-//   cuda_model_check DIR [--tolerance 1e-3] [--bench N]
+//   cuda_model_check DIR [--tolerance 1e-3] [--bench N] [--library cpu/libmodel.so]
+//
+// --library checks another artifact of DIR in place of libmodel.so: with
+// the cpu one (ctest cuda_model_check_cpu) the cases, the reference outputs
+// and the decoding protocol are exercised on machines without a GPU.
 //
 // Exit 0: passed; 1: a failure (printed); 77: no CUDA device (skipped).
 
@@ -80,6 +91,92 @@ bool compare(const std::string& what, const TensorMap& got, const TensorMap& wan
   return ok;
 }
 
+// The tensors of `all` that entry `entry` of `model` takes.
+TensorMap inputsOf(rt::CompiledModel& model, const std::string& entry, const TensorMap& all) {
+  TensorMap picked;
+  auto specs = model.inputs(entry);
+  if (specs)
+    for (const rt::TensorSpec& s : *specs)
+      if (auto it = all.find(s.name); it != all.end()) picked[s.name] = it->second;
+  return picked;
+}
+
+// Decoding on the cuda model against the cpu model (see the file comment).
+bool checkDecoding(const std::string& dir, rt::CompiledModel& cuda, double tolerance) {
+  rt::LoadOptions load;
+  auto cpu = rt::CompiledModel::load(dir + "/cpu/libmodel.so", load);
+  if (!cpu) {
+    std::printf("%s  FAILED\n", cpu.status().message().c_str());
+    return false;
+  }
+  const TensorMap all = readAll(dir + "/decode.safetensors");
+  auto cudaState = cuda.createState();
+  auto cpuState = (*cpu)->createState();
+  if (!cudaState || !cpuState) {
+    std::printf("creating states: %s%s  FAILED\n", cudaState ? "" : cudaState.status().message().c_str(),
+                cpuState ? "" : cpuState.status().message().c_str());
+    return false;
+  }
+  std::vector<std::string> entries;
+  for (const std::string& e : cuda.entryPoints())
+    if (e != "forward") entries.push_back(e);
+  if (entries.empty()) {
+    std::printf("%s: no decoding entries  FAILED\n", dir.c_str());
+    return false;
+  }
+  bool ok = true;
+  auto step = [&](const std::string& entry, const std::string& what) {
+    const TensorMap inputs = inputsOf(cuda, entry, all);
+    auto got = cuda.run(entry, inputs, cudaState->get());
+    auto want = (*cpu)->run(entry, inputs, cpuState->get());
+    if (!got || !want) {
+      std::printf("%s %s: %s%s  FAILED\n", dir.c_str(), what.c_str(),
+                  got ? "" : got.status().message().c_str(), want ? "" : want.status().message().c_str());
+      ok = false;
+      return;
+    }
+    if (!want->empty()) ok &= compare(dir + " " + what + " (against the cpu target)", *got, *want, tolerance);
+    if ((*cudaState)->length() != (*cpuState)->length()) {
+      std::printf("%s %s: state lengths %lld and %lld  FAILED\n", dir.c_str(), what.c_str(),
+                  (long long)(*cudaState)->length(), (long long)(*cpuState)->length());
+      ok = false;
+    }
+  };
+  for (const std::string& e : entries) {
+    auto outs = cuda.outputs(e);
+    const int calls = outs && !outs->empty() ? 2 : 1;
+    for (int c = 0; c < calls; ++c) step(e, "@" + e + (c ? " (cached)" : ""));
+  }
+  const std::string last = entries.back();
+  // Beam search: rows reversed, row 0 taken twice.
+  int64_t rows = all.begin()->second.shape.empty() ? 1 : all.begin()->second.shape[0];
+  std::vector<int32_t> order;
+  for (int64_t r = rows - 1; r >= 0; --r) order.push_back(static_cast<int32_t>(r));
+  if (rows > 1) order[rows - 1] = 0, order[0] = 0;
+  for (auto* s : {cudaState->get(), cpuState->get()})
+    if (rt::Status st = s->reorder(order); !st) {
+      std::printf("reorder: %s  FAILED\n", st.message().c_str());
+      return false;
+    }
+  step(last, "@" + last + " after a reorder");
+  auto cudaCopy = cuda.createState();
+  auto cpuCopy = (*cpu)->createState();
+  if (!cudaCopy || !cpuCopy || !(*cudaCopy)->copyFrom(**cudaState) || !(*cpuCopy)->copyFrom(**cpuState)) {
+    std::printf("copying a state  FAILED\n");
+    return false;
+  }
+  std::swap(*cudaState, *cudaCopy);
+  std::swap(*cpuState, *cpuCopy);
+  step(last, "@" + last + " on a copied state");
+  for (auto* s : {cudaState->get(), cpuState->get()})
+    if (rt::Status st = s->reset(); !st) {
+      std::printf("reset: %s  FAILED\n", st.message().c_str());
+      return false;
+    }
+  for (const std::string& e : entries) step(e, "@" + e + " after a reset");
+  return ok;
+}
+
 bool sameBytes(const TensorMap& a, const TensorMap& b) {
   if (a.size() != b.size()) return false;
   for (const auto& [name, t] : a) {
@@ -99,17 +196,19 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1];
   double tolerance = 1e-3;
   int bench = 0;
+  std::string library = "libmodel.so";
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--tolerance") tolerance = std::atof(argv[i + 1]);
     else if (flag == "--bench") bench = std::atoi(argv[i + 1]);
+    else if (flag == "--library") library = argv[i + 1];
     else {
       std::printf("unknown flag %s\n", flag.c_str());
       return 1;
     }
   }
   rt::LoadOptions load;  // seed 0: the weights prepare.py's reference drew
-  auto loaded = rt::CompiledModel::load(dir + "/libmodel.so", load);
+  auto loaded = rt::CompiledModel::load(dir + "/" + library, load);
   if (!loaded) {
     const std::string& m = loaded.status().message();
     std::printf("%s\n", m.c_str());
@@ -153,7 +252,10 @@ int main(int argc, char** argv) {
     std::istringstream words(line);
     if (!(words >> in >> expected)) continue;
     TensorMap inputs = readAll(dir + "/" + in);
-    auto outputs = model.run("forward", inputs);
+    // The first run from a thread that did not create the model: the
+    // weights' upload must be complete and the device current there too.
+    rt::StatusOr<TensorMap> outputs = rt::Status::error("not run");
+    std::thread([&] { outputs = model.run("forward", inputs); }).join();
     if (!outputs) {
       std::printf("%s: %s  FAILED\n", in.c_str(), outputs.status().message().c_str());
       ok = false;
@@ -183,6 +285,7 @@ int main(int argc, char** argv) {
   std::printf("%s: 20 runs from 4 threads at once: %s\n", dir.c_str(),
               identical ? "identical outputs" : "OUTPUTS DIFFER  FAILED");
   ok &= identical;
+  ok &= checkDecoding(dir, model, tolerance);
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }

@@ -6,7 +6,9 @@ For each tiny config: `transfuse compile --target cuda --fusion all` into
 OUT/<config>/, random token inputs of two sizes (the last sequence ending in
 padding where the model has a pad id) and the reference backend's outputs for
 them with the seeded weights (seed 0) the GPU run draws too, listed in
-OUT/<config>/cases.txt for cuda_model_check. With --bench, transformer-base
+OUT/<config>/cases.txt for cuda_model_check; the same config compiled for
+the cpu target (OUT/<config>/cpu), against which the checker compares
+decoding, and its inputs (decode.safetensors). With --bench, transformer-base
 as well, with a B=8, S=T=64 input to time. Highway's shared libraries go to
 OUT/lib (the GPU machine has none).
 
@@ -59,7 +61,10 @@ def prepare(transfuse, name, out, cases, bench=None):
     config = json.load(open(model))
     target = os.path.join(out, name)
     run([transfuse, "compile", model, "-o", target, "--target", "cuda", "--fusion", "all"])
+    run([transfuse, "compile", model, "-o", os.path.join(target, "cpu"), "--fusion", "all"])
     rng = np.random.default_rng(11)
+    # Decoding appends 2 positions per call (at most 6 calls: within 16).
+    safetensors_io.write(os.path.join(target, "decode.safetensors"), inputs(config, 3, 7, 2, rng))
     lines = []
     for i, (batch, src, tgt) in enumerate(cases):
         given = f"case{i}.in.safetensors"

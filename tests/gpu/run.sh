@@ -18,13 +18,19 @@
 # MLIR; Highway's libraries come in build/tests/gpu/models/lib. Exit 0 when
 # every test passed.
 #
-# `run.sh --models-only BUILD_DIR` (ctest's cuda_models) runs only the model
-# checks and exits 77 when there is no device.
+# `run.sh --models-only [--library L] BUILD_DIR` (ctest's cuda_models and
+# cuda_model_check_cpu) runs only the model checks (with the artifact L of
+# each model dir) and exits 77 when there is no device.
 set -u
 modelsOnly=0
+library=()
 if [ "${1:-}" = "--models-only" ]; then
   modelsOnly=1
   shift
+fi
+if [ "${1:-}" = "--library" ]; then  # cuda_model_check's --library (ctest)
+  library=(--library "$2")
+  shift 2
 fi
 build=${1:-build}
 results=${2:-${OUT:+$OUT/}gpu-results.txt}
@@ -53,7 +59,7 @@ runAll() {
   for dir in "$models"/*/; do
     dir=${dir%/}
     [ -f "$dir/cases.txt" ] || continue
-    step "$build/tests/gpu/cuda_model_check" "$dir"
+    step "$build/tests/gpu/cuda_model_check" "$dir" "${library[@]}"
     if [ "$modelsOnly" -eq 0 ] && [ -f "$dir/bench.safetensors" ]; then
       step "$build/tests/gpu/cuda_model_check" "$dir" --bench 50
     fi

@@ -49,8 +49,8 @@ __global__ void paddingKernel(const int32_t* tokens, size_t n, int32_t padId, ui
 
 cudaError_t gather(const float* table, size_t vocab, size_t dim, const int32_t* ids, size_t n,
                    float* out, unsigned int* firstBad, cudaStream_t stream) {
-  if (n == 0 || dim == 0) return cudaSuccess;
-  if (!table || !ids || !out || n > 0x7fffffffu) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;  // dim 0 still checks the ids
+  if ((dim > 0 && !table) || !ids || !out || n > 0x7fffffffu) return cudaErrorInvalidValue;
   const unsigned threads = dim >= 256 ? 256 : 64;
   gatherKernel<<<static_cast<unsigned>(n), threads, 0, stream>>>(table, vocab, dim, ids, out,
                                                                    firstBad);

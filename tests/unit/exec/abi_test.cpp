@@ -22,7 +22,7 @@ namespace {
 const std::string kModel = TRANSFUSE_FAKE_MODEL;
 const std::string kV999 = TRANSFUSE_FAKE_ABI_V999;
 const std::string kV1 = TRANSFUSE_FAKE_ABI_V1;
-const std::string kV2Only = TRANSFUSE_FAKE_ABI_V2_ONLY;
+const std::string kV3Only = TRANSFUSE_FAKE_ABI_V3_ONLY;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -396,7 +396,7 @@ TEST(ModelAbi, UnknownAbiVersionIsRefused) {
   auto m = CompiledModel::load(kV999, {});
   ASSERT_FALSE(m.isOk());
   EXPECT_EQ(m.status().message(),
-            "artifact '" + kV999 + "' has ABI version 999; this runtime reads version 2");
+            "artifact '" + kV999 + "' has ABI version 999; this runtime reads version 3");
 }
 
 // An artifact compiled before state existed (ABI 1) is refused, named.
@@ -404,13 +404,13 @@ TEST(ModelAbi, AbiOneArtifactIsRefused) {
   auto m = CompiledModel::load(kV1, {});
   ASSERT_FALSE(m.isOk());
   EXPECT_EQ(m.status().message(),
-            "artifact '" + kV1 + "' has ABI version 1; this runtime reads version 2");
+            "artifact '" + kV1 + "' has ABI version 1; this runtime reads version 3");
 }
 
 TEST(ModelAbi, MissingSymbolIsNamed) {
-  auto m = CompiledModel::load(kV2Only, {});
+  auto m = CompiledModel::load(kV3Only, {});
   ASSERT_FALSE(m.isOk());
-  EXPECT_EQ(m.status().message(), "artifact '" + kV2Only +
+  EXPECT_EQ(m.status().message(), "artifact '" + kV3Only +
                                       "' does not export symbol 'tf_model_create' of the "
                                       "model.h ABI");
 }

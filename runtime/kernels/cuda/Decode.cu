@@ -1,0 +1,187 @@
+// CUDA decode-step kernels over a device KV cache (Decode.cuh).
+
+#include "runtime/kernels/cuda/Decode.cuh"
+
+#include <cmath>
+
+namespace transfuse::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+
+unsigned blocksFor(size_t n) {
+  const size_t b = (n + 255) / 256;
+  return static_cast<unsigned>(b < 65535 * 16 ? b : 65535 * 16);
+}
+
+// Element (b, h, s, d) of a state tensor at position p = s (+ offset).
+__device__ size_t stateIndex(const StateTensor& st, size_t b, size_t h, size_t p, size_t d) {
+  const size_t plane = (b * st.heads + h) * st.positions * st.headDim;
+  return st.keys ? plane + d * st.positions + p : plane + p * st.headDim + d;
+}
+
+__global__ void writeKernel(AttentionTensor in, size_t H, size_t n, size_t D, StateTensor st,
+                            size_t position, size_t total) {
+  for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t d = e % D, s = e / D % n, h = e / (D * n) % H, b = e / (D * n * H);
+    st.data[stateIndex(st, b, h, position + s, d)] =
+        in.data[b * in.batchStride + h * in.headStride + s * in.rowStride + d];
+  }
+}
+
+__global__ void readKernel(StateTensor st, size_t n, float* out, size_t total) {
+  for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t D = st.headDim, H = st.heads;
+    const size_t d = e % D, s = e / D % n, h = e / (D * n) % H, b = e / (D * n * H);
+    out[e] = st.data[stateIndex(st, b, h, s, d)];
+  }
+}
+
+// The sum (kMax: the max) of v over the block; every thread gets it.
+template <bool kMax>
+__device__ float blockReduce(float v, float* scratch) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = kMax ? fmaxf(v, o) : v + o;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < kThreads / 32 ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = kMax ? fmaxf(v, o) : v + o;
+  }
+  return v;
+}
+
+struct DecodeParams {
+  int H, Sq, Sk, D;
+  const float* q;
+  size_t qb, qh, qr;
+  DecodeKeys k;
+  const float* v;
+  size_t vb, vh, vr;
+  float* out;
+  size_t ob, oh, orow;
+  float scale;
+  bool causal;
+  const uint8_t* keyMask;
+};
+
+// One block per (b·H + h, query i); dynamic shared memory: D floats of the
+// query, then Sk scores.
+__global__ void __launch_bounds__(kThreads) decodeKernel(DecodeParams p) {
+  extern __shared__ float smem[];
+  __shared__ float scratch[kThreads / 32];
+  float* q = smem;
+  float* s = smem + p.D;
+  const int b = blockIdx.x / p.H, h = blockIdx.x % p.H, i = blockIdx.y;
+  const float* qRow = p.q + b * p.qb + h * p.qh + static_cast<size_t>(i) * p.qr;
+  for (int d = threadIdx.x; d < p.D; d += kThreads) q[d] = qRow[d] * p.scale;
+  __syncthreads();
+  int end = p.Sk;
+  if (p.causal) end = min(end, i + p.Sk - p.Sq + 1);
+  const float* k = p.k.data + b * p.k.batchStride + h * p.k.headStride;
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < p.Sk; j += kThreads) {
+    float score = -INFINITY;
+    if (j < end && (!p.keyMask || p.keyMask[static_cast<size_t>(b) * p.Sk + j])) {
+      float dot = 0.0f;
+      for (int d = 0; d < p.D; ++d) dot = fmaf(q[d], k[d * p.k.dimStride + j], dot);
+      score = dot;
+    }
+    s[j] = score;
+    mx = fmaxf(mx, score);
+  }
+  mx = blockReduce<true>(mx, scratch);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < p.Sk; j += kThreads) {
+    const float w = s[j] == -INFINITY ? 0.0f : expf(s[j] - mx);
+    s[j] = w;
+    sum += w;
+  }
+  sum = blockReduce<false>(sum, scratch);  // its __syncthreads orders the s[] writes
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  const float* v = p.v + b * p.vb + h * p.vh;
+  float* o = p.out + b * p.ob + h * p.oh + static_cast<size_t>(i) * p.orow;
+  for (int d = threadIdx.x; d < p.D; d += kThreads) {
+    float acc = 0.0f;
+    for (int j = 0; j < p.Sk; ++j)  // masked keys: weight 0, and their V is not read
+      if (s[j] != 0.0f) acc = fmaf(s[j], v[static_cast<size_t>(j) * p.vr + d], acc);
+    o[d] = acc * inv;
+  }
+}
+
+}  // namespace
+
+cudaError_t stateWrite(const AttentionTensor& in, size_t batch, size_t n, StateTensor state,
+                       size_t position, cudaStream_t stream) {
+  const size_t H = state.heads, D = state.headDim, total = batch * H * n * D;
+  if (total == 0) return cudaSuccess;
+  if (!in.data || !state.data || position + n > state.positions) return cudaErrorInvalidValue;
+  AttentionTensor t = in;
+  if (t.batchStride == 0 && t.headStride == 0 && t.rowStride == 0) {
+    t.rowStride = D;
+    t.headStride = n * D;
+    t.batchStride = H * n * D;
+  }
+  writeKernel<<<blocksFor(total), 256, 0, stream>>>(t, H, n, D, state, position, total);
+  return cudaGetLastError();
+}
+
+cudaError_t stateRead(StateTensor state, size_t batch, size_t n, float* out, cudaStream_t stream) {
+  const size_t total = batch * state.heads * n * state.headDim;
+  if (total == 0) return cudaSuccess;
+  if (!out || !state.data || n > state.positions) return cudaErrorInvalidValue;
+  readKernel<<<blocksFor(total), 256, 0, stream>>>(state, n, out, total);
+  return cudaGetLastError();
+}
+
+cudaError_t decodeAttention(const DecodeAttentionArgs& a, cudaStream_t stream) {
+  if (a.headDim == 0 || a.headDim > 256) return cudaErrorInvalidValue;
+  if (a.batch * a.heads * a.seqQ == 0) return cudaSuccess;
+  if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data))) return cudaErrorInvalidValue;
+  const size_t H = a.heads, D = a.headDim, Sq = a.seqQ, Sk = a.seqK;
+  const bool qDense = !a.q.batchStride && !a.q.headStride && !a.q.rowStride;
+  const bool vDense = !a.v.batchStride && !a.v.headStride && !a.v.rowStride;
+  const bool kDense = !a.k.batchStride && !a.k.headStride && !a.k.dimStride;
+  const bool oDense = !a.outBatchStride && !a.outHeadStride && !a.outRowStride;
+  DecodeParams p;
+  p.H = static_cast<int>(H);
+  p.Sq = static_cast<int>(Sq);
+  p.Sk = static_cast<int>(Sk);
+  p.D = static_cast<int>(D);
+  p.q = a.q.data;
+  p.qb = qDense ? H * Sq * D : a.q.batchStride;
+  p.qh = qDense ? Sq * D : a.q.headStride;
+  p.qr = qDense ? D : a.q.rowStride;
+  p.k = a.k;
+  if (kDense) p.k = {a.k.data, H * D * Sk, D * Sk, Sk};
+  p.v = a.v.data;
+  p.vb = vDense ? H * Sk * D : a.v.batchStride;
+  p.vh = vDense ? Sk * D : a.v.headStride;
+  p.vr = vDense ? D : a.v.rowStride;
+  p.out = a.out;
+  p.ob = oDense ? H * Sq * D : a.outBatchStride;
+  p.oh = oDense ? Sq * D : a.outHeadStride;
+  p.orow = oDense ? D : a.outRowStride;
+  p.scale = a.scale;
+  p.causal = a.causal;
+  p.keyMask = a.keyMask;
+  const size_t shared = (D + Sk) * sizeof(float);
+  if (shared > 48 * 1024) {
+    cudaError_t e = cudaFuncSetAttribute(decodeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(shared));
+    if (e != cudaSuccess) return e;
+  }
+  if (Sq > 65535 || a.batch * H > 0x7fffffffu) return cudaErrorInvalidValue;
+  decodeKernel<<<dim3(static_cast<unsigned>(a.batch * H), static_cast<unsigned>(Sq)), kThreads,
+                 shared, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace transfuse::cuda
