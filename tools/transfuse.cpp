@@ -595,8 +595,8 @@ int main(int argc, char **argv) {
        "Builds or parses a model definition, runs the fusion strategy, and writes\n"
        "DIR/model.mlir, DIR/manifest.json and DIR/report.json.",
        {{"-o", "DIR", "output directory (created if missing)"},
-        {"--target", "NAME", "cpu (default) or cuda (sm_80 and sm_90 with nvcc; forward "
-                             "entries of fused graphs, fp32; docs/cuda.md)"},
+        {"--target", "NAME", "cpu (default) or cuda (sm_80 and sm_90 with nvcc; "
+                             "inference, fp32; docs/cuda.md)"},
         {"--emit", "KIND", "shared (default: libmodel.so), static (libmodel.a), exe, cpp, kernels or mlir"},
         {"--cxx", "PATH", "C++ compiler for the artifact (default: $TRANSFUSE_CXX, else clang++-22)"},
         {"--verify", nullptr, "run the compiled model against the reference backend, random "

@@ -31,11 +31,11 @@ std::string mlir::transfuse::cpu::quote(StringRef s) {
 }
 
 std::string mlir::transfuse::cpu::floatLit(double v) {
+  // <cmath>'s macros: constants in host code and in CUDA device code alike.
   if (std::isnan(v))
-    return "std::numeric_limits<float>::quiet_NaN()";
+    return "NAN";
   if (std::isinf(v))
-    return v < 0 ? "-std::numeric_limits<float>::infinity()"
-                 : "std::numeric_limits<float>::infinity()";
+    return v < 0 ? "-INFINITY" : "INFINITY";
   char buf[64];
   snprintf(buf, sizeof buf, "%.9gf", (double)(float)v);
   std::string s = buf;

@@ -180,8 +180,10 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
           "#include \"runtime/kernels/cuda/Attention.cuh\"\n"
           "#include \"runtime/kernels/cuda/Decode.cuh\"\n"
           "#include \"runtime/kernels/cuda/Embedding.cuh\"\n"
-          "#include \"runtime/kernels/cuda/Gemm.cuh\"\n#include \"runtime/kernels/cuda/Norm.cuh\"\n\n"
-          "#include <algorithm>\n#include <cstddef>\n#include <cstdint>\n#include <string>\n\n"
+          "#include \"runtime/kernels/cuda/Gemm.cuh\"\n#include \"runtime/kernels/cuda/Layout.cuh\"\n"
+          "#include \"runtime/kernels/cuda/Norm.cuh\"\n\n"
+          "#include <algorithm>\n#include <cmath>\n#include <cstddef>\n#include <cstdint>\n"
+          "#include <string>\n\n"
           "namespace transfuse_generated {\nnamespace exec = transfuse::exec;\n"
           "namespace rt = transfuse::rt;\nnamespace tc = transfuse::cuda;\n"
           "namespace tx = transfuse::exec::cuda;\nnamespace tm = transfuse::kernels::math;\n";

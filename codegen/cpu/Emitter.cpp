@@ -55,7 +55,10 @@ llvm::Error Emitter::constant(tfk::ConstantOp op) {
   if (!attr || !cType(e))
     return fail(op, "only dense f32, i32 and i1 constants are supported");
   std::string name = "kConst" + std::to_string(counter++);
-  std::string s = "const " + std::string(cType(e)) + " " + name + "[] = {";
+  // cuda: in device memory, its address looked up where it is used.
+  const bool cuda = target == Target::kCuda;
+  std::string s = (cuda ? "__device__ const " : "const ") + std::string(cType(e)) + " " + name +
+                  "[] = {";
   int64_t i = 0;
   if (isa<FloatType>(e)) {
     for (const APFloat &v : attr.getValues<APFloat>())
@@ -66,7 +69,7 @@ llvm::Error Emitter::constant(tfk::ConstantOp op) {
            std::to_string(e.isInteger(1) ? (int64_t)v.getBoolValue() : v.getSExtValue());
   }
   constants += s + "};\n";
-  constNames[op.getView()] = name;
+  constNames[op.getView()] = cuda ? "tx::deviceArray(" + name + ")" : name;
   return llvm::Error::success();
 }
 

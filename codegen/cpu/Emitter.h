@@ -108,14 +108,16 @@ private:
   llvm::Error emitCudaGemm(kernel::GemmOp op);
   llvm::Error emitCudaAttention(kernel::AttentionOp op);
   llvm::Error emitCudaDecodeAttention(kernel::DecodeAttentionOp op);
+  llvm::Error emitCudaMatmul(kernel::MatmulOp op);
   llvm::Error emitCudaElementwise(kernel::ElementwiseOp op);
   /// A generated __global__ kernel writing `out` element by element from
-  /// `inputs`, each read as `forms` says ("full", "trailing", "splat"),
+  /// `inputs`, each read as `forms` says ("full", "trailing", "splat", or
+  /// "strided": NumPy broadcasting),
   /// through `compute` (lines defining `y` from x0, x1, ...).
   llvm::Error cudaPointwise(Operation *op, ValueRange inputs, ArrayRef<std::string> forms,
                             const std::string &compute, const std::string &y, Value out);
   /// How `input` is read for each element of `out`: "full", "trailing",
-  /// "splat", or empty for other broadcasts.
+  /// "splat", or "strided" for other broadcasts.
   std::string cudaReadForm(Value input, Value out);
   /// A statement that checks the cudaError_t of `launch` (a call of
   /// runtime/kernels/cuda), naming `kernel` and the op's location.

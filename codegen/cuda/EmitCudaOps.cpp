@@ -4,12 +4,12 @@
 // printer's storage, sizes and checks (codegen/cpu/Emitter.h): what differs
 // is this file, one launch of runtime/kernels/cuda per kernel op on the
 // calling thread's stream, each followed by its launch check, and
-// tfk.elementwise regions as generated __global__ kernels. It prints the
-// ops of fused inference graphs (fusion all: GEMMs with epilogues,
-// attention, add+layer_norm, layer_norm, embeddings, masks, positional
-// tables, the copies of @prepare) and of their decoding entries (the KV
-// cache in device memory: state writes and reads, decode attention); any
-// other op is an error naming it.
+// tfk.elementwise regions and lone pointwise ops as generated __global__
+// kernels. It prints inference graphs of every fusion strategy: GEMMs with
+// epilogues and batched matmuls, attention, norms, softmax, embeddings,
+// masks, positional tables, transposes and copies, constants, and the
+// decoding entries (the KV cache in device memory: state writes and reads,
+// decode attention); training's ops are an error naming them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,8 +50,10 @@ void Emitter::launch(Operation *op, const std::string &kernel, const std::string
 
 llvm::Error Emitter::emitCudaOp(Operation *op) {
   return llvm::TypeSwitch<Operation *, llvm::Error>(op)
+      .Case([&](tfk::ConstantOp c) { return constant(c); }) // a __device__ array
       .Case([&](tfk::ExecOp e) { return emitCudaExec(e); })
       .Case([&](tfk::GemmOp g) { return emitCudaGemm(g); })
+      .Case([&](tfk::MatmulOp m) { return emitCudaMatmul(m); })
       .Case([&](tfk::AttentionOp a) { return emitCudaAttention(a); })
       .Case([&](tfk::AddLayerNormOp l) -> llvm::Error {
         // As on the CPU: one call per block when the residual is a
@@ -131,8 +133,7 @@ llvm::Error Emitter::emitCudaOp(Operation *op) {
       })
       .Case([&](tfk::DecodeAttentionOp a) { return emitCudaDecodeAttention(a); })
       .Default([&](Operation *) {
-        return fail(op, "has no cuda form yet (the cuda target prints the ops of fused "
-                        "inference graphs: compile with --fusion all)");
+        return fail(op, "has no cuda form yet (the cuda target prints inference graphs)");
       });
 }
 
@@ -197,14 +198,41 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
         offset += " + " + inRow;
       }
     }
+  } else if (k == "select") {
+    std::vector<std::string> forms;
+    for (Value v : ins)
+      forms.push_back(cudaReadForm(v, out));
+    return cudaPointwise(e, ins, forms, "    const float t0 = x0 ? x1 : x2;\n", "t0", out);
+  } else if (k == "causal_mask") {
+    launch(e, "causal_mask",
+           "tc::causalMask(" + dims.index(ins[0]) + ", " + dims.index(ins[1]) + ", " + ptr(out) +
+               ", tx::stream())");
+  } else if (k == "softmax") {
+    int64_t axis = intAttr(e, "axis"), rank = rankOf(ins[0]);
+    if (axis != rank - 1)
+      return fail(e, "a softmax over an axis other than the last has no cuda form yet");
+    launch(e, "softmax",
+           "tc::softmax(" + ptr(ins[0]) + ", " + ptr(out) + ", " + dims.product(ins[0], 0, axis) +
+               ", " + dims.dim(ins[0], axis) + ", tx::stream())");
+  } else if (k == "transpose") {
+    std::string perm;
+    auto p = e->getAttrOfType<DenseI64ArrayAttr>("permutation").asArrayRef();
+    for (int64_t i : p)
+      perm += (perm.empty() ? "" : ", ") + std::to_string(i);
+    line("{");
+    line("  const exec::Shape xs = " + dims.shape(ins[0]) + ";");
+    line("  const int64_t perm[] = {" + perm + "};");
+    launch(e, "transpose",
+           "tc::transpose(" + ptr(ins[0]) + ", xs.dims, xs.rank, perm, " + ptr(out) + ", " +
+               elemBytes(out) + ", tx::stream())",
+           "  ");
+    line("}");
   } else if (k == "binary" || k == "unary" || k == "scale") {
     // One formula of ElementwiseMath.h over inputs that are whole, trailing
     // blocks or single values (the broadcasts of embeddings and scales).
     std::vector<std::string> forms, args;
     for (auto [i, v] : llvm::enumerate(ins)) {
       forms.push_back(cudaReadForm(v, out));
-      if (forms.back().empty())
-        return fail(e, "a broadcast other than a trailing block has no cuda form yet");
       args.push_back("x" + std::to_string(i));
     }
     std::string expr;
@@ -222,8 +250,8 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
     }
     return cudaPointwise(e, ins, forms, "    const float t0 = " + expr + ";\n", "t0", out);
   } else {
-    return fail(e, "kernel '" + k + "' has no cuda form yet (the cuda target prints the ops of " +
-                       "fused inference graphs: compile with --fusion all)");
+    return fail(e, "kernel '" + k + "' has no cuda form yet (the cuda target prints inference " +
+                       "graphs)");
   }
   return llvm::Error::success();
 }
@@ -252,6 +280,50 @@ llvm::Error Emitter::emitCudaGemm(tfk::GemmOp g) {
   launch(g, "gemm", "tc::gemm(g, tx::stream())", "  ");
   line("}");
   flops("2.0 * " + m + " * " + std::to_string(n * k));
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::emitCudaMatmul(tfk::MatmulOp m) {
+  // [..., M, K] · [..., K, N] (or [..., N, K] with transpose_rhs) as one
+  // batched GEMM: an operand whose batch dimensions are the output's steps
+  // through them, one without batch dimensions repeats.
+  Value lhs = m.getLhs(), rhs = m.getRhs(), out = m.getOut();
+  if (m.getTransposeLhs())
+    return fail(m, "a matmul with a transposed left operand has no cuda form yet");
+  int64_t rank = rankOf(out);
+  auto batchStride = [&](Value v, std::string &stride) {
+    int64_t r = rankOf(v);
+    if (r == 2) {
+      stride = "0";
+      return true;
+    }
+    if (r != rank)
+      return false;
+    for (int64_t d = 0; d < rank - 2; ++d)
+      if (!tfk::sameSize(v, d, out, d))
+        return false;
+    stride = dims.product(v, r - 2, r);
+    return true;
+  };
+  std::string strideA, strideB;
+  if (!batchStride(lhs, strideA) || !batchStride(rhs, strideB))
+    return fail(m, "a matmul whose operands broadcast only some batch dimensions has no cuda "
+                   "form yet");
+  bool transB = m.getTransposeRhs();
+  std::string mm = dims.dim(lhs, rankOf(lhs) - 2), k = dims.dim(lhs, rankOf(lhs) - 1);
+  std::string n = dims.dim(out, rank - 1);
+  line("{");
+  line("  tc::GemmArgs g;");
+  line("  g.m = " + mm + "; g.n = " + n + "; g.k = " + k + ";");
+  line("  g.a = " + ptr(lhs) + "; g.lda = " + k + ";");
+  line("  g.b = " + ptr(rhs) + "; g.ldb = " + (transB ? k : n) + "; g.transB = " +
+       (transB ? "true" : "false") + ";");
+  line("  g.c = " + ptr(out) + "; g.ldc = " + n + ";");
+  line("  g.batch = " + dims.product(out, 0, rank - 2) + "; g.strideA = " + strideA +
+       "; g.strideB = " + strideB + "; g.strideC = " + mm + " * " + n + ";");
+  launch(m, "matmul", "tc::gemm(g, tx::stream())", "  ");
+  line("}");
+  flops("2.0 * " + dims.numel(out) + " * " + k);
   return llvm::Error::success();
 }
 
@@ -322,13 +394,27 @@ llvm::Error Emitter::cudaPointwise(Operation *op, ValueRange inputs, ArrayRef<st
   // One thread per output element (grid-stride): input k is read whole
   // ("full"), as a trailing block repeated over the leading rows
   // ("trailing": [S, D] into [B, S, D]) or as one value ("splat").
+  // "strided": NumPy broadcasting, each input's element strides over the
+  // output's dimensions (exec::Strides), the offsets summed per element.
+  if (cast<MemRefType>(out.getType()).getElementType() != Float32Type::get(op->getContext()))
+    return fail(op, "a pointwise result that is not f32 has no cuda form yet");
   std::string name = "fe" + std::to_string(counter++);
-  std::string params, loads, args;
+  std::string params, loads, args, offsets;
+  bool strided = false;
   for (auto [i, input] : llvm::enumerate(inputs)) {
     std::string idx = std::to_string(i);
-    params += "const float* __restrict__ in" + idx + ", ";
+    const char *type = cType(cast<MemRefType>(input.getType()).getElementType());
+    if (!type)
+      return fail(op, "a pointwise input of an element type the cuda target does not hold");
+    params += "const " + std::string(type) + "* __restrict__ in" + idx + ", ";
     args += ptr(input) + ", ";
-    if (forms[i] == "splat") {
+    if (forms[i].empty() || forms[i] == "strided") {
+      strided = true;
+      params += "exec::Strides st" + idx + ", ";
+      args += "exec::Strides(" + dims.shape(input) + ", os), ";
+      offsets += "      o" + idx + " += i * st" + idx + ".step[d];\n";
+      loads += "    const auto x" + idx + " = in" + idx + "[o" + idx + "];\n";
+    } else if (forms[i] == "splat") {
       loads += "    const float x" + idx + " = in" + idx + "[0];\n";
     } else if (forms[i] == "full") {
       loads += "    const float x" + idx + " = in" + idx + "[e];\n";
@@ -339,16 +425,28 @@ llvm::Error Emitter::cudaPointwise(Operation *op, ValueRange inputs, ArrayRef<st
     } else {
       return fail(op, "an input read as '" + forms[i] + "' has no cuda form yet");
     }
-    if (cast<MemRefType>(input.getType()).getElementType() != Float32Type::get(op->getContext()))
-      return fail(op, "a pointwise input that is not f32 has no cuda form yet");
+  }
+  std::string index;
+  if (strided) {
+    params += "exec::Shape os, ";
+    args += "os, ";
+    std::string zero;
+    for (auto [i, f] : llvm::enumerate(forms))
+      if (f.empty() || f == "strided")
+        zero += (zero.empty() ? "" : ", ") + ("o" + std::to_string(i)) + " = 0";
+    index = "    int64_t rem = e, " + zero + ";\n    for (int d = os.rank - 1; d >= 0; --d) {\n"
+            "      const int64_t i = rem % os.dims[d];\n      rem /= os.dims[d];\n" +
+            offsets + "    }\n";
   }
   scalarKernels += "__global__ void " + name + "(" + params +
                    "float* __restrict__ out, int64_t total) {\n"
                    "  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;\n"
                    "       e += int64_t(gridDim.x) * blockDim.x) {\n" +
-                   loads + compute + "    out[e] = " + y + ";\n  }\n}\n\n";
+                   index + loads + compute + "    out[e] = " + y + ";\n  }\n}\n\n";
   line("{");
   line("  const int64_t total = " + dims.numel(out) + ";");
+  if (strided)
+    line("  const exec::Shape os = " + dims.shape(out) + ";");
   line("  if (total > 0) {");
   line("    " + name + "<<<tx::blocksFor(total), tx::kThreadsPerBlock, 0, tx::stream()>>>(" + args +
        ptr(out) + ", total);");
@@ -364,17 +462,14 @@ std::string Emitter::cudaReadForm(Value input, Value out) {
   if (t.hasStaticShape() && t.getNumElements() == 1)
     return "splat";
   if (r > rank)
-    return "";
+    return "strided";
   for (int64_t d = 0; d < r; ++d)
     if (!tfk::sameSize(input, d, out, rank - r + d))
-      return "";
+      return "strided";
   return r == rank ? "full" : "trailing";
 }
 
 llvm::Error Emitter::emitCudaElementwise(tfk::ElementwiseOp op) {
-  if (!op.getVector())
-    return fail(op, "a fused region with selects, masks or general broadcasts has no cuda form "
-                    "yet");
   Block &body = op.getBody().front();
   llvm::DenseMap<Value, std::string> names;
   for (auto [i, arg] : llvm::enumerate(body.getArguments()))
@@ -390,9 +485,11 @@ llvm::Error Emitter::emitCudaElementwise(tfk::ElementwiseOp op) {
     compute += "    const float " + v + " = " + e + ";\n";
     names[inner.getResult(0)] = v;
   }
+  // The lowering's forms where it chose Highway code; NumPy broadcasting
+  // otherwise (selects, masks, any broadcast).
   std::vector<std::string> forms;
-  for (Attribute kind : op.getKinds())
-    forms.push_back(cast<StringAttr>(kind).getValue().str());
+  for (auto [i, kind] : llvm::enumerate(op.getKinds()))
+    forms.push_back(op.getVector() ? cast<StringAttr>(kind).getValue().str() : "strided");
   return cudaPointwise(op, op.getInputs(), forms, compute,
                        names.lookup(cast<tfk::YieldOp>(body.getTerminator()).getValue()),
                        op.getOut());

@@ -15,6 +15,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace transfuse::exec::cuda {
@@ -27,6 +28,14 @@ constexpr int kThreadsPerBlock = 256;
 inline unsigned blocksFor(int64_t n) {
   const int64_t blocks = (n + kThreadsPerBlock - 1) / kThreadsPerBlock;
   return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);
+}
+
+// The device address of a __device__ array (a constant of generated code).
+template <class T, size_t N>
+T* deviceArray(T (&symbol)[N]) {
+  void* p = nullptr;
+  if (cudaGetSymbolAddress(&p, symbol) != cudaSuccess) return nullptr;
+  return static_cast<T*>(p);
 }
 
 // The device ops of ModelDesc::device for a CUDA model.

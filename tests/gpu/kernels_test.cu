@@ -11,6 +11,7 @@
 #include "runtime/kernels/cuda/Decode.cuh"
 #include "runtime/kernels/cuda/Embedding.cuh"
 #include "runtime/kernels/cuda/Gemm.cuh"
+#include "runtime/kernels/cuda/Layout.cuh"
 #include "runtime/kernels/cuda/Norm.cuh"
 #include "runtime/kernels/ElementwiseMath.h"
 
@@ -267,6 +268,86 @@ void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::c
   expectNear(what, dc.host(), want, 1e-5, 1e-5 * std::sqrt(double(K)) + 1e-5);
 }
 
+// A batch of products (an unfused attention's Q·Kᵀ per head): A stepping
+// through its batch, B repeated (stride 0) or stepping, against a double
+// reference.
+void testBatchedGemm(size_t batch, size_t M, size_t N, size_t K, bool repeatB, std::mt19937& rng) {
+  std::vector<float> a = randomVector(batch * M * K, rng, -1, 1);
+  std::vector<float> b = randomVector((repeatB ? 1 : batch) * N * K, rng, -1, 1);
+  std::vector<double> want(batch * M * N);
+  for (size_t z = 0; z < batch; ++z)
+    for (size_t i = 0; i < M; ++i)
+      for (size_t j = 0; j < N; ++j) {
+        double v = 0;
+        for (size_t k = 0; k < K; ++k)
+          v += double(a[(z * M + i) * K + k]) * b[((repeatB ? 0 : z) * N + j) * K + k];
+        want[(z * M + i) * N + j] = v;
+      }
+  Device da(a), db(b), dc(std::vector<float>(batch * M * N, NAN));
+  transfuse::cuda::GemmArgs g;
+  g.m = M; g.n = N; g.k = K;
+  g.a = da.p; g.lda = K;
+  g.b = db.p; g.ldb = K; g.transB = true;
+  g.c = dc.p; g.ldc = N;
+  g.batch = batch; g.strideA = M * K; g.strideB = repeatB ? 0 : N * K; g.strideC = M * N;
+  CHECK_CUDA(transfuse::cuda::gemm(g));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  char what[96];
+  std::snprintf(what, sizeof what, "batched gemm %zu x %zux%zux%zu%s", batch, M, N, K,
+                repeatB ? " B repeated" : "");
+  expectNear(what, dc.host(), want, 1e-5, 1e-4);
+}
+
+// Transposes of floats and bytes (a permutation of 4 dimensions, and one of
+// 3) and the causal mask, exactly.
+void testLayout(std::mt19937& rng) {
+  namespace tc = transfuse::cuda;
+  const int64_t dims[] = {2, 5, 3, 7}, perm[] = {0, 2, 1, 3};
+  std::vector<float> x = randomVector(2 * 5 * 3 * 7, rng, -1, 1);
+  std::vector<double> want(x.size());
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 5; ++b)
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t d = 0; d < 7; ++d)
+          want[((a * 3 + c) * 5 + b) * 7 + d] = x[((a * 5 + b) * 3 + c) * 7 + d];
+  Device dx(x), dy(std::vector<float>(x.size(), NAN));
+  CHECK_CUDA(tc::transpose(dx.p, dims, 4, perm, dy.p, sizeof(float)));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  expectNear("transpose [2,5,3,7] by {0,2,1,3}", dy.host(), want, 0, 0);
+
+  const int64_t bdims[] = {3, 4, 5}, bperm[] = {2, 0, 1};
+  std::vector<uint8_t> bytes(60);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 7 + 1);
+  uint8_t *bx = nullptr, *by = nullptr;
+  CHECK_CUDA(cudaMalloc(&bx, 60));
+  CHECK_CUDA(cudaMalloc(&by, 60));
+  CHECK_CUDA(cudaMemcpy(bx, bytes.data(), 60, cudaMemcpyHostToDevice));
+  CHECK_CUDA(tc::transpose(bx, bdims, 3, bperm, by, 1));
+  std::vector<uint8_t> got(60);
+  CHECK_CUDA(cudaMemcpy(got.data(), by, 60, cudaMemcpyDeviceToHost));
+  std::vector<float> gotF(60);
+  std::vector<double> wantB(60);
+  for (int64_t a = 0; a < 3; ++a)
+    for (int64_t b = 0; b < 4; ++b)
+      for (int64_t c = 0; c < 5; ++c) wantB[(c * 3 + a) * 4 + b] = bytes[(a * 4 + b) * 5 + c];
+  for (size_t i = 0; i < 60; ++i) gotF[i] = got[i];
+  expectNear("transpose of bytes [3,4,5] by {2,0,1}", gotF, wantB, 0, 0);
+
+  const size_t sq = 3, sk = 7;
+  CHECK_CUDA(tc::causalMask(sq, sk, by));
+  CHECK_CUDA(cudaMemcpy(got.data(), by, sq * sk, cudaMemcpyDeviceToHost));
+  std::vector<float> maskGot(sq * sk);
+  std::vector<double> maskWant(sq * sk);
+  for (size_t i = 0; i < sq; ++i)
+    for (size_t j = 0; j < sk; ++j) {
+      maskGot[i * sk + j] = got[i * sk + j];
+      maskWant[i * sk + j] = long(j) <= long(i + sk) - long(sq);
+    }
+  expectNear("causal mask 3x7 (bottom-right)", maskGot, maskWant, 0, 0);
+  CHECK_CUDA(cudaFree(bx));
+  CHECK_CUDA(cudaFree(by));
+}
+
 // gather (an id out of range reported at its first position, its row
 // zeroed), the positional table and the key padding mask.
 void testEmbedding(std::mt19937& rng) {
@@ -449,6 +530,9 @@ int main() {
   testGemm(200, 513, 512, true, true, Activation::kNone, false, rng);
   testGemm(5, 3, 0, true, true, Activation::kNone, true, rng);  // K = 0: the epilogue alone
   testEmbedding(rng);
+  testBatchedGemm(16, 33, 47, 64, false, rng);
+  testBatchedGemm(5, 64, 70, 29, true, rng);
+  testLayout(rng);
   testDecode(3, 2, 1, 9, 16, 64, false, true, rng);
   testDecode(2, 4, 4, 37, 40, 32, true, false, rng);
   testDecode(4, 1, 2, 600, 1024, 128, true, true, rng);

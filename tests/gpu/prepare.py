@@ -2,12 +2,14 @@
 """Builds what tests/gpu/run.sh runs on a GPU machine, and checks here that
 generated CUDA compiles and links (ctest `cuda_codegen`).
 
-For each tiny config: `transfuse compile --target cuda --fusion all` into
-OUT/<config>/, random token inputs of two sizes (the last sequence ending in
+For each tiny config and the fusion strategies all and none (the fused
+kernels, and the unfused graph's matmuls, softmax, transposes, masks and
+pointwise kernels): `transfuse compile --target cuda --fusion S` into
+OUT/<config>-<S>/, random token inputs of two sizes (the last sequence ending in
 padding where the model has a pad id) and the reference backend's outputs for
 them with the seeded weights (seed 0) the GPU run draws too, listed in
 OUT/<config>/cases.txt for cuda_model_check; the same config compiled for
-the cpu target (OUT/<config>/cpu), against which the checker compares
+the cpu target (OUT/<config>-<S>/cpu), against which the checker compares
 decoding, and its inputs (decode.safetensors). With --bench, transformer-base
 as well, with a B=8, S=T=64 input to time. Highway's shared libraries go to
 OUT/lib (the GPU machine has none).
@@ -56,12 +58,12 @@ def inputs(config, batch, src, tgt, rng):
     return {"tokens": tokens(rng, config, config["vocab_size"], batch, tgt, True)}
 
 
-def prepare(transfuse, name, out, cases, bench=None):
+def prepare(transfuse, name, strategy, out, cases, bench=None):
     model = os.path.join(ROOT, "models", name + ".json")
     config = json.load(open(model))
-    target = os.path.join(out, name)
-    run([transfuse, "compile", model, "-o", target, "--target", "cuda", "--fusion", "all"])
-    run([transfuse, "compile", model, "-o", os.path.join(target, "cpu"), "--fusion", "all"])
+    target = os.path.join(out, f"{name}-{strategy}")
+    run([transfuse, "compile", model, "-o", target, "--target", "cuda", "--fusion", strategy])
+    run([transfuse, "compile", model, "-o", os.path.join(target, "cpu"), "--fusion", strategy])
     rng = np.random.default_rng(11)
     # Decoding appends 2 positions per call (at most 6 calls: within 16).
     safetensors_io.write(os.path.join(target, "decode.safetensors"), inputs(config, 3, 7, 2, rng))
@@ -77,7 +79,7 @@ def prepare(transfuse, name, out, cases, bench=None):
         f.writelines(lines)
     if bench:
         safetensors_io.write(os.path.join(target, "bench.safetensors"), inputs(config, *bench, rng))
-    print(f"{target}: libmodel.so for sm_80 and sm_90, {len(cases)} cases")
+    print(f"{target}: libmodel.so for sm_80 and sm_90 (and the cpu one), {len(cases)} cases")
 
 
 def main():
@@ -88,9 +90,12 @@ def main():
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     for name in TINY:
-        prepare(a.transfuse, name, a.out, [(2, 7, 5), (3, 16, 16)])
+        for strategy in ["all", "none"]:
+            prepare(a.transfuse, name, strategy, a.out, [(2, 7, 5), (3, 16, 16)])
     if a.bench:
-        prepare(a.transfuse, "transformer-base", a.out, [(1, 9, 7)], bench=(8, 64, 64))
+        for strategy in ["all", "none"]:
+            prepare(a.transfuse, "transformer-base", strategy, a.out, [(1, 9, 7)],
+                    bench=(8, 64, 64))
     lib = os.path.join(a.out, "lib")
     os.makedirs(lib, exist_ok=True)
     for so in ["libhwy.so.1", "libhwy_contrib.so.1"]:

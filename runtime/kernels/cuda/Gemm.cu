@@ -29,6 +29,11 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
   const int tx = t % 16, ty = t / 16;  // this thread: rows ty·4.., columns tx·4..
   const size_t row0 = static_cast<size_t>(blockIdx.y) * kTile;
   const size_t col0 = static_cast<size_t>(blockIdx.x) * kTile;
+  const size_t z = blockIdx.z;  // the product of a batch
+  p.a += z * p.strideA;
+  p.b += z * p.strideB;
+  p.c += z * p.strideC;
+  if (p.residual) p.residual += z * p.strideResidual;
   float acc[kPer][kPer] = {};
   for (size_t k0 = 0; k0 < p.k; k0 += kStep) {
     // 64×16 elements of A and of B, 4 per thread; out of range: 0.
@@ -79,14 +84,15 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
 }  // namespace
 
 cudaError_t gemm(const GemmArgs& a, cudaStream_t stream) {
-  if (a.m == 0 || a.n == 0) return cudaSuccess;
+  if (a.m == 0 || a.n == 0 || a.batch == 0) return cudaSuccess;
   if (!a.c || (a.k > 0 && (!a.a || !a.b)) || a.ldc < a.n || (a.k > 0 && a.lda < a.k) ||
       (a.k > 0 && a.ldb < (a.transB ? a.k : a.n)) || (a.residual && a.ldr && a.ldr < a.n))
     return cudaErrorInvalidValue;
   const size_t tilesN = (a.n + kTile - 1) / kTile, tilesM = (a.m + kTile - 1) / kTile;
-  if (tilesM > 65535 || tilesN > 0x7fffffff) return cudaErrorInvalidValue;
-  gemmKernel<<<dim3(static_cast<unsigned>(tilesN), static_cast<unsigned>(tilesM)), kThreads, 0,
-               stream>>>(a);
+  if (tilesM > 65535 || tilesN > 0x7fffffff || a.batch > 65535) return cudaErrorInvalidValue;
+  gemmKernel<<<dim3(static_cast<unsigned>(tilesN), static_cast<unsigned>(tilesM),
+                    static_cast<unsigned>(a.batch)),
+               kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 

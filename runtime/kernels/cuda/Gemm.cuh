@@ -7,7 +7,10 @@
 // layout); C(i,j) = C[i·ldc + j]; residual(i,j) = residual[i·ldr + j]
 // (ldr 0: N). bias and residual may be null; act is none, relu, gelu (exact)
 // or gelu_tanh, evaluated by runtime/kernels/ElementwiseMath.h's formulas.
-// Device pointers; C must not overlap the other operands.
+// Device pointers; C must not overlap the other operands. `batch` products
+// at once (an unfused attention's Q·Kᵀ per head): product z reads A, B and
+// the residual at z times their batch strides and writes C at z·strideC (a
+// stride 0 repeats an operand).
 //
 // CUDA cores (the fallback and the reference for the tensor-core and
 // cuBLASLt paths): a block of 256 threads computes a 64×64 tile of C, 4×4
@@ -38,6 +41,7 @@ struct GemmArgs {
   Activation activation = Activation::kNone;
   const float* residual = nullptr;
   size_t ldr = 0;
+  size_t batch = 1, strideA = 0, strideB = 0, strideC = 0, strideResidual = 0;
 };
 
 // Asynchronous on `stream`; cudaErrorInvalidValue for a missing operand or

@@ -1,0 +1,90 @@
+// CUDA transposes and masks (Layout.cuh).
+
+#include "runtime/kernels/cuda/Layout.cuh"
+
+namespace transfuse::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocksFor(size_t n) {
+  const size_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? b : 65535 * 16);
+}
+
+// y's dimensions and, per y dimension, the stride of x it walks.
+struct Permuted {
+  int rank;
+  int64_t dims[kMaxTransposeRank];
+  int64_t strides[kMaxTransposeRank];
+};
+
+template <class T>
+__global__ void transposeKernel(const T* x, Permuted p, T* y, size_t total) {
+  for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    size_t rem = e, offset = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      offset += (rem % p.dims[d]) * p.strides[d];
+      rem /= p.dims[d];
+    }
+    y[e] = x[offset];
+  }
+}
+
+template <class T>
+void launch(const void* x, const Permuted& p, void* y, size_t total, unsigned blocks,
+            cudaStream_t stream) {
+  transposeKernel<<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), p,
+                                                   static_cast<T*>(y), total);
+}
+
+__global__ void causalKernel(size_t sq, size_t sk, uint8_t* out) {
+  for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < sq * sk;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t i = e / sk, j = e % sk;
+    out[e] = j + sq <= i + sk ? 1 : 0;  // j <= i + sk - sq without going negative
+  }
+}
+
+}  // namespace
+
+cudaError_t transpose(const void* x, const int64_t* dims, int rank, const int64_t* perm, void* y,
+                      size_t elemSize, cudaStream_t stream) {
+  if (rank < 0 || rank > kMaxTransposeRank) return cudaErrorInvalidValue;
+  int64_t xStrides[kMaxTransposeRank];
+  size_t total = 1;
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    xStrides[d] = stride;
+    stride *= dims[d];
+  }
+  Permuted p;
+  p.rank = rank;
+  for (int i = 0; i < rank; ++i) {
+    if (perm[i] < 0 || perm[i] >= rank) return cudaErrorInvalidValue;
+    p.dims[i] = dims[perm[i]];
+    p.strides[i] = xStrides[perm[i]];
+    total *= static_cast<size_t>(dims[i]);
+  }
+  if (total == 0) return cudaSuccess;
+  if (!x || !y) return cudaErrorInvalidValue;
+  const unsigned blocks = blocksFor(total);
+  switch (elemSize) {
+    case 1: launch<uint8_t>(x, p, y, total, blocks, stream); break;
+    case 2: launch<uint16_t>(x, p, y, total, blocks, stream); break;
+    case 4: launch<uint32_t>(x, p, y, total, blocks, stream); break;
+    case 8: launch<uint64_t>(x, p, y, total, blocks, stream); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t causalMask(size_t sq, size_t sk, uint8_t* out, cudaStream_t stream) {
+  if (sq * sk == 0) return cudaSuccess;
+  if (!out) return cudaErrorInvalidValue;
+  causalKernel<<<blocksFor(sq * sk), kThreads, 0, stream>>>(sq, sk, out);
+  return cudaGetLastError();
+}
+
+}  // namespace transfuse::cuda

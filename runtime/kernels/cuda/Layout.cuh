@@ -1,0 +1,30 @@
+// CUDA kernels that move or make data without arithmetic, with the
+// contracts of their runtime/exec/Ops.h counterparts (the unfused graph's
+// transposes and masks):
+//
+//   transpose:  y = x with its dimensions permuted: y.dims[i] = x.dims[perm[i]]
+//               (rank <= 8; elements of 1, 2, 4 or 8 bytes)
+//   causalMask: out[i, j] = j <= i + sk - sq   (uint8 [sq, sk], bottom-right aligned)
+//
+// Device pointers, asynchronous on `stream`; the return value is the
+// launch's error.
+#ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_LAYOUT_CUH
+#define TRANSFUSE_RUNTIME_KERNELS_CUDA_LAYOUT_CUH
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace transfuse::cuda {
+
+constexpr int kMaxTransposeRank = 8;
+
+cudaError_t transpose(const void* x, const int64_t* dims, int rank, const int64_t* perm, void* y,
+                      size_t elemSize, cudaStream_t stream = nullptr);
+
+cudaError_t causalMask(size_t sq, size_t sk, uint8_t* out, cudaStream_t stream = nullptr);
+
+}  // namespace transfuse::cuda
+
+#endif  // TRANSFUSE_RUNTIME_KERNELS_CUDA_LAYOUT_CUH
