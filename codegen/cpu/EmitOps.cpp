@@ -317,18 +317,20 @@ void Emitter::attentionOutput(Value out, const std::string &sq, const std::strin
   }
 }
 
-llvm::Error Emitter::emitDecodeAttention(tfk::DecodeAttentionOp op) {
+llvm::Error Emitter::decodeAttentionArgs(tfk::DecodeAttentionOp op, StringRef type) {
   Value q = op.getQuery(), out = op.getOut();
   auto k = cast<MemRefType>(op.getKey().getType()); // [R, H, D, T]
   auto v = cast<MemRefType>(op.getValue().getType()); // [R, H, T, D]
   int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
   if (k.getDimSize(2) != headDim || v.getDimSize(3) != headDim || k.getDimSize(3) != v.getDimSize(2))
     return fail(op, "the key and value states do not match the query's heads");
+  if (headDim > 256)
+    return fail(op, "the decode attention kernels take head dimensions up to 256");
   std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2);
   std::string sk = dims.index(op.getKeyLen()), t = std::to_string(k.getDimSize(3));
   std::string d = std::to_string(headDim), plane = std::to_string(k.getDimSize(3) * headDim);
   line("{");
-  line("  kernels::DecodeAttentionArgs args;");
+  line("  " + type.str() + " args;");
   line("  args.batch = " + b + "; args.heads = " + h + "; args.seqQ = " + sq +
        "; args.seqK = " + sk + "; args.headDim = " + d + ";");
   line("  args.q = {" + attentionTensor(q) + "};");
@@ -340,6 +342,13 @@ llvm::Error Emitter::emitDecodeAttention(tfk::DecodeAttentionOp op) {
     line("  args.causal = true;");
   if (Value kp = op.getKeyPadding())
     line("  args.keyMask = " + ptr(kp) + ";");
+  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + d);
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::emitDecodeAttention(tfk::DecodeAttentionOp op) {
+  if (llvm::Error e = decodeAttentionArgs(op, "kernels::DecodeAttentionArgs"))
+    return e;
   // Rows of equal ids share their cache (beams over one source).
   auto keyState = op.getKey().getDefiningOp<tfk::StateOp>();
   auto valueState = op.getValue().getDefiningOp<tfk::StateOp>();
@@ -351,7 +360,6 @@ llvm::Error Emitter::emitDecodeAttention(tfk::DecodeAttentionOp op) {
   line("  if (rt::Status s = kernels::decodeAttention(args, c.pool); !s.isOk()) return s;");
   ++kernelCalls;
   line("}");
-  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + d);
   return llvm::Error::success();
 }
 
@@ -374,12 +382,12 @@ std::string Emitter::attentionTensor(Value v) {
   return ptr(v) + ", size_t(" + dims.dim(h.getSource(), 1) + " * " + n + "), " + headDim + ", " + n;
 }
 
-llvm::Error Emitter::emitAttention(tfk::AttentionOp op) {
+void Emitter::attentionArgs(tfk::AttentionOp op, StringRef type) {
   Value q = op.getQuery(), k = op.getKey(), out = op.getOut();
   int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
   std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(k, 2);
   line("{");
-  line("  kernels::AttentionArgs args;");
+  line("  " + type.str() + " args;");
   line("  args.batch = " + b + "; args.heads = " + h + "; args.seqQ = " + sq +
        "; args.seqK = " + sk + "; args.headDim = " + std::to_string(headDim) + ";");
   line("  args.q = {" + attentionTensor(q) + "};");
@@ -391,6 +399,11 @@ llvm::Error Emitter::emitAttention(tfk::AttentionOp op) {
     line("  args.causal = true;");
   if (Value kp = op.getKeyPadding())
     line("  args.keyMask = " + ptr(kp) + ";");
+  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
+}
+
+llvm::Error Emitter::emitAttention(tfk::AttentionOp op) {
+  attentionArgs(op, "kernels::AttentionArgs");
   if (Value bias = op.getBias()) {
     // [.., Sq, Sk] broadcast to [B, H, Sq, Sk]: stride 0 where broadcast.
     auto t = cast<MemRefType>(bias.getType());
@@ -412,7 +425,6 @@ llvm::Error Emitter::emitAttention(tfk::AttentionOp op) {
   line("  if (rt::Status s = kernels::attention(args, c.pool); !s.isOk()) return s;");
   ++kernelCalls;
   line("}");
-  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
   return llvm::Error::success();
 }
 

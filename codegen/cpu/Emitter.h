@@ -94,12 +94,22 @@ private:
   llvm::Error emitGemm(kernel::GemmOp op);
   llvm::Error emitAttention(kernel::AttentionOp op);
   llvm::Error emitDecodeAttention(kernel::DecodeAttentionOp op);
+  /// "{" and the args struct `type` of an attention call with the fields
+  /// every target's kernel has (sizes, Q/K/V, output, scale, causal, key
+  /// mask); the call's FLOPs. The caller adds its own fields, the call, "}".
+  void attentionArgs(kernel::AttentionOp op, llvm::StringRef type);
+  llvm::Error decodeAttentionArgs(kernel::DecodeAttentionOp op, llvm::StringRef type);
   /// The `args.out` lines of an attention kernel writing `out`.
   void attentionOutput(Value out, const std::string &sq, const std::string &h, int64_t headDim);
   /// "exec::StateTensor{...}" of a tfk.state.
   std::string stateTensor(Value state, bool keys);
   llvm::Error emitAddLayerNorm(kernel::AddLayerNormOp op);
   llvm::Error emitElementwise(kernel::ElementwiseOp op);
+  /// The lines of a tfk.elementwise region's ops (regionExpr), each a
+  /// `const auto tN` at `indent`, over inputs x0, x1, ...; `result` names
+  /// the yielded value.
+  llvm::Error regionBody(kernel::ElementwiseOp op, bool vector, llvm::StringRef indent,
+                         std::string &compute, std::string &result);
   llvm::Error constant(kernel::ConstantOp op);
 
   // The cuda target (codegen/cuda/EmitCudaOps.cpp): one launch per kernel op.

@@ -50,21 +50,12 @@ std::string mlir::transfuse::cpu::regionExpr(Operation &inner,
 /// loop over rows with each input's broadcast strides (masks, selects, any
 /// broadcast).
 
-llvm::Error Emitter::emitElementwise(tfk::ElementwiseOp op) {
-  Value result = op.getOut();
-  int64_t rank = cast<MemRefType>(result.getType()).getRank();
+llvm::Error Emitter::regionBody(tfk::ElementwiseOp op, bool vector, StringRef indent,
+                                std::string &compute, std::string &result) {
   Block &body = op.getBody().front();
-  std::string name = "fe" + std::to_string(counter++);
-  std::string rows = dims.product(result, 0, rank - 1);
-  std::string width = dims.dim(result, rank - 1);
-  bool vector = op.getVector();
-  SmallVector<StringRef> kinds;
-  for (Attribute k : op.getKinds())
-    kinds.push_back(cast<StringAttr>(k).getValue());
   llvm::DenseMap<Value, std::string> names;
   for (auto [i, arg] : llvm::enumerate(body.getArguments()))
     names[arg] = "x" + std::to_string(i);
-  std::string compute;
   int tmp = 0;
   for (Operation &inner : body.without_terminator()) {
     std::string e = regionExpr(
@@ -72,10 +63,26 @@ llvm::Error Emitter::emitElementwise(tfk::ElementwiseOp op) {
     if (e.empty())
       return fail(&inner, "is not supported in a fused region");
     std::string v = "t" + std::to_string(tmp++);
-    compute += "      const auto " + v + " = " + e + ";\n";
+    compute += indent.str() + "const auto " + v + " = " + e + ";\n";
     names[inner.getResult(0)] = v;
   }
-  std::string y = names.lookup(cast<tfk::YieldOp>(body.getTerminator()).getValue());
+  result = names.lookup(cast<tfk::YieldOp>(body.getTerminator()).getValue());
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::emitElementwise(tfk::ElementwiseOp op) {
+  Value result = op.getOut();
+  int64_t rank = cast<MemRefType>(result.getType()).getRank();
+  std::string name = "fe" + std::to_string(counter++);
+  std::string rows = dims.product(result, 0, rank - 1);
+  std::string width = dims.dim(result, rank - 1);
+  bool vector = op.getVector();
+  SmallVector<StringRef> kinds;
+  for (Attribute k : op.getKinds())
+    kinds.push_back(cast<StringAttr>(k).getValue());
+  std::string compute, y;
+  if (llvm::Error e = regionBody(op, vector, "      ", compute, y))
+    return e;
 
   std::string ins;
   for (Value v : op.getInputs())

@@ -328,35 +328,11 @@ llvm::Error Emitter::emitCudaMatmul(tfk::MatmulOp m) {
 }
 
 llvm::Error Emitter::emitCudaDecodeAttention(tfk::DecodeAttentionOp op) {
-  // As on the CPU (EmitOps.cpp), without the row ids: rows that share a
-  // cache each read it.
-  Value q = op.getQuery(), out = op.getOut();
-  auto k = cast<MemRefType>(op.getKey().getType());   // [R, H, D, T]
-  auto v = cast<MemRefType>(op.getValue().getType()); // [R, H, T, D]
-  int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
-  if (k.getDimSize(2) != headDim || v.getDimSize(3) != headDim || k.getDimSize(3) != v.getDimSize(2))
-    return fail(op, "the key and value states do not match the query's heads");
-  if (headDim > 256)
-    return fail(op, "the cuda decode attention kernel takes head dimensions up to 256");
-  std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2);
-  std::string sk = dims.index(op.getKeyLen()), t = std::to_string(k.getDimSize(3));
-  std::string d = std::to_string(headDim), plane = std::to_string(k.getDimSize(3) * headDim);
-  line("{");
-  line("  tc::DecodeAttentionArgs args;");
-  line("  args.batch = " + b + "; args.heads = " + h + "; args.seqQ = " + sq +
-       "; args.seqK = " + sk + "; args.headDim = " + d + ";");
-  line("  args.q = {" + attentionTensor(q) + "};");
-  line("  args.k = {" + ptr(op.getKey()) + ", " + h + " * " + plane + ", " + plane + ", " + t + "};");
-  line("  args.v = {" + ptr(op.getValue()) + ", " + h + " * " + plane + ", " + plane + ", " + d + "};");
-  attentionOutput(out, sq, h, headDim);
-  line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
-  if (op.getCausal())
-    line("  args.causal = true;");
-  if (Value kp = op.getKeyPadding())
-    line("  args.keyMask = " + ptr(kp) + ";");
+  // As on the CPU, without the row ids: rows that share a cache each read it.
+  if (llvm::Error e = decodeAttentionArgs(op, "tc::DecodeAttentionArgs"))
+    return e;
   launch(op, "decode_attention", "tc::decodeAttention(args, tx::stream())", "  ");
   line("}");
-  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + d);
   return llvm::Error::success();
 }
 
@@ -365,27 +341,11 @@ llvm::Error Emitter::emitCudaAttention(tfk::AttentionOp op) {
     return fail(op, "an additive attention mask has no cuda form yet");
   if (op.getDropoutRate().convertToDouble() > 0.0)
     return fail(op, "attention dropout has no cuda form (the cuda target runs inference)");
-  Value q = op.getQuery(), k = op.getKey(), out = op.getOut();
-  int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
-  if (headDim > 256)
+  if (cast<MemRefType>(op.getQuery().getType()).getDimSize(3) > 256)
     return fail(op, "the cuda attention kernel takes head dimensions up to 256");
-  std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(k, 2);
-  line("{");
-  line("  tc::AttentionArgs args;");
-  line("  args.batch = " + b + "; args.heads = " + h + "; args.seqQ = " + sq +
-       "; args.seqK = " + sk + "; args.headDim = " + std::to_string(headDim) + ";");
-  line("  args.q = {" + attentionTensor(q) + "};");
-  line("  args.k = {" + attentionTensor(k) + "};");
-  line("  args.v = {" + attentionTensor(op.getValue()) + "};");
-  attentionOutput(out, sq, h, headDim);
-  line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
-  if (op.getCausal())
-    line("  args.causal = true;");
-  if (Value kp = op.getKeyPadding())
-    line("  args.keyMask = " + ptr(kp) + ";");
+  attentionArgs(op, "tc::AttentionArgs");
   launch(op, "attention", "tc::attention(args, tx::stream())", "  ");
   line("}");
-  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
   return llvm::Error::success();
 }
 
@@ -470,27 +430,13 @@ std::string Emitter::cudaReadForm(Value input, Value out) {
 }
 
 llvm::Error Emitter::emitCudaElementwise(tfk::ElementwiseOp op) {
-  Block &body = op.getBody().front();
-  llvm::DenseMap<Value, std::string> names;
-  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
-    names[arg] = "x" + std::to_string(i);
-  std::string compute;
-  int tmp = 0;
-  for (Operation &inner : body.without_terminator()) {
-    std::string e = regionExpr(
-        inner, [&](unsigned i) { return names.lookup(inner.getOperand(i)); }, false);
-    if (e.empty())
-      return fail(&inner, "is not supported in a fused region");
-    std::string v = "t" + std::to_string(tmp++);
-    compute += "    const float " + v + " = " + e + ";\n";
-    names[inner.getResult(0)] = v;
-  }
+  std::string compute, y;
+  if (llvm::Error e = regionBody(op, /*vector=*/false, "    ", compute, y))
+    return e;
   // The lowering's forms where it chose Highway code; NumPy broadcasting
   // otherwise (selects, masks, any broadcast).
   std::vector<std::string> forms;
-  for (auto [i, kind] : llvm::enumerate(op.getKinds()))
+  for (Attribute kind : op.getKinds())
     forms.push_back(op.getVector() ? cast<StringAttr>(kind).getValue().str() : "strided");
-  return cudaPointwise(op, op.getInputs(), forms, compute,
-                       names.lookup(cast<tfk::YieldOp>(body.getTerminator()).getValue()),
-                       op.getOut());
+  return cudaPointwise(op, op.getInputs(), forms, compute, y, op.getOut());
 }

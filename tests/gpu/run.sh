@@ -8,7 +8,8 @@
 #       --out build/tests/gpu/models --bench
 # (the tiny configs compiled with --target cuda, their inputs and the
 # reference backend's outputs; with --bench transformer-base too, timed at
-# B=8, S=T=64). Carry build/tests/gpu to the GPU machine and run, from the
+# B=8, S=T=64). cuda_bench times the kernels at the shapes. Carry
+# build/tests/gpu to the GPU machine and run, from the
 # repository root:
 #
 #   bash tests/gpu/run.sh [BUILD_DIR] [RESULTS]
@@ -55,6 +56,7 @@ runAll() {
     echo "== $(date -u +%FT%TZ) $(uname -n)"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
     step "$build/tests/gpu/cuda_kernels_test"
+    step "$build/tests/gpu/cuda_bench"
   fi
   for dir in "$models"/*/; do
     dir=${dir%/}

@@ -2,6 +2,8 @@
 
 #include "runtime/kernels/cuda/Decode.cuh"
 
+#include "runtime/kernels/cuda/Reduce.cuh"
+
 #include <cmath>
 
 namespace transfuse::cuda {
@@ -37,25 +39,6 @@ __global__ void readKernel(StateTensor st, size_t n, float* out, size_t total) {
     const size_t d = e % D, s = e / D % n, h = e / (D * n) % H, b = e / (D * n * H);
     out[e] = st.data[stateIndex(st, b, h, s, d)];
   }
-}
-
-// The sum (kMax: the max) of v over the block; every thread gets it.
-template <bool kMax>
-__device__ float blockReduce(float v, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float o = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = kMax ? fmaxf(v, o) : v + o;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();  // scratch may still be read by a previous reduction
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < kThreads / 32 ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float o = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = kMax ? fmaxf(v, o) : v + o;
-  }
-  return v;
 }
 
 struct DecodeParams {
@@ -97,14 +80,14 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeParams p) {
     s[j] = score;
     mx = fmaxf(mx, score);
   }
-  mx = blockReduce<true>(mx, scratch);
+  mx = blockReduce<kThreads, true>(mx, scratch);
   float sum = 0.0f;
   for (int j = threadIdx.x; j < p.Sk; j += kThreads) {
     const float w = s[j] == -INFINITY ? 0.0f : expf(s[j] - mx);
     s[j] = w;
     sum += w;
   }
-  sum = blockReduce<false>(sum, scratch);  // its __syncthreads orders the s[] writes
+  sum = blockReduce<kThreads, false>(sum, scratch);  // its __syncthreads orders the s[] writes
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
   const float* v = p.v + b * p.vb + h * p.vh;
   float* o = p.out + b * p.ob + h * p.oh + static_cast<size_t>(i) * p.orow;

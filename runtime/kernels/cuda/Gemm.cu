@@ -23,8 +23,10 @@ __device__ float activate(Activation act, float x) {
 }
 
 __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
-  __shared__ __align__(16) float As[kStep][kTile];  // A tile, transposed: As[k][i]
-  __shared__ __align__(16) float Bs[kStep][kTile];  // B tile: Bs[k][j]
+  // Rows padded by 4 floats: the transposed stores of a warp (16 rows of
+  // one column) spread over the banks, and rows stay 16-byte aligned.
+  __shared__ __align__(16) float As[kStep][kTile + 4];  // A tile, transposed: As[k][i]
+  __shared__ __align__(16) float Bs[kStep][kTile + 4];  // B tile: Bs[k][j]
   const int t = threadIdx.x;
   const int tx = t % 16, ty = t / 16;  // this thread: rows ty·4.., columns tx·4..
   const size_t row0 = static_cast<size_t>(blockIdx.y) * kTile;

@@ -2,6 +2,8 @@
 
 #include "runtime/kernels/cuda/Norm.cuh"
 
+#include "runtime/kernels/cuda/Reduce.cuh"
+
 #include <cmath>
 
 namespace transfuse::cuda {
@@ -11,28 +13,6 @@ constexpr int kThreads = 256;  // per block; one block per row
 // Floats of a row staged in shared memory: 44 KiB, under the 48 KiB a
 // block gets without opting in (with the reductions' static scratch).
 constexpr size_t kMaxStaged = 11264;
-
-// The sum (or max) of v over the block; every thread gets the result.
-// `scratch` holds one float per warp.
-template <bool kMax>
-__device__ float blockReduce(float v, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float o = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = kMax ? fmaxf(v, o) : v + o;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();  // scratch may still be read by a previous reduction
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  // The identity of the operation (-inf for the max, so that a row of -inf
-  // reduces to -inf and softmax sees it fully masked).
-  v = lane < kThreads / 32 ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float o = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = kMax ? fmaxf(v, o) : v + o;
-  }
-  return v;
-}
 
 // One row per block. kStaged: the summed row lives in shared memory.
 template <bool kStaged>
@@ -59,13 +39,13 @@ __global__ void addLayerNormKernel(const float* x, const float* residual,
     if (sum) sum[r * width + j] = s;
     total += s;
   }
-  const float mean = blockReduce<false>(total, scratch) / static_cast<float>(width);
+  const float mean = blockReduce<kThreads, false>(total, scratch) / static_cast<float>(width);
   float dev = 0.0f;
   for (size_t j = threadIdx.x; j < width; j += kThreads) {
     const float d = value(j) - mean;
     dev += d * d;
   }
-  const float var = blockReduce<false>(dev, scratch) / static_cast<float>(width);
+  const float var = blockReduce<kThreads, false>(dev, scratch) / static_cast<float>(width);
   const float rstd = 1.0f / sqrtf(var + eps);
   for (size_t j = threadIdx.x; j < width; j += kThreads) {
     const float n = (value(j) - mean) * rstd;
@@ -81,14 +61,14 @@ __global__ void softmaxKernel(const float* x, float* y, size_t width) {
   float* yr = y + r * width;
   float mx = -INFINITY;
   for (size_t j = threadIdx.x; j < width; j += kThreads) mx = fmaxf(mx, xr[j]);
-  mx = blockReduce<true>(mx, scratch);
+  mx = blockReduce<kThreads, true>(mx, scratch);
   if (mx == -INFINITY) {  // fully masked (or empty) row
     for (size_t j = threadIdx.x; j < width; j += kThreads) yr[j] = 0.0f;
     return;
   }
   float total = 0.0f;
   for (size_t j = threadIdx.x; j < width; j += kThreads) total += expf(xr[j] - mx);
-  const float inv = 1.0f / blockReduce<false>(total, scratch);
+  const float inv = 1.0f / blockReduce<kThreads, false>(total, scratch);
   for (size_t j = threadIdx.x; j < width; j += kThreads) yr[j] = expf(xr[j] - mx) * inv;
 }
 

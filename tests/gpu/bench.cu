@@ -1,0 +1,149 @@
+// GPU benchmarks of the CUDA kernels (runtime/kernels/cuda), for the
+// figures issue 15 asks for, on whatever GPU runs them:
+//   - fused attention forward, head dim 64 and 128, sequence 512 to 8192 at
+//     batch·seq = 16384, 32 heads of 64 or 16 of 128, causal and not:
+//     TFLOP/s with FLOPs counted as 4·B·H·S²·D (halved when causal);
+//   - add+layer_norm and softmax over 16384 rows of 1024 floats: GB/s of
+//     the bytes each must move (read x and residual, write y; read x,
+//     write y) against the device's memory bandwidth;
+//   - the GEMM at transformer-base shapes (B·S = 512 rows): TFLOP/s.
+// Each timing is the median of 20 runs after 3 warm-ups, by CUDA events on
+// one stream. Exit 0; 77 without a device. tests/gpu/run.sh runs it.
+
+#include "runtime/kernels/cuda/Attention.cuh"
+#include "runtime/kernels/cuda/Gemm.cuh"
+#include "runtime/kernels/cuda/Norm.cuh"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+namespace {
+
+#define CHECK_CUDA(call)                                                              \
+  do {                                                                                \
+    cudaError_t e_ = (call);                                                          \
+    if (e_ != cudaSuccess) {                                                          \
+      std::printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+// Device memory of n floats filled with small values (a hash of the index).
+float* deviceFloats(size_t n) {
+  float* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, n * sizeof(float)));
+  std::vector<float> h(std::min<size_t>(n, size_t(1) << 20));
+  for (size_t i = 0; i < h.size(); ++i) h[i] = float((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+  for (size_t at = 0; at < n; at += h.size())
+    CHECK_CUDA(cudaMemcpy(p + at, h.data(), std::min(h.size(), n - at) * sizeof(float),
+                          cudaMemcpyHostToDevice));
+  return p;
+}
+
+// Median milliseconds of `run` (which launches and returns its error).
+double medianMs(const std::function<cudaError_t()>& run) {
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) CHECK_CUDA(run());
+  std::vector<float> ms;
+  for (int i = 0; i < 20; ++i) {
+    CHECK_CUDA(cudaEventRecord(start));
+    CHECK_CUDA(run());
+    CHECK_CUDA(cudaEventRecord(stop));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float t = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no CUDA device: the GPU benchmarks are skipped\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  int memClockKHz = 0, busBits = 0;
+  cudaDeviceGetAttribute(&memClockKHz, cudaDevAttrMemoryClockRate, 0);
+  cudaDeviceGetAttribute(&busBits, cudaDevAttrGlobalMemoryBusWidth, 0);
+  const double peakGBs = 2.0 * memClockKHz * 1e3 * (busBits / 8) / 1e9;  // DDR
+  std::printf("device 0: %s (sm_%d%d, %d SMs), memory bandwidth %.0f GB/s by its clocks\n",
+              prop.name, prop.major, prop.minor, prop.multiProcessorCount, peakGBs);
+
+  // Fused attention, fp32 on CUDA cores.
+  for (int D : {64, 128}) {
+    const int H = D == 64 ? 32 : 16;
+    for (int S : {512, 1024, 2048, 4096, 8192}) {
+      const int B = 16384 / S;
+      const size_t n = size_t(B) * H * S * D;
+      float *q = deviceFloats(n), *k = deviceFloats(n), *v = deviceFloats(n), *o = deviceFloats(n);
+      for (bool causal : {false, true}) {
+        transfuse::cuda::AttentionArgs a;
+        a.batch = B;
+        a.heads = H;
+        a.seqQ = a.seqK = S;
+        a.headDim = D;
+        a.q = {q, 0, 0, 0};
+        a.k = {k, 0, 0, 0};
+        a.v = {v, 0, 0, 0};
+        a.out = o;
+        a.scale = 0.125f;
+        a.causal = causal;
+        const double ms = medianMs([&] { return transfuse::cuda::attention(a); });
+        const double flops = 4.0 * B * H * double(S) * S * D / (causal ? 2 : 1);
+        std::printf("attention fp32 B=%d H=%d S=%d D=%d%s: %.3f ms, %.1f TFLOP/s\n", B, H, S, D,
+                    causal ? " causal" : "", ms, flops / ms / 1e9);
+      }
+      for (float* p : {q, k, v, o}) CHECK_CUDA(cudaFree(p));
+    }
+  }
+
+  // Row kernels: bytes moved against the memory bandwidth.
+  {
+    const size_t rows = 16384, width = 1024, n = rows * width;
+    float *x = deviceFloats(n), *r = deviceFloats(n), *y = deviceFloats(n);
+    float *g = deviceFloats(width), *b = deviceFloats(width);
+    double ms = medianMs([&] {
+      return transfuse::cuda::addLayerNorm(x, r, g, b, y, nullptr, rows, width, 1e-5f);
+    });
+    std::printf("add+layer_norm %zux%zu: %.3f ms, %.0f GB/s (%.0f%% of the bandwidth)\n", rows, width,
+                ms, 3.0 * n * 4 / ms / 1e6, 100.0 * 3.0 * n * 4 / ms / 1e6 / peakGBs);
+    ms = medianMs([&] { return transfuse::cuda::softmax(x, y, rows, width); });
+    std::printf("softmax %zux%zu: %.3f ms, %.0f GB/s (%.0f%% of the bandwidth)\n", rows, width, ms,
+                2.0 * n * 4 / ms / 1e6, 100.0 * 2.0 * n * 4 / ms / 1e6 / peakGBs);
+    for (float* p : {x, r, y, g, b}) CHECK_CUDA(cudaFree(p));
+  }
+
+  // The GEMM at transformer-base shapes: 512 rows (B·S), weights [N, K].
+  const size_t shapes[][2] = {{1536, 512}, {512, 512}, {2048, 512}, {512, 2048}, {32000, 512}};
+  for (const auto& s : shapes) {
+    const size_t M = 512, N = s[0], K = s[1];
+    float *a = deviceFloats(M * K), *w = deviceFloats(N * K), *c = deviceFloats(M * N);
+    float* bias = deviceFloats(N);
+    transfuse::cuda::GemmArgs g;
+    g.m = M; g.n = N; g.k = K;
+    g.a = a; g.lda = K;
+    g.b = w; g.ldb = K; g.transB = true;
+    g.c = c; g.ldc = N;
+    g.bias = bias;
+    const double ms = medianMs([&] { return transfuse::cuda::gemm(g); });
+    std::printf("gemm fp32 %zux%zux%zu (+bias): %.3f ms, %.1f TFLOP/s\n", M, N, K, ms,
+                2.0 * M * N * K / ms / 1e9);
+    for (float* p : {a, w, c, bias}) CHECK_CUDA(cudaFree(p));
+  }
+  return 0;
+}
