@@ -12,7 +12,8 @@ if(TRANSFUSE_NVCC)
   get_filename_component(cuda_bin ${TRANSFUSE_NVCC} DIRECTORY)
   get_filename_component(TRANSFUSE_CUDA_ROOT ${cuda_bin} DIRECTORY)
   set(TRANSFUSE_CUDA_LIB_DIR ${TRANSFUSE_CUDA_ROOT}/lib64)
-  set(cuda_units kernels/cuda/Norm kernels/cuda/Attention kernels/cuda/Gemm kernels/cuda/Embedding
+  set(cuda_units kernels/cuda/Norm kernels/cuda/Attention kernels/cuda/AttentionBf16
+                 kernels/cuda/Gemm kernels/cuda/Embedding
                  kernels/cuda/Decode kernels/cuda/Layout exec/Cuda)
   file(GLOB cuda_headers ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.cuh)
   list(APPEND cuda_headers ${CMAKE_CURRENT_SOURCE_DIR}/exec/Cuda.cuh

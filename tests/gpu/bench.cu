@@ -1,8 +1,9 @@
 // GPU benchmarks of the CUDA kernels (runtime/kernels/cuda), for the
 // figures issue 15 asks for, on whatever GPU runs them:
-//   - fused attention forward, head dim 64 and 128, sequence 512 to 8192 at
-//     batch·seq = 16384, 32 heads of 64 or 16 of 128, causal and not:
-//     TFLOP/s with FLOPs counted as 4·B·H·S²·D (halved when causal);
+//   - fused attention forward, fp32 (CUDA cores) and bf16 (tensor cores),
+//     head dim 64 and 128, sequence 512 to 8192 at batch·seq = 16384, 32
+//     heads of 64 or 16 of 128, causal and not: TFLOP/s with FLOPs counted
+//     as 4·B·H·S²·D (halved when causal);
 //   - add+layer_norm and softmax over 16384 rows of 1024 floats: GB/s of
 //     the bytes each must move (read x and residual, write y; read x,
 //     write y) against the device's memory bandwidth;
@@ -11,6 +12,7 @@
 // one stream. Exit 0; 77 without a device. tests/gpu/run.sh runs it.
 
 #include "runtime/kernels/cuda/Attention.cuh"
+#include "runtime/kernels/cuda/AttentionBf16.cuh"
 #include "runtime/kernels/cuda/Gemm.cuh"
 #include "runtime/kernels/cuda/Norm.cuh"
 
@@ -41,6 +43,19 @@ float* deviceFloats(size_t n) {
   for (size_t i = 0; i < h.size(); ++i) h[i] = float((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
   for (size_t at = 0; at < n; at += h.size())
     CHECK_CUDA(cudaMemcpy(p + at, h.data(), std::min(h.size(), n - at) * sizeof(float),
+                          cudaMemcpyHostToDevice));
+  return p;
+}
+
+// The same values as deviceFloats, in bf16.
+__nv_bfloat16* deviceBf16(size_t n) {
+  __nv_bfloat16* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, n * sizeof(__nv_bfloat16)));
+  std::vector<__nv_bfloat16> h(std::min<size_t>(n, size_t(1) << 20));
+  for (size_t i = 0; i < h.size(); ++i)
+    h[i] = __float2bfloat16(float((i * 2654435761u) % 2001) / 1000.0f - 1.0f);
+  for (size_t at = 0; at < n; at += h.size())
+    CHECK_CUDA(cudaMemcpy(p + at, h.data(), std::min(h.size(), n - at) * sizeof(__nv_bfloat16),
                           cudaMemcpyHostToDevice));
   return p;
 }
@@ -91,6 +106,7 @@ int main() {
       const int B = 16384 / S;
       const size_t n = size_t(B) * H * S * D;
       float *q = deviceFloats(n), *k = deviceFloats(n), *v = deviceFloats(n), *o = deviceFloats(n);
+      __nv_bfloat16 *qb = deviceBf16(n), *kb = deviceBf16(n), *vb = deviceBf16(n), *ob = deviceBf16(n);
       for (bool causal : {false, true}) {
         transfuse::cuda::AttentionArgs a;
         a.batch = B;
@@ -107,8 +123,24 @@ int main() {
         const double flops = 4.0 * B * H * double(S) * S * D / (causal ? 2 : 1);
         std::printf("attention fp32 B=%d H=%d S=%d D=%d%s: %.3f ms, %.1f TFLOP/s\n", B, H, S, D,
                     causal ? " causal" : "", ms, flops / ms / 1e9);
+        // The same on tensor cores in bf16.
+        transfuse::cuda::AttentionBf16Args hb;
+        hb.batch = B;
+        hb.heads = H;
+        hb.seqQ = hb.seqK = S;
+        hb.headDim = D;
+        hb.q = {qb, 0, 0, 0};
+        hb.k = {kb, 0, 0, 0};
+        hb.v = {vb, 0, 0, 0};
+        hb.out = ob;
+        hb.scale = 0.125f;
+        hb.causal = causal;
+        const double msBf16 = medianMs([&] { return transfuse::cuda::attentionBf16(hb); });
+        std::printf("attention bf16 B=%d H=%d S=%d D=%d%s: %.3f ms, %.1f TFLOP/s\n", B, H, S, D,
+                    causal ? " causal" : "", msBf16, flops / msBf16 / 1e9);
       }
       for (float* p : {q, k, v, o}) CHECK_CUDA(cudaFree(p));
+      for (__nv_bfloat16* p : {qb, kb, vb, ob}) CHECK_CUDA(cudaFree(p));
     }
   }
 

@@ -8,6 +8,7 @@
 // runs it there.
 
 #include "runtime/kernels/cuda/Attention.cuh"
+#include "runtime/kernels/cuda/AttentionBf16.cuh"
 #include "runtime/kernels/cuda/Decode.cuh"
 #include "runtime/kernels/cuda/Embedding.cuh"
 #include "runtime/kernels/cuda/Gemm.cuh"
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -266,6 +268,114 @@ void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::c
   std::snprintf(what, sizeof what, "gemm %zux%zux%zu%s%s act %d%s", M, N, K, transB ? " transB" : "",
                 bias ? " bias" : "", int(act), residual ? " residual" : "");
   expectNear(what, dc.host(), want, 1e-5, 1e-5 * std::sqrt(double(K)) + 1e-5);
+}
+
+// The tensor-core bf16 attention under FlashAttention's rule: against the
+// exact result on the same bf16 inputs its error is at most twice that of
+// the unfused computation in bf16 (scores, weights and output rounded to
+// bf16 as a bf16 matmul, softmax and matmul round them), with causal and
+// key-length masks (row 1 of the batch fully masked).
+void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool causal,
+                       bool lengths, std::mt19937& rng) {
+  auto round = [](float x) { return __bfloat162float(__float2bfloat16(x)); };
+  const size_t nq = B * H * Sq * D, nk = B * H * Sk * D;
+  std::vector<float> q = randomVector(nq, rng, -2, 2), k = randomVector(nk, rng, -2, 2),
+                     v = randomVector(nk, rng, -1, 1);
+  for (auto* t : {&q, &k, &v})
+    for (float& x : *t) x = round(x);
+  std::vector<int32_t> len(B);
+  for (size_t b = 0; b < B; ++b) len[b] = b == 1 ? 0 : int32_t(Sk - (b * 7) % (Sk + 1) / 2);
+  const double scale = 1.0 / std::sqrt(double(D));
+  std::vector<double> exact(nq, 0.0), unfused(nq, 0.0);
+  std::vector<double> s(Sk);
+  std::vector<float> sb(Sk);
+  for (size_t b = 0; b < B; ++b)
+    for (size_t h = 0; h < H; ++h)
+      for (size_t i = 0; i < Sq; ++i) {
+        long end = long(Sk);
+        if (lengths) end = std::min<long>(end, len[b]);
+        if (causal) end = std::min<long>(end, long(i + Sk) - long(Sq) + 1);
+        if (end <= 0) continue;
+        const float* qi = &q[((b * H + h) * Sq + i) * D];
+        double mx = -INFINITY, sum = 0;
+        float mxb = -INFINITY, sumb = 0;
+        for (long j = 0; j < end; ++j) {
+          const float* kj = &k[((b * H + h) * Sk + j) * D];
+          double dot = 0;
+          float dotf = 0;
+          for (size_t d = 0; d < D; ++d) {
+            dot += double(qi[d]) * kj[d];
+            dotf += qi[d] * kj[d];
+          }
+          mx = std::max(mx, s[j] = dot * scale);
+          mxb = std::max(mxb, sb[j] = round(round(dotf) * float(scale)));
+        }
+        for (long j = 0; j < end; ++j) {
+          sum += s[j] = std::exp(s[j] - mx);
+          sumb += sb[j] = std::exp(sb[j] - mxb);
+        }
+        for (size_t d = 0; d < D; ++d) {
+          double o = 0;
+          float ob = 0;
+          for (long j = 0; j < end; ++j) {
+            const float vj = v[((b * H + h) * Sk + j) * D + d];
+            o += s[j] / sum * vj;
+            ob += round(sb[j] / sumb) * vj;
+          }
+          exact[((b * H + h) * Sq + i) * D + d] = o;
+          unfused[((b * H + h) * Sq + i) * D + d] = round(ob);
+        }
+      }
+  auto toBf16 = [](const std::vector<float>& x) {
+    std::vector<__nv_bfloat16> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = __float2bfloat16(x[i]);
+    return y;
+  };
+  std::vector<__nv_bfloat16> hq = toBf16(q), hk = toBf16(k), hv = toBf16(v);
+  __nv_bfloat16 *dq, *dk, *dv, *dout;
+  int32_t* dlen;
+  CHECK_CUDA(cudaMalloc(&dq, nq * 2));
+  CHECK_CUDA(cudaMalloc(&dk, nk * 2 + 2));
+  CHECK_CUDA(cudaMalloc(&dv, nk * 2 + 2));
+  CHECK_CUDA(cudaMalloc(&dout, nq * 2));
+  CHECK_CUDA(cudaMalloc(&dlen, B * sizeof(int32_t)));
+  CHECK_CUDA(cudaMemcpy(dq, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dk, hk.data(), nk * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dv, hv.data(), nk * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(dout, 0xff, nq * 2));  // NaN until written
+  CHECK_CUDA(cudaMemcpy(dlen, len.data(), B * sizeof(int32_t), cudaMemcpyHostToDevice));
+  transfuse::cuda::AttentionBf16Args a;
+  a.batch = B;
+  a.heads = H;
+  a.seqQ = Sq;
+  a.seqK = Sk;
+  a.headDim = D;
+  a.q = {dq, 0, 0, 0};
+  a.k = {dk, 0, 0, 0};
+  a.v = {dv, 0, 0, 0};
+  a.out = dout;
+  a.scale = float(scale);
+  a.causal = causal;
+  a.keyLengths = lengths ? dlen : nullptr;
+  CHECK_CUDA(transfuse::cuda::attentionBf16(a));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<__nv_bfloat16> hout(nq);
+  CHECK_CUDA(cudaMemcpy(hout.data(), dout, nq * 2, cudaMemcpyDeviceToHost));
+  for (auto* p : {dq, dk, dv, dout}) CHECK_CUDA(cudaFree(p));
+  CHECK_CUDA(cudaFree(dlen));
+  double kernelError = 0, unfusedError = 0;
+  for (size_t i = 0; i < nq; ++i) {
+    const double e = std::fabs(double(__bfloat162float(hout[i])) - exact[i]);
+    kernelError = std::isnan(e) || e > kernelError ? (std::isnan(e) ? INFINITY : e) : kernelError;
+    unfusedError = std::max(unfusedError, std::fabs(unfused[i] - exact[i]));
+  }
+  const bool ok = kernelError <= 2.0 * unfusedError;
+  std::printf("%-40s max |error| %.3g, unfused bf16 %.3g%s\n",
+              (std::string("attention bf16 S=") + std::to_string(Sq) + "x" + std::to_string(Sk) +
+               " D=" + std::to_string(D) + (causal ? " causal" : "") + (lengths ? " lengths" : ""))
+                  .c_str(),
+              kernelError, unfusedError, ok ? "" : "  FAILED (more than twice the unfused error)");
+  gFailures += !ok;
 }
 
 // A batch of products (an unfused attention's Q·Kᵀ per head): A stepping
@@ -530,6 +640,10 @@ int main() {
   testGemm(200, 513, 512, true, true, Activation::kNone, false, rng);
   testGemm(5, 3, 0, true, true, Activation::kNone, true, rng);  // K = 0: the epilogue alone
   testEmbedding(rng);
+  testAttentionBf16(2, 2, 100, 100, 64, false, false, rng);
+  testAttentionBf16(3, 2, 70, 130, 128, true, true, rng);
+  testAttentionBf16(1, 4, 256, 256, 64, true, false, rng);
+  testAttentionBf16(2, 1, 1, 64, 128, false, true, rng);
   testBatchedGemm(16, 33, 47, 64, false, rng);
   testBatchedGemm(5, 64, 70, 29, true, rng);
   testLayout(rng);
