@@ -107,7 +107,7 @@ llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
   // the artifact needs only the NVIDIA driver (and Highway) where it runs.
   std::vector<std::string> cudaLibs;
   if (cuda)
-    cudaLibs = {TRANSFUSE_CUDA_LIB, "-L" TRANSFUSE_CUDA_LIB_DIR, "-lcudart_static", "-lrt"};
+    cudaLibs = {TRANSFUSE_CUDA_LIB, "-L" TRANSFUSE_CUDA_LIB_DIR, "-lcudart_static", "-lrt", "-ldl"};
   std::vector<std::string> libs = {TRANSFUSE_EXEC_LIB, TRANSFUSE_KERNELS_LIB, TRANSFUSE_RUNTIME_LIB};
   if (cuda)
     libs.insert(libs.begin() + 1, TRANSFUSE_CUDA_LIB);

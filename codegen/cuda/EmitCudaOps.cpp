@@ -228,8 +228,7 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
            "  ");
     line("}");
   } else if (k == "binary" || k == "unary" || k == "scale") {
-    // One formula of ElementwiseMath.h over inputs that are whole, trailing
-    // blocks or single values (the broadcasts of embeddings and scales).
+    // One formula of ElementwiseMath.h, the inputs broadcast as NumPy does.
     std::vector<std::string> forms, args;
     for (auto [i, v] : llvm::enumerate(ins)) {
       forms.push_back(cudaReadForm(v, out));
@@ -241,7 +240,7 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
     } else {
       StringRef kind = e->getAttrOfType<StringAttr>("kind").getValue();
       const math::KindInfo *f = nullptr;
-      for (int i = 0; i <= (int)math::Kind::kGeluTanh; ++i)
+      for (int i = 0; i < math::kNumKinds; ++i)
         if (kind == math::info((math::Kind)i).enumerator)
           f = &math::info((math::Kind)i);
       if (!f || f->arity != (int)ins.size())

@@ -54,6 +54,9 @@ enum class Kind : uint8_t {
   TRANSFUSE_ELEMENTWISE_OPS(TRANSFUSE_KIND)
 #undef TRANSFUSE_KIND
 };
+#define TRANSFUSE_COUNT(kind, arity, scalar, vector, tag) +1
+inline constexpr int kNumKinds = 0 TRANSFUSE_ELEMENTWISE_OPS(TRANSFUSE_COUNT);
+#undef TRANSFUSE_COUNT
 
 template <class T> TRANSFUSE_HD T add(T a, T b) { return a + b; }
 template <class T> TRANSFUSE_HD T sub(T a, T b) { return a - b; }

@@ -7,12 +7,14 @@
 //   - add+layer_norm and softmax over 16384 rows of 1024 floats: GB/s of
 //     the bytes each must move (read x and residual, write y; read x,
 //     write y) against the device's memory bandwidth;
-//   - the GEMM at transformer-base shapes (B·S = 512 rows): TFLOP/s.
+//   - the GEMM at transformer-base shapes (B·S = 512 rows): TFLOP/s of the
+//     CUDA-core kernel and, where it is found, cuBLASLt's (fp32, no TF32).
 // Each timing is the median of 20 runs after 3 warm-ups, by CUDA events on
 // one stream. Exit 0; 77 without a device. tests/gpu/run.sh runs it.
 
 #include "runtime/kernels/cuda/Attention.cuh"
 #include "runtime/kernels/cuda/AttentionBf16.cuh"
+#include "runtime/kernels/cuda/CublasLt.cuh"
 #include "runtime/kernels/cuda/Gemm.cuh"
 #include "runtime/kernels/cuda/Norm.cuh"
 
@@ -172,9 +174,14 @@ int main() {
     g.b = w; g.ldb = K; g.transB = true;
     g.c = c; g.ldc = N;
     g.bias = bias;
-    const double ms = medianMs([&] { return transfuse::cuda::gemm(g); });
-    std::printf("gemm fp32 %zux%zux%zu (+bias): %.3f ms, %.1f TFLOP/s\n", M, N, K, ms,
+    const double ms = medianMs([&] { return transfuse::cuda::gemmCudaCores(g); });
+    std::printf("gemm fp32 CUDA cores %zux%zux%zu (+bias): %.3f ms, %.1f TFLOP/s\n", M, N, K, ms,
                 2.0 * M * N * K / ms / 1e9);
+    if (transfuse::cuda::cublasLtAvailable()) {
+      const double lt = medianMs([&] { return transfuse::cuda::gemmCublasLt(g); });
+      std::printf("gemm fp32 cuBLASLt   %zux%zux%zu (+bias): %.3f ms, %.1f TFLOP/s (ours / cuBLASLt %.2f)\n",
+                  M, N, K, lt, 2.0 * M * N * K / lt / 1e9, lt / ms);
+    }
     for (float* p : {a, w, c, bias}) CHECK_CUDA(cudaFree(p));
   }
   return 0;

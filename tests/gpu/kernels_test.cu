@@ -11,6 +11,7 @@
 #include "runtime/kernels/cuda/AttentionBf16.cuh"
 #include "runtime/kernels/cuda/Decode.cuh"
 #include "runtime/kernels/cuda/Embedding.cuh"
+#include "runtime/kernels/cuda/CublasLt.cuh"
 #include "runtime/kernels/cuda/Gemm.cuh"
 #include "runtime/kernels/cuda/Layout.cuh"
 #include "runtime/kernels/cuda/Norm.cuh"
@@ -232,8 +233,10 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
 
 // The GEMM with every epilogue against a double reference, B as [K, N] or
 // (transB, a weight) [N, K], leading dimensions past the row lengths.
+// `cublasLt`: through cuBLASLt (where it is found; a case it cannot express
+// is skipped), else the CUDA-core kernel.
 void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::cuda::Activation act,
-              bool residual, std::mt19937& rng) {
+              bool residual, std::mt19937& rng, bool cublasLt = false) {
   namespace tm = transfuse::kernels::math;
   const size_t lda = K + 3, ldb = (transB ? K : N) + 1, ldc = N + 2, ldr = N + 5;
   std::vector<float> a = randomVector(M * lda, rng, -1, 1);
@@ -262,11 +265,18 @@ void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::c
   g.activation = act;
   g.residual = residual ? dr.p : nullptr;
   g.ldr = ldr;
-  CHECK_CUDA(transfuse::cuda::gemm(g));
+  if (cublasLt) {
+    const cudaError_t e = transfuse::cuda::gemmCublasLt(g);
+    if (e == cudaErrorNotSupported) return;
+    CHECK_CUDA(e);
+  } else {
+    CHECK_CUDA(transfuse::cuda::gemmCudaCores(g));
+  }
   CHECK_CUDA(cudaDeviceSynchronize());
   char what[96];
-  std::snprintf(what, sizeof what, "gemm %zux%zux%zu%s%s act %d%s", M, N, K, transB ? " transB" : "",
-                bias ? " bias" : "", int(act), residual ? " residual" : "");
+  std::snprintf(what, sizeof what, "gemm%s %zux%zux%zu%s%s act %d%s", cublasLt ? " (cuBLASLt)" : "",
+                M, N, K, transB ? " transB" : "", bias ? " bias" : "", int(act),
+                residual ? " residual" : "");
   expectNear(what, dc.host(), want, 1e-5, 1e-5 * std::sqrt(double(K)) + 1e-5);
 }
 
@@ -633,12 +643,21 @@ int main() {
   testAttention(3, 2, 17, 50, 64, false, false, rng, false, /*keyMask=*/true);
   testAttention(2, 2, 50, 50, 32, true, true, rng, false, /*keyMask=*/true);
   using transfuse::cuda::Activation;
-  testGemm(1, 1, 1, false, false, Activation::kNone, false, rng);
-  testGemm(37, 70, 45, true, true, Activation::kRelu, true, rng);
-  testGemm(130, 65, 300, false, true, Activation::kGelu, false, rng);
-  testGemm(64, 128, 64, true, false, Activation::kGeluTanh, true, rng);
-  testGemm(200, 513, 512, true, true, Activation::kNone, false, rng);
-  testGemm(5, 3, 0, true, true, Activation::kNone, true, rng);  // K = 0: the epilogue alone
+  std::printf("cuBLASLt: %s\n", transfuse::cuda::cublasLtAvailable()
+                                     ? "found; the GEMM cases run through it too"
+                                     : "not found ($TRANSFUSE_CUBLASLT, libcublasLt.so.13/.12)");
+  for (bool lt : {false, true}) {
+    if (lt && !transfuse::cuda::cublasLtAvailable()) break;
+    testGemm(1, 1, 1, false, false, Activation::kNone, false, rng, lt);
+    testGemm(37, 70, 45, true, true, Activation::kRelu, true, rng, lt);
+    testGemm(37, 70, 45, true, true, Activation::kRelu, false, rng, lt);
+    testGemm(130, 65, 300, false, true, Activation::kGelu, false, rng, lt);
+    testGemm(64, 128, 64, true, false, Activation::kGeluTanh, true, rng, lt);
+    testGemm(64, 128, 64, true, true, Activation::kGeluTanh, false, rng, lt);
+    testGemm(200, 513, 512, true, true, Activation::kNone, true, rng, lt);
+    testGemm(200, 513, 512, false, false, Activation::kNone, false, rng, lt);
+    testGemm(5, 3, 0, true, true, Activation::kNone, true, rng, lt);  // K = 0: the epilogue alone
+  }
   testEmbedding(rng);
   testAttentionBf16(2, 2, 100, 100, 64, false, false, rng);
   testAttentionBf16(3, 2, 70, 130, 128, true, true, rng);

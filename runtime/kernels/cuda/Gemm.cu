@@ -2,7 +2,12 @@
 
 #include "runtime/kernels/cuda/Gemm.cuh"
 
+#include "runtime/kernels/cuda/CublasLt.cuh"
+
 #include "runtime/kernels/ElementwiseMath.h"
+
+#include <cstdlib>
+#include <cstring>
 
 namespace transfuse::cuda {
 namespace {
@@ -86,6 +91,22 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
 }  // namespace
 
 cudaError_t gemm(const GemmArgs& a, cudaStream_t stream) {
+  // $TRANSFUSE_CUDA_GEMM: cores (never cuBLASLt), cublaslt (never the CUDA
+  // cores), else cuBLASLt where it can, the CUDA cores otherwise.
+  static const int mode = [] {
+    const char* v = std::getenv("TRANSFUSE_CUDA_GEMM");
+    if (v && std::strcmp(v, "cores") == 0) return 1;
+    if (v && std::strcmp(v, "cublaslt") == 0) return 2;
+    return 0;
+  }();
+  if (mode != 1) {
+    const cudaError_t e = gemmCublasLt(a, stream);
+    if (e != cudaErrorNotSupported || mode == 2) return e;
+  }
+  return gemmCudaCores(a, stream);
+}
+
+cudaError_t gemmCudaCores(const GemmArgs& a, cudaStream_t stream) {
   if (a.m == 0 || a.n == 0 || a.batch == 0) return cudaSuccess;
   if (!a.c || (a.k > 0 && (!a.a || !a.b)) || a.ldc < a.n || (a.k > 0 && a.lda < a.k) ||
       (a.k > 0 && a.ldb < (a.transB ? a.k : a.n)) || (a.residual && a.ldr && a.ldr < a.n))

@@ -45,8 +45,13 @@ struct GemmArgs {
 };
 
 // Asynchronous on `stream`; cudaErrorInvalidValue for a missing operand or
-// leading dimensions below the row lengths, else the launch's error.
+// leading dimensions below the row lengths, else the launch's error. Runs
+// on cuBLASLt where it is found and can express `args` (CublasLt.cuh),
+// else on gemmCudaCores.
 cudaError_t gemm(const GemmArgs& args, cudaStream_t stream = nullptr);
+
+// The CUDA-core kernel described above, whatever cuBLASLt can do.
+cudaError_t gemmCudaCores(const GemmArgs& args, cudaStream_t stream = nullptr);
 
 }  // namespace transfuse::cuda
 
