@@ -66,8 +66,6 @@ namespace transfuse::exec::abi {
 constexpr size_t kArenaAlignment = 64;
 constexpr int kMaxThreads = 1024;
 
-// A 64-byte aligned block of max(bytes, 64) bytes (never null: generated code
-// may form the arena pointer even when it uses none of it).
 Arena allocateDeviceBlock(const DeviceOps& device, int64_t bytes) {
   void* p = nullptr;
   const size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 1;
@@ -76,6 +74,8 @@ Arena allocateDeviceBlock(const DeviceOps& device, int64_t bytes) {
   return Arena(static_cast<std::byte*>(p), BlockFree{device.release});
 }
 
+// A 64-byte aligned block of max(bytes, 64) bytes (never null: generated code
+// may form the arena pointer even when it uses none of it).
 Arena allocateArena(int64_t bytes) {
   size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 0;
   size = (size + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
@@ -160,15 +160,15 @@ size_t checksOffset(const EntryDesc& e) {
 size_t stagingOffset(const EntryDesc& e) {
   return checksOffset(e) + alignDevice(transfuse::exec::kDeviceCheckWords * sizeof(uint32_t));
 }
+// The room of one input or output there: its bytes at the maxima.
+size_t stagedBytes(const TensorDesc& d) {
+  return alignDevice(static_cast<size_t>(rt::tensorBytes(
+      d.maxShape, std::max(d.rank, 0), rt::dtypeSize(static_cast<rt::DType>(d.dtype)))));
+}
 size_t stagingBytes(const EntryDesc& e) {
   size_t total = 0;
-  auto add = [&](const TensorDesc& d) {
-    const uint64_t bytes = rt::tensorBytes(d.maxShape, std::max(d.rank, 0),
-                                           rt::dtypeSize(static_cast<rt::DType>(d.dtype)));
-    total += alignDevice(static_cast<size_t>(bytes));
-  };
-  for (int32_t i = 0; i < e.numInputs; ++i) add(e.inputs[i]);
-  for (int32_t i = 0; i < e.numOutputs; ++i) add(e.outputs[i]);
+  for (int32_t i = 0; i < e.numInputs; ++i) total += stagedBytes(e.inputs[i]);
+  for (int32_t i = 0; i < e.numOutputs; ++i) total += stagedBytes(e.outputs[i]);
   return total;
 }
 
@@ -627,14 +627,11 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
         }
         inData[i] = staging;
       }
-      staging += alignDevice(static_cast<size_t>(rt::tensorBytes(
-          e.inputs[i].maxShape, e.inputs[i].rank, rt::dtypeSize(static_cast<rt::DType>(t.dtype)))));
+      staging += stagedBytes(e.inputs[i]);
     }
     for (int32_t i = 0; i < e.numOutputs; ++i) {
       if (outputs[outOrder[i]].device == TF_DEVICE_CPU) outData[i] = staging;
-      staging += alignDevice(static_cast<size_t>(
-          rt::tensorBytes(e.outputs[i].maxShape, e.outputs[i].rank,
-                          rt::dtypeSize(static_cast<rt::DType>(e.outputs[i].dtype)))));
+      staging += stagedBytes(e.outputs[i]);
     }
     checks = reinterpret_cast<uint32_t*>(arena.get() + checksOffset(e));
     if (rt::Status d = device->fill(checks, 0xff, transfuse::exec::kDeviceCheckWords * sizeof(uint32_t));

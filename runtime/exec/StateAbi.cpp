@@ -234,7 +234,8 @@ int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
     // source is itself overwritten before it is read.
     std::vector<uint64_t> ids;
     std::vector<int32_t> saved;  // source row -> scratch slot
-    for (int32_t t = 0; t < desc.numStates; ++t) {
+    rt::Status st;  // device copies are ordered on the stream: one wait at the end
+    for (int32_t t = 0; st && t < desc.numStates; ++t) {
       const std::vector<uint64_t>& old = state->rowIds[t];
       auto changes = [&](int32_t i) { return old[rows[i]] != old[i]; };
       saved.assign(static_cast<size_t>(num_rows), -1);
@@ -247,7 +248,6 @@ int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
       // is the state's).
       const RowLayout l = rowLayout(desc, *state, t);
       const size_t rowBytes = l.rowBytes;
-      rt::Status st;
       auto copyRow = [&](std::byte* to, const std::byte* from) {
         if (st) st = copyBlocks(device, to, from, l.block, l.stride, l.outer);
       };
@@ -256,7 +256,7 @@ int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
       const size_t need = rowBytes * static_cast<size_t>(slots);
       std::byte* scratch = nullptr;
       if (device) {
-        if (state->scratchBytes < need) {
+        if (state->scratchBytes < need) {  // (freeing the old block waits for its copies)
           state->scratch = allocateDeviceBlock(*device, static_cast<int64_t>(need));
           state->scratchBytes = need;
         }
@@ -276,12 +276,10 @@ int32_t tf_state_reorder(tf_state* state, const int32_t* rows, int32_t num_rows,
                                                                   : base + rowBytes * src;
         copyRow(base + rowBytes * i, from);
       }
-      // Device copies are ordered on the stream: the scratch is reused only
-      // after the rows saved in it were copied out.
-      if (rt::Status done = finish(*state, st); !done)
-        return setError(error, "tf_state_reorder: " + done.message());
       std::copy(ids.begin(), ids.end(), state->rowIds[t].begin());  // in place, as Call points
     }
+    if (rt::Status done = finish(*state, st); !done)
+      return setError(error, "tf_state_reorder: " + done.message());
     return 0;
   } catch (const std::exception& ex) {
     return setError(error, std::string("tf_state_reorder: ") + ex.what());
