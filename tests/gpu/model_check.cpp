@@ -6,7 +6,9 @@
 // per line, safetensors): every output within --tolerance of the
 // reference relative to max(1, max |reference|), as `compile --verify`
 // checks; then 4 threads run the last case at once and must reproduce its
-// outputs bit for bit. Then decoding, against the same model compiled for
+// outputs bit for bit, and so must the last case run through the C ABI
+// with its inputs and outputs in device memory (tf_tensor.device, a CUDA
+// model only). Then decoding, against the same model compiled for
 // the cpu target (DIR/cpu, itself verified against the reference where it
 // was built): the stateful entries in the interface's order on one state
 // of each (encode or prefill, then decode_step; each entry with outputs
@@ -26,7 +28,11 @@
 
 #include "runtime/Safetensors.h"
 #include "runtime/Tensor.h"
+#include "runtime/exec/model.h"
 #include "runtime/host/CompiledModel.h"
+
+#include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -177,6 +183,67 @@ bool checkDecoding(const std::string& dir, rt::CompiledModel& cuda, double toler
   return ok;
 }
 
+// The forward entry through the C ABI with every input and output in device
+// memory (cudaMalloc; the model's CUDA runtime shares the device's primary
+// context with this program's): the outputs must be the bytes of `want`.
+bool checkDeviceTensors(const std::string& library, const TensorMap& inputs, const TensorMap& want) {
+  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  auto create = lib ? reinterpret_cast<decltype(&tf_model_create)>(dlsym(lib, "tf_model_create")) : nullptr;
+  auto run = lib ? reinterpret_cast<decltype(&tf_model_run)>(dlsym(lib, "tf_model_run")) : nullptr;
+  auto find = lib ? reinterpret_cast<decltype(&tf_model_find_entry_point)>(
+                        dlsym(lib, "tf_model_find_entry_point"))
+                  : nullptr;
+  auto device = lib ? reinterpret_cast<decltype(&tf_model_device)>(dlsym(lib, "tf_model_device")) : nullptr;
+  auto destroy = lib ? reinterpret_cast<decltype(&tf_model_destroy)>(dlsym(lib, "tf_model_destroy")) : nullptr;
+  if (!create || !run || !find || !device || !destroy) {
+    std::printf("%s: the C ABI's functions not found  FAILED\n", library.c_str());
+    return false;
+  }
+  tf_model* m = nullptr;
+  tf_error err;
+  tf_options options = {};
+  if (create(nullptr, &options, &m, &err) != 0) {
+    std::printf("%s  FAILED\n", err.message);
+    return false;
+  }
+  bool ok = true;
+  if (device(m) == TF_DEVICE_CUDA) {
+    std::vector<void*> buffers;
+    auto deviceCopy = [&](const rt::Tensor& t) {
+      void* p = nullptr;
+      if (cudaMalloc(&p, std::max<size_t>(t.bytes.size(), 1)) != cudaSuccess) return p;
+      cudaMemcpy(p, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice);
+      buffers.push_back(p);
+      return p;
+    };
+    std::vector<tf_tensor> ins, outs;
+    for (const auto& [name, t] : inputs)
+      ins.push_back({name.c_str(), int32_t(t.dtype), int32_t(t.shape.size()), t.shape.data(),
+                     deviceCopy(t), TF_DEVICE_CUDA});
+    for (const auto& [name, t] : want)
+      outs.push_back({name.c_str(), int32_t(t.dtype), int32_t(t.shape.size()), t.shape.data(),
+                      deviceCopy(t), TF_DEVICE_CUDA});
+    if (run(m, find(m, "forward"), ins.data(), int32_t(ins.size()), outs.data(),
+            int32_t(outs.size()), &err) != 0) {
+      std::printf("device tensors: %s  FAILED\n", err.message);
+      ok = false;
+    }
+    size_t k = 0;
+    for (const auto& [name, t] : want) {
+      std::vector<uint8_t> got(t.bytes.size());
+      cudaMemcpy(got.data(), outs[k++].data, got.size(), cudaMemcpyDeviceToHost);
+      if (ok && got != t.bytes) {
+        std::printf("device tensors: output '%s' differs from the host run  FAILED\n", name.c_str());
+        ok = false;
+      }
+    }
+    for (void* p : buffers) cudaFree(p);
+    if (ok) std::printf("%s: inputs and outputs in device memory: identical outputs\n", library.c_str());
+  }
+  destroy(m);
+  return ok;
+}
+
 bool sameBytes(const TensorMap& a, const TensorMap& b) {
   if (a.size() != b.size()) return false;
   for (const auto& [name, t] : a) {
@@ -285,6 +352,7 @@ int main(int argc, char** argv) {
   std::printf("%s: 20 runs from 4 threads at once: %s\n", dir.c_str(),
               identical ? "identical outputs" : "OUTPUTS DIFFER  FAILED");
   ok &= identical;
+  ok &= checkDeviceTensors(dir + "/" + library, lastInputs, lastOutputs);
   ok &= checkDecoding(dir, model, tolerance);
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
