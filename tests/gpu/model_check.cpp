@@ -209,29 +209,41 @@ bool checkDeviceTensors(const std::string& library, const TensorMap& inputs, con
   bool ok = true;
   if (device(m) == TF_DEVICE_CUDA) {
     std::vector<void*> buffers;
-    auto deviceCopy = [&](const rt::Tensor& t) {
+    // A device buffer of t's size holding its bytes (inputs) or NaN
+    // (outputs, so that one the run does not write cannot pass).
+    auto deviceBuffer = [&](const rt::Tensor& t, bool copy) -> void* {
       void* p = nullptr;
-      if (cudaMalloc(&p, std::max<size_t>(t.bytes.size(), 1)) != cudaSuccess) return p;
-      cudaMemcpy(p, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice);
+      const size_t bytes = std::max<size_t>(t.bytes.size(), 1);
+      if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
       buffers.push_back(p);
-      return p;
+      const cudaError_t e = copy ? cudaMemcpy(p, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice)
+                                 : cudaMemset(p, 0xff, bytes);
+      return e == cudaSuccess ? p : nullptr;
     };
     std::vector<tf_tensor> ins, outs;
     for (const auto& [name, t] : inputs)
       ins.push_back({name.c_str(), int32_t(t.dtype), int32_t(t.shape.size()), t.shape.data(),
-                     deviceCopy(t), TF_DEVICE_CUDA});
+                     deviceBuffer(t, true), TF_DEVICE_CUDA});
     for (const auto& [name, t] : want)
       outs.push_back({name.c_str(), int32_t(t.dtype), int32_t(t.shape.size()), t.shape.data(),
-                      deviceCopy(t), TF_DEVICE_CUDA});
-    if (run(m, find(m, "forward"), ins.data(), int32_t(ins.size()), outs.data(),
-            int32_t(outs.size()), &err) != 0) {
+                      deviceBuffer(t, false), TF_DEVICE_CUDA});
+    for (const tf_tensor& t : ins) ok &= t.data != nullptr;
+    for (const tf_tensor& t : outs) ok &= t.data != nullptr;
+    if (!ok) {
+      std::printf("device tensors: cudaMalloc or a copy failed  FAILED\n");
+    } else if (run(m, find(m, "forward"), ins.data(), int32_t(ins.size()), outs.data(),
+                   int32_t(outs.size()), &err) != 0) {
       std::printf("device tensors: %s  FAILED\n", err.message);
       ok = false;
     }
     size_t k = 0;
     for (const auto& [name, t] : want) {
       std::vector<uint8_t> got(t.bytes.size());
-      cudaMemcpy(got.data(), outs[k++].data, got.size(), cudaMemcpyDeviceToHost);
+      const void* from = outs[k++].data;
+      if (ok && cudaMemcpy(got.data(), from, got.size(), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        std::printf("device tensors: reading output '%s' back failed  FAILED\n", name.c_str());
+        ok = false;
+      }
       if (ok && got != t.bytes) {
         std::printf("device tensors: output '%s' differs from the host run  FAILED\n", name.c_str());
         ok = false;

@@ -23,6 +23,7 @@ struct Api {
   decltype(&cublasLtMatrixLayoutSetAttribute) layoutSet = nullptr;
   decltype(&cublasLtMatmulPreferenceCreate) prefCreate = nullptr;
   decltype(&cublasLtMatmulPreferenceDestroy) prefDestroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) prefSet = nullptr;
   decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
   decltype(&cublasLtMatmul) matmul = nullptr;
 };
@@ -36,11 +37,15 @@ bool resolve(void* lib, const char* name, F* f) {
 // The library's functions, or null when it is absent (tried once).
 const Api* api() {
   static const Api* loaded = [] () -> const Api* {
+    // $TRANSFUSE_CUBLASLT alone when set; else the loader's path.
     const char* env = std::getenv("TRANSFUSE_CUBLASLT");
-    const char* names[] = {env && *env ? env : "libcublasLt.so.13", "libcublasLt.so.12"};
     void* lib = nullptr;
-    for (const char* name : names)
-      if (!lib) lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (env && *env) {
+      lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+    } else {
+      for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12"})
+        if (!lib) lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    }
     if (!lib) return nullptr;
     static Api a;
     bool ok = resolve(lib, "cublasLtCreate", &a.create) &&
@@ -50,6 +55,7 @@ const Api* api() {
               resolve(lib, "cublasLtMatrixLayoutSetAttribute", &a.layoutSet) &&
               resolve(lib, "cublasLtMatmulPreferenceCreate", &a.prefCreate) &&
               resolve(lib, "cublasLtMatmulPreferenceDestroy", &a.prefDestroy) &&
+              resolve(lib, "cublasLtMatmulPreferenceSetAttribute", &a.prefSet) &&
               resolve(lib, "cublasLtMatmulAlgoGetHeuristic", &a.heuristic) &&
               resolve(lib, "cublasLtMatmul", &a.matmul);
     return ok ? &a : nullptr;
@@ -58,16 +64,34 @@ const Api* api() {
 }
 
 // One product's descriptors and the algorithm the heuristic chose, built
-// once per shape, device and epilogue (they are never destroyed: a model
-// has a few dozen shapes).
+// once per shape, device, epilogue and alignment (they are never destroyed:
+// a model has a few dozen shapes). `usable` false: cuBLASLt found no
+// algorithm, remembered so that the CUDA cores take the shape at once.
 struct Plan {
+  bool usable = false;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
 };
 
 using PlanKey = std::tuple<int, size_t, size_t, size_t, size_t, size_t, size_t, size_t, bool, int,
-                           bool, size_t, size_t, size_t, size_t, size_t>;
+                           bool, size_t, size_t, size_t, size_t, size_t, uint32_t>;
+
+// The largest power of two up to 256 that divides every address the
+// operand's matrices start at: its pointer plus k times its batch stride
+// (bytes), with its leading dimension's bytes.
+uint32_t alignmentOf(const void* p, size_t ld, size_t stride) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(p) | (ld * sizeof(float)) |
+                  (stride * sizeof(float)) | 256;
+  return static_cast<uint32_t>(bits & (~bits + 1));  // the lowest set bit
+}
+
+// The four operands' alignments in one key (8 bits each, log2).
+uint32_t alignmentKey(const uint32_t (&align)[4]) {
+  uint32_t key = 0;
+  for (uint32_t a : align) key = key << 8 | static_cast<uint32_t>(__builtin_ctz(a));
+  return key;
+}
 
 std::mutex gMutex;
 std::map<int, cublasLtHandle_t> gHandles;  // per device
@@ -78,14 +102,19 @@ bool check(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; }
 // Row-major C[M,N] = A[M,K]·B is column-major Cᵀ[N,M] = Bᵀ·Aᵀ: cuBLASLt's
 // "A" is our B (op T for a [N,K] weight) and its "B" is our A; the bias is
 // per row of its D, our columns.
-const Plan* plan(const Api& lt, cublasLtHandle_t handle, int device, const GemmArgs& g,
+const Plan& plan(const Api& lt, cublasLtHandle_t handle, int device, const GemmArgs& g,
                  cublasLtEpilogue_t epilogue) {
   const size_t ldr = g.ldr ? g.ldr : g.n;
-  PlanKey key{device, g.m,          g.n,          g.k,         g.lda,        g.ldb,
-              g.ldc,  g.residual ? ldr : 0, g.transB, int(epilogue), g.bias != nullptr,
-              g.batch, g.strideA,    g.strideB,    g.strideC,   g.strideResidual};
+  // cuBLASLt's A, B, C, D: our B, our A, the residual (or C), C.
+  const uint32_t align[4] = {alignmentOf(g.b, g.ldb, g.strideB), alignmentOf(g.a, g.lda, g.strideA),
+                             g.residual ? alignmentOf(g.residual, ldr, g.strideResidual)
+                                        : alignmentOf(g.c, g.ldc, g.strideC),
+                             alignmentOf(g.c, g.ldc, g.strideC)};
+  PlanKey key{device,  g.m,       g.n,       g.k,       g.lda,           g.ldb,
+              g.ldc,   g.residual ? ldr : 0, g.transB, int(epilogue), g.bias != nullptr,
+              g.batch, g.strideA, g.strideB, g.strideC, g.strideResidual, alignmentKey(align)};
   auto it = gPlans.find(key);
-  if (it != gPlans.end()) return &it->second;
+  if (it != gPlans.end()) return it->second;
   Plan p;
   const cublasOperation_t opA = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, opB = CUBLAS_OP_N;
   bool ok = check(lt.descCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) &&
@@ -110,16 +139,23 @@ const Plan* plan(const Api& lt, cublasLtHandle_t handle, int device, const GemmA
            check(lt.layoutSet(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
                               sizeof strides[i]));
   }
+  // No workspace (a plan is shared by threads); the operands' real
+  // alignments, so that the algorithm chosen runs on these pointers.
   cublasLtMatmulPreference_t pref = nullptr;
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  ok = ok && check(lt.prefCreate(&pref));  // no workspace: a plan is shared by threads
+  ok = ok && check(lt.prefCreate(&pref));
+  const cublasLtMatmulPreferenceAttributes_t alignments[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; ok && i < 4; ++i)
+    ok = check(lt.prefSet(pref, alignments[i], &align[i], sizeof align[i]));
   ok = ok && check(lt.heuristic(handle, p.desc, p.a, p.b, p.c, p.d, pref, 1, &result, &found)) &&
-       found > 0;
+       found > 0 && check(result.state);
   if (pref) lt.prefDestroy(pref);
-  if (!ok) return nullptr;  // what leaked is a few descriptors, once per shape
+  p.usable = ok;  // (a failed plan's descriptors leak, once per shape)
   p.algo = result.algo;
-  return &gPlans.emplace(key, p).first->second;
+  return gPlans.emplace(key, p).first->second;
 }
 
 }  // namespace
@@ -141,24 +177,27 @@ cudaError_t gemmCublasLt(const GemmArgs& g, cudaStream_t stream) {
   // residual too: with an activation, a residual is not expressible.
   if (g.residual && g.activation != Activation::kNone) return cudaErrorNotSupported;
   if (g.k == 0) return cudaErrorNotSupported;
+  if (g.bias && reinterpret_cast<uintptr_t>(g.bias) % 16 != 0) return cudaErrorNotSupported;
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(gMutex);
   cublasLtHandle_t& handle = gHandles[device];
   if (!handle && !check(lt->create(&handle))) {
     handle = nullptr;
-    return cudaErrorUnknown;
+    return cudaErrorNotSupported;
   }
-  const Plan* p = plan(*lt, handle, device, g, epilogue);
-  if (!p) return cudaErrorNotSupported;
-  if (g.bias && !check(lt->descSet(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+  const Plan& p = plan(*lt, handle, device, g, epilogue);
+  if (!p.usable) return cudaErrorNotSupported;
+  // A call cuBLASLt refuses is one the CUDA cores run (it has launched
+  // nothing then).
+  if (g.bias && !check(lt->descSet(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
                                    sizeof g.bias)))
-    return cudaErrorUnknown;
+    return cudaErrorNotSupported;
   const float alpha = 1.0f, beta = g.residual ? 1.0f : 0.0f;
   const void* c = g.residual ? static_cast<const void*>(g.residual) : g.c;
-  if (!check(lt->matmul(handle, p->desc, &alpha, g.b, p->a, g.a, p->b, &beta, c, p->c, g.c, p->d,
-                        &p->algo, nullptr, 0, stream)))
-    return cudaErrorUnknown;
+  if (!check(lt->matmul(handle, p.desc, &alpha, g.b, p.a, g.a, p.b, &beta, c, p.c, g.c, p.d,
+                        &p.algo, nullptr, 0, stream)))
+    return cudaErrorNotSupported;
   return cudaGetLastError();
 }
 

@@ -22,9 +22,9 @@ namespace transfuse::cuda {
 // Whether cuBLASLt is loaded (the first call tries to load it).
 bool cublasLtAvailable();
 
-// `args` through cuBLASLt: cudaErrorNotSupported when it is not loaded or
-// cannot express them, else the call's error (a cuBLASLt failure is
-// cudaErrorUnknown).
+// `args` through cuBLASLt: cudaErrorNotSupported when it is not loaded,
+// cannot express them or refuses them (nothing was launched then), else the
+// launch's error.
 cudaError_t gemmCublasLt(const GemmArgs& args, cudaStream_t stream = nullptr);
 
 }  // namespace transfuse::cuda

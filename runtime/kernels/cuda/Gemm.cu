@@ -88,6 +88,12 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
   }
 }
 
+// The operands a product needs, and leading dimensions that hold its rows.
+bool valid(const GemmArgs& a) {
+  return a.c && (a.k == 0 || (a.a && a.b)) && a.ldc >= a.n && (a.k == 0 || a.lda >= a.k) &&
+         (a.k == 0 || a.ldb >= (a.transB ? a.k : a.n)) && !(a.residual && a.ldr && a.ldr < a.n);
+}
+
 }  // namespace
 
 cudaError_t gemm(const GemmArgs& a, cudaStream_t stream) {
@@ -99,6 +105,8 @@ cudaError_t gemm(const GemmArgs& a, cudaStream_t stream) {
     if (v && std::strcmp(v, "cublaslt") == 0) return 2;
     return 0;
   }();
+  if (a.m == 0 || a.n == 0 || a.batch == 0) return cudaSuccess;
+  if (!valid(a)) return cudaErrorInvalidValue;
   if (mode != 1) {
     const cudaError_t e = gemmCublasLt(a, stream);
     if (e != cudaErrorNotSupported || mode == 2) return e;
@@ -108,9 +116,7 @@ cudaError_t gemm(const GemmArgs& a, cudaStream_t stream) {
 
 cudaError_t gemmCudaCores(const GemmArgs& a, cudaStream_t stream) {
   if (a.m == 0 || a.n == 0 || a.batch == 0) return cudaSuccess;
-  if (!a.c || (a.k > 0 && (!a.a || !a.b)) || a.ldc < a.n || (a.k > 0 && a.lda < a.k) ||
-      (a.k > 0 && a.ldb < (a.transB ? a.k : a.n)) || (a.residual && a.ldr && a.ldr < a.n))
-    return cudaErrorInvalidValue;
+  if (!valid(a)) return cudaErrorInvalidValue;
   const size_t tilesN = (a.n + kTile - 1) / kTile, tilesM = (a.m + kTile - 1) / kTile;
   if (tilesM > 65535 || tilesN > 0x7fffffff || a.batch > 65535) return cudaErrorInvalidValue;
   gemmKernel<<<dim3(static_cast<unsigned>(tilesN), static_cast<unsigned>(tilesM),

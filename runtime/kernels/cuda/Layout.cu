@@ -61,8 +61,11 @@ cudaError_t transpose(const void* x, const int64_t* dims, int rank, const int64_
   }
   Permuted p;
   p.rank = rank;
+  unsigned seen = 0;  // perm must name each dimension once
   for (int i = 0; i < rank; ++i) {
-    if (perm[i] < 0 || perm[i] >= rank) return cudaErrorInvalidValue;
+    if (perm[i] < 0 || perm[i] >= rank || (seen >> perm[i] & 1u) || dims[i] < 0)
+      return cudaErrorInvalidValue;
+    seen |= 1u << perm[i];
     p.dims[i] = dims[perm[i]];
     p.strides[i] = xStrides[perm[i]];
     total *= static_cast<size_t>(dims[i]);
