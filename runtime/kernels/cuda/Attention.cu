@@ -2,10 +2,16 @@
 
 #include "runtime/kernels/cuda/Attention.cuh"
 
+#include "runtime/kernels/cuda/AttentionCommon.cuh"
+
 #include <cmath>
 
 namespace transfuse::cuda {
 namespace {
+
+using attention_detail::resolve;
+using attention_detail::Strides;
+using attention_detail::visibleKeys;
 
 constexpr int kQueries = 32;     // queries per block
 constexpr int kKeys = 32;        // keys per tile
@@ -14,10 +20,6 @@ constexpr int kThreads = kQueries * kPerQuery;
 constexpr int kKeysPerThread = kKeys / kPerQuery;  // scores per thread per tile
 constexpr int kMaxDim = 256;
 constexpr int kOutPerThread = kMaxDim / kPerQuery;  // O accumulators per thread
-
-struct Strides {
-  size_t batch, head, row;
-};
 
 struct Params {
   int B, H, Sq, Sk, D;
@@ -29,15 +31,6 @@ struct Params {
   const int32_t* keyLengths;
   const uint8_t* keyMask;
 };
-
-// Keys [0, end) that query i of batch row b sees (0 for a query past Sq).
-__device__ int visibleKeys(const Params& p, int b, int i) {
-  if (i >= p.Sq) return 0;
-  int end = p.Sk;
-  if (p.keyLengths) end = min(end, max(p.keyLengths[b], 0));
-  if (p.causal) end = min(end, i + p.Sk - p.Sq + 1);
-  return max(end, 0);
-}
 
 // The max (kMax) or the sum over the kPerQuery consecutive lanes of a query.
 template <bool kMax>
@@ -136,11 +129,6 @@ __global__ void attentionKernel(Params p) {
     const int d = part + kPerQuery * u;
     if (d < D) out[d] = o[u] * inv;
   }
-}
-
-Strides resolve(size_t batch, size_t head, size_t row, size_t H, size_t S, size_t D) {
-  if (batch == 0 && head == 0 && row == 0) return {H * S * D, S * D, D};
-  return {batch, head, row};
 }
 
 }  // namespace

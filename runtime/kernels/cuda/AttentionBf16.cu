@@ -2,12 +2,18 @@
 
 #include "runtime/kernels/cuda/AttentionBf16.cuh"
 
+#include "runtime/kernels/cuda/AttentionCommon.cuh"
+
 #include <mma.h>
 
 #include <cmath>
 
 namespace transfuse::cuda {
 namespace {
+
+using attention_detail::resolve;
+using attention_detail::Strides;
+using attention_detail::visibleKeys;
 
 namespace wmma = nvcuda::wmma;
 using bf16 = __nv_bfloat16;
@@ -18,10 +24,6 @@ constexpr int kRows = 16;                  // query rows per warp (one MMA tile)
 constexpr int kQueries = kWarps * kRows;   // per block
 constexpr int kKeys = 64;                  // per K/V tile
 
-struct Strides {
-  size_t batch, head, row;
-};
-
 struct Params {
   int H, Sq, Sk;
   const bf16 *q, *k, *v;
@@ -31,15 +33,6 @@ struct Params {
   bool causal;
   const int32_t* keyLengths;
 };
-
-// Keys [0, end) that query i of batch row b sees (0 for a query past Sq).
-__device__ int visibleKeys(const Params& p, int b, int i) {
-  if (i >= p.Sq) return 0;
-  int end = p.Sk;
-  if (p.keyLengths) end = min(end, max(p.keyLengths[b], 0));
-  if (p.causal) end = min(end, i + p.Sk - p.Sq + 1);
-  return max(end, 0);
-}
 
 // Bytes of dynamic shared memory for head dimension D.
 constexpr size_t sharedBytes(int D) {
@@ -166,11 +159,6 @@ __global__ void __launch_bounds__(kThreads) attentionBf16Kernel(Params p) {
   bf16* out = p.out + b * p.os.batch + h * p.os.head + static_cast<size_t>(i) * p.os.row;
   for (int d = half * (D / 2); d < (half + 1) * (D / 2); ++d)
     out[d] = __float2bfloat16(acc[row * D + d] * inv);
-}
-
-Strides resolve(size_t batch, size_t head, size_t row, size_t H, size_t S, size_t D) {
-  if (batch == 0 && head == 0 && row == 0) return {H * S * D, S * D, D};
-  return {batch, head, row};
 }
 
 bool aligned(const void* ptr, const Strides& s) {

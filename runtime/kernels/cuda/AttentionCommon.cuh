@@ -1,0 +1,38 @@
+// What the CUDA attention kernels share (Attention.cu, AttentionBf16.cu):
+// tensor strides and which keys a query sees. Internal to the kernels.
+#ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTIONCOMMON_CUH
+#define TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTIONCOMMON_CUH
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace transfuse::cuda::attention_detail {
+
+// Element strides of a [B, H, S, D] tensor.
+struct Strides {
+  size_t batch, head, row;
+};
+
+// The given strides, or a dense tensor's when all are 0.
+inline Strides resolve(size_t batch, size_t head, size_t row, size_t H, size_t S, size_t D) {
+  if (batch == 0 && head == 0 && row == 0) return {H * S * D, S * D, D};
+  return {batch, head, row};
+}
+
+// Keys [0, end) that query i of batch row b sees (0 for a query past Sq):
+// key lengths, and causal aligned bottom-right (query i sees keys up to
+// i + Sk - Sq). Params has Sq, Sk, causal and keyLengths.
+template <class Params>
+__device__ int visibleKeys(const Params& p, int b, int i) {
+  if (i >= p.Sq) return 0;
+  int end = p.Sk;
+  if (p.keyLengths) end = min(end, max(p.keyLengths[b], 0));
+  if (p.causal) end = min(end, i + p.Sk - p.Sq + 1);
+  return max(end, 0);
+}
+
+}  // namespace transfuse::cuda::attention_detail
+
+#endif  // TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTIONCOMMON_CUH
