@@ -67,6 +67,10 @@ runAll() {
     fi
   done
   echo "== $runs run, $failures failed, $skips skipped"
+  if [ "$runs" -eq 0 ]; then
+    echo "nothing to run: no models prepared under $models (tests/gpu/prepare.py)"
+    return 1
+  fi
   [ "$failures" -eq 0 ] || return 1
   [ "$runs" -gt 0 ] && [ "$skips" -eq "$runs" ] && return 77
   return 0
