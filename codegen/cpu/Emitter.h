@@ -101,7 +101,8 @@ private:
   llvm::Error decodeAttentionArgs(kernel::DecodeAttentionOp op, llvm::StringRef type);
   /// The `args.out` lines of an attention kernel writing `out`.
   void attentionOutput(Value out, const std::string &sq, const std::string &h, int64_t headDim);
-  /// "exec::StateTensor{...}" of a tfk.state.
+  /// "exec::StateTensor{...}" of a tfk.state (cuda: tc::StateTensor, the
+  /// same fields).
   std::string stateTensor(Value state, bool keys);
   llvm::Error emitAddLayerNorm(kernel::AddLayerNormOp op);
   llvm::Error emitElementwise(kernel::ElementwiseOp op);
@@ -122,8 +123,8 @@ private:
   llvm::Error emitCudaElementwise(kernel::ElementwiseOp op);
   /// A generated __global__ kernel writing `out` element by element from
   /// `inputs`, each read as `forms` says ("full", "trailing", "splat", or
-  /// "strided": NumPy broadcasting),
-  /// through `compute` (lines defining `y` from x0, x1, ...).
+  /// "strided": NumPy broadcasting), through `compute` (lines defining `y`
+  /// from x0, x1, ...).
   llvm::Error cudaPointwise(Operation *op, ValueRange inputs, ArrayRef<std::string> forms,
                             const std::string &compute, const std::string &y, Value out);
   /// How `input` is read for each element of `out`: "full", "trailing",
