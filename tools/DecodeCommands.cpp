@@ -96,9 +96,10 @@ Artifact loadArtifact(const std::vector<std::string> &positional,
   }
   std::string lib = dir + "/libmodel.so";
   if (!llvm::sys::fs::exists(lib))
-    die("'" + dir + "' has no libmodel.so (compile the model for the cpu target first)");
+    die("'" + dir + "' has no libmodel.so (compile the model first)");
   load.seed = (uint64_t)intFlag(flags, "--weights-seed", 0, 0, INT64_MAX);
   load.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
+  load.deviceOrdinal = (int)intFlag(flags, "--device", 0, 0, 1023);
   a.model = orDie(rt::CompiledModel::load(lib, load));
   a.ids = orDie(rt::readTokenIds(dir + "/manifest.json"));
   return a;

@@ -241,6 +241,7 @@ int runRun(const std::vector<std::string> &positional,
     load.weightsPath = flag(flags, "--weights");
     load.seed = seed;
     load.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
+    load.deviceOrdinal = (int)intFlag(flags, "--device", 0, 0, 1023);
     auto model = orDie(rt::CompiledModel::load(lib.str().str(), load));
     reference::TensorMap inputs = readInputs(inputFile, orDie(model->inputs(entry)));
     writeOutputs(outputsPath, orDie(model->run(entry, inputs)));
@@ -619,6 +620,7 @@ int main(int argc, char **argv) {
         {"--outputs", "FILE", "where to write the output tensors (safetensors)"},
         {"--backend", "NAME", "compiled (default): DIR/libmodel.so; reference: the fp64 interpreter"},
         {"--threads", "T", "compiled: threads (default: one per hardware thread)"},
+        {"--device", "N", "a model compiled with --target cuda: the GPU it runs on (default 0)"},
         {"--weights", "FILE", "weights (safetensors); random from --seed when absent"},
         {"--seed", "N", "seed of the random weights (default 0)"},
         {"--entry", "NAME", "entry point (default forward)"},
@@ -758,7 +760,8 @@ int main(int argc, char **argv) {
         {"--seed", "S", "--sample: seed; with the line index it keys the draws (default 0)"},
         {"--batch-size", "B", "sources per batch (default: what the artifact's rows allow, "
                               "up to 32)"},
-        {"--threads", "T", "threads (default: one per hardware thread)"}},
+        {"--threads", "T", "threads (default: one per hardware thread)"},
+        {"--device", "N", "a model compiled with --target cuda: the GPU it runs on (default 0)"}},
        runTranslate},
       {"generate", "generate DIR (--prompt-ids \"IDS\" | --prompt-file FILE) --max-new N [options]",
        "Continues prompts with a compiled decoder_only model's KV cache: one prompt of\n"
@@ -784,7 +787,8 @@ int main(int argc, char **argv) {
         {"--seed", "S", "--sample: seed; with the line index it keys the draws (default 0)"},
         {"--batch-size", "B", "prompts per batch (default: what the artifact's rows allow, "
                               "up to 32)"},
-        {"--threads", "T", "threads (default: one per hardware thread)"}},
+        {"--threads", "T", "threads (default: one per hardware thread)"},
+        {"--device", "N", "a model compiled with --target cuda: the GPU it runs on (default 0)"}},
        runGenerate},
       {"score", "score DIR --input SRC --targets TGT [options]",
        "Forced decoding: for each source and target (lines of ids without BOS/EOS), the\n"
@@ -795,7 +799,8 @@ int main(int argc, char **argv) {
         {"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
         {"--weights-seed", "N", "seed of the random weights (default 0)"},
         {"--batch-size", "B", "pairs per batch (default: up to 32)"},
-        {"--threads", "T", "threads (default: one per hardware thread)"}},
+        {"--threads", "T", "threads (default: one per hardware thread)"},
+        {"--device", "N", "a model compiled with --target cuda: the GPU it runs on (default 0)"}},
        runScore},
       {"stress", "stress DIR|MODEL... [options]",
        "Runs compiled models (directories, or definitions compiled first with fusion all)\n"

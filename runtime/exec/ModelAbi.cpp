@@ -397,6 +397,9 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
   if (const transfuse::exec::DeviceOps* device = desc->device) {
     m->deviceOrdinal = options ? options->device_ordinal : 0;
     if (rt::Status s = device->select(m->deviceOrdinal); !s) return s;
+  } else if (options && options->device_ordinal != 0) {
+    return rt::Status::error("device ordinal " + std::to_string(options->device_ordinal) +
+                             " given, but the model runs on the cpu (compiled for the cpu target)");
   }
 
   // The weights: every param that is not prepared.

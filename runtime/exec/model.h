@@ -96,7 +96,7 @@ typedef struct tf_tensor_spec {
 typedef struct tf_options {
   int32_t num_threads; /* <= 0: one per hardware thread; at most 1024 */
   uint64_t seed;       /* seed of random weights when weights_path is NULL */
-  int32_t device_ordinal; /* a CUDA model: the GPU it runs on (default 0) */
+  int32_t device_ordinal; /* a CUDA model: the GPU it runs on (default 0); 0 for a cpu model */
 } tf_options;
 
 typedef struct tf_model tf_model;

@@ -156,6 +156,7 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::load(const std::string& 
   tf_options opt{};
   opt.num_threads = options.threads;
   opt.seed = options.seed;
+  opt.device_ordinal = options.deviceOrdinal;
   tf_error err{};
   tf_model* model = nullptr;
   const char* weights = options.weightsPath.empty() ? nullptr : options.weightsPath.c_str();

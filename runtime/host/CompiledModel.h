@@ -47,6 +47,7 @@ struct LoadOptions {
   std::string weightsPath;  // safetensors; empty: random weights from `seed`
   uint64_t seed = 0;
   int threads = 0;          // <= 0: one per hardware thread
+  int deviceOrdinal = 0;    // a CUDA artifact: the GPU it runs on
 };
 
 class CompiledModel {
