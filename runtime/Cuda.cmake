@@ -3,8 +3,14 @@
 # artifacts link it into libmodel.so). CUDA is optional: without nvcc
 # (the toolkit under /usr/local/cuda) TRANSFUSE_CUDA_LIB is empty, the
 # project builds and tests as before and `--target cuda` says it is
-# unavailable.
-find_program(TRANSFUSE_NVCC nvcc PATHS /usr/local/cuda/bin)
+# unavailable. -DTRANSFUSE_WITH_CUDA=OFF builds as if there were no nvcc.
+option(TRANSFUSE_WITH_CUDA "build the cuda target where nvcc is found" ON)
+if(TRANSFUSE_WITH_CUDA)
+  find_program(TRANSFUSE_NVCC nvcc PATHS /usr/local/cuda/bin)
+else()
+  unset(TRANSFUSE_NVCC CACHE)
+  set(TRANSFUSE_NVCC "")
+endif()
 set(TRANSFUSE_CUDA_LIB "")
 set(TRANSFUSE_CUDA_LIB_DIR "")
 set(TRANSFUSE_CUDA_ARCH_FLAGS -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90)
