@@ -107,9 +107,9 @@ int runCompile(const std::vector<std::string> &positional,
   if (target != "cpu" && target != "cuda")
     die("--target " + target + " is not one of cpu, cuda");
   const bool cuda = target == "cuda";
-  if (cuda && !cpu::cudaAvailable())
-    die("--target cuda is unavailable: this build found no nvcc (the CUDA toolkit, "
-        "/usr/local/cuda) when it was configured");
+  if (cuda)
+    if (llvm::Error e = cpu::checkCudaAvailable())
+      die(llvm::toString(std::move(e)));
   tools::Emit emit = orDie(tools::parseEmit(flag(flags, "--emit", "shared")));
   bool verify = flags.count("--verify") != 0;
   if (verify && emit != tools::Emit::kShared)

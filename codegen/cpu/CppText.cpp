@@ -2,6 +2,9 @@
 
 #include "codegen/cpu/CppText.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -53,3 +56,12 @@ const char *mlir::transfuse::cpu::cType(Type t) {
 
 int64_t mlir::transfuse::cpu::elemSize(Type t) { return t.isInteger(1) ? 1 : t.getIntOrFloatBitWidth() / 8; }
 
+std::string mlir::transfuse::cpu::elemBytes(Value v) {
+  return std::to_string(elemSize(cast<MemRefType>(v.getType()).getElementType()));
+}
+
+int64_t mlir::transfuse::cpu::rankOf(Value v) { return cast<MemRefType>(v.getType()).getRank(); }
+
+int64_t mlir::transfuse::cpu::intAttr(Operation *op, llvm::StringRef name) {
+  return op->getAttrOfType<IntegerAttr>(name).getInt();
+}

@@ -41,9 +41,10 @@ inline const char *targetName(Target t) { return t == Target::kCuda ? "cuda" : "
 llvm::Expected<std::string> generateCpp(ModuleOp kernels, const ModelInterface &interface,
                                         llvm::StringRef fusion, Target target = Target::kCpu);
 
-/// Whether this build can build cuda artifacts (nvcc and the CUDA runtime
-/// library were found at configure time).
-bool cudaAvailable();
+/// Success when this build can build cuda artifacts (nvcc and
+/// libtransfuse_cuda.a were found at configure time), else the error saying
+/// that --target cuda is unavailable.
+llvm::Error checkCudaAvailable();
 
 enum class ArtifactKind { kShared, kStatic, kExecutable };
 

@@ -14,14 +14,6 @@ namespace tfk = mlir::transfuse::kernel;
 
 namespace {
 
-int64_t intAttr(Operation *op, StringRef name) { return op->getAttrOfType<IntegerAttr>(name).getInt(); }
-
-std::string elemBytes(Value v) {
-  return std::to_string(elemSize(cast<MemRefType>(v.getType()).getElementType()));
-}
-
-int64_t rankOf(Value v) { return cast<MemRefType>(v.getType()).getRank(); }
-
 /// The parameter a view is (through reshapes), or null.
 tfk::ParamOp paramOf(Value v) {
   while (auto r = v.getDefiningOp<tfk::ReshapeOp>())
@@ -267,14 +259,22 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
   return llvm::Error::success();
 }
 
+Emitter::GemmShape Emitter::gemmShape(tfk::GemmOp g) {
+  Value x = g.getInput(), result = g.getOut();
+  GemmShape s;
+  s.k = cast<MemRefType>(x.getType()).getDimSize(rankOf(x) - 1);
+  s.n = cast<MemRefType>(result.getType()).getDimSize(rankOf(result) - 1);
+  s.m = dims.product(x, 0, rankOf(x) - 1);
+  s.transW = g.getTransposeWeight();
+  std::optional<math::Kind> kind = activationKind(g.getActivation());
+  s.activation = kind ? math::info(*kind).enumerator : "kNone";
+  flops("2.0 * " + s.m + " * " + std::to_string(s.n * s.k));
+  return s;
+}
+
 llvm::Error Emitter::emitGemm(tfk::GemmOp g) {
   Value x = g.getInput(), w = g.getWeight(), result = g.getOut();
-  auto xt = cast<MemRefType>(x.getType()), rt = cast<MemRefType>(result.getType());
-  int64_t k = xt.getDimSize(xt.getRank() - 1), n = rt.getDimSize(rt.getRank() - 1);
-  bool transW = g.getTransposeWeight();
-  std::string m = dims.product(x, 0, xt.getRank() - 1);
-  std::optional<math::Kind> kind = activationKind(g.getActivation());
-  std::string activation = kind ? math::info(*kind).enumerator : "kNone";
+  const auto [m, n, k, transW, activation] = gemmShape(g);
   std::string epi = "kernels::GemmEpilogue{" + (g.getBias() ? ptr(g.getBias()) : "nullptr") +
                     ", kernels::Activation::" + activation + ", " +
                     (g.getResidual() ? ptr(g.getResidual()) : "nullptr") + ", 0}";
@@ -292,7 +292,6 @@ llvm::Error Emitter::emitGemm(tfk::GemmOp g) {
          ptr(w) + ", " + std::to_string(transW ? k : n) + ", " + (transW ? "true" : "false") +
          ", " + ptr(result) + ", " + std::to_string(n) + ", " + epi + ", c.pool);");
   }
-  flops("2.0 * " + m + " * " + std::to_string(n * k));
   return llvm::Error::success();
 }
 

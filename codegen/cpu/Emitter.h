@@ -92,6 +92,16 @@ private:
   llvm::Error emitOp(Operation *op);
   llvm::Error emitExec(kernel::ExecOp op);
   llvm::Error emitGemm(kernel::GemmOp op);
+  /// A tfk.gemm's sizes: rows (an expression), columns, depth, whether the
+  /// weight is [N, K], and the activation's enumerator (kNone, kRelu, ...,
+  /// as kernels::Activation and cuda::Activation name them); counts its FLOPs.
+  struct GemmShape {
+    std::string m;
+    int64_t n, k;
+    bool transW;
+    std::string activation;
+  };
+  GemmShape gemmShape(kernel::GemmOp op);
   llvm::Error emitAttention(kernel::AttentionOp op);
   llvm::Error emitDecodeAttention(kernel::DecodeAttentionOp op);
   /// "{" and the args struct `type` of an attention call with the fields

@@ -58,8 +58,12 @@ static llvm::Error writeFile(const llvm::Twine &path, StringRef text) {
   return llvm::Error::success();
 }
 
-bool mlir::transfuse::cpu::cudaAvailable() {
-  return *TRANSFUSE_NVCC && *TRANSFUSE_CUDA_LIB && llvm::sys::fs::exists(TRANSFUSE_CUDA_LIB);
+llvm::Error mlir::transfuse::cpu::checkCudaAvailable() {
+  if (*TRANSFUSE_NVCC && *TRANSFUSE_CUDA_LIB && llvm::sys::fs::exists(TRANSFUSE_CUDA_LIB))
+    return llvm::Error::success();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "--target cuda is unavailable: this build found no nvcc (the "
+                                 "CUDA toolkit, /usr/local/cuda) when it was configured");
 }
 
 static std::string sourceName(Target target) {
@@ -78,10 +82,9 @@ llvm::Error mlir::transfuse::cpu::writeSources(StringRef dir, StringRef source, 
 llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
                                                 const BuildOptions &options) {
   const bool cuda = options.target == Target::kCuda;
-  if (cuda && !cudaAvailable())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "--target cuda is unavailable: this build found no nvcc (the "
-                                   "CUDA toolkit, /usr/local/cuda) when it was configured");
+  if (cuda)
+    if (llvm::Error e = checkCudaAvailable())
+      return e;
   if (llvm::Error e = writeSources(dir, source, options.target))
     return e;
   std::string cxx = options.cxx.empty() ? defaultCompiler() : options.cxx;
@@ -91,16 +94,18 @@ llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
   // and link, so that generated code is checked like the runtime it links.
   llvm::SmallVector<StringRef> extraFlags;
   StringRef(TRANSFUSE_ARTIFACT_FLAGS).split(extraFlags, ' ', -1, /*KeepEmpty=*/false);
-  std::vector<std::string> compile = {cxx, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden",
-                                      "-I", TRANSFUSE_CODEGEN_SOURCE_DIR, "-I", dir.str(), "-c",
-                                      (dir + sourceName(options.target)).str(), "-o", object};
-  if (cuda) // nvcc for sm_80 and sm_90; its host compiler gets the C++ flags
-    compile = {TRANSFUSE_NVCC, "-std=c++17", "-O2", "-Xcompiler=-fPIC,-fvisibility=hidden",
-               "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
-               "-I", TRANSFUSE_CODEGEN_SOURCE_DIR, "-I", dir.str(), "-c",
-               (dir + sourceName(options.target)).str(), "-o", object};
-  else
-    compile.insert(compile.begin() + 1, extraFlags.begin(), extraFlags.end());
+  // nvcc for sm_80 and sm_90 (its host compiler gets -fPIC; the sanitizer
+  // flags only reach the link: nvcc's device code is not instrumented).
+  std::vector<std::string> compile =
+      cuda ? std::vector<std::string>{TRANSFUSE_NVCC, "-std=c++17", "-O2",
+                                      "-Xcompiler=-fPIC,-fvisibility=hidden", "-gencode",
+                                      "arch=compute_80,code=sm_80", "-gencode",
+                                      "arch=compute_90,code=sm_90"}
+           : std::vector<std::string>{cxx, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden"};
+  if (!cuda)
+    compile.insert(compile.end(), extraFlags.begin(), extraFlags.end());
+  compile.insert(compile.end(), {"-I", TRANSFUSE_CODEGEN_SOURCE_DIR, "-I", dir.str(), "-c",
+                                 (dir + sourceName(options.target)).str(), "-o", object});
   if (llvm::Error e = runCommand(compile, log))
     return e;
   // The cuda target links libtransfuse_cuda.a and the static CUDA runtime:

@@ -27,20 +27,6 @@ using namespace mlir::transfuse;
 using namespace mlir::transfuse::cpu;
 namespace tfk = mlir::transfuse::kernel;
 
-namespace {
-
-int64_t intAttr(Operation *op, StringRef name) {
-  return op->getAttrOfType<IntegerAttr>(name).getInt();
-}
-
-int64_t rankOf(Value v) { return cast<MemRefType>(v.getType()).getRank(); }
-
-std::string elemBytes(Value v) {
-  return std::to_string(elemSize(cast<MemRefType>(v.getType()).getElementType()));
-}
-
-} // namespace
-
 void Emitter::launch(Operation *op, const std::string &kernel, const std::string &launch,
                      const std::string &indent) {
   line(indent + "if (rt::Status s = tx::launched(" + launch + ", " + quote(kernel) + ", " +
@@ -239,13 +225,10 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
       expr = "tm::mul(x0, " + floatLit(e->getAttrOfType<FloatAttr>("factor").getValueAsDouble()) + ")";
     } else {
       StringRef kind = e->getAttrOfType<StringAttr>("kind").getValue();
-      const math::KindInfo *f = nullptr;
-      for (int i = 0; i < math::kNumKinds; ++i)
-        if (kind == math::info((math::Kind)i).enumerator)
-          f = &math::info((math::Kind)i);
-      if (!f || f->arity != (int)ins.size())
+      std::optional<math::Kind> named = math::kindNamed(kind);
+      if (!named || math::info(*named).arity != (int)ins.size())
         return fail(e, "an unknown elementwise kind '" + kind + "'");
-      expr = "tm::" + std::string(f->scalar) + "(" + llvm::join(args, ", ") + ")";
+      expr = "tm::" + std::string(math::info(*named).scalar) + "(" + llvm::join(args, ", ") + ")";
     }
     return cudaPointwise(e, ins, forms, "    const float t0 = " + expr + ";\n", "t0", out);
   } else {
@@ -258,11 +241,7 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
 llvm::Error Emitter::emitCudaGemm(tfk::GemmOp g) {
   // Weights are used as stored ([N, K] with transpose_weight): no packing.
   Value x = g.getInput(), w = g.getWeight(), result = g.getOut();
-  auto xt = cast<MemRefType>(x.getType()), rt = cast<MemRefType>(result.getType());
-  int64_t k = xt.getDimSize(xt.getRank() - 1), n = rt.getDimSize(rt.getRank() - 1);
-  bool transW = g.getTransposeWeight();
-  std::string m = dims.product(x, 0, xt.getRank() - 1);
-  std::optional<math::Kind> kind = activationKind(g.getActivation());
+  const auto [m, n, k, transW, activation] = gemmShape(g);
   line("{");
   line("  tc::GemmArgs g;");
   line("  g.m = " + m + "; g.n = " + std::to_string(n) + "; g.k = " + std::to_string(k) + ";");
@@ -272,13 +251,12 @@ llvm::Error Emitter::emitCudaGemm(tfk::GemmOp g) {
   line("  g.c = " + ptr(result) + "; g.ldc = " + std::to_string(n) + ";");
   if (g.getBias())
     line("  g.bias = " + ptr(g.getBias()) + ";");
-  if (kind)
-    line("  g.activation = tc::Activation::" + std::string(math::info(*kind).enumerator) + ";");
+  if (activation != "kNone")
+    line("  g.activation = tc::Activation::" + activation + ";");
   if (g.getResidual())
     line("  g.residual = " + ptr(g.getResidual()) + ";");
   launch(g, "gemm", "tc::gemm(g, tx::stream())", "  ");
   line("}");
-  flops("2.0 * " + m + " * " + std::to_string(n * k));
   return llvm::Error::success();
 }
 

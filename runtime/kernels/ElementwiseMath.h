@@ -25,6 +25,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 // The formulas are host and device functions: CUDA code (runtime/kernels/
 // cuda, generated regions) evaluates the same templates.
@@ -117,6 +119,14 @@ inline const KindInfo& info(Kind kind) {
 #undef TRANSFUSE_INFO
   };
   return table[static_cast<int>(kind)];
+}
+
+// The kind whose enumerator is `name` ("kGelu"), as printed into the kernel
+// IR's `kind` attributes; none for another name.
+inline std::optional<Kind> kindNamed(std::string_view name) {
+  for (int i = 0; i < kNumKinds; ++i)
+    if (name == info(static_cast<Kind>(i)).enumerator) return static_cast<Kind>(i);
+  return std::nullopt;
 }
 
 }  // namespace transfuse::kernels::math
