@@ -372,13 +372,16 @@ rt::Status checkMemory(const ModelDesc& desc) {
     const int64_t kn[2] = {desc.packs[i].k, desc.packs[i].n};
     total = rt::saturatingAdd(total, rt::tensorBytes(kn, 2, sizeof(float)));
   }
-  int64_t arena = desc.prepare ? desc.prepare->arenaBytes : 0;
-  for (int32_t e = 0; e < desc.numEntries; ++e)
+  // A device model's arenas are device memory (cudaMalloc says when they
+  // do not fit); its parameters are held on the host too.
+  int64_t arena = desc.prepare && !desc.device ? desc.prepare->arenaBytes : 0;
+  for (int32_t e = 0; e < desc.numEntries && !desc.device; ++e)
     arena = std::max(arena, desc.entries[e].arenaBytes);
   total = rt::saturatingAdd(total, arena > 0 ? static_cast<uint64_t>(arena) : 0);
-  return rt::checkFitsInMemory("the model (" + std::to_string(desc.numParams) +
-                                   " parameters, their packed GEMM copies and one arena)",
-                               total);
+  return rt::checkFitsInMemory(
+      "the model (" + std::to_string(desc.numParams) + " parameters" +
+          (desc.device ? ")" : ", their packed GEMM copies and one arena)"),
+      total);
 }
 
 // Params, prepare and packing (see the file comment).

@@ -9,7 +9,6 @@
 namespace transfuse::cuda {
 namespace {
 
-using attention_detail::resolve;
 using attention_detail::Strides;
 using attention_detail::visibleKeys;
 
@@ -139,22 +138,9 @@ cudaError_t attention(const AttentionArgs& a, cudaStream_t stream) {
   if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data))) return cudaErrorInvalidValue;
   const size_t H = a.heads, D = a.headDim;
   Params p;
+  attention_detail::setCommon(p, a);
   p.B = static_cast<int>(a.batch);
-  p.H = static_cast<int>(H);
-  p.Sq = static_cast<int>(a.seqQ);
-  p.Sk = static_cast<int>(a.seqK);
   p.D = static_cast<int>(D);
-  p.q = a.q.data;
-  p.k = a.k.data;
-  p.v = a.v.data;
-  p.out = a.out;
-  p.qs = resolve(a.q.batchStride, a.q.headStride, a.q.rowStride, H, a.seqQ, D);
-  p.ks = resolve(a.k.batchStride, a.k.headStride, a.k.rowStride, H, a.seqK, D);
-  p.vs = resolve(a.v.batchStride, a.v.headStride, a.v.rowStride, H, a.seqK, D);
-  p.os = resolve(a.outBatchStride, a.outHeadStride, a.outRowStride, H, a.seqQ, D);
-  p.scale = a.scale;
-  p.causal = a.causal;
-  p.keyLengths = a.keyLengths;
   p.keyMask = a.keyMask;
   const size_t shared = ((kQueries + 2 * kKeys) * D + kQueries * kKeys) * sizeof(float);
   if (shared > 48 * 1024) {  // beyond the default: opt in (sm_80 and later allow more)

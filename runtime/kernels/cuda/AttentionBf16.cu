@@ -11,7 +11,6 @@
 namespace transfuse::cuda {
 namespace {
 
-using attention_detail::resolve;
 using attention_detail::Strides;
 using attention_detail::visibleKeys;
 
@@ -186,22 +185,9 @@ cudaError_t attentionBf16(const AttentionBf16Args& a, cudaStream_t stream) {
   if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data))) return cudaErrorInvalidValue;
   const size_t H = a.heads, D = a.headDim;
   Params p;
-  p.H = static_cast<int>(H);
-  p.Sq = static_cast<int>(a.seqQ);
-  p.Sk = static_cast<int>(a.seqK);
-  p.q = a.q.data;
-  p.k = a.k.data;
-  p.v = a.v.data;
-  p.out = a.out;
-  p.qs = resolve(a.q.batchStride, a.q.headStride, a.q.rowStride, H, a.seqQ, D);
-  p.ks = resolve(a.k.batchStride, a.k.headStride, a.k.rowStride, H, a.seqK, D);
-  p.vs = resolve(a.v.batchStride, a.v.headStride, a.v.rowStride, H, a.seqK, D);
-  p.os = resolve(a.outBatchStride, a.outHeadStride, a.outRowStride, H, a.seqQ, D);
+  attention_detail::setCommon(p, a);
   if (!aligned(p.q, p.qs) || (a.seqK > 0 && (!aligned(p.k, p.ks) || !aligned(p.v, p.vs))))
     return cudaErrorInvalidValue;  // the tiles are loaded 16 bytes at a time
-  p.scale = a.scale;
-  p.causal = a.causal;
-  p.keyLengths = a.keyLengths;
   const size_t tiles = (a.seqQ + kQueries - 1) / kQueries;
   if (tiles > 65535 || a.batch * H > 0x7fffffffu) return cudaErrorInvalidValue;
   return D == 64 ? launch<64>(p, a.batch * H, tiles, stream)

@@ -33,6 +33,27 @@ __device__ int visibleKeys(const Params& p, int b, int i) {
   return max(end, 0);
 }
 
+// The kernel parameters both kernels take, from their Args: sizes, the
+// tensors with their strides resolved, scale and masks.
+template <class Params, class Args>
+void setCommon(Params& p, const Args& a) {
+  const size_t H = a.heads, D = a.headDim;
+  p.H = static_cast<int>(H);
+  p.Sq = static_cast<int>(a.seqQ);
+  p.Sk = static_cast<int>(a.seqK);
+  p.q = a.q.data;
+  p.k = a.k.data;
+  p.v = a.v.data;
+  p.out = a.out;
+  p.qs = resolve(a.q.batchStride, a.q.headStride, a.q.rowStride, H, a.seqQ, D);
+  p.ks = resolve(a.k.batchStride, a.k.headStride, a.k.rowStride, H, a.seqK, D);
+  p.vs = resolve(a.v.batchStride, a.v.headStride, a.v.rowStride, H, a.seqK, D);
+  p.os = resolve(a.outBatchStride, a.outHeadStride, a.outRowStride, H, a.seqQ, D);
+  p.scale = a.scale;
+  p.causal = a.causal;
+  p.keyLengths = a.keyLengths;
+}
+
 }  // namespace transfuse::cuda::attention_detail
 
 #endif  // TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTIONCOMMON_CUH
