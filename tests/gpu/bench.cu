@@ -17,6 +17,7 @@
 #include "runtime/kernels/cuda/CublasLt.cuh"
 #include "runtime/kernels/cuda/Gemm.cuh"
 #include "runtime/kernels/cuda/Norm.cuh"
+#include "tests/gpu/CudaCheck.cuh"
 
 #include <cuda_runtime.h>
 
@@ -27,15 +28,6 @@
 #include <vector>
 
 namespace {
-
-#define CHECK_CUDA(call)                                                              \
-  do {                                                                                \
-    cudaError_t e_ = (call);                                                          \
-    if (e_ != cudaSuccess) {                                                          \
-      std::printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 // Device memory of n floats filled with small values (a hash of the index).
 float* deviceFloats(size_t n) {
@@ -87,19 +79,12 @@ double medianMs(const std::function<cudaError_t()>& run) {
 }  // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("no CUDA device: the GPU benchmarks are skipped\n");
-    return 77;
-  }
-  cudaDeviceProp prop{};
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  deviceOrSkip("the GPU benchmarks");
   int memClockKHz = 0, busBits = 0;
   cudaDeviceGetAttribute(&memClockKHz, cudaDevAttrMemoryClockRate, 0);
   cudaDeviceGetAttribute(&busBits, cudaDevAttrGlobalMemoryBusWidth, 0);
   const double peakGBs = 2.0 * memClockKHz * 1e3 * (busBits / 8) / 1e9;  // DDR
-  std::printf("device 0: %s (sm_%d%d, %d SMs), memory bandwidth %.0f GB/s by its clocks\n",
-              prop.name, prop.major, prop.minor, prop.multiProcessorCount, peakGBs);
+  std::printf("memory bandwidth %.0f GB/s by its clocks\n", peakGBs);
 
   // Fused attention, fp32 on CUDA cores.
   for (int D : {64, 128}) {

@@ -16,6 +16,7 @@
 #include "runtime/kernels/cuda/Layout.cuh"
 #include "runtime/kernels/cuda/Norm.cuh"
 #include "runtime/kernels/ElementwiseMath.h"
+#include "tests/gpu/CudaCheck.cuh"
 
 #include <cuda_runtime.h>
 
@@ -31,15 +32,6 @@
 namespace {
 
 int gFailures = 0;
-
-#define CHECK_CUDA(call)                                                              \
-  do {                                                                                \
-    cudaError_t e_ = (call);                                                          \
-    if (e_ != cudaSuccess) {                                                          \
-      std::printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 // A device copy of a host vector (empty: null), freed by the destructor.
 struct Device {
@@ -233,6 +225,20 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
 
 // The GEMM with every epilogue against a double reference, B as [K, N] or
 // (transB, a weight) [N, K], leading dimensions past the row lengths.
+// Runs `g` through cuBLASLt (`cublasLt`) or the CUDA-core kernel and waits;
+// false when cuBLASLt cannot express it (the case is skipped).
+bool runGemm(const transfuse::cuda::GemmArgs& g, bool cublasLt) {
+  if (cublasLt) {
+    const cudaError_t e = transfuse::cuda::gemmCublasLt(g);
+    if (e == cudaErrorNotSupported) return false;
+    CHECK_CUDA(e);
+  } else {
+    CHECK_CUDA(transfuse::cuda::gemmCudaCores(g));
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  return true;
+}
+
 // `cublasLt`: through cuBLASLt (where it is found; a case it cannot express
 // is skipped), else the CUDA-core kernel.
 void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::cuda::Activation act,
@@ -265,14 +271,7 @@ void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::c
   g.activation = act;
   g.residual = residual ? dr.p : nullptr;
   g.ldr = ldr;
-  if (cublasLt) {
-    const cudaError_t e = transfuse::cuda::gemmCublasLt(g);
-    if (e == cudaErrorNotSupported) return;
-    CHECK_CUDA(e);
-  } else {
-    CHECK_CUDA(transfuse::cuda::gemmCudaCores(g));
-  }
-  CHECK_CUDA(cudaDeviceSynchronize());
+  if (!runGemm(g, cublasLt)) return;
   char what[96];
   std::snprintf(what, sizeof what, "gemm%s %zux%zux%zu%s%s act %d%s", cublasLt ? " (cuBLASLt)" : "",
                 M, N, K, transB ? " transB" : "", bias ? " bias" : "", int(act),
@@ -386,7 +385,7 @@ void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
   double kernelError = 0, unfusedError = 0;
   for (size_t i = 0; i < nq; ++i) {
     const double e = std::fabs(double(__bfloat162float(hout[i])) - exact[i]);
-    kernelError = std::isnan(e) || e > kernelError ? (std::isnan(e) ? INFINITY : e) : kernelError;
+    kernelError = std::max(kernelError, std::isnan(e) ? INFINITY : e);
     unfusedError = std::max(unfusedError, std::fabs(unfused[i] - exact[i]));
   }
   const bool ok = kernelError <= 2.0 * unfusedError;
@@ -421,14 +420,7 @@ void testBatchedGemm(size_t batch, size_t M, size_t N, size_t K, bool repeatB, s
   g.b = db.p; g.ldb = K; g.transB = true;
   g.c = dc.p; g.ldc = N;
   g.batch = batch; g.strideA = M * K; g.strideB = repeatB ? 0 : N * K; g.strideC = M * N;
-  if (cublasLt) {
-    const cudaError_t e = transfuse::cuda::gemmCublasLt(g);
-    if (e == cudaErrorNotSupported) return;
-    CHECK_CUDA(e);
-  } else {
-    CHECK_CUDA(transfuse::cuda::gemmCudaCores(g));
-  }
-  CHECK_CUDA(cudaDeviceSynchronize());
+  if (!runGemm(g, cublasLt)) return;
   char what[96];
   std::snprintf(what, sizeof what, "batched gemm%s %zu x %zux%zux%zu%s", cublasLt ? " (cuBLASLt)" : "",
                 batch, M, N, K, repeatB ? " B repeated" : "");
@@ -633,14 +625,7 @@ void testDecode(size_t B, size_t H, size_t Sq, size_t Sk, size_t T, size_t D, bo
 }  // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("no CUDA device: the CUDA kernel tests are skipped\n");
-    return 77;
-  }
-  cudaDeviceProp prop{};
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+  deviceOrSkip("the CUDA kernel tests");
   std::mt19937 rng(7);
   const size_t shapes[][2] = {{1, 1}, {3, 7}, {37, 515}, {64, 4096}, {5, 11264}, {5, 11265}, {3, 20001}};
   for (const auto& s : shapes) {
