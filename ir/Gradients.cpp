@@ -95,9 +95,28 @@ LogicalResult vjp(ScaleOp op, OpBuilder &b, ValueRange g, Grads &out) {
   return success();
 }
 
+/// What relu's derivative is read from, given y = relu(z): z > 0 exactly
+/// where y > 0 (NaN and -0 included), so y serves, and nothing has to keep
+/// z for the backward pass. When y's only use is a dropout, its output d
+/// serves too: where an element is kept, d = y/(1 - rate) has y's sign;
+/// where it is dropped, the gradient reaching y is 0 (finite upstream
+/// gradients), and 0 times either derivative is the same 0. The dropout's
+/// output is saved anyway (the next product's weight gradient reads it),
+/// so the backward pass keeps no extra activation alive.
+Value reluDerivativeSource(Value y) {
+  if (y.hasOneUse())
+    if (auto dropout = dyn_cast<DropoutOp>(*y.getUsers().begin()))
+      return dropout.getResult();
+  return y;
+}
+
+Value reluGrad(OpBuilder &b, Location loc, Value y, Value g) {
+  return ActivationGradOp::create(b, loc, y.getType(), reluDerivativeSource(y), g, b.getStringAttr("relu"),
+                                  GeluApproximation::None);
+}
+
 LogicalResult vjp(ReluOp op, OpBuilder &b, ValueRange g, Grads &out) {
-  out[0] = ActivationGradOp::create(b, op.getLoc(), op.getType(), op.getInput(), g[0],
-                                    b.getStringAttr("relu"), GeluApproximation::None);
+  out[0] = reluGrad(b, op.getLoc(), op.getResult(), g[0]);
   return success();
 }
 
@@ -178,12 +197,15 @@ LogicalResult vjp(MatmulOp op, OpBuilder &b, ValueRange g, Grads &out) {
 }
 
 LogicalResult vjp(LinearOp op, OpBuilder &b, ValueRange g, Grads &out) {
-  // result = act(z) + residual, z = x·op(W) + bias: z is recomputed for
-  // the activation's derivative.
+  // result = act(z) + residual, z = x·op(W) + bias. relu's derivative is
+  // read from the result when there is no residual (reluDerivativeSource);
+  // otherwise z is recomputed for the activation's derivative.
   Location loc = op.getLoc();
   Value x = op.getInput(), w = op.getWeight(), gz = g[0];
   const bool tw = op.getTransposeWeight();
-  if (op.getActivation() != Activation::None) {
+  if (op.getActivation() == Activation::Relu && !op.getResidual()) {
+    gz = reluGrad(b, loc, op.getResult(), g[0]);
+  } else if (op.getActivation() != Activation::None) {
     Value z = MatmulOp::create(b, loc, x, w, false, tw);
     if (Value bias = op.getBias())
       z = AddOp::create(b, loc, z, bias);

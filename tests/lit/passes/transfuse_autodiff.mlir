@@ -51,4 +51,41 @@ func.func @loss(%ids: tensor<?x?xi32> {transfuse.name = "ids"}, %labels: tensor<
   return %l : tensor<f32>
 }
 
+// -----
+
+// Tests relu's derivative read from its result (the relu op's and the
+// fused linear layer's), or from the dropout that is the result's only
+// use, so that no pre-activation is recomputed or kept; the pre-activation
+// recomputed for gelu; the bias gradient summed over batch and sequence.
+// CHECK-LABEL: func.func @loss_grad
+// CHECK: %[[H:.*]] = transfuse.linear %arg0, %{{.*}} bias %{{.*}} {activation = #transfuse.activation<relu>, transpose_weight}
+// CHECK: %[[D:.*]] = transfuse.dropout %[[H]]
+// CHECK: %[[G:.*]] = transfuse.linear %[[D]], %{{.*}} bias %{{.*}} {activation = #transfuse.activation<gelu>, transpose_weight}
+// CHECK: %[[R:.*]] = transfuse.relu %[[G]]
+// CHECK: %[[DR:.*]] = transfuse.activation_grad %[[R]], %{{.*}} {kind = "relu"}
+// CHECK: %[[Z:.*]] = transfuse.matmul %[[D]], %{{.*}} {transpose_rhs = true}
+// CHECK: %[[ZB:.*]] = transfuse.add %[[Z]]
+// CHECK: %[[DZ2:.*]] = transfuse.activation_grad %[[ZB]], %[[DR]] {kind = "gelu"}
+// CHECK: %[[DD:.*]] = transfuse.matmul %[[DZ2]]
+// CHECK: %[[DH:.*]] = transfuse.dropout %[[DD]]
+// CHECK-NOT: transfuse.matmul %arg0
+// CHECK: %[[DZ1:.*]] = transfuse.activation_grad %[[D]], %[[DH]] {kind = "relu"}
+// CHECK-NOT: transfuse.matmul %arg0
+// CHECK: %[[DW1:.*]] = transfuse.weight_grad %[[DZ1]], %arg0
+// CHECK: %[[DB1:.*]] = transfuse.reduce_sum %[[DZ1]] {axes = array<i64: 0, 1>}
+// CHECK: return
+func.func @loss(%x: tensor<?x?x4xf32> {transfuse.name = "x"}) -> (tensor<f32> {transfuse.name = "loss"})
+    attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 3 : i64} {
+  %w1 = transfuse.param "w1" {init = #transfuse.init<zeros>} : tensor<6x4xf32>
+  %b1 = transfuse.param "b1" {init = #transfuse.init<zeros>} : tensor<6xf32>
+  %w2 = transfuse.param "w2" {init = #transfuse.init<zeros>} : tensor<5x6xf32>
+  %b2 = transfuse.param "b2" {init = #transfuse.init<zeros>} : tensor<5xf32>
+  %h = transfuse.linear %x, %w1 bias %b1 {activation = #transfuse.activation<relu>, transpose_weight} : (tensor<?x?x4xf32>, tensor<6x4xf32>, tensor<6xf32>) -> tensor<?x?x6xf32>
+  %d = transfuse.dropout %h {rate = 1.0e-01 : f64, seed = 0 : i64, stream = 1 : i64} : tensor<?x?x6xf32>
+  %g = transfuse.linear %d, %w2 bias %b2 {activation = #transfuse.activation<gelu>, transpose_weight} : (tensor<?x?x6xf32>, tensor<5x6xf32>, tensor<5xf32>) -> tensor<?x?x5xf32>
+  %r = transfuse.relu %g : tensor<?x?x5xf32>
+  %l = transfuse.reduce_sum %r {axes = array<i64: 0, 1, 2>} : (tensor<?x?x5xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
 // MISSING: error: transfuse-autodiff: no function @missing

@@ -247,6 +247,31 @@ TEST(Autodiff, ShapesSplitConcatAndDropout) {
                  {{"r", randomF32({2, 4, 3}, rng)}});
 }
 
+// relu's derivative is read from its result, or from the dropout that is
+// the result's only use (Gradients.cpp, reluDerivativeSource): a fused
+// linear relu layer and a relu op, each under dropout at rates that drop
+// many elements of both signs.
+TEST(Autodiff, ReluDerivativeFromItsResultOrItsDropout) {
+  std::mt19937 rng(11);
+  checkGradients(lossFunc(R"(%x: tensor<2x5x3xf32> {transfuse.name = "x"}, %s: tensor<2x5x4xf32> {transfuse.name = "s"}, )"
+                          R"(%q: tensor<2x5x4xf32> {transfuse.name = "q"})",
+                          R"(
+  %w = transfuse.param "w" {init = #transfuse.init<zeros>} : tensor<4x3xf32>
+  %b = transfuse.param "b" {init = #transfuse.init<zeros>} : tensor<4xf32>
+  %h = transfuse.linear %x, %w bias %b {activation = #transfuse.activation<relu>, transpose_weight} : (tensor<2x5x3xf32>, tensor<4x3xf32>, tensor<4xf32>) -> tensor<2x5x4xf32>
+  %d = transfuse.dropout %h {rate = 5.0e-01 : f64, seed = 3 : i64, stream = 1 : i64} : tensor<2x5x4xf32>
+  %e = transfuse.mul %d, %s : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  %t = transfuse.relu %e : tensor<2x5x4xf32>
+  %u = transfuse.dropout %t {rate = 4.0e-01 : f64, seed = 3 : i64, stream = 2 : i64} : tensor<2x5x4xf32>
+  %y = transfuse.mul %u, %q : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  %l = transfuse.reduce_sum %y {axes = array<i64: 0, 1, 2>} : (tensor<2x5x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+)"),
+                 {{"x", randomF32({2, 5, 3}, rng)},
+                  {"s", randomF32({2, 5, 4}, rng)},
+                  {"q", randomF32({2, 5, 4}, rng)}});
+}
+
 // cross_entropy's value as PyTorch defines CrossEntropyLoss(label_smoothing,
 // ignore_index): -Σ_c q_c·log p_c with q = (1 - ε)·onehot(y) + ε/V, mean
 // over the tokens whose label is not ignored; 0 when every label is.
