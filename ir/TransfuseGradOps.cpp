@@ -2,6 +2,8 @@
 
 #include "ir/TransfuseDialect.h"
 
+#include "mlir/IR/PatternMatch.h"
+
 using namespace mlir;
 using namespace mlir::transfuse;
 
@@ -43,6 +45,32 @@ LogicalResult ActivationGradOp::verify() {
   if (getKind() != "relu" && getKind() != "gelu")
     return emitOpError("kind must be relu or gelu, got '") << getKind() << "'";
   return success();
+}
+
+namespace {
+/// activation_grad{relu}(dropout(h), dropout(g)) with one dropout key and
+/// shape -> activation_grad{relu}(dropout(h), g · 1/(1 - rate)).
+struct ReluGradThroughDropout : OpRewritePattern<ActivationGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ActivationGradOp op, PatternRewriter &rw) const override {
+    auto forward = op.getInput().getDefiningOp<DropoutOp>();
+    auto backward = op.getGrad().getDefiningOp<DropoutOp>();
+    if (op.getKind() != "relu" || !forward || !backward ||
+        op.getInput().getType() != op.getGrad().getType() ||
+        forward.getType() != backward.getType() || forward.getRate() != backward.getRate() ||
+        forward.getSeed() != backward.getSeed() || forward.getStream() != backward.getStream() ||
+        forward.getStep() != backward.getStep())
+      return failure();
+    double keep = 1.0 / (1.0 - forward.getRate().convertToDouble());
+    Value scaled = ScaleOp::create(rw, op.getLoc(), backward.getInput(), rw.getF64FloatAttr(keep));
+    rw.modifyOpInPlace(op, [&] { op.getGradMutable().assign(scaled); });
+    return success();
+  }
+};
+} // namespace
+
+void ActivationGradOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *ctx) {
+  results.add<ReluGradThroughDropout>(ctx);
 }
 
 LogicalResult WeightGradOp::verify() {

@@ -90,6 +90,13 @@ def Transfuse_ActivationGradOp : Transfuse_Op<"activation_grad", [TF_Broadcastin
     gelu op's: the exact erf form or the tanh form). The derivatives are
     runtime/kernels/ElementwiseMath.h's.
 
+    Canonicalization: relu's derivative read from a dropout's output, of a
+    gradient that is the same dropout's backward (the same key and shape),
+    becomes the derivative of the gradient before the dropout times
+    1/(1 - rate): where an element was kept both are that product, where
+    it was dropped both are 0, so the backward pass does not draw the mask
+    again.
+
     ```mlir
     %dx = transfuse.activation_grad %x, %dy {kind = "gelu"} : (tensor<?x2048xf32>, tensor<?x2048xf32>) -> tensor<?x2048xf32>
     ```
@@ -100,6 +107,7 @@ def Transfuse_ActivationGradOp : Transfuse_Op<"activation_grad", [TF_Broadcastin
   let results = (outs TF_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Transfuse_ExpandOp : Transfuse_Op<"expand", [TF_Broadcasting]> {
