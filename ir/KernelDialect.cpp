@@ -116,6 +116,17 @@ LogicalResult CheckOp::verify() {
   return success();
 }
 
+LogicalResult GemmOp::verify() {
+  const bool derivative = getDerivative() != transfuse::Activation::None;
+  if (derivative != static_cast<bool>(getPre()))
+    return emitOpError("takes `derivative_of` exactly when it has a derivative");
+  if (derivative && (getBias() || getResidual() || getActivation() != transfuse::Activation::None))
+    return emitOpError("with a derivative has no bias, activation or residual");
+  if (!derivative && getScale().convertToDouble() != 1.0)
+    return emitOpError("scales only with a derivative");
+  return success();
+}
+
 LogicalResult ElementwiseOp::verify() {
   if (getKinds().size() != getInputs().size())
     return emitOpError("has ") << getKinds().size() << " kinds for " << getInputs().size()

@@ -34,7 +34,8 @@ def TFK_Dialect : Dialect {
     backend today, CUDA next) turns each op into a call; everything above
     the printers (sizes, views, the memory plan) is shared.
   }];
-  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  // transfuse: its attributes (activation) are the GEMM's defaults.
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::transfuse::TransfuseDialect"];
   // tfk.arena_bytes and tfk.device on entry functions.
   let hasOperationAttrVerify = 1;
 }
@@ -259,15 +260,22 @@ def TFK_GemmOp : TFK_Op<"gemm", [AttrSizedOperandSegments]> {
     `input` is [.., K], `out` [.., N] (the leading dimensions are the rows);
     W is [K, N], or [N, K] with `transpose_weight`. `packed`: W is a
     parameter and the GEMM reads the panels packed from it at load.
+    With `derivative_of` `pre` ([.., N], transfuse.linear_input_grad):
+    out = (scale · input·W) · f'(pre), f' the derivative of `derivative`
+    (no bias, activation or residual then).
   }];
   let arguments = (ins AnyMemRef:$input, AnyMemRef:$weight, Optional<AnyMemRef>:$bias,
-                   Optional<AnyMemRef>:$residual, AnyMemRef:$out,
+                   Optional<AnyMemRef>:$residual, Optional<AnyMemRef>:$pre, AnyMemRef:$out,
                    UnitAttr:$transpose_weight, UnitAttr:$packed,
-                   DefaultValuedAttr<TF_ActivationAttr, "::mlir::transfuse::Activation::None">:$activation);
+                   DefaultValuedAttr<TF_ActivationAttr, "::mlir::transfuse::Activation::None">:$activation,
+                   DefaultValuedAttr<TF_ActivationAttr, "::mlir::transfuse::Activation::None">:$derivative,
+                   DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let assemblyFormat = [{
-    $input `,` $weight (`bias` $bias^)? (`residual` $residual^)? `into` $out attr-dict `:`
+    $input `,` $weight (`bias` $bias^)? (`residual` $residual^)?
+    (`derivative_of` `(` $pre^ `:` type($pre) `)`)? `into` $out attr-dict `:`
     type($input) `,` type($weight) (`,` type($bias)^)? (`,` type($residual)^)? `into` type($out)
   }];
+  let hasVerifier = 1;
 }
 
 def TFK_MatmulOp : TFK_Op<"matmul"> {

@@ -47,6 +47,34 @@ LogicalResult ActivationGradOp::verify() {
   return success();
 }
 
+LogicalResult LinearInputGradOp::verify() {
+  if (getKind() != "relu" && getKind() != "gelu")
+    return emitOpError("kind must be relu or gelu, got '") << getKind() << "'";
+  auto g = cast<RankedTensorType>(getGrad().getType());
+  auto w = cast<RankedTensorType>(getWeight().getType());
+  auto pre = cast<RankedTensorType>(getPre().getType());
+  if (w.getRank() != 2 || g.getRank() < 1 || g.getRank() != pre.getRank() || getType() != pre)
+    return emitOpError("expects grad [..., N], a rank-2 weight and pre [..., K] of grad's rank, "
+                       "the result pre's type; got ")
+           << g << ", " << w << ", " << pre << " -> " << getType();
+  const bool t = getTransposeWeight();
+  int64_t n = w.getDimSize(t ? 1 : 0), k = w.getDimSize(t ? 0 : 1);  // op(W) is [N, K]
+  auto mismatch = [](int64_t a, int64_t b) {
+    return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+  };
+  if (mismatch(g.getShape().back(), n) || mismatch(pre.getShape().back(), k))
+    return emitOpError("op(weight) ") << w << (t ? " transposed" : "") << " does not map grad "
+                                      << g << " to pre " << pre;
+  for (int64_t i = 0; i + 1 < g.getRank(); ++i)
+    if (mismatch(g.getDimSize(i), pre.getDimSize(i)))
+      return emitOpError("grad ") << g << " and pre " << pre << " differ in leading dimension " << i;
+  return success();
+}
+
+SizeExpr LinearInputGradOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getPre(), axis);
+}
+
 namespace {
 /// activation_grad{relu}(dropout(h), dropout(g)) with one dropout key and
 /// shape -> activation_grad{relu}(dropout(h), g · 1/(1 - rate)).

@@ -110,6 +110,32 @@ def Transfuse_ActivationGradOp : Transfuse_Op<"activation_grad", [TF_Broadcastin
   let hasCanonicalizer = 1;
 }
 
+def Transfuse_LinearInputGradOp : Transfuse_Op<"linear_input_grad", [TF_ShapeRule]> {
+  let summary = "an activation's input gradient through the linear layer it feeds, in one GEMM";
+  let description = [{
+    `result` = f'(`pre`) · `scale` · (`grad`·op(W)), op(W) = Wᵀ with
+    `transpose_weight` (as transfuse.linear's): `grad` [..., N] is the
+    gradient of a linear layer's output, W its rank-2 weight with op(W)
+    [N, K], `pre` [..., K] the activation's input (or, for relu, anything
+    positive exactly where it is: activation_grad's rules). `kind` and
+    `approximate` as activation_grad's. The linear-epilogue fusion makes
+    it, after autodiff, from activation_grad(pre, [scale(] matmul(grad, W)
+    [)]); it lowers to one GEMM whose epilogue applies the derivative.
+
+    ```mlir
+    %dz = transfuse.linear_input_grad %g, %w, %h {kind = "relu", scale = 1.1111111111111112 : f64} : (tensor<?x?x512xf32>, tensor<512x2048xf32>, tensor<?x?x2048xf32>) -> tensor<?x?x2048xf32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$grad, TF_FloatTensor:$weight, TF_FloatTensor:$pre,
+                       StrAttr:$kind,
+                       DefaultValuedAttr<TF_GeluApproximationAttr,
+                                         "::mlir::transfuse::GeluApproximation::None">:$approximate,
+                       UnitAttr:$transpose_weight, DefaultValuedAttr<F64Attr, "1.0">:$scale);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $weight `,` $pre attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Transfuse_ExpandOp : Transfuse_Op<"expand", [TF_Broadcasting]> {
   let summary = "broadcasts input to the shape of like (NumPy rules)";
   let description = [{

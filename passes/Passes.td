@@ -74,6 +74,22 @@ def TransfuseFuseLinearEpilogue
   }];
 }
 
+def TransfuseFuseLinearBackward : Pass<"transfuse-fuse-linear-backward", "mlir::ModuleOp"> {
+  let summary = "After autodiff: an activation's gradient through a product by a weight becomes one GEMM epilogue";
+  let description = [{
+    The backward half of the linear-epilogue fusion (the pipeline runs it
+    after --transfuse-autodiff when the strategy fuses epilogues).
+    Before:
+      %p = transfuse.matmul %g, %w2 ...            // w2: a rank-2 weight
+      %s = transfuse.scale %p {factor = 1.11} ...  // optional
+      %dz = transfuse.activation_grad %h, %s {kind = "relu"} ...
+    After:
+      %dz = transfuse.linear_input_grad %g, %w2, %h {kind = "relu", scale = 1.11} ...
+    The product and the scale must have no other use.
+  }];
+  let dependentDialects = ["mlir::transfuse::TransfuseDialect"];
+}
+
 def TransfuseMergeProjections
     : FusionPass<"transfuse-merge-projections",
                  "Merge projections of one input (Q/K/V; cross-attention K/V) into one matmul"> {

@@ -85,6 +85,10 @@ void transfuse::buildCompilePipeline(OpPassManager &pm, const FusionStrategy &s,
   if (train) {
     pm.addPass(createTransfuseAutodiff());
     buildCleanupPipeline(pm);
+    if (s.epilogue) {
+      pm.addPass(createTransfuseFuseLinearBackward());
+      buildCleanupPipeline(pm);
+    }
   }
   pm.addPass(createTransfuseHoistPrepare());
   buildCleanupPipeline(pm);

@@ -277,7 +277,11 @@ llvm::Error Emitter::emitGemm(tfk::GemmOp g) {
   const auto [m, n, k, transW, activation] = gemmShape(g);
   std::string epi = "kernels::GemmEpilogue{" + (g.getBias() ? ptr(g.getBias()) : "nullptr") +
                     ", kernels::Activation::" + activation + ", " +
-                    (g.getResidual() ? ptr(g.getResidual()) : "nullptr") + ", 0}";
+                    (g.getResidual() ? ptr(g.getResidual()) : "nullptr") + ", 0";
+  if (std::optional<math::Kind> d = activationKind(g.getDerivative()))
+    epi += ", kernels::Activation::" + std::string(math::info(*d).enumerator) + ", " +
+           ptr(g.getPre()) + ", 0, " + floatLit(g.getScale().convertToDouble());
+  epi += "}";
   std::string sizes = m + ", " + std::to_string(n) + ", " + std::to_string(k);
   if (g.getPacked()) {
     tfk::ParamOp p = paramOf(w);

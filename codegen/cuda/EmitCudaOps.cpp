@@ -241,6 +241,8 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
 llvm::Error Emitter::emitCudaGemm(tfk::GemmOp g) {
   // Weights are used as stored ([N, K] with transpose_weight): no packing.
   Value x = g.getInput(), w = g.getWeight(), result = g.getOut();
+  if (g.getPre())
+    return fail(g, "a derivative epilogue (training) has no cuda form yet");
   const auto [m, n, k, transW, activation] = gemmShape(g);
   line("{");
   line("  tc::GemmArgs g;");

@@ -193,8 +193,9 @@ LOWERING(SliceGradOp) {
 LOWERING(MatmulOp) {
   Value out = dest(rw, op);
   if (isGemmByWeight(op))
-    tfk::GemmOp::create(rw, op.getLoc(), a.getLhs(), a.getRhs(), Value(), Value(), out,
-                        op.getTransposeRhs(), /*packed=*/true, Activation::None);
+    tfk::GemmOp::create(rw, op.getLoc(), a.getLhs(), a.getRhs(), Value(), Value(), Value(), out,
+                        op.getTransposeRhs(), /*packed=*/true, Activation::None, Activation::None,
+                        llvm::APFloat(1.0));
   else
     tfk::MatmulOp::create(rw, op.getLoc(), a.getLhs(), a.getRhs(), out, op.getTransposeLhs(),
                           op.getTransposeRhs());
@@ -206,7 +207,21 @@ LOWERING(LinearOp) {
   Value out = dest(rw, op);
   bool packed = (bool)weightParam(op.getWeight());
   tfk::GemmOp::create(rw, op.getLoc(), a.getInput(), a.getWeight(), a.getBias(), a.getResidual(),
-                      out, op.getTransposeWeight(), packed, op.getActivation());
+                      Value(), out, op.getTransposeWeight(), packed, op.getActivation(),
+                      Activation::None, llvm::APFloat(1.0));
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(LinearInputGradOp) {
+  Value out = dest(rw, op);
+  bool packed = (bool)weightParam(op.getWeight());
+  Activation derivative = op.getKind() == "relu" ? Activation::Relu
+                          : op.getApproximate() == GeluApproximation::Tanh ? Activation::GeluTanh
+                                                                           : Activation::Gelu;
+  tfk::GemmOp::create(rw, op.getLoc(), a.getGrad(), a.getWeight(), Value(), Value(), a.getPre(),
+                      out, op.getTransposeWeight(), packed, Activation::None, derivative,
+                      op.getScale());
   rw.replaceOp(op, out);
   return success();
 }
@@ -494,7 +509,7 @@ void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patter
                DimOpLowering, ReshapeOpLowering, GatherOpLowering, CrossEntropyOpLowering,
                CrossEntropyGradOpLowering, EmbeddingGradOpLowering, ActivationGradOpLowering,
                LayerNormGradOpLowering, AttentionGradOpLowering, DropoutOpLowering,
-               ExpandOpLowering, SliceGradOpLowering, WeightGradOpLowering, MatmulOpLowering,
+               ExpandOpLowering, SliceGradOpLowering, WeightGradOpLowering, LinearInputGradOpLowering, MatmulOpLowering,
                LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering,
                SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,
                AttentionOpLowering, FusedElementwiseOpLowering, TransposeOpLowering,

@@ -702,6 +702,13 @@ LogicalResult Interpreter::evalAttentionGrad(AttentionGradOp op) {
   return success();
 }
 
+/// f'(x) of activation_grad's `kind` (relu or gelu) and `approximate`.
+static double activationDerivative(StringRef kind, GeluApproximation approximate, double x) {
+  if (kind == "relu")
+    return math::reluDerivative(x);
+  return approximate == GeluApproximation::Tanh ? math::geluTanhDerivative(x) : math::geluDerivative(x);
+}
+
 LogicalResult Interpreter::evalLinear(LinearOp op) {
   const Buf &x = get(op.getInput()), &w = get(op.getWeight());
   Buf r;
@@ -861,13 +868,24 @@ LogicalResult Interpreter::eval(Operation *op) {
       .Case([&](WeightGradOp w) { return evalWeightGrad(w); })
       .Case([&](AttentionGradOp a) { return evalAttentionGrad(a); })
       .Case([&](ActivationGradOp a) {
-        const bool relu = a.getKind() == "relu";
-        const bool tanhForm = a.getApproximate() == GeluApproximation::Tanh;
         return binary(op, a.getInput(), a.getGrad(), [&](double x, double g) {
-          return g * (relu       ? math::reluDerivative(x)
-                      : tanhForm ? math::geluTanhDerivative(x)
-                                 : math::geluDerivative(x));
+          return g * activationDerivative(a.getKind(), a.getApproximate(), x);
         });
+      })
+      .Case([&](LinearInputGradOp l) {
+        Buf product;
+        if (failed(matmul(op, get(l.getGrad()), get(l.getWeight()), false, l.getTransposeWeight(),
+                          product)))
+          return failure();
+        const Buf &pre = get(l.getPre());
+        if (product.shape != pre.shape)
+          return fail(op, "grad·op(W) " + str(product.shape) + " is not pre's shape " + str(pre.shape));
+        const double scale = l.getScale().convertToDouble();
+        for (size_t i = 0; i < product.data.size(); ++i)
+          product.data[i] = product.data[i] * scale *
+                            activationDerivative(l.getKind(), l.getApproximate(), pre.data[i]);
+        set(l.getResult(), std::move(product));
+        return success();
       })
       .Case([&](ExpandOp e) {
         return binary(op, e.getInput(), e.getLike(), [](double x, double) { return x; });

@@ -71,6 +71,15 @@ struct GemmEpilogue {
   Activation activation = Activation::kNone;
   const float* residual = nullptr;  // [M, ldr] or null; must not overlap C
   size_t ldr = 0;                   // 0 means N
+  // The gradient at an activation's input below this product (backward):
+  // with `derivative` set (and bias, activation, residual unset), C =
+  // (scale · A·B) · f'(pre), f' as ElementwiseMath.h's (relu's a multiply
+  // by 1 or 0), the same bits as the product, exec::scale (when scale is
+  // not 1) and kernels::activationGrad one after the other.
+  Activation derivative = Activation::kNone;
+  const float* pre = nullptr;  // [M, ldp]; must not overlap C
+  size_t ldp = 0;              // 0 means N
+  float scale = 1.0f;
 };
 
 // B packed into panels (see the file comment for the layout). Movable.

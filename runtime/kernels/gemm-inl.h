@@ -268,6 +268,56 @@ HWY_INLINE void Epilogue(Activation act, float* c, size_t ldc, size_t rows, size
   }
 }
 
+// x → (scale·x)·f'(pre) over `rows` rows of `ncols` columns of C, in place
+// (GemmEpilogue::derivative): the bits of a scale, then activationGrad.
+template <Activation kAct>
+HWY_NOINLINE void DerivativeRows(float* HWY_RESTRICT c, size_t ldc, size_t rows, size_t ncols,
+                                 const float* HWY_RESTRICT pre, size_t ldp, float scale) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const VF s = hn::Set(d, scale);
+  const bool scaled = scale != 1.0f;
+  auto apply = [&](VF x, VF p) HWY_ATTR {
+    if (scaled) x = hn::Mul(x, s);
+    if constexpr (kAct == Activation::kRelu)
+      return hn::Mul(x, hn::IfThenElseZero(hn::Gt(p, hn::Zero(d)), hn::Set(d, 1.0f)));
+    if constexpr (kAct == Activation::kGelu) return hn::Mul(x, GeluErfDerivative(d, p));
+    return hn::Mul(x, GeluTanhDerivative(d, p));
+  };
+  for (size_t r = 0; r < rows; ++r) {
+    float* HWY_RESTRICT cr = c + r * ldc;
+    const float* HWY_RESTRICT pr = pre + r * ldp;
+    size_t j = 0;
+    for (; j + L <= ncols; j += L)
+      hn::StoreU(apply(hn::LoadU(d, cr + j), hn::LoadU(d, pr + j)), d, cr + j);
+    if (j < ncols) {
+      const size_t n = ncols - j;
+      StoreN(d, apply(LoadN(d, cr + j, n), LoadN(d, pr + j, n)), cr + j, n);
+    }
+  }
+}
+
+// The epilogue of GemmEpilogue `ep` on a stored block of C whose first row
+// is `row` and first column `j0`.
+HWY_INLINE void ApplyEpilogue(const GemmEpilogue& ep, size_t N, float* c, size_t ldc, size_t row,
+                              size_t j0, size_t rows, size_t ncols) {
+  if (ep.derivative != Activation::kNone) {
+    const size_t ldp = ep.ldp ? ep.ldp : N;
+    const float* pre = ep.pre + row * ldp + j0;
+    switch (ep.derivative) {
+      case Activation::kRelu:
+        return DerivativeRows<Activation::kRelu>(c, ldc, rows, ncols, pre, ldp, ep.scale);
+      case Activation::kGelu:
+        return DerivativeRows<Activation::kGelu>(c, ldc, rows, ncols, pre, ldp, ep.scale);
+      default:
+        return DerivativeRows<Activation::kGeluTanh>(c, ldc, rows, ncols, pre, ldp, ep.scale);
+    }
+  }
+  const size_t ldr = ep.ldr ? ep.ldr : N;
+  Epilogue(ep.activation, c, ldc, rows, ncols, ep.residual ? ep.residual + row * ldr + j0 : nullptr,
+           ldr);
+}
+
 // dst[c·dstStride + r] = src[r·srcStride + c] for r < rows, c < cols: the
 // transposing copies of packing (transposed A, transposed B). On AVX2 and
 // AVX-512, whole 8×8 blocks go through eight 256-bit vectors (three rounds
@@ -408,8 +458,8 @@ HWY_INLINE void GemmUnit(const Problem& P, size_t i0, size_t mc, size_t p0, size
   }
   size_t heights[kMc + 1];  // tile heights of the row block
   const size_t ntiles = SplitTiles(mc, heights);
-  const bool hasEpilogue = P.ep.activation != Activation::kNone || P.ep.residual;
-  const size_t ldr = P.ep.ldr ? P.ep.ldr : P.N;
+  const bool hasEpilogue = P.ep.activation != Activation::kNone || P.ep.residual ||
+                           P.ep.derivative != Activation::kNone;
   const size_t lineFloats = 64 / sizeof(float);
   auto subPanel = [&](size_t p, size_t k0) { return B.data.get() + p * K * nr + k0 * nr; };
 
@@ -441,9 +491,7 @@ HWY_INLINE void GemmUnit(const Problem& P, size_t i0, size_t mc, size_t p0, size
         const size_t done = std::min(nextLines, t * slice);
         kernels[h](ta, pb, kb, c, P.ldc, ncols, !first, bias, next + done * lineFloats,
                    std::min(slice, nextLines - done));
-        if (last && hasEpilogue)
-          Epilogue(P.ep.activation, c, P.ldc, h, ncols,
-                   P.ep.residual ? P.ep.residual + row * ldr + j0 : nullptr, ldr);
+        if (last && hasEpilogue) ApplyEpilogue(P.ep, P.N, c, P.ldc, row, j0, h, ncols);
         ta += h * kAStride;
         row += h;
       }
@@ -525,8 +573,7 @@ HWY_NOINLINE void GemmPacked(size_t M, size_t N, size_t K, const float* A, size_
                              const GemmEpilogue* ep, rt::ThreadPool* pool) {
   using namespace gemm;
   if (M == 0 || N == 0) return;
-  const size_t ldr = ep->ldr ? ep->ldr : N;
-  if (K == 0) {  // C = act(bias or 0) + residual
+  if (K == 0) {  // C = act(bias or 0) + residual, or 0·f'(pre)
     for (size_t i = 0; i < M; ++i) {
       float* c = C + i * ldc;
       if (ep->bias)
@@ -534,7 +581,7 @@ HWY_NOINLINE void GemmPacked(size_t M, size_t N, size_t K, const float* A, size_
       else
         std::memset(c, 0, N * sizeof(float));
     }
-    Epilogue(ep->activation, C, ldc, M, N, ep->residual, ldr);
+    ApplyEpilogue(*ep, N, C, ldc, 0, 0, M, N);
     return;
   }
   const size_t nkb = (K + kKc - 1) / kKc;

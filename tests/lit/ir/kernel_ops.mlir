@@ -39,6 +39,8 @@ func.func @kernels(%x: memref<?x8xf32>, %w: memref<8x8xf32>, %v: memref<8xf32>, 
   tfk.gemm %x, %w bias %v residual %x into %y {activation = #transfuse.activation<gelu_tanh>, packed, transpose_weight} : memref<?x8xf32>, memref<8x8xf32>, memref<8xf32>, memref<?x8xf32> into memref<?x8xf32>
   // CHECK: tfk.gemm %{{.*}}, %{{.*}} into %{{.*}} : memref<?x8xf32>, memref<8x8xf32> into memref<?x8xf32>
   tfk.gemm %x, %w into %y : memref<?x8xf32>, memref<8x8xf32> into memref<?x8xf32>
+  // CHECK: tfk.gemm %{{.*}}, %{{.*}} derivative_of(%{{.*}} : memref<?x8xf32>) into %{{.*}} {derivative = #transfuse.activation<gelu>, packed, scale = 1.250000e+00 : f64} : memref<?x8xf32>, memref<8x8xf32> into memref<?x8xf32>
+  tfk.gemm %x, %w derivative_of(%x : memref<?x8xf32>) into %y {derivative = #transfuse.activation<gelu>, packed, scale = 1.25 : f64} : memref<?x8xf32>, memref<8x8xf32> into memref<?x8xf32>
   // CHECK: tfk.matmul %{{.*}}, %{{.*}} into %{{.*}} {transpose_lhs, transpose_rhs}
   tfk.matmul %w, %w into %w {transpose_lhs, transpose_rhs} : memref<8x8xf32>, memref<8x8xf32> into memref<8x8xf32>
   // CHECK: tfk.attention %{{.*}}, %{{.*}}, %{{.*}} key_padding %{{.*}} bias %{{.*}} into %{{.*}} {causal, scale = 5.000000e-01 : f64}

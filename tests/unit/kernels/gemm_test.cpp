@@ -12,6 +12,7 @@
 // exp and division) and the final additions. Threaded results are checked
 // bitwise against single-threaded ones.
 
+#include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/ElementwiseMath.h"
 #include "runtime/kernels/Gemm.h"
 
@@ -252,6 +253,53 @@ TEST_P(GemmTest, ThreadSplitsBitwiseEqual) {
           << c.str() << " threads=" << pool->numThreads();
     }
   }
+}
+
+// The derivative epilogue (backward: the gradient at an activation's input
+// through the product) gives the bits of the product, a scale and
+// activationGrad run one after the other: every derivative, scale 1 and
+// not, edge tiles, transposes, a padded `pre`, K = 0, one and two threads.
+TEST_P(GemmTest, DerivativeEpilogueEqualsProductThenActivationGrad) {
+  std::mt19937 rng(9);
+  ThreadPool pool(2);
+  const size_t shapes[][3] = {{29, 47, 255}, {64, 63, 0}, {300, 257, 130}};
+  const std::pair<Activation, math::Kind> kinds[] = {{Activation::kRelu, math::Kind::kRelu},
+                                                     {Activation::kGelu, math::Kind::kGelu},
+                                                     {Activation::kGeluTanh, math::Kind::kGeluTanh}};
+  size_t index = 0;
+  for (const auto& s : shapes)
+    for (const auto& [act, kind] : kinds)
+      for (float scale : {1.0f, 1.25f}) {
+        Case c{s[0], s[1], s[2]};
+        c.transA = index & 1;
+        c.transB = (index >> 1) & 1;
+        c.padA = c.padB = c.padC = (index % 3) * 5;
+        ++index;
+        Operands op(c, rng);
+        const size_t ldp = c.N + 3;
+        Buffer pre(c.M * ldp, 0, rng);
+        for (size_t i = 0; i < c.M * ldp; i += 7) pre.p[i] = 0.0f;  // relu'(0) = 0
+        // Unfused: the product, then x·scale, then activationGrad per row.
+        std::vector<float> want = op.run(nullptr);
+        for (size_t i = 0; i < c.M; ++i) {
+          float* row = want.data() + c.offset + i * op.ldc;
+          for (size_t j = 0; j < c.N; ++j) row[j] = scale == 1.0f ? row[j] : row[j] * scale;
+          activationGrad(kind, pre.p + i * ldp, row, row, c.N);
+        }
+        GemmEpilogue ep;
+        ep.derivative = act;
+        ep.pre = pre.p;
+        ep.ldp = ldp;
+        ep.scale = scale;
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> got(want.size(), std::numeric_limits<float>::quiet_NaN());
+          PackedB pb = packB(op.B.p, c.K, c.N, op.ldb, c.transB);
+          gemm(c.M, c.N, c.K, op.A.p, op.lda, c.transA, pb, got.data() + c.offset, op.ldc, ep, p);
+          EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+              << c.str() << " derivative " << activationName(act) << " scale " << scale
+              << (p ? " 2 threads" : " 1 thread");
+        }
+      }
 }
 
 // The convenience entry point that packs B per call gives the same result.
