@@ -214,22 +214,12 @@ LogicalResult vjp(LinearOp op, OpBuilder &b, ValueRange g, Grads &out) {
         b, loc, z.getType(), z, g[0], b.getStringAttr(relu ? "relu" : "gelu"),
         op.getActivation() == Activation::GeluTanh ? GeluApproximation::Tanh : GeluApproximation::None);
   }
-  Value bias = op.getBias();
+  auto [dx, dw] = matmulGrads(b, loc, x, w, false, tw, gz);
+  out[0] = dx;
+  out[1] = dw;
   unsigned next = 2;
-  if (bias && tensorType(x).getRank() > 2 && tensorType(bias).getRank() == 1) {
-    // Batched rows: the weight and bias gradients in one op, gz read once.
-    out[0] = MatmulOp::create(b, loc, gz, w, false, !tw);
-    auto grads = LinearWeightGradOp::create(b, loc, TypeRange{w.getType(), bias.getType()}, x, gz,
-                                            tw ? b.getUnitAttr() : UnitAttr());
-    out[1] = grads.getWeightGrad();
-    out[next++] = grads.getBiasGrad();
-  } else {
-    auto [dx, dw] = matmulGrads(b, loc, x, w, false, tw, gz);
-    out[0] = dx;
-    out[1] = dw;
-    if (bias)
-      out[next++] = unbroadcast(b, loc, gz, bias.getType());
-  }
+  if (Value bias = op.getBias())
+    out[next++] = unbroadcast(b, loc, gz, bias.getType());
   if (Value residual = op.getResidual())
     out[next++] = unbroadcast(b, loc, g[0], residual.getType());
   return success();

@@ -47,7 +47,7 @@ bool mlir::transfuse::kernel::isExecKernel(llvm::StringRef name) {
       "transpose", "concat", "slice", "reduce", "key_padding_mask", "causal_mask",
       "positional_encoding", "copy", "cross_entropy", "cross_entropy_grad", "embedding_grad",
       "activation_grad", "layer_norm_grad", "attention_grad", "expand", "slice_grad",
-      "weight_grad", "linear_weight_grad", "dropout"};
+      "weight_grad", "dropout"};
   return llvm::is_contained(kKernels, name);
 }
 

@@ -41,33 +41,6 @@ LogicalResult EmbeddingGradOp::verify() {
   return success();
 }
 
-LogicalResult LinearWeightGradOp::verify() {
-  auto x = cast<RankedTensorType>(getInput().getType());
-  auto g = cast<RankedTensorType>(getGrad().getType());
-  if (x.getRank() < 2 || g.getRank() != x.getRank())
-    return emitOpError("input and grad must have the same rank, at least 2, got ") << x << " and " << g;
-  for (int64_t d = 0; d + 1 < x.getRank(); ++d)
-    if (!x.isDynamicDim(d) && !g.isDynamicDim(d) && x.getDimSize(d) != g.getDimSize(d))
-      return emitOpError("input and grad differ in leading dimension ") << d << ": " << x << " and " << g;
-  const int64_t k = x.getDimSize(x.getRank() - 1), n = g.getDimSize(g.getRank() - 1);
-  auto w = cast<RankedTensorType>(getWeightGrad().getType());
-  auto b = cast<RankedTensorType>(getBiasGrad().getType());
-  const bool t = getTransposeWeight();
-  if (w.getRank() != 2 || w.getDimSize(0) != (t ? n : k) || w.getDimSize(1) != (t ? k : n))
-    return emitOpError("the weight gradient must be [")
-           << (t ? n : k) << ", " << (t ? k : n) << "], got " << w;
-  if (b.getRank() != 1 || b.getDimSize(0) != n)
-    return emitOpError("the bias gradient must be [") << n << "], got " << b;
-  return success();
-}
-
-SizeExpr LinearWeightGradOp::resultSize(unsigned result, int64_t axis, SizeAnalysis &sizes) {
-  // Only static sizes (from the last dimensions of input and grad).
-  bool fromInput = result == 0 && (axis == 0) != getTransposeWeight();
-  Value v = fromInput ? getInput() : getGrad();
-  return sizes.dim(v, cast<RankedTensorType>(v.getType()).getRank() - 1);
-}
-
 LogicalResult ActivationGradOp::verify() {
   if (getKind() != "relu" && getKind() != "gelu")
     return emitOpError("kind must be relu or gelu, got '") << getKind() << "'";

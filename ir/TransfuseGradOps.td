@@ -170,26 +170,6 @@ def Transfuse_WeightGradOp : Transfuse_Op<"weight_grad", [TF_ShapeRule]> {
   let hasVerifier = 1;
 }
 
-def Transfuse_LinearWeightGradOp : Transfuse_Op<"linear_weight_grad", [TF_ShapeRule]> {
-  let summary = "a linear layer's weight and bias gradients under batched rows, g read once";
-  let description = [{
-    `input` x [..., K] and `grad` g [..., N] have the same leading
-    dimensions. `weight_grad` is weight_grad's Σ xᵀ·g [K, N], or its
-    transpose [N, K] with `transpose_weight` (the weight's layout, as
-    transfuse.linear's); `bias_grad` [N] is the sum of g's rows. The rule of
-    a transfuse.linear with a bias makes it: the bias gradient is summed
-    while g is packed for the product instead of in a pass of its own.
-
-    ```mlir
-    %dw, %db = transfuse.linear_weight_grad %x, %g {transpose_weight} : (tensor<?x?x512xf32>, tensor<?x?x2048xf32>) -> (tensor<2048x512xf32>, tensor<2048xf32>)
-    ```
-  }];
-  let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$grad, UnitAttr:$transpose_weight);
-  let results = (outs TF_FloatTensor:$weight_grad, TF_FloatTensor:$bias_grad);
-  let assemblyFormat = "$input `,` $grad attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
 def Transfuse_SliceGradOp : Transfuse_Op<"slice_grad", [TF_ShapeRule]> {
   let summary = "the gradient of slice: grad placed in zeros of the input's shape";
   let description = [{

@@ -183,13 +183,6 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
     call("exec::weightGrad(" + ptr(ins[0]) + ", " + dims.shape(ins[0]) + ", " + ptr(ins[1]) + ", " +
          dims.shape(ins[1]) + ", " + ptr(out) + ", c.pool);");
     flops("2.0 * " + dims.numel(ins[0]) + " * " + dims.dim(ins[1], rank - 1));
-  } else if (k == "linear_weight_grad") {
-    const int64_t rank = rankOf(ins[0]);
-    call("exec::linearWeightGrad(" + ptr(ins[0]) + ", " + dims.shape(ins[0]) + ", " + ptr(ins[1]) +
-         ", " + dims.shape(ins[1]) + ", " + ptr(out) + ", " +
-         (e->hasAttr("transpose_weight") ? "true" : "false") + ", " + ptr(e.getOuts()[1]) +
-         ", c.pool);");
-    flops("2.0 * " + dims.numel(ins[0]) + " * " + dims.dim(ins[1], rank - 1));
   } else if (k == "slice_grad") {
     int64_t axis = intAttr(e, "axis");
     std::string start = std::to_string(intAttr(e, "start"));

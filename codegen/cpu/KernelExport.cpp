@@ -874,8 +874,7 @@ extern "C" int ${NAME}(const float* a, size_t lda, const float* b, size_t ldb,${
 ${EPI_SET}
   thread_local PackedB packed;  // b's panels; the buffer is kept for the next call
   ${NS}::rt::ThreadPool pool(parallel);
-  HWY_DYNAMIC_DISPATCH(PackBRun)(b, K, N, ldb, /*transB=*/false, &packed, &pool,
-                                 /*sums=*/nullptr);
+  HWY_DYNAMIC_DISPATCH(PackBRun)(b, K, N, ldb, /*transB=*/false, &packed, &pool);
   HWY_DYNAMIC_DISPATCH(GemmPacked)(M, N, K, a, lda, /*transA=*/false, &packed, c, ldc, &epilogue, &pool);
   return TRANSFUSE_OK;
 }
@@ -899,8 +898,7 @@ extern "C" ${NAME}_weights* ${NAME}_pack(const float* w, size_t ldw) {
   auto* weights = new (std::nothrow) ${NAME}_weights;
   if (!weights) return nullptr;
   // B(k, j) = w[j·ldw + k]: the weight is B transposed.
-  HWY_DYNAMIC_DISPATCH(PackBRun)(w, ${K}, ${N}, ldw, /*transB=*/true, &weights->packed, nullptr,
-                                 /*sums=*/nullptr);
+  HWY_DYNAMIC_DISPATCH(PackBRun)(w, ${K}, ${N}, ldw, /*transB=*/true, &weights->packed, nullptr);
   return weights;
 }
 

@@ -178,15 +178,6 @@ LOWERING(WeightGradOp) {
   return success();
 }
 
-LOWERING(LinearWeightGradOp) {
-  Value dw = dest(rw, op, 0), db = dest(rw, op, 1);
-  auto e = exec(rw, op, "linear_weight_grad", {a.getInput(), a.getGrad()}, {dw, db});
-  if (op.getTransposeWeight())
-    e->setAttr("transpose_weight", rw.getUnitAttr());
-  rw.replaceOp(op, ValueRange{dw, db});
-  return success();
-}
-
 LOWERING(SliceGradOp) {
   Value out = dest(rw, op);
   SmallVector<Value> ins{a.getGrad()};
@@ -518,7 +509,7 @@ void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patter
                DimOpLowering, ReshapeOpLowering, GatherOpLowering, CrossEntropyOpLowering,
                CrossEntropyGradOpLowering, EmbeddingGradOpLowering, ActivationGradOpLowering,
                LayerNormGradOpLowering, AttentionGradOpLowering, DropoutOpLowering,
-               ExpandOpLowering, SliceGradOpLowering, WeightGradOpLowering, LinearWeightGradOpLowering, LinearInputGradOpLowering, MatmulOpLowering,
+               ExpandOpLowering, SliceGradOpLowering, WeightGradOpLowering, LinearInputGradOpLowering, MatmulOpLowering,
                LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering,
                SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,
                AttentionOpLowering, FusedElementwiseOpLowering, TransposeOpLowering,

@@ -144,7 +144,7 @@ private:
   LogicalResult evalLayerNormGrad(LayerNormGradOp op);
   LogicalResult evalEmbeddingGrad(EmbeddingGradOp op);
   LogicalResult evalSliceGrad(SliceGradOp op);
-  LogicalResult evalWeightGrad(Operation *op, Value input, Value grad, Value result, bool transpose);
+  LogicalResult evalWeightGrad(WeightGradOp op);
 
   const TensorMap &weights;
   bool f64Outputs;
@@ -443,10 +443,8 @@ LogicalResult Interpreter::evalSliceGrad(SliceGradOp op) {
   return success();
 }
 
-/// Σ xᵀ·g over the rows ([K, N], or [N, K] transposed) into `result`.
-LogicalResult Interpreter::evalWeightGrad(Operation *op, Value input, Value grad, Value result,
-                                          bool transpose) {
-  const Buf &x = get(input), &g = get(grad);
+LogicalResult Interpreter::evalWeightGrad(WeightGradOp op) {
+  const Buf &x = get(op.getInput()), &g = get(op.getGrad());
   const int64_t K = x.shape.back(), N = g.shape.back();
   if (x.shape.size() != g.shape.size() ||
       !std::equal(x.shape.begin(), x.shape.end() - 1, g.shape.begin()))
@@ -460,14 +458,7 @@ LogicalResult Interpreter::evalWeightGrad(Operation *op, Value input, Value grad
       for (int64_t n = 0; n < N; ++n)
         r.data[k * N + n] += xv * g.data[i * N + n];
     }
-  if (transpose) {
-    Buf t{{N, K}, std::vector<double>(K * N)};
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n)
-        t.data[n * K + k] = r.data[k * N + n];
-    r = std::move(t);
-  }
-  set(result, std::move(r));
+  set(op.getResult(), std::move(r));
   return success();
 }
 
@@ -874,20 +865,7 @@ LogicalResult Interpreter::eval(Operation *op) {
       .Case([&](LayerNormGradOp l) { return evalLayerNormGrad(l); })
       .Case([&](EmbeddingGradOp e) { return evalEmbeddingGrad(e); })
       .Case([&](SliceGradOp s) { return evalSliceGrad(s); })
-      .Case([&](WeightGradOp w) {
-        return evalWeightGrad(w, w.getInput(), w.getGrad(), w.getResult(), false);
-      })
-      .Case([&](LinearWeightGradOp l) {
-        if (failed(evalWeightGrad(l, l.getInput(), l.getGrad(), l.getWeightGrad(), l.getTransposeWeight())))
-          return failure();
-        const Buf &g = get(l.getGrad());
-        const int64_t n = g.shape.back();
-        Buf db{{n}, std::vector<double>(n, 0.0)};
-        for (size_t i = 0; i < g.data.size(); ++i)
-          db.data[i % n] += g.data[i];
-        set(l.getBiasGrad(), std::move(db));
-        return success();
-      })
+      .Case([&](WeightGradOp w) { return evalWeightGrad(w); })
       .Case([&](AttentionGradOp a) { return evalAttentionGrad(a); })
       .Case([&](ActivationGradOp a) {
         return binary(op, a.getInput(), a.getGrad(), [&](double x, double g) {

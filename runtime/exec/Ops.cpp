@@ -491,15 +491,6 @@ void weightGrad(const float* x, const Shape& xs, const float* g, const Shape& gs
                 /*transB=*/false, out, static_cast<size_t>(N), {}, pool);
 }
 
-void linearWeightGrad(const float* x, const Shape& xs, const float* g, const Shape& gs, float* dW,
-                      bool transposeOut, float* db, rt::ThreadPool* pool) {
-  const int64_t K = xs.dims[xs.rank - 1], N = gs.dims[gs.rank - 1];
-  const int64_t rows = N > 0 ? gs.numel() / N : 0;
-  assert(K == 0 || rows == xs.numel() / K);
-  kernels::linearWeightGrad(x, g, static_cast<size_t>(rows), static_cast<size_t>(K),
-                            static_cast<size_t>(N), dW, transposeOut, db, pool);
-}
-
 rt::Status gather(const float* table, int64_t vocab, int64_t dim, const int32_t* ids,
                   const Shape& idsShape, const char* idsName, float* out) {
   const int64_t n = idsShape.numel();

@@ -123,11 +123,6 @@ void matmul(const float* a, const Shape& as, bool transA, const float* b, const 
 void weightGrad(const float* x, const Shape& xs, const float* g, const Shape& gs, float* out,
                 rt::ThreadPool* pool);
 
-// linear_weight_grad: weightGrad's product ([N, K] with transposeOut) and
-// db [N] = the sum of g's rows, g read once (kernels::linearWeightGrad).
-void linearWeightGrad(const float* x, const Shape& xs, const float* g, const Shape& gs, float* dW,
-                      bool transposeOut, float* db, rt::ThreadPool* pool);
-
 // out[i, :] = table[ids[i], :] for the ids of shape `idsShape`; table is
 // [vocab, dim]. An id outside [0, vocab) is an error naming `idsName` (e.g.
 // "input 'src_tokens'"), the id and its index (e.g. [1, 3]); nothing is

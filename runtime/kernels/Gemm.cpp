@@ -15,7 +15,6 @@
 #include <hwy/aligned_allocator.h>
 #include <hwy/targets.h>
 
-#include <algorithm>
 #include <cassert>
 #include <vector>
 
@@ -28,13 +27,13 @@ HWY_EXPORT(GemmPacked);
 PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB,
               rt::ThreadPool* pool) {
   PackedB out;
-  HWY_DYNAMIC_DISPATCH(PackBRun)(B, K, N, ldb, transB, &out, pool, nullptr);
+  HWY_DYNAMIC_DISPATCH(PackBRun)(B, K, N, ldb, transB, &out, pool);
   return out;
 }
 
 void repackB(PackedB& out, const float* B, size_t K, size_t N, size_t ldb, bool transB,
              rt::ThreadPool* pool) {
-  HWY_DYNAMIC_DISPATCH(PackBRun)(B, K, N, ldb, transB, &out, pool, nullptr);
+  HWY_DYNAMIC_DISPATCH(PackBRun)(B, K, N, ldb, transB, &out, pool);
 }
 
 void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
@@ -65,37 +64,6 @@ void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
   if (M == 0 || N == 0) return;
   PackedB packed = packB(B, K, N, ldb, transB, pool);
   gemm(M, N, K, A, lda, transA, packed, C, ldc, epilogue, pool);
-}
-
-void linearWeightGrad(const float* x, const float* g, size_t rows, size_t K, size_t N, float* dW,
-                      bool transposeOut, float* db, rt::ThreadPool* pool) {
-  if (rows == 0 || K == 0 || N == 0) {  // no product; db still sums g's rows in order
-    std::fill(dW, dW + K * N, 0.0f);
-    std::fill(db, db + N, 0.0f);
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t j = 0; j < N; ++j) db[j] += g[r * N + j];
-    return;
-  }
-  // Per-thread buffers, grown and kept: g's panels (rows·N floats), the
-  // column sums (padded to the panel width) and the untransposed product.
-  thread_local PackedB packed;
-  thread_local std::vector<float> sums, product;
-  sums.resize(N + 64);
-  HWY_DYNAMIC_DISPATCH(PackBRun)(g, rows, N, N, false, &packed, pool, sums.data());
-  std::copy(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(N), db);
-  float* C = dW;
-  if (transposeOut) {
-    product.resize(K * N);
-    C = product.data();
-  }
-  gemm(K, N, rows, x, K, /*transA=*/true, packed, C, N, GemmEpilogue{}, pool);
-  if (transposeOut) {  // dW[j, k] = C[k, j], in 32×32 blocks
-    constexpr size_t kBlock = 32;
-    for (size_t j0 = 0; j0 < N; j0 += kBlock)
-      for (size_t k0 = 0; k0 < K; k0 += kBlock)
-        for (size_t j = j0; j < std::min(N, j0 + kBlock); ++j)
-          for (size_t k = k0; k < std::min(K, k0 + kBlock); ++k) dW[j * K + k] = C[k * N + j];
-  }
 }
 
 GemmKernelInfo gemmKernelInfo() {

@@ -117,15 +117,6 @@ void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
           const float* B, size_t ldb, bool transB, float* C, size_t ldc,
           const GemmEpilogue& epilogue = {}, rt::ThreadPool* pool = nullptr);
 
-// The weight and bias gradients of a linear layer over `rows` rows of x
-// [rows, K] and g [rows, N]: dW = xᵀ·g ([K, N], or [N, K] with
-// transposeOut: a weight stored transposed) and db[j] = Σ_r g[r, j],
-// summed in row order while g is packed for the product (g is read once).
-// The same bits for any pool. Keeps per-thread buffers (g's panels, and
-// the product when transposed) for the next call.
-void linearWeightGrad(const float* x, const float* g, size_t rows, size_t K, size_t N, float* dW,
-                      bool transposeOut, float* db, rt::ThreadPool* pool = nullptr);
-
 // The micro-kernel shape on the target now dispatched to, for reports.
 struct GemmKernelInfo {
   size_t mr, nr, kc, mc;

@@ -515,19 +515,13 @@ HWY_NOINLINE void GemmKernelShape(size_t* mr, size_t* nr, size_t* kc, size_t* mc
 // Fills panels [p0, p1) of out (k, n, nr, npad set; data allocated by the
 // caller with k·npad floats) from B: panel p holds B(k, p·nr + j) at
 // data[p·k·nr + k·nr + j]. Disjoint panel ranges may be packed concurrently.
-// Packs panels [p0, p1) of B into *out. With `sums` (B not transposed),
-// also sums[j] = Σ_k B(k, j) for the panels' columns, added in k order
-// (the same bits for any split of the panels among threads); `sums` has
-// room for npad floats.
 HWY_NOINLINE void PackBInto(const float* HWY_RESTRICT B, size_t ldb, bool transB,
-                            PackedB* out, size_t p0, size_t p1, float* HWY_RESTRICT sums) {
+                            PackedB* out, size_t p0, size_t p1) {
   using namespace gemm;
   const DF d;
   const size_t L = hn::Lanes(d);
   const size_t K = out->k, N = out->n, nr = out->nr, npad = out->npad;
   float* HWY_RESTRICT data = out->data.get();
-  if (sums)
-    for (size_t j = p0 * nr; j < std::min(npad, p1 * nr); ++j) sums[j] = 0.0f;
   // Blocks of 256 k so that transposed B is read in cache-friendly strips.
   for (size_t k0 = 0; k0 < K; k0 += 256) {
     const size_t kb = std::min<size_t>(256, K - k0);
@@ -545,7 +539,6 @@ HWY_NOINLINE void PackBInto(const float* HWY_RESTRICT B, size_t ldb, bool transB
             const size_t n = ncols > j ? std::min(L, ncols - j) : 0;
             const VF v = n == L ? hn::LoadU(d, src + j) : n ? LoadN(d, src + j, n) : hn::Zero(d);
             hn::Store(v, d, row + j);
-            if (sums) hn::StoreU(hn::Add(hn::LoadU(d, sums + j0 + j), v), d, sums + j0 + j);
           }
         }
       }
@@ -557,7 +550,7 @@ HWY_NOINLINE void PackBInto(const float* HWY_RESTRICT B, size_t ldb, bool transB
 // out's buffer is reused when it holds B's shape at this target's panel
 // width, else (re)allocated. Panels are packed on the pool.
 HWY_NOINLINE void PackBRun(const float* B, size_t K, size_t N, size_t ldb, bool transB,
-                           PackedB* out, rt::ThreadPool* pool, float* sums) {
+                           PackedB* out, rt::ThreadPool* pool) {
   const size_t nr = gemm::NR();
   if (!out->data || out->k != K || out->n != N || out->nr != nr) {
     PackedB fresh;
@@ -571,7 +564,7 @@ HWY_NOINLINE void PackBRun(const float* B, size_t K, size_t N, size_t ldb, bool 
   }
   if (!out->data) return;
   parallelFor(pool, out->npad / nr, /*grain=*/1,
-              [&](size_t p0, size_t p1) { PackBInto(B, ldb, transB, out, p0, p1, sums); });
+              [&](size_t p0, size_t p1) { PackBInto(B, ldb, transB, out, p0, p1); });
 }
 
 // C = epilogue(A·B); B packed for this target (B.nr == gemm::NR()).

@@ -22,29 +22,3 @@ func.func @result(%x: tensor<?x4xf32>, %g: tensor<?x6xf32>) -> tensor<6x4xf32> {
   %w = transfuse.weight_grad %x, %g : (tensor<?x4xf32>, tensor<?x6xf32>) -> tensor<6x4xf32>
   return %w : tensor<6x4xf32>
 }
-
-// -----
-
-// Tests linear_weight_grad's verifier: leading dimensions, the weight
-// gradient's layout and the bias gradient [N].
-func.func @linear_lead(%x: tensor<2x3x4xf32>, %g: tensor<2x5x6xf32>) -> (tensor<4x6xf32>, tensor<6xf32>) {
-  // expected-error @+1 {{input and grad differ in leading dimension 1}}
-  %w, %b = transfuse.linear_weight_grad %x, %g : (tensor<2x3x4xf32>, tensor<2x5x6xf32>) -> (tensor<4x6xf32>, tensor<6xf32>)
-  return %w, %b : tensor<4x6xf32>, tensor<6xf32>
-}
-
-// -----
-
-func.func @linear_layout(%x: tensor<?x4xf32>, %g: tensor<?x6xf32>) -> (tensor<4x6xf32>, tensor<6xf32>) {
-  // expected-error @+1 {{the weight gradient must be [6, 4], got 'tensor<4x6xf32>'}}
-  %w, %b = transfuse.linear_weight_grad %x, %g {transpose_weight} : (tensor<?x4xf32>, tensor<?x6xf32>) -> (tensor<4x6xf32>, tensor<6xf32>)
-  return %w, %b : tensor<4x6xf32>, tensor<6xf32>
-}
-
-// -----
-
-func.func @linear_bias(%x: tensor<?x4xf32>, %g: tensor<?x6xf32>) -> (tensor<4x6xf32>, tensor<4xf32>) {
-  // expected-error @+1 {{the bias gradient must be [6], got 'tensor<4xf32>'}}
-  %w, %b = transfuse.linear_weight_grad %x, %g : (tensor<?x4xf32>, tensor<?x6xf32>) -> (tensor<4x6xf32>, tensor<4xf32>)
-  return %w, %b : tensor<4x6xf32>, tensor<4xf32>
-}

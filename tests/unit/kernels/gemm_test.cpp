@@ -302,54 +302,6 @@ TEST_P(GemmTest, DerivativeEpilogueEqualsProductThenActivationGrad) {
       }
 }
 
-// linearWeightGrad: dW = xᵀ·g (transposed or not) against the double
-// reference, db the float sum of g's rows in row order (exactly), both the
-// same bits for 1, 2 and 3 threads; rows = 0 and K = 0 give zeros and sums.
-TEST_P(GemmTest, LinearWeightGradAgainstReference) {
-  std::mt19937 rng(10);
-  ThreadPool pool2(2), pool3(3);
-  const size_t shapes[][3] = {{300, 37, 70}, {97, 64, 33}, {0, 5, 7}, {6, 0, 9}, {2000, 24, 40}};
-  for (const auto& s : shapes)
-    for (bool transposeOut : {false, true}) {
-      const size_t rows = s[0], K = s[1], N = s[2];
-      Buffer x(rows * K, 0, rng), g(rows * N, 0, rng);
-      std::vector<float> sums(N, 0.0f);
-      for (size_t r = 0; r < rows; ++r)
-        for (size_t j = 0; j < N; ++j) sums[j] += g.p[r * N + j];
-      auto run = [&](ThreadPool* pool, std::vector<float>& dW, std::vector<float>& db) {
-        dW.assign(K * N, std::numeric_limits<float>::quiet_NaN());
-        db.assign(N, std::numeric_limits<float>::quiet_NaN());
-        linearWeightGrad(x.p, g.p, rows, K, N, dW.data(), transposeOut, db.data(), pool);
-      };
-      std::vector<float> dW, db;
-      run(nullptr, dW, db);
-      const std::string what = "rows=" + std::to_string(rows) + " K=" + std::to_string(K) +
-                               " N=" + std::to_string(N) + (transposeOut ? " transposed" : "");
-      EXPECT_EQ(0, std::memcmp(sums.data(), db.data(), N * sizeof(float))) << what;
-      int failures = 0;
-      for (size_t k = 0; k < K; ++k)
-        for (size_t j = 0; j < N; ++j) {
-          double want = 0, bound = 0;
-          for (size_t r = 0; r < rows; ++r) {
-            want += static_cast<double>(x.p[r * K + k]) * g.p[r * N + j];
-            bound += std::fabs(static_cast<double>(x.p[r * K + k]) * g.p[r * N + j]);
-          }
-          const float got = transposeOut ? dW[j * K + k] : dW[k * N + j];
-          const double tol = 1.01 * (rows + 1) * kU * bound + 1e-30;
-          if (!(std::fabs(got - want) <= tol) && ++failures <= 5)
-            ADD_FAILURE() << what << ": dW(" << k << "," << j << ") = " << got << ", want " << want;
-        }
-      for (ThreadPool* pool : {&pool2, &pool3}) {
-        std::vector<float> dW2, db2;
-        run(pool, dW2, db2);
-        EXPECT_EQ(0, std::memcmp(dW.data(), dW2.data(), dW.size() * sizeof(float)))
-            << what << " threads=" << pool->numThreads();
-        EXPECT_EQ(0, std::memcmp(db.data(), db2.data(), db.size() * sizeof(float)))
-            << what << " threads=" << pool->numThreads();
-      }
-    }
-}
-
 // The convenience entry point that packs B per call gives the same result.
 TEST_P(GemmTest, UnpackedBEqualsPacked) {
   std::mt19937 rng(5);
