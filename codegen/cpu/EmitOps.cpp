@@ -278,9 +278,12 @@ llvm::Error Emitter::emitGemm(tfk::GemmOp g) {
   std::string epi = "kernels::GemmEpilogue{" + (g.getBias() ? ptr(g.getBias()) : "nullptr") +
                     ", kernels::Activation::" + activation + ", " +
                     (g.getResidual() ? ptr(g.getResidual()) : "nullptr") + ", 0";
-  if (std::optional<math::Kind> d = activationKind(g.getDerivative()))
+  if (std::optional<math::Kind> d = activationKind(g.getDerivative())) {
+    if (!cast<MemRefType>(g.getPre().getType()).getLayout().isIdentity())
+      return fail(g, "reads its derivative's input through a strided view (rows of N are expected)");
     epi += ", kernels::Activation::" + std::string(math::info(*d).enumerator) + ", " +
            ptr(g.getPre()) + ", 0, " + floatLit(g.getScale().convertToDouble());
+  }
   epi += "}";
   std::string sizes = m + ", " + std::to_string(n) + ", " + std::to_string(k);
   if (g.getPacked()) {
