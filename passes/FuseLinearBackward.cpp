@@ -36,8 +36,7 @@ struct FuseActivationGrad : OpRewritePattern<ActivationGradOp> {
       grad = scaleOp.getInput();
     }
     auto mm = grad.getDefiningOp<MatmulOp>();
-    if (!mm || !grad.hasOneUse() || mm.getTransposeLhs() || mm.getRhs().getType().getRank() != 2 ||
-        mm.getLhs().getType().getRank() < 2 || op.getInput().getType() != op.getType() ||
+    if (!mm || !grad.hasOneUse() || !isLinearCandidate(mm) || op.getInput().getType() != op.getType() ||
         grad.getType() != op.getType())
       return failure();
     SmallVector<Location> locs = {mm.getLoc(), op.getLoc()};

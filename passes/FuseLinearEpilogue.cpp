@@ -34,12 +34,6 @@ bool feedsLayerNorm(Value v) {
                       [](Operation *u) { return isa<LayerNormOp, AddLayerNormOp>(u); });
 }
 
-/// A matmul of activations [..., K] by a rank-2 weight: a linear layer.
-bool isLinearCandidate(MatmulOp mm) {
-  return mm.getRhs().getType().getRank() == 2 && !mm.getTransposeLhs() &&
-         !ShapedType::isDynamic(mm.getType().getShape().back());
-}
-
 /// Replaces `mm` and the ops it absorbs (bias add, activation, residual add,
 /// in that order; `cur` is the last one's result) with one linear, built at
 /// the last of them (the residual may be defined after the matmul).

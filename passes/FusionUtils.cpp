@@ -24,6 +24,11 @@ std::optional<double> mlir::transfuse::constantScalar(Value v) {
   return (*dense.getValues<APFloat>().begin()).convertToDouble();
 }
 
+bool mlir::transfuse::isLinearCandidate(MatmulOp mm) {
+  return mm.getRhs().getType().getRank() == 2 && !mm.getTransposeLhs() &&
+         !ShapedType::isDynamic(mm.getType().getShape().back());
+}
+
 Value mlir::transfuse::biasOf(AddOp add, Value product) {
   Value bias = add.getLhs() == product ? add.getRhs() : add.getLhs();
   auto pt = cast<RankedTensorType>(product.getType());

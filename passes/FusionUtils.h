@@ -23,6 +23,11 @@ namespace mlir::transfuse {
 std::optional<double> constantScalar(Value v);
 
 class AddOp;
+class MatmulOp;
+
+/// A matmul of activations [..., K] by a rank-2 weight (a linear layer's
+/// product, forward or backward).
+bool isLinearCandidate(MatmulOp mm);
 
 /// For `add` = `product` + b with b a [N] vector (N the product's last
 /// dimension) and the product's type: b (a bias). Null otherwise.

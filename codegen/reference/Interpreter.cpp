@@ -702,11 +702,12 @@ LogicalResult Interpreter::evalAttentionGrad(AttentionGradOp op) {
   return success();
 }
 
-/// f'(x) of activation_grad's `kind` (relu or gelu) and `approximate`.
-static double activationDerivative(StringRef kind, GeluApproximation approximate, double x) {
+/// f' of activation_grad's `kind` (relu or gelu) and `approximate`.
+static double (*activationDerivative(StringRef kind, GeluApproximation approximate))(double) {
   if (kind == "relu")
-    return math::reluDerivative(x);
-  return approximate == GeluApproximation::Tanh ? math::geluTanhDerivative(x) : math::geluDerivative(x);
+    return &math::reluDerivative<double>;
+  return approximate == GeluApproximation::Tanh ? &math::geluTanhDerivative<double>
+                                                : &math::geluDerivative<double>;
 }
 
 LogicalResult Interpreter::evalLinear(LinearOp op) {
@@ -868,9 +869,9 @@ LogicalResult Interpreter::eval(Operation *op) {
       .Case([&](WeightGradOp w) { return evalWeightGrad(w); })
       .Case([&](AttentionGradOp a) { return evalAttentionGrad(a); })
       .Case([&](ActivationGradOp a) {
-        return binary(op, a.getInput(), a.getGrad(), [&](double x, double g) {
-          return g * activationDerivative(a.getKind(), a.getApproximate(), x);
-        });
+        auto derivative = activationDerivative(a.getKind(), a.getApproximate());
+        return binary(op, a.getInput(), a.getGrad(),
+                      [&](double x, double g) { return g * derivative(x); });
       })
       .Case([&](LinearInputGradOp l) {
         Buf product;
@@ -881,9 +882,9 @@ LogicalResult Interpreter::eval(Operation *op) {
         if (product.shape != pre.shape)
           return fail(op, "grad·op(W) " + str(product.shape) + " is not pre's shape " + str(pre.shape));
         const double scale = l.getScale().convertToDouble();
+        auto derivative = activationDerivative(l.getKind(), l.getApproximate());
         for (size_t i = 0; i < product.data.size(); ++i)
-          product.data[i] = product.data[i] * scale *
-                            activationDerivative(l.getKind(), l.getApproximate(), pre.data[i]);
+          product.data[i] = product.data[i] * scale * derivative(pre.data[i]);
         set(l.getResult(), std::move(product));
         return success();
       })

@@ -42,9 +42,8 @@ HWY_NOINLINE void ErfSpan(const float* x, float* y, size_t n) {
 HWY_NOINLINE void ActivationGradSpan(math::Kind kind, const float* x, const float* g, float* out,
                                      size_t n) {
   if (kind == math::Kind::kRelu) {
-    MapBinary(x, g, out, n, [](auto d, auto xv, auto gv) {
-      return hn::Mul(gv, hn::IfThenElseZero(hn::Gt(xv, hn::Zero(d)), hn::Set(d, 1.0f)));
-    });
+    MapBinary(x, g, out, n,
+              [](auto d, auto xv, auto gv) { return hn::Mul(gv, ReluDerivative(d, xv)); });
   } else if (kind == math::Kind::kGelu) {
     MapBinary(x, g, out, n,
               [](auto d, auto xv, auto gv) { return hn::Mul(gv, GeluErfDerivative(d, xv)); });

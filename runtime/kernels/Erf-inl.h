@@ -191,6 +191,12 @@ HWY_INLINE V Relu(D d, V x) {
   return hn::Max(x, hn::Zero(d));
 }
 
+// relu'(x) = x > 0 ? 1 : 0 (NaN: 0), as ElementwiseMath.h's reluDerivative.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V ReluDerivative(D d, V x) {
+  return hn::IfThenElseZero(hn::Gt(x, hn::Zero(d)), hn::Set(d, 1.0f));
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace transfuse::kernels
 HWY_AFTER_NAMESPACE();

@@ -279,8 +279,7 @@ HWY_NOINLINE void DerivativeRows(float* HWY_RESTRICT c, size_t ldc, size_t rows,
   const bool scaled = scale != 1.0f;
   auto apply = [&](VF x, VF p) HWY_ATTR {
     if (scaled) x = hn::Mul(x, s);
-    if constexpr (kAct == Activation::kRelu)
-      return hn::Mul(x, hn::IfThenElseZero(hn::Gt(p, hn::Zero(d)), hn::Set(d, 1.0f)));
+    if constexpr (kAct == Activation::kRelu) return hn::Mul(x, ReluDerivative(d, p));
     if constexpr (kAct == Activation::kGelu) return hn::Mul(x, GeluErfDerivative(d, p));
     return hn::Mul(x, GeluTanhDerivative(d, p));
   };
