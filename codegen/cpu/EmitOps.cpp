@@ -143,8 +143,8 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
          dims.product(ins[0], axis, cast<MemRefType>(ins[0].getType()).getRank()) + ", " +
          floatLit(eps) + ", c.pool);");
   } else if (k == "attention_grad") {
-    // kernels::attentionBackward: Q, K, V, dO dense [B, H, S, D]; the key
-    // padding a byte mask [B, Sk].
+    // kernels::attentionBackward: Q, K, V, dO, dQ, dK, dV [B, H, S, D],
+    // dense or tfk.heads views; the key padding a byte mask [B, Sk].
     Value q = ins[0], key = ins[1];
     int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
     std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(key, 2);
@@ -153,16 +153,19 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
     line("  args.forward.batch = " + b + "; args.forward.heads = " + h + "; args.forward.seqQ = " +
          sq + "; args.forward.seqK = " + sk + "; args.forward.headDim = " +
          std::to_string(headDim) + ";");
-    line("  args.forward.q.data = " + ptr(q) + "; args.forward.k.data = " + ptr(key) +
-         "; args.forward.v.data = " + ptr(ins[2]) + ";");
+    line("  args.forward.q = {" + attentionTensor(q) + "};");
+    line("  args.forward.k = {" + attentionTensor(key) + "};");
+    line("  args.forward.v = {" + attentionTensor(ins[2]) + "};");
     line("  args.forward.scale = " + floatLit(e->getAttrOfType<FloatAttr>("scale").getValueAsDouble()) +
          ";");
     if (e->hasAttr("causal"))
       line("  args.forward.causal = true;");
     if (ins.size() > 4)
       line("  args.forward.keyMask = " + ptr(ins[4]) + ";");
-    line("  args.grad = " + ptr(ins[3]) + "; args.dq = " + ptr(e.getOuts()[0]) + "; args.dk = " +
-         ptr(e.getOuts()[1]) + "; args.dv = " + ptr(e.getOuts()[2]) + ";");
+    line("  args.grad = {" + attentionTensor(ins[3]) + "};");
+    line("  args.dq = {" + attentionTensor(e.getOuts()[0]) + "};");
+    line("  args.dk = {" + attentionTensor(e.getOuts()[1]) + "};");
+    line("  args.dv = {" + attentionTensor(e.getOuts()[2]) + "};");
     dropoutArgs("args.forward", e->getAttrOfType<FloatAttr>("dropout_rate").getValueAsDouble(),
                 intAttr(e, "dropout_seed"), intAttr(e, "dropout_stream"));
     line("  if (rt::Status s = kernels::attentionBackward(args, c.pool); !s.isOk()) return s;");
@@ -310,17 +313,11 @@ std::string Emitter::stateTensor(Value state, bool keys) {
          (keys ? "true" : "false") + "}";
 }
 
-void Emitter::attentionOutput(Value out, const std::string &sq, const std::string &h,
-                              int64_t headDim) {
-  if (auto view = out.getDefiningOp<tfk::HeadsOp>()) {
-    // Written as [B, S, H, D] (the layout of the view's source).
-    line("  args.out = " + ptr(view.getSource()) + ";");
-    std::string row = std::to_string(headDim) + " * " + h;
-    line("  args.outBatchStride = " + sq + " * " + row + "; args.outHeadStride = " +
-         std::to_string(headDim) + "; args.outRowStride = " + row + ";");
-  } else {
-    line("  args.out = " + ptr(out) + ";");
-  }
+void Emitter::attentionOutput(Value out) {
+  line("  args.out = " + ptr(out) + ";");
+  if (std::optional<std::array<std::string, 3>> s = headStrides(out))
+    line("  args.outBatchStride = " + (*s)[0] + "; args.outHeadStride = " + (*s)[1] +
+         "; args.outRowStride = " + (*s)[2] + ";");
 }
 
 llvm::Error Emitter::decodeAttentionArgs(tfk::DecodeAttentionOp op, StringRef type) {
@@ -342,7 +339,7 @@ llvm::Error Emitter::decodeAttentionArgs(tfk::DecodeAttentionOp op, StringRef ty
   line("  args.q = {" + attentionTensor(q) + "};");
   line("  args.k = {" + ptr(op.getKey()) + ", " + h + " * " + plane + ", " + plane + ", " + t + "};");
   line("  args.v = {" + ptr(op.getValue()) + ", " + h + " * " + plane + ", " + plane + ", " + d + "};");
-  attentionOutput(out, sq, h, headDim);
+  attentionOutput(out);
   line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
   if (op.getCausal())
     line("  args.causal = true;");
@@ -378,14 +375,22 @@ void Emitter::dropoutArgs(const std::string &args, double rate, int64_t seed, in
        ".dropoutStream = " + std::to_string(stream) + ";");
 }
 
-std::string Emitter::attentionTensor(Value v) {
+std::optional<std::array<std::string, 3>> Emitter::headStrides(Value v) {
   auto h = v.getDefiningOp<tfk::HeadsOp>();
   if (!h)
-    return ptr(v) + ", 0, 0, 0"; // dense [B, H, S, D]
+    return std::nullopt;
   auto st = cast<MemRefType>(h.getSource().getType());
   std::string n = std::to_string(st.getDimSize(2) * (st.getRank() == 4 ? st.getDimSize(3) : 1));
   std::string headDim = std::to_string(cast<MemRefType>(v.getType()).getDimSize(3));
-  return ptr(v) + ", size_t(" + dims.dim(h.getSource(), 1) + " * " + n + "), " + headDim + ", " + n;
+  return std::array<std::string, 3>{"size_t(" + dims.dim(h.getSource(), 1) + " * " + n + ")",
+                                    headDim, n};
+}
+
+std::string Emitter::attentionTensor(Value v) {
+  std::optional<std::array<std::string, 3>> s = headStrides(v);
+  if (!s)
+    return ptr(v) + ", 0, 0, 0"; // dense [B, H, S, D]
+  return ptr(v) + ", " + (*s)[0] + ", " + (*s)[1] + ", " + (*s)[2];
 }
 
 void Emitter::attentionArgs(tfk::AttentionOp op, StringRef type) {
@@ -399,7 +404,7 @@ void Emitter::attentionArgs(tfk::AttentionOp op, StringRef type) {
   line("  args.q = {" + attentionTensor(q) + "};");
   line("  args.k = {" + attentionTensor(k) + "};");
   line("  args.v = {" + attentionTensor(op.getValue()) + "};");
-  attentionOutput(out, sq, h, headDim);
+  attentionOutput(out);
   line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
   if (op.getCausal())
     line("  args.causal = true;");

@@ -35,6 +35,7 @@
 #include "llvm/Support/Error.h"
 
 #include <array>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -110,7 +111,7 @@ private:
   void attentionArgs(kernel::AttentionOp op, llvm::StringRef type);
   llvm::Error decodeAttentionArgs(kernel::DecodeAttentionOp op, llvm::StringRef type);
   /// The `args.out` lines of an attention kernel writing `out`.
-  void attentionOutput(Value out, const std::string &sq, const std::string &h, int64_t headDim);
+  void attentionOutput(Value out);
   /// "exec::StateTensor{...}" of a tfk.state (cuda: tc::StateTensor, the
   /// same fields).
   std::string stateTensor(Value state, bool keys);
@@ -147,8 +148,12 @@ private:
   /// Messages of the check words the entry's kernels set (a gather's first
   /// id out of range), read back after the last launch.
   std::vector<std::string> deviceChecks;
-  /// "data, batch stride, head stride, row stride" of an attention operand.
+  /// "data, batch stride, head stride, row stride" of an attention operand
+  /// (strides 0: dense [B, H, S, D]).
   std::string attentionTensor(Value v);
+  /// The batch, head and row strides of a tfk.heads view; none for a dense
+  /// [B, H, S, D] buffer.
+  std::optional<std::array<std::string, 3>> headStrides(Value v);
   /// Sets the dropout fields of kernels::AttentionArgs `args` (nothing for a rate of 0).
   void dropoutArgs(const std::string &args, double rate, int64_t seed, int64_t stream);
 

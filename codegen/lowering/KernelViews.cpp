@@ -5,7 +5,10 @@
 // output in the [B, S, H, D] layout the next GEMM reads when a transpose
 // back follows (docs/codegen.md). Here the copies that the graph spells out
 // (a slice of the last axis, a reshape, a transpose {0,2,1,3}) become one
-// tfk.heads view, and the copies and their buffers go. Attention whose K
+// tfk.heads view, and the copies and their buffers go. attention_grad takes
+// the same views: Q, K and V (shared with the forward attention), dO, and
+// dQ, dK and dV, which it writes straight into the fused projection's
+// gradient when that is their concat. Attention whose K
 // and V are read out of a decoding state becomes tfk.decode_attention,
 // which reads the state in place, and the new K and V a step appends are
 // written into the state from the projection's output directly.
@@ -16,6 +19,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::transfuse {
 #define GEN_PASS_DEF_TRANSFUSEKERNELVIEWS
@@ -46,29 +50,52 @@ bool allocWithUses(Value v, unsigned n) {
   return v.getDefiningOp<AllocOp>() && llvm::hasNItems(v.getUses(), n);
 }
 
-/// The [B, H, S, D] view of `source` ([B, S, N] or [B, S, H', D]) at
-/// `column`, with the sizes of `like` (a dense [B, H, S, D] buffer).
-Value heads(OpBuilder &b, Location loc, Value source, int64_t column, Value like) {
+/// The [B, H, S, D] view, of type `shape` and its `sizes`, of `source`
+/// ([B, S, N] or [B, S, H', D]) at `column`.
+Value heads(OpBuilder &b, Location loc, Value source, int64_t column, MemRefType shape,
+            ValueRange sizes) {
   auto st = cast<MemRefType>(source.getType());
-  auto lt = cast<MemRefType>(like.getType());
   int64_t n = st.getDimSize(2) * (st.getRank() == 4 ? st.getDimSize(3) : 1);
-  int64_t seq = lt.getDimSize(2), d = lt.getDimSize(3);
+  int64_t seq = shape.getDimSize(2), d = shape.getDimSize(3);
   int64_t batchStride = ShapedType::isDynamic(seq) ? ShapedType::kDynamic : seq * n;
   auto layout = StridedLayoutAttr::get(b.getContext(), column, {batchStride, d, n, 1});
-  auto type = MemRefType::get(lt.getShape(), lt.getElementType(), layout);
-  return HeadsOp::create(b, loc, type, source, column, like.getDefiningOp<SizedOpInterface>().getSizes());
+  auto type = MemRefType::get(shape.getShape(), shape.getElementType(), layout);
+  return HeadsOp::create(b, loc, type, source, column, sizes);
 }
 
-/// Operand `index` of `a` (attention's Q, K or V, the heads a state write
-/// copies): transpose{0,2,1,3}(reshape [B,S,N] -> [B,S,H,D] (x)), x a slice
-/// of the last axis of a [B,S,N] buffer or that buffer, becomes a view of it.
-void viewOperand(Operation *a, unsigned index) {
-  Value q = a->getOperand(index);
-  if (!allocWithUses(q, 2))
+/// The view of `source` at `column` with the sizes of `like` (a dense
+/// [B, H, S, D] buffer).
+Value heads(OpBuilder &b, Location loc, Value source, int64_t column, Value like) {
+  return heads(b, loc, source, column, cast<MemRefType>(like.getType()), like.getDefiningOp<SizedOpInterface>().getSizes());
+}
+
+/// Whether `use` reads a [B, H, S, D] operand of any strides: attention's Q,
+/// K and V, decode attention's Q, a state write's input, attention_grad's Q,
+/// K, V and dO.
+bool readsHeads(OpOperand &use) {
+  Operation *op = use.getOwner();
+  unsigned i = use.getOperandNumber();
+  if (isa<AttentionOp>(op))
+    return i < 3;
+  if (isa<DecodeAttentionOp, StateWriteOp>(op))
+    return i == 0;
+  auto e = dyn_cast<ExecOp>(op);
+  return e && e.getKernel() == "attention_grad" && i < 4;
+}
+
+/// `q` [B, H, S, D] = transpose{0,2,1,3}(reshape [B,S,N] -> [B,S,H,D] (x)),
+/// x a slice of the last axis of a [B,S,N] buffer or that buffer, read only
+/// by kernels that take strided heads (readsHeads): they read a view of it
+/// instead, and the copies and their buffers go.
+void viewHeads(Value q) {
+  if (!q.getDefiningOp<AllocOp>())
     return;
   ExecOp transpose = writerOf(q, "transpose");
   if (!isHeadTranspose(transpose))
     return;
+  for (OpOperand &use : q.getUses())
+    if (use.getOwner() != transpose && !readsHeads(use))
+      return;
   auto reshape = transpose.getIns()[0].getDefiningOp<ReshapeOp>();
   if (!reshape || !reshape.getView().hasOneUse())
     return;
@@ -89,9 +116,10 @@ void viewOperand(Operation *a, unsigned index) {
   } else if (xt.isDynamicDim(2)) {
     return;
   }
-  OpBuilder b(a);
-  a->setOperand(index, heads(b, a->getLoc(), storage, column, q));
+  OpBuilder b(transpose);
+  Value view = heads(b, transpose.getLoc(), storage, column, q);
   transpose.erase();
+  q.replaceAllUsesWith(view);
   q.getDefiningOp()->erase();
   reshape.erase();
   if (slice) {
@@ -121,6 +149,80 @@ void viewOutput(Operation *a, OpOperand &out) {
   out.assign(heads(b, a->getLoc(), t, 0, o));
   transpose.erase();
   o.getDefiningOp()->erase();
+}
+
+/// Whether `view` is written by one kernel and read by none.
+bool writtenOnly(Value view) {
+  if (!view.hasOneUse())
+    return false;
+  OpOperand &use = *view.getUses().begin();
+  if (auto e = dyn_cast<ExecOp>(use.getOwner()))
+    return use.getOperandNumber() >= e.getIns().size();
+  if (auto a = dyn_cast<AttentionOp>(use.getOwner()))
+    return a.getOut() == view;
+  return false;
+}
+
+/// A concat along the last axis of buffers [B, S, H·D] that kernels wrote
+/// through head views (attention_grad's dQ, dK and dV, transposed back by
+/// viewOutput): the kernels write into the concat's output at each input's
+/// column instead, and the concat and the buffers go (the fused Q/K/V
+/// projection's gradient is assembled in place).
+void concatInPlace(ExecOp concat) {
+  Value c = concat.getOuts()[0];
+  auto ct = cast<MemRefType>(c.getType());
+  Operation *cdef = c.getDefiningOp();
+  if (!cdef || !isa<AllocOp, OutputOp>(cdef) || ct.getRank() != 3 || ct.isDynamicDim(2) ||
+      concat->getAttrOfType<IntegerAttr>("axis").getInt() != 2)
+    return;
+  struct Part {
+    ReshapeOp reshape;
+    HeadsOp view;
+    int64_t column;
+  };
+  SmallVector<Part> parts;
+  int64_t column = 0;
+  Operation *first = nullptr;
+  for (Value in : concat.getIns()) {
+    auto r = in.getDefiningOp<ReshapeOp>();
+    if (!r || !in.hasOneUse())
+      return;
+    Value t = r.getSource();
+    auto tt = cast<MemRefType>(t.getType());
+    if (!allocWithUses(t, 2) || tt.getRank() != 4 || !sameSize(t, 0, c, 0) || !sameSize(t, 1, c, 1))
+      return;
+    HeadsOp view;
+    for (Operation *user : t.getUsers())
+      if (auto h = dyn_cast<HeadsOp>(user))
+        view = h;
+    if (!view || view.getColumn() != 0 || !writtenOnly(view.getView()))
+      return;
+    parts.push_back({r, view, column});
+    column += tt.getDimSize(2) * tt.getDimSize(3);
+    if (!first || view->isBeforeInBlock(first))
+      first = view;
+  }
+  if (column != ct.getDimSize(2) || first->getBlock() != cdef->getBlock())
+    return;
+  // The output's sizes must be known where the first view is made.
+  for (Value size : cdef->getOperands())
+    if (Operation *d = size.getDefiningOp(); d && !d->isBeforeInBlock(first))
+      return;
+  if (first->isBeforeInBlock(cdef))
+    cdef->moveBefore(first);
+  for (Part &p : parts) {
+    Value old = p.view.getView();
+    OpBuilder b(p.view);
+    old.replaceAllUsesWith(heads(b, p.view.getLoc(), c, p.column,
+                                 cast<MemRefType>(old.getType()), p.view.getSizes()));
+    p.view.erase();
+  }
+  concat.erase();
+  for (Part &p : parts) {
+    Operation *t = p.reshape.getSource().getDefiningOp();
+    p.reshape.erase();
+    t->erase();
+  }
 }
 
 /// The tfk.state_read that fills `buffer` (an alloc nothing else reads but
@@ -160,26 +262,36 @@ Operation *decodeInPlace(AttentionOp a) {
 struct KernelViewsPass : transfuse::impl::TransfuseKernelViewsBase<KernelViewsPass> {
   void runOnOperation() override {
     SmallVector<AttentionOp> attentions;
-    SmallVector<StateWriteOp> writes;
+    getOperation().walk([&](AttentionOp a) { attentions.push_back(a); });
+    for (AttentionOp a : attentions)
+      decodeInPlace(a);
+    // Heads read in place (each buffer once: Q, K and V may also be read
+    // by attention_grad), then outputs written in place, then the fused
+    // projection's gradient assembled in place.
+    llvm::SetVector<Value> read;
+    SmallVector<OpOperand *> written;
+    SmallVector<ExecOp> concats;
     getOperation().walk([&](Operation *op) {
+      for (OpOperand &use : op->getOpOperands())
+        if (readsHeads(use))
+          read.insert(use.get());
       if (auto a = dyn_cast<AttentionOp>(op))
-        attentions.push_back(a);
-      if (auto w = dyn_cast<StateWriteOp>(op))
-        writes.push_back(w);
+        written.push_back(&a.getOutMutable());
+      if (auto d = dyn_cast<DecodeAttentionOp>(op))
+        written.push_back(&d.getOutMutable());
+      auto e = dyn_cast<ExecOp>(op);
+      if (e && e.getKernel() == "attention_grad")
+        for (OpOperand &out : e.getOutsMutable())
+          written.push_back(&out);
+      if (e && e.getKernel() == "concat")
+        concats.push_back(e);
     });
-    for (AttentionOp a : attentions) {
-      Operation *op = decodeInPlace(a);
-      if (auto d = dyn_cast<DecodeAttentionOp>(op)) {
-        viewOperand(d, 0);
-        viewOutput(d, d.getOutMutable());
-        continue;
-      }
-      for (unsigned i = 0; i < 3; ++i)
-        viewOperand(a, i);
-      viewOutput(a, a.getOutMutable());
-    }
-    for (StateWriteOp w : writes)
-      viewOperand(w, 0);
+    for (Value q : read)
+      viewHeads(q);
+    for (OpOperand *out : written)
+      viewOutput(out->getOwner(), *out);
+    for (ExecOp c : concats)
+      concatInPlace(c);
   }
 };
 

@@ -33,6 +33,25 @@ HWY_EXPORT(ScaleAndMaskRows);
 
 namespace {
 
+// Dense [B,H,S,D] strides for a zero stride triple.
+template <class T>
+void dense(const AttentionArgs& a, HeadsTensor<T>& t, size_t S) {
+  if (t.batchStride == 0 && t.headStride == 0 && t.rowStride == 0) {
+    t.rowStride = a.headDim;
+    t.headStride = S * a.headDim;
+    t.batchStride = a.heads * S * a.headDim;
+  }
+}
+
+// Fills rows [0, S) of every (b, h) of t with zeros.
+void zeroHeads(const AttentionArgs& a, const HeadsTensor<float>& t, size_t S) {
+  for (size_t b = 0; b < a.batch; ++b)
+    for (size_t h = 0; h < a.heads; ++h)
+      for (size_t s = 0; s < S; ++s)
+        std::fill_n(t.data + b * t.batchStride + h * t.headStride + s * t.rowStride, a.headDim,
+                    0.0f);
+}
+
 // Validates and fills in dense strides for zero stride triples.
 rt::Status resolve(const AttentionArgs& in, AttentionArgs& a) {
   a = in;
@@ -45,16 +64,9 @@ rt::Status resolve(const AttentionArgs& in, AttentionArgs& a) {
   if (a.batch * a.heads * a.seqQ == 0) return rt::Status::ok();
   if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data)))
     return rt::Status::error("attention: Q, K, V and the output must be given");
-  auto dense = [&](AttentionTensor& t, size_t S) {
-    if (t.batchStride == 0 && t.headStride == 0 && t.rowStride == 0) {
-      t.rowStride = a.headDim;
-      t.headStride = S * a.headDim;
-      t.batchStride = a.heads * S * a.headDim;
-    }
-  };
-  dense(a.q, a.seqQ);
-  dense(a.k, a.seqK);
-  dense(a.v, a.seqK);
+  dense(a, a.q, a.seqQ);
+  dense(a, a.k, a.seqK);
+  dense(a, a.v, a.seqK);
   if (a.outBatchStride == 0 && a.outHeadStride == 0 && a.outRowStride == 0) {
     a.outRowStride = a.headDim;
     a.outHeadStride = a.seqQ * a.headDim;
@@ -138,17 +150,23 @@ rt::Status attentionUnfused(const AttentionArgs& args, rt::ThreadPool* pool) {
 rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool) {
   AttentionArgs a;
   AttentionArgs in = args.forward;
-  in.out = args.dq;  // resolve() wants an output; dQ's layout is dense
+  in.out = args.dq.data;  // resolve() wants an output (unused)
   if (rt::Status st = resolve(in, a); !st) return st;
   const size_t B = a.batch, H = a.heads, Sq = a.seqQ, Sk = a.seqK, D = a.headDim;
-  if (B * H * Sq * D > 0 && (!args.grad || !args.dq || !args.dk || !args.dv))
+  if (B * H * Sq * D > 0 && (!args.grad.data || !args.dq.data || !args.dk.data || !args.dv.data))
     return rt::Status::error("attention backward: dO, dQ, dK and dV must be given");
-  if (B * H * Sq * D > 0) std::fill_n(args.dq, B * H * Sq * D, 0.0f);
-  if (B * H * Sk * D > 0) {
-    std::fill_n(args.dk, B * H * Sk * D, 0.0f);
-    std::fill_n(args.dv, B * H * Sk * D, 0.0f);
+  AttentionTensor grad = args.grad;
+  HeadsTensor<float> dQ = args.dq, dK = args.dk, dV = args.dv;
+  dense(a, grad, Sq);
+  dense(a, dQ, Sq);
+  dense(a, dK, Sk);
+  dense(a, dV, Sk);
+  if (B * H * Sq * Sk == 0) {  // no queries or no keys: every gradient is 0
+    zeroHeads(a, dQ, Sq);
+    zeroHeads(a, dK, Sk);
+    zeroHeads(a, dV, Sk);
+    return rt::Status::ok();
   }
-  if (B * H * Sq * Sk == 0) return rt::Status::ok();
   auto* mask = HWY_DYNAMIC_DISPATCH(ScaleAndMaskRows);
   const bool drop = a.dropoutRate > 0.0;
   auto task = [&](size_t t0, size_t t1) {
@@ -159,10 +177,10 @@ rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool
       const float* q = a.q.data + b * a.q.batchStride + h * a.q.headStride;
       const float* k = a.k.data + b * a.k.batchStride + h * a.k.headStride;
       const float* v = a.v.data + b * a.v.batchStride + h * a.v.headStride;
-      const float* g = args.grad + t * Sq * D;
-      float* dq = args.dq + t * Sq * D;
-      float* dk = args.dk + t * Sk * D;
-      float* dv = args.dv + t * Sk * D;
+      const float* g = grad.data + b * grad.batchStride + h * grad.headStride;
+      float* dq = dQ.data + b * dQ.batchStride + h * dQ.headStride;
+      float* dk = dK.data + b * dK.batchStride + h * dK.headStride;
+      float* dv = dV.data + b * dV.batchStride + h * dV.headStride;
       gemm(Sq, Sk, D, q, a.q.rowStride, false, k, a.k.rowStride, /*transB=*/true, P.data(), Sk);
       mask(a, b, h, P.data(), 0, Sq);
       softmax(P.data(), P.data(), Sq, Sk);
@@ -172,8 +190,8 @@ rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool
         dropoutHead(a, b, h, Pd.data());
         pd = Pd.data();
       }
-      gemm(Sk, D, Sq, pd, Sk, /*transA=*/true, g, D, false, dv, D);
-      gemm(Sq, Sk, D, g, D, false, v, a.v.rowStride, /*transB=*/true, dP.data(), Sk);
+      gemm(Sk, D, Sq, pd, Sk, /*transA=*/true, g, grad.rowStride, false, dv, dV.rowStride);
+      gemm(Sq, Sk, D, g, grad.rowStride, false, v, a.v.rowStride, /*transB=*/true, dP.data(), Sk);
       if (drop) dropoutHead(a, b, h, dP.data());  // dP through the same mask
       for (size_t i = 0; i < Sq; ++i) {  // dS = P ⊙ (dP - Σ_j dP ⊙ P) · scale
         float* dpRow = dP.data() + i * Sk;
@@ -183,8 +201,8 @@ rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool
         const float rowDot = static_cast<float>(dot);
         for (size_t j = 0; j < Sk; ++j) dpRow[j] = pRow[j] * (dpRow[j] - rowDot) * a.scale;
       }
-      gemm(Sq, D, Sk, dP.data(), Sk, false, k, a.k.rowStride, false, dq, D);
-      gemm(Sk, D, Sq, dP.data(), Sk, /*transA=*/true, q, a.q.rowStride, false, dk, D);
+      gemm(Sq, D, Sk, dP.data(), Sk, false, k, a.k.rowStride, false, dq, dQ.rowStride);
+      gemm(Sk, D, Sq, dP.data(), Sk, /*transA=*/true, q, a.q.rowStride, false, dk, dK.rowStride);
     }
   };
   parallelTasks(pool, B * H, task);

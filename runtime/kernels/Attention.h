@@ -53,12 +53,15 @@ class ThreadPool;
 
 namespace transfuse::kernels {
 
-// One of Q, K, V, O: element (b, h, s, d) at data[b·batchStride + h·headStride
-// + s·rowStride + d]. A zero stride triple means dense [B,H,S,D].
-struct AttentionTensor {
-  const float* data = nullptr;
+// One of Q, K, V, O (and the backward's dO, dQ, dK, dV): element (b, h, s, d)
+// at data[b·batchStride + h·headStride + s·rowStride + d]. A zero stride
+// triple means dense [B,H,S,D].
+template <class T>
+struct HeadsTensor {
+  T* data = nullptr;
   size_t batchStride = 0, headStride = 0, rowStride = 0;
 };
+using AttentionTensor = HeadsTensor<const float>;
 
 struct AttentionArgs {
   size_t batch = 1, heads = 1, seqQ = 0, seqK = 0, headDim = 0;
@@ -94,17 +97,19 @@ rt::Status attentionUnfused(const AttentionArgs& args, rt::ThreadPool* pool = nu
 // Dropout keeps probability (b,h,i,j) when philoxUniform(dropoutSeed,
 // dropoutStep, dropoutStream, ((b·H + h)·Sq + i)·Sk + j) >= dropoutRate, the
 // forward's draw (AttentionArgs). A fully masked row has P = 0 and
-// no gradient. The forward's `out` is unused. dQ, dK, dV are dense
-// [B,H,S,D] and must not overlap the inputs.
+// no gradient. The forward's `out` is unused. dO, dQ, dK and dV take any
+// strides, like Q, K and V (a compiled train step reads dO out of the
+// gradient of the [B, S, H·D] projection input and writes dQ, dK and dV into
+// column ranges of the fused projection's gradient); the outputs must not
+// overlap each other or the inputs. Their values do not depend on the
+// strides.
 // Work: one task per (b, h) on the pool, five GEMMs (Gemm.h) over one
 // Sq×Sk tile of probabilities per task (transient, per thread: 2·Sq·Sk
 // floats), so threaded results equal single-threaded ones bit for bit.
 struct AttentionGradArgs {
   AttentionArgs forward;  // Q, K, V, masks, scale, dropout (`out` unused)
-  const float* grad = nullptr;  // dO, dense [B,H,Sq,D]
-  float* dq = nullptr;
-  float* dk = nullptr;
-  float* dv = nullptr;
+  AttentionTensor grad;   // dO [B,H,Sq,D]
+  HeadsTensor<float> dq, dk, dv;
 };
 rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool = nullptr);
 

@@ -103,9 +103,9 @@ func.func @forward() attributes {transfuse.max_batch = 2 : i64, transfuse.max_se
 // CHECK-DAG: %[[END:.*]] = arith.addi
 // CHECK-DAG: %[[K:.*]] = tfk.state "k" : memref<2x2x4x6xf32>
 // CHECK-DAG: %[[V:.*]] = tfk.state "v" : memref<2x2x6x4xf32>
-// CHECK: %[[KV:.*]] = tfk.heads %[[P:.*]] column 8[{{.*}}] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1], offset: 8>>
+// CHECK: %[[Q:.*]] = tfk.heads %[[P:.*]] column 0
+// CHECK: %[[KV:.*]] = tfk.heads %[[P]] column 8[{{.*}}] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1], offset: 8>>
 // CHECK: tfk.state_write %[[KV]] into %[[K]] at %[[L]] {keys}
-// CHECK: %[[Q:.*]] = tfk.heads %[[P]] column 0
 // CHECK: tfk.decode_attention %[[Q]], %[[K]], %[[V]] keys %[[END]] into %{{.*}} {causal, scale = 5.000000e-01 : f64}
 // CHECK-NOT: tfk.state_read
 // CHECK-NOT: tfk.exec "transpose"
@@ -138,5 +138,114 @@ func.func @step() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_l
   %o = tfk.output 0[%b, %n] : memref<?x2x?x4xf32>
   tfk.attention %q, %kc, %vc into %o {causal, scale = 5.000000e-01 : f64} : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32> into memref<?x2x?x4xf32>
   tfk.advance %n
+  return
+}
+
+// -----
+
+// Tests a train step's attention: Q, K and V, read by the attention and by
+// attention_grad, are both read through one view each of the projection's
+// output; attention_grad reads dO through a view of the [B, S, 8] gradient
+// and writes dQ, dK and dV into the fused projection's gradient [B, S, 24]
+// at columns 0, 8 and 16 (the transposes back, their buffers and the
+// concat go).
+// CHECK-LABEL: func.func @train()
+// CHECK: %[[P:.*]] = tfk.alloc[%[[B:.*]], %[[S:.*]]] : memref<?x?x24xf32>
+// CHECK-NEXT: tfk.gemm
+// CHECK-NEXT: %[[Q:.*]] = tfk.heads %[[P]] column 0
+// CHECK-NEXT: %[[K:.*]] = tfk.heads %[[P]] column 8
+// CHECK-NEXT: %[[V:.*]] = tfk.heads %[[P]] column 16
+// CHECK: tfk.attention %[[Q]], %[[K]], %[[V]] into
+// CHECK: %[[G:.*]] = tfk.input 1[%[[B]], %[[S]]] : memref<?x?x8xf32>
+// CHECK-NEXT: %[[DO:.*]] = tfk.heads %[[G]] column 0[%[[B]], %[[S]]] : memref<?x?x8xf32> to memref<?x2x?x4xf32, strided<[?, 4, 8, 1]>>
+// CHECK-NEXT: %[[C:.*]] = tfk.output 1[%[[B]], %[[S]]] : memref<?x?x24xf32>
+// CHECK-NEXT: %[[DQ:.*]] = tfk.heads %[[C]] column 0[%[[B]], %[[S]]] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1]>>
+// CHECK-NEXT: %[[DK:.*]] = tfk.heads %[[C]] column 8[%[[B]], %[[S]]] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1], offset: 8>>
+// CHECK-NEXT: %[[DV:.*]] = tfk.heads %[[C]] column 16[%[[B]], %[[S]]] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1], offset: 16>>
+// CHECK-NEXT: tfk.exec "attention_grad"(%[[Q]], %[[K]], %[[V]], %[[DO]] : {{.*}}) into(%[[DQ]], %[[DK]], %[[DV]] :
+// CHECK-NEXT: return
+// CHECK-NOT: tfk.exec
+func.func @train() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
+  %0 = tfk.input_dim 0, 0
+  %1 = tfk.input_dim 0, 1
+  %2 = tfk.input 0[%0, %1] : memref<?x?x8xf32>
+  %3 = tfk.param "w" : memref<8x24xf32>
+  %4 = tfk.alloc[%0, %1] : memref<?x?x24xf32>
+  tfk.gemm %2, %3 into %4 {packed} : memref<?x?x8xf32>, memref<8x24xf32> into memref<?x?x24xf32>
+  %5 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
+  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%5 : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
+  %6 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
+  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%6 : memref<?x?x8xf32>) {axis = 2 : i64, start = 8 : i64}
+  %7 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
+  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%7 : memref<?x?x8xf32>) {axis = 2 : i64, start = 16 : i64}
+  %8 = tfk.reshape %5[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
+  %9 = tfk.reshape %6[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
+  %10 = tfk.reshape %7[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
+  %11 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  tfk.exec "transpose"(%8 : memref<?x?x2x4xf32>) into(%11 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %12 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  tfk.exec "transpose"(%9 : memref<?x?x2x4xf32>) into(%12 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %13 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  tfk.exec "transpose"(%10 : memref<?x?x2x4xf32>) into(%13 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %14 = tfk.output 0[%0, %1] : memref<?x2x?x4xf32>
+  tfk.attention %11, %12, %13 into %14 {scale = 5.000000e-01 : f64} : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32> into memref<?x2x?x4xf32>
+  %g = tfk.input 1[%0, %1] : memref<?x?x8xf32>
+  %gr = tfk.reshape %g[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
+  %gt = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  tfk.exec "transpose"(%gr : memref<?x?x2x4xf32>) into(%gt : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %dq = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  %dk = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  %dv = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  tfk.exec "attention_grad"(%11, %12, %13, %gt : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) into(%dq, %dk, %dv : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) {scale = 5.000000e-01 : f64, dropout_rate = 0.0 : f64, dropout_seed = 0 : i64, dropout_stream = 0 : i64}
+  %tq = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
+  tfk.exec "transpose"(%dq : memref<?x2x?x4xf32>) into(%tq : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %rq = tfk.reshape %tq[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
+  %tk = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
+  tfk.exec "transpose"(%dk : memref<?x2x?x4xf32>) into(%tk : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %rk = tfk.reshape %tk[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
+  %tv = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
+  tfk.exec "transpose"(%dv : memref<?x2x?x4xf32>) into(%tv : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %rv = tfk.reshape %tv[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
+  %c = tfk.output 1[%0, %1] : memref<?x?x24xf32>
+  tfk.exec "concat"(%rq, %rk, %rv : memref<?x?x8xf32>, memref<?x?x8xf32>, memref<?x?x8xf32>) into(%c : memref<?x?x24xf32>) {axis = 2 : i64}
+  return
+}
+
+// -----
+
+// Tests what stays: a concat one of whose inputs was not written through a
+// head view (dV is also read by a copy, so its transpose back stays), and
+// a concat along another axis.
+// CHECK-LABEL: func.func @partial()
+// CHECK: tfk.exec "attention_grad"
+// CHECK: tfk.exec "copy"
+// CHECK: tfk.exec "transpose"
+// CHECK: tfk.exec "concat"{{.*}}axis = 2
+// CHECK: tfk.exec "concat"{{.*}}axis = 1
+func.func @partial() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
+  %0 = tfk.input_dim 0, 0
+  %1 = tfk.input_dim 0, 1
+  %q = tfk.input 0[%0, %1] : memref<?x2x?x4xf32>
+  %g = tfk.input 1[%0, %1] : memref<?x2x?x4xf32>
+  %dq = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  %dk = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  %dv = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
+  tfk.exec "attention_grad"(%q, %q, %q, %g : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) into(%dq, %dk, %dv : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) {scale = 5.000000e-01 : f64, dropout_rate = 0.0 : f64, dropout_seed = 0 : i64, dropout_stream = 0 : i64}
+  %cp = tfk.output 2[%0, %1] : memref<?x2x?x4xf32>
+  tfk.exec "copy"(%dv : memref<?x2x?x4xf32>) into(%cp : memref<?x2x?x4xf32>)
+  %tq = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
+  tfk.exec "transpose"(%dq : memref<?x2x?x4xf32>) into(%tq : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %rq = tfk.reshape %tq[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
+  %tv = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
+  tfk.exec "transpose"(%dv : memref<?x2x?x4xf32>) into(%tv : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %rv = tfk.reshape %tv[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
+  %c = tfk.output 0[%0, %1] : memref<?x?x16xf32>
+  tfk.exec "concat"(%rq, %rv : memref<?x?x8xf32>, memref<?x?x8xf32>) into(%c : memref<?x?x16xf32>) {axis = 2 : i64}
+  %tk = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
+  tfk.exec "transpose"(%dk : memref<?x2x?x4xf32>) into(%tk : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  %rk = tfk.reshape %tk[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
+  %n = arith.addi %1, %1 : index
+  %c3 = tfk.output 1[%0, %n] : memref<?x?x8xf32>
+  tfk.exec "concat"(%rk, %rk : memref<?x?x8xf32>, memref<?x?x8xf32>) into(%c3 : memref<?x?x8xf32>) {axis = 1 : i64}
   return
 }

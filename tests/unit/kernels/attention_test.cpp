@@ -291,10 +291,11 @@ void checkBackward(const Problem& pr, float rate, rt::ThreadPool* pool = nullptr
     for (size_t i = 0; i < b->size(); ++i) (*b)[i] = NAN;  // every element is written
   AttentionGradArgs a;
   a.forward = data.args;
-  a.grad = g.data();
-  a.dq = dq.data();
-  a.dk = dk.data();
-  a.dv = dv.data();
+  // dO, dQ, dK and dV in the layout of Q, K and V.
+  a.grad = {g.data(), data.args.q.batchStride, data.args.q.headStride, data.args.q.rowStride};
+  a.dq = {dq.data(), data.args.q.batchStride, data.args.q.headStride, data.args.q.rowStride};
+  a.dk = {dk.data(), data.args.k.batchStride, data.args.k.headStride, data.args.k.rowStride};
+  a.dv = {dv.data(), data.args.v.batchStride, data.args.v.headStride, data.args.v.rowStride};
   a.forward.dropoutRate = rate;
   a.forward.dropoutSeed = 7;
   a.forward.dropoutStep = 3;
@@ -327,8 +328,8 @@ void checkBackward(const Problem& pr, float rate, rt::ThreadPool* pool = nullptr
           const double keep = kept[j] ? 1.0 / (1.0 - rate) : 0.0;
           double gv = 0;
           for (size_t d = 0; d < D; ++d) {
-            rv[(t * Sk + j) * D + d] += p[j] * keep * g[(t * Sq + i) * D + d];
-            gv += double(g[(t * Sq + i) * D + d]) * data.v[data.ki(b, h, j) + d];
+            rv[data.ki(b, h, j) + d] += p[j] * keep * g[data.qi(b, h, i) + d];
+            gv += double(g[data.qi(b, h, i) + d]) * data.v[data.ki(b, h, j) + d];
           }
           dp[j] = gv * keep;
           rowDot += dp[j] * p[j];
@@ -336,8 +337,8 @@ void checkBackward(const Problem& pr, float rate, rt::ThreadPool* pool = nullptr
         for (size_t j = 0; j < Sk; ++j) {
           const double ds = p[j] * (dp[j] - rowDot) * data.args.scale;
           for (size_t d = 0; d < D; ++d) {
-            rq[(t * Sq + i) * D + d] += ds * data.k[data.ki(b, h, j) + d];
-            rk[(t * Sk + j) * D + d] += ds * data.q[data.qi(b, h, i) + d];
+            rq[data.qi(b, h, i) + d] += ds * data.k[data.ki(b, h, j) + d];
+            rk[data.ki(b, h, j) + d] += ds * data.q[data.qi(b, h, i) + d];
           }
         }
       }
@@ -428,15 +429,61 @@ TEST_P(AttentionTest, BackwardThreadedEqualsSingleThreaded) {
   for (int run = 0; run < 2; ++run) {
     AttentionGradArgs a;
     a.forward = data.args;
-    a.grad = g.data();
-    a.dq = out[run][0].data();
-    a.dk = out[run][1].data();
-    a.dv = out[run][2].data();
+    a.grad.data = g.data();
+    a.dq.data = out[run][0].data();
+    a.dk.data = out[run][1].data();
+    a.dv.data = out[run][2].data();
     a.forward.dropoutRate = 0.2f;
     ASSERT_TRUE(attentionBackward(a, run ? &pool : nullptr).isOk());
   }
   for (int t = 0; t < 3; ++t)
     for (size_t i = 0; i < out[0][t].size(); ++i) ASSERT_EQ(out[0][t][i], out[1][t][i]);
+}
+
+// The layout a compiled train step uses: dO read out of a [B, S, 2·H·D]
+// buffer at column H·D, dQ, dK and dV written into one [B, S, 3·H·D]
+// buffer at columns 0, H·D and 2·H·D. The gradients have the bits of the
+// dense layout's, and the buffer's other elements are untouched.
+TEST_P(AttentionTest, BackwardStridedEqualsDense) {
+  std::mt19937 rng(13);
+  Problem pr{2, 3, 11, 11, 16, kCausal | kKeyMask};
+  Data data(pr, rng);
+  const size_t B = pr.B, H = pr.H, S = pr.Sq, D = pr.D, HD = H * D;
+  Buf g(B * S * 2 * HD), dense[3] = {Buf(B * H * S * D), Buf(B * H * S * D), Buf(B * H * S * D)};
+  Buf fused(B * S * 3 * HD + 1, 1);
+  g.fill(rng, -1, 1);
+  for (size_t i = 0; i < fused.size(); ++i) fused[i] = 7.0f;
+  auto at = [&](size_t width, size_t b, size_t h, size_t s) { return (b * S + s) * width + h * D; };
+  AttentionGradArgs a;
+  a.forward = data.args;
+  a.forward.dropoutRate = 0.2f;
+  Buf gDense(B * H * S * D);
+  for (size_t b = 0; b < B; ++b)
+    for (size_t h = 0; h < H; ++h)
+      for (size_t s = 0; s < S; ++s)
+        for (size_t d = 0; d < D; ++d)
+          gDense[((b * H + h) * S + s) * D + d] = g[at(2 * HD, b, h, s) + HD + d];
+  a.grad.data = gDense.data();
+  a.dq.data = dense[0].data();
+  a.dk.data = dense[1].data();
+  a.dv.data = dense[2].data();
+  ASSERT_TRUE(attentionBackward(a).isOk());
+  a.grad = {g.data() + HD, S * 2 * HD, D, 2 * HD};
+  for (size_t t = 0; t < 3; ++t)
+    (t == 0 ? a.dq : t == 1 ? a.dk : a.dv) = {fused.data() + t * HD, S * 3 * HD, D, 3 * HD};
+  ASSERT_TRUE(attentionBackward(a).isOk());
+  std::vector<bool> written(fused.size(), false);
+  for (size_t t = 0; t < 3; ++t)
+    for (size_t b = 0; b < B; ++b)
+      for (size_t h = 0; h < H; ++h)
+        for (size_t s = 0; s < S; ++s)
+          for (size_t d = 0; d < D; ++d) {
+            const size_t i = at(3 * HD, b, h, s) + t * HD + d;
+            written[i] = true;
+            ASSERT_EQ(fused[i], dense[t][((b * H + h) * S + s) * D + d]) << t << " " << i;
+          }
+  for (size_t i = 0; i < fused.size(); ++i)
+    if (!written[i]) ASSERT_EQ(fused[i], 7.0f) << i;
 }
 
 TEST(AttentionBench, RunsAndFormatsJson) {
