@@ -137,7 +137,7 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
   } else if (k == "layer_norm_grad") {
     int64_t axis = intAttr(e, "axis");
     double eps = e->getAttrOfType<FloatAttr>("epsilon").getValueAsDouble();
-    call("exec::layerNormGrad(" + ptr(ins[0]) + ", " + ptr(ins[1]) + ", " + ptr(ins[2]) + ", " +
+    call("kernels::layerNormGrad(" + ptr(ins[0]) + ", " + ptr(ins[1]) + ", " + ptr(ins[2]) + ", " +
          ptr(out) + ", " + ptr(e.getOuts()[1]) + ", " + ptr(e.getOuts()[2]) + ", " +
          dims.product(ins[0], 0, axis) + ", " +
          dims.product(ins[0], axis, cast<MemRefType>(ins[0].getType()).getRank()) + ", " +

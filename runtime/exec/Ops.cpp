@@ -579,62 +579,6 @@ void activationGrad(ElementwiseKind kind, const float* x, const float* g, float*
   kernels::activationGrad(kind, x, g, out, static_cast<size_t>(n), pool);
 }
 
-void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
-                   float* dbeta, int64_t rows, int64_t n, float eps, rt::ThreadPool* pool) {
-  // Three passes, each split over the pool without changing any sum's order
-  // (so the bits are the serial definition's on every thread count): the
-  // rows' mean and 1/std; dgamma and dbeta per column over the rows in row
-  // order; dx per row. dx is written last: it may alias x or dy.
-  std::vector<double> stats(static_cast<size_t>(2 * rows));  // mean, rstd per row
-  forRange(rows, n, pool, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = x + r * n;
-      double mean = 0.0, var = 0.0;
-      for (int64_t i = 0; i < n; ++i) mean += xr[i];
-      mean /= double(n);
-      for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-      var /= double(n);
-      stats[2 * r] = mean;
-      stats[2 * r + 1] = 1.0 / std::sqrt(var + eps);
-    }
-  });
-  auto xhat = [&](int64_t r, int64_t i) {
-    return static_cast<float>((x[r * n + i] - stats[2 * r]) * stats[2 * r + 1]);
-  };
-  constexpr int64_t kBlock = 64;  // columns per task
-  forRange((n + kBlock - 1) / kBlock, rows * kBlock, pool, [&](int64_t b0, int64_t b1) {
-    const int64_t c0 = b0 * kBlock, c1 = std::min(n, b1 * kBlock);
-    std::vector<double> dg(static_cast<size_t>(c1 - c0), 0.0), db(static_cast<size_t>(c1 - c0), 0.0);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t i = c0; i < c1; ++i) {
-        dg[i - c0] += double(dy[r * n + i]) * xhat(r, i);
-        db[i - c0] += dy[r * n + i];
-      }
-    for (int64_t i = c0; i < c1; ++i) {
-      dgamma[i] = static_cast<float>(dg[i - c0]);
-      dbeta[i] = static_cast<float>(db[i - c0]);
-    }
-  });
-  forRange(rows, n, pool, [&](int64_t r0, int64_t r1) {
-    std::vector<float> xh(static_cast<size_t>(n));
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* gr = dy + r * n;
-      double md = 0.0, mdx = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        xh[i] = xhat(r, i);
-        const double d = double(gr[i]) * gamma[i];
-        md += d;
-        mdx += d * xh[i];
-      }
-      md /= double(n);
-      mdx /= double(n);
-      const double rstd = stats[2 * r + 1];
-      for (int64_t i = 0; i < n; ++i)
-        dx[r * n + i] = static_cast<float>(rstd * (double(gr[i]) * gamma[i] - md - xh[i] * mdx));
-    }
-  });
-}
-
 rt::Status embeddingGrad(const int32_t* ids, int64_t count, const float* g, int64_t vocab,
                          int64_t dim, const char* idsName, float* out) {
   for (int64_t i = 0; i < count; ++i)

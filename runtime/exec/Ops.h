@@ -147,10 +147,6 @@ void expand(const float* x, const Shape& xs, float* out, const Shape& os);
 // out[i] = g[i] · f'(x[i]) for f = relu, gelu or gelu_tanh (kind).
 void activationGrad(ElementwiseKind kind, const float* x, const float* g, float* out, int64_t n,
                     rt::ThreadPool* pool);
-// layer_norm_grad over rows of n: dx, and dgamma and dbeta summed over rows
-// (in double, in row order: the same bits on any thread count).
-void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
-                   float* dbeta, int64_t rows, int64_t n, float eps, rt::ThreadPool* pool);
 // out [vocab, dim] = the rows of g scattered-added by ids (embedding_grad).
 rt::Status embeddingGrad(const int32_t* ids, int64_t count, const float* g, int64_t vocab,
                          int64_t dim, const char* idsName, float* out);

@@ -13,6 +13,7 @@
 #include "runtime/kernels/Parallel.h"
 
 #include <string>
+#include <vector>
 
 namespace transfuse::kernels {
 
@@ -21,6 +22,9 @@ HWY_EXPORT(SoftmaxRun);
 HWY_EXPORT(LogSumExpRows);
 HWY_EXPORT(CrossEntropyRows);
 HWY_EXPORT(ColumnSumRange);
+HWY_EXPORT(LayerNormStatsRows);
+HWY_EXPORT(LayerNormParamGradRange);
+HWY_EXPORT(LayerNormInputGradRows);
 
 void columnSums(const float* x, size_t rows, size_t cols, double divisor, float* out,
                 rt::ThreadPool* pool) {
@@ -30,6 +34,26 @@ void columnSums(const float* x, size_t rows, size_t cols, double divisor, float*
   constexpr size_t kBlock = 64;
   parallelFor(pool, (cols + kBlock - 1) / kBlock, 1, [&](size_t b0, size_t b1) {
     fn(x, rows, cols, divisor, out, b0 * kBlock, std::min(cols, b1 * kBlock));
+  });
+}
+
+void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
+                   float* dgamma, float* dbeta, size_t rows, size_t width, float eps,
+                   rt::ThreadPool* pool) {
+  if (width == 0) return;
+  std::vector<float> stats(2 * rows);
+  auto* statsRows = HWY_DYNAMIC_DISPATCH(LayerNormStatsRows);
+  parallelFor(pool, rows, rowGrain(width),
+              [&](size_t r0, size_t r1) { statsRows(x, width, eps, stats.data(), r0, r1); });
+  auto* params = HWY_DYNAMIC_DISPATCH(LayerNormParamGradRange);
+  constexpr size_t kBlock = 64;  // columns per task, as columnSums
+  parallelFor(pool, (width + kBlock - 1) / kBlock, 1, [&](size_t b0, size_t b1) {
+    params(x, dy, stats.data(), rows, width, dgamma, dbeta, b0 * kBlock,
+           std::min(width, b1 * kBlock));
+  });
+  auto* input = HWY_DYNAMIC_DISPATCH(LayerNormInputGradRows);
+  parallelFor(pool, rows, rowGrain(width), [&](size_t r0, size_t r1) {
+    input(x, gamma, dy, stats.data(), dx, width, r0, r1);
   });
 }
 

@@ -67,6 +67,18 @@ rt::Status crossEntropy(const float* x, const int32_t* labels, size_t rows, size
                         float smoothing, int32_t ignore, float* loss, float* grad,
                         float gradScale, rt::ThreadPool* pool = nullptr);
 
+// The backward of layerNorm (layer_norm_grad): with x̂ = (x - μ_r)·rstd_r
+// (μ and rstd in fp32 as layerNorm computes them) and d = dy·gamma,
+//   dx[r,:]  = rstd_r · (d - mean(d) - x̂ · mean(d ⊙ x̂))   (means in fp32)
+//   dgamma[j] = Σ_r dy[r,j]·x̂[r,j],  dbeta[j] = Σ_r dy[r,j]
+// the column sums in double over the rows in row order, rounded once. Three
+// passes (row stats, column sums, dx), rows or column blocks split over the
+// pool; no sum's order depends on it, so the bits are the same on every
+// thread count. dx may alias x or dy (it is written last).
+void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
+                   float* dgamma, float* dbeta, size_t rows, size_t width, float eps,
+                   rt::ThreadPool* pool = nullptr);
+
 // out[j] = (Σ_r x[r·cols + j]) / divisor, the sum over rows in row order in
 // double, rounded to float once: the column sums of a row-major [rows, cols]
 // block (a bias's gradient: the reduce_sum over every axis but the last).

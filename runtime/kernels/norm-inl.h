@@ -305,6 +305,112 @@ HWY_NOINLINE void ColumnSumRange(const float* HWY_RESTRICT x, size_t rows, size_
   for (; j < w; ++j) out[j0 + j] = static_cast<float>(acc[j] / divisor);
 }
 
+// ---- layerNormGrad (Norm.h): three passes ----
+
+// Rows [r0, r1): stats[2r] = the mean of row r, stats[2r + 1] = 1/sqrt(var
+// + eps), in fp32 as the forward computes them.
+HWY_NOINLINE void LayerNormStatsRows(const float* x, size_t width, float eps, float* stats,
+                                     size_t r0, size_t r1) {
+  for (size_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * width;
+    const float mean = AddAndSum(xr, nullptr, nullptr, width) / static_cast<float>(width);
+    const float var = SumSquaredDev(xr, width, mean) / static_cast<float>(width);
+    stats[2 * r] = mean;
+    stats[2 * r + 1] = 1.0f / std::sqrt(var + eps);
+  }
+}
+
+// Columns [j0, j1): dgamma = Σ_r dy·x̂ and dbeta = Σ_r dy over the rows in
+// row order, in double (x̂ = (x - mean)·rstd in fp32), rounded once.
+HWY_NOINLINE void LayerNormParamGradRange(const float* HWY_RESTRICT x,
+                                          const float* HWY_RESTRICT dy, const float* stats,
+                                          size_t rows, size_t cols, float* HWY_RESTRICT dgamma,
+                                          float* HWY_RESTRICT dbeta, size_t j0, size_t j1) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> dh;  // as many floats as doubles
+  const size_t N = hn::Lanes(dd), w = j1 - j0;
+  auto accG = hwy::AllocateAligned<double>(w + N), accB = hwy::AllocateAligned<double>(w + N);
+  std::fill_n(accG.get(), w, 0.0);
+  std::fill_n(accB.get(), w, 0.0);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* HWY_RESTRICT xr = x + r * cols + j0;
+    const float* HWY_RESTRICT gr = dy + r * cols + j0;
+    const float mean = stats[2 * r], rstd = stats[2 * r + 1];
+    const auto vm = hn::Set(dh, mean), vr = hn::Set(dh, rstd);
+    size_t j = 0;
+    for (; j + N <= w; j += N) {
+      const auto xh = hn::PromoteTo(dd, hn::Mul(hn::Sub(hn::LoadU(dh, xr + j), vm), vr));
+      const auto g = hn::PromoteTo(dd, hn::LoadU(dh, gr + j));
+      hn::Store(hn::MulAdd(g, xh, hn::Load(dd, accG.get() + j)), dd, accG.get() + j);
+      hn::Store(hn::Add(hn::Load(dd, accB.get() + j), g), dd, accB.get() + j);
+    }
+    for (; j < w; ++j) {
+      const float xh = (xr[j] - mean) * rstd;
+      accG[j] += static_cast<double>(gr[j]) * xh;
+      accB[j] += gr[j];
+    }
+  }
+  for (size_t j = 0; j < w; ++j) {
+    dgamma[j0 + j] = static_cast<float>(accG[j]);
+    dbeta[j0 + j] = static_cast<float>(accB[j]);
+  }
+}
+
+// Rows [r0, r1): dx = rstd·(d - mean(d) - x̂·mean(d·x̂)), d = dy·gamma, the
+// means in fp32. dx may alias x or dy (each element is read before it is
+// written).
+HWY_NOINLINE void LayerNormInputGradRows(const float* x, const float* HWY_RESTRICT gamma,
+                                         const float* dy, const float* stats, float* dx,
+                                         size_t width, size_t r0, size_t r1) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const float inv = 1.0f / static_cast<float>(width);
+  for (size_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * width;
+    const float* gr = dy + r * width;
+    float* outr = dx + r * width;
+    const auto vm = hn::Set(d, stats[2 * r]), vr = hn::Set(d, stats[2 * r + 1]);
+    // One element block: d = dy·gamma and x̂ (tail lanes 0).
+    auto load = [&](size_t j, bool tail, auto* dv, auto* xh) HWY_ATTR {
+      const size_t n = width - j;
+      const auto xv = tail ? LoadTail(d, xr + j, n, stats[2 * r]) : hn::LoadU(d, xr + j);
+      const auto gv = tail ? LoadTail(d, gr + j, n, 0.0f) : hn::LoadU(d, gr + j);
+      const auto gm = tail ? LoadTail(d, gamma + j, n, 0.0f) : hn::LoadU(d, gamma + j);
+      *dv = hn::Mul(gv, gm);
+      *xh = hn::Mul(hn::Sub(xv, vm), vr);
+    };
+    auto accD = hn::Zero(d), accDx = hn::Zero(d);
+    size_t j = 0;
+    for (; j + N <= width; j += N) {
+      hn::Vec<decltype(d)> dv, xh;
+      load(j, false, &dv, &xh);
+      accD = hn::Add(accD, dv);
+      accDx = hn::MulAdd(dv, xh, accDx);
+    }
+    if (j < width) {
+      hn::Vec<decltype(d)> dv, xh;
+      load(j, true, &dv, &xh);
+      accD = hn::Add(accD, dv);
+      accDx = hn::MulAdd(dv, xh, accDx);
+    }
+    const auto md = hn::Set(d, ReduceSumF(d, accD) * inv);
+    const auto mdx = hn::Set(d, ReduceSumF(d, accDx) * inv);
+    auto result = [&](auto dv, auto xh) HWY_ATTR {
+      return hn::Mul(vr, hn::Sub(hn::Sub(dv, md), hn::Mul(xh, mdx)));
+    };
+    for (j = 0; j + N <= width; j += N) {
+      hn::Vec<decltype(d)> dv, xh;
+      load(j, false, &dv, &xh);
+      hn::StoreU(result(dv, xh), d, outr + j);
+    }
+    if (j < width) {
+      hn::Vec<decltype(d)> dv, xh;
+      load(j, true, &dv, &xh);
+      StoreTail(d, result(dv, xh), outr + j, width - j);
+    }
+  }
+}
+
 // Norm.h's addLayerNorm and softmax over all rows, split on the pool in
 // tasks of about 32 KiB of row data (enough to hide a task's overhead).
 HWY_NOINLINE void AddLayerNormRun(const float* x, const float* residual, const float* gamma,

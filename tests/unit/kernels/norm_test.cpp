@@ -199,6 +199,71 @@ TEST_P(NormTest, ColumnSumsEqualTheSerialDoubleLoop) {
     }
 }
 
+// layerNormGrad against the backward written out in double: with x̂ = (x -
+// μ)·rstd and d = dy·gamma, dx = rstd·(d - mean(d) - x̂·mean(d·x̂)),
+// dgamma = Σ_r dy·x̂, dbeta = Σ_r dy. Bounds: dx within 2e-5·(1 +
+// rstd·max|d|·(1 + |x̂|)) (fp32 statistics and means over up to 4097
+// terms); dbeta is the serial double loop's bits; dgamma within 1e-5·(1 +
+// Σ|dy·x̂|) (x̂ rounded to fp32 per element). A mean of 5 keeps the two-pass
+// variance honest. Threads and dx aliasing dy do not change any bit.
+TEST_P(NormTest, LayerNormGradAgainstReference) {
+  rt::ThreadPool pool(2);
+  for (size_t rows : {1, 3, 70})
+    for (size_t w : ktest::sweepSizes()) {
+      if (w == 0 || rows * w > 200000) continue;
+      std::mt19937 rng(static_cast<uint32_t>(rows * 31 + w));
+      Buf x(rows * w, w % 3), g(w, 1), dy(rows * w), dx(rows * w), dgam(w), dbet(w);
+      x.fill(rng, 3, 7);
+      g.fill(rng, 0, 2);
+      dy.fill(rng, -1, 1);
+      layerNormGrad(x.data(), g.data(), dy.data(), dx.data(), dgam.data(), dbet.data(), rows, w,
+                    1e-5f);
+      std::vector<double> rg(w, 0.0), rb(w, 0.0), rgAbs(w, 0.0);
+      for (size_t r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        for (size_t j = 0; j < w; ++j) mean += x[r * w + j];
+        mean /= w;
+        for (size_t j = 0; j < w; ++j) var += (x[r * w + j] - mean) * (x[r * w + j] - mean);
+        const double rstd = 1.0 / std::sqrt(var / w + 1e-5);
+        std::vector<double> xh(w), d(w);
+        double md = 0, mdx = 0, maxD = 0;
+        for (size_t j = 0; j < w; ++j) {
+          xh[j] = (x[r * w + j] - mean) * rstd;
+          d[j] = double(dy[r * w + j]) * g[j];
+          md += d[j] / w;
+          mdx += d[j] * xh[j] / w;
+          maxD = std::max(maxD, std::fabs(d[j]));
+          rg[j] += dy[r * w + j] * xh[j];
+          rgAbs[j] += std::fabs(dy[r * w + j] * xh[j]);
+          rb[j] += dy[r * w + j];
+        }
+        for (size_t j = 0; j < w; ++j) {
+          const double ref = rstd * (d[j] - md - xh[j] * mdx);
+          ASSERT_NEAR(dx[r * w + j], ref, 2e-5 * (1 + rstd * maxD * (1 + std::fabs(xh[j]))))
+              << rows << "x" << w << " dx at " << r << "," << j;
+        }
+      }
+      for (size_t j = 0; j < w; ++j) {
+        ASSERT_EQ(dbet[j], static_cast<float>(rb[j])) << rows << "x" << w << " dbeta " << j;
+        ASSERT_NEAR(dgam[j], rg[j], 1e-5 * (1 + rgAbs[j])) << rows << "x" << w << " dgamma " << j;
+      }
+      Buf dx2(rows * w), dg2(w), db2(w), inPlace(rows * w);
+      layerNormGrad(x.data(), g.data(), dy.data(), dx2.data(), dg2.data(), db2.data(), rows, w,
+                    1e-5f, &pool);
+      for (size_t i = 0; i < rows * w; ++i) inPlace[i] = dy[i];
+      layerNormGrad(x.data(), g.data(), inPlace.data(), inPlace.data(), dg2.data(), db2.data(),
+                    rows, w, 1e-5f, &pool);
+      for (size_t i = 0; i < rows * w; ++i) {
+        ASSERT_EQ(dx2[i], dx[i]) << i;
+        ASSERT_EQ(inPlace[i], dx[i]) << i;
+      }
+      for (size_t j = 0; j < w; ++j) {
+        ASSERT_EQ(dg2[j], dgam[j]);
+        ASSERT_EQ(db2[j], dbet[j]);
+      }
+    }
+}
+
 TEST_P(NormTest, ThreadedEqualsSingleThreaded) {
   std::mt19937 rng(10);
   rt::ThreadPool pool(2);
