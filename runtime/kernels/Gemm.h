@@ -26,12 +26,16 @@
 // next sub-panel of B is prefetched into L2. Row blocks are split evenly into
 // tiles of <= MR rows (64 rows: 5 tiles of 13/13/13/13/12, not
 // 14+14+14+14+8), so no tile is mostly empty; the last panel's columns are
-// stored with masked stores. No scalar loops in the compute.
+// stored with masked stores. No scalar loops in the compute. A long K (the
+// gradient through a vocabulary projection: K = 8000 or 37000) would leave
+// row blocks of a few tiles and re-read B once per block; it runs instead
+// in K chunks of whole k-blocks, one pass over C each (gemm-inl.h KChunks).
 //
 // Numerics: each C element is Σ_k over k-blocks in order, each block an FMA
 // chain in k order, the block sums added to C in k-block order; the epilogue
-// is applied once after the last block. The order depends on nothing but K, so
-// results are bitwise identical for every thread count and tiling.
+// is applied once after the last block. The order depends on nothing but K
+// (K chunks end on k-block boundaries), so results are bitwise identical for
+// every thread count, tiling and chunking.
 //
 // Threads: each thread owns a region of C (a range of rows when every thread
 // gets >= 128 rows, else a range of B panels) and computes it a few panels at

@@ -19,6 +19,10 @@
 //        156 GFLOP/s and M = 512 from 144 to 154; shapes whose C stays in L2
 //        (N <= 2048, 1024³) were unchanged, although B is re-read from L3
 //        once per 128 rows (1/64 byte per flop).
+//   A K so long that the A budget leaves short row blocks (K = 8000: 30
+//        rows; K = 37000: 14) runs in K chunks (KChunks), one pass over C
+//        per chunk: measured, 2976×512×37000 on two threads went from 49%
+//        to 83% of the peak.
 //   The C strip of a panel (rows × 32) stays in L1/L2 across the k-blocks,
 //   so C is read from memory once; the next B sub-panel (usually in L3 or
 //   memory: weights are read once per row block) is prefetched into L2 in
@@ -419,6 +423,8 @@ HWY_INLINE ScratchA& ThreadScratchA() {
 // Distinguishes calls (A may change between calls at the same address).
 inline std::atomic<uint64_t> gCallCounter{0};
 
+// One pass over C: the k range [k0, k1) of the product (a K chunk, see
+// KChunks; all of K for most products).
 struct Problem {
   size_t M, N, K;
   const float* A;
@@ -428,10 +434,42 @@ struct Problem {
   float* C;
   size_t ldc;
   GemmEpilogue ep;
-  uint64_t call;  // unique per GemmPacked call, > 0
-  size_t nkb;     // k-blocks of kKc
-  size_t panels;  // B panels
+  uint64_t call;    // unique per pass, > 0
+  size_t k0, k1;    // the pass's k range (multiples of kKc but for k1 = K)
+  bool accumulate;  // C holds the sum over [0, k0) (an earlier chunk's)
+  bool final;       // k1 = K: the bias and the epilogue are applied
+  size_t nkb;       // k-blocks of kKc in [k0, k1)
+  size_t panels;    // B panels
 };
+
+// The K chunks to run a product in. A work unit packs A of its row block
+// for all of its K (kABudget), so a long K leaves few rows per block (K =
+// 8000: 30), and B is read from L3 once per row block; cutting K into
+// chunks gives taller blocks for one more read and write of C per chunk.
+// The count is the one with the least weighted traffic, in floats:
+// kCPassWeight·(c - 1)·2·M·N for C plus blocks(c)·K·N for B. A float of C
+// re-read weighs more than one of B: B streams through in panels that are
+// prefetched ahead, C is read back tile by tile (measured, one thread,
+// AVX3: 2976×256×8000, B 8 MB, 4 chunks: +5%; 8000×256×2976, C 8 MB, 2
+// chunks under an equal weight: -4 to -11%). Chunks start at multiples of
+// kKc, so the k-blocks, and with them the bits of C, are those of one pass.
+constexpr double kCPassWeight = 8.0;
+HWY_INLINE size_t KChunks(size_t M, size_t N, size_t nkb) {
+  size_t best = 1;
+  double bestCost = 0.0;
+  for (size_t c = 1; c <= nkb; ++c) {
+    const size_t perChunk = (nkb + c - 1) / c;
+    const size_t mc = std::max(kMaxMR, std::min(kMc, kABudget / (perChunk * kAStride)));
+    const double cost = kCPassWeight * static_cast<double>(c - 1) * 2.0 * M * N +
+                        static_cast<double>((M + mc - 1) / mc) * nkb * kKc * N;
+    if (c == 1 || cost < bestCost) {
+      best = c;
+      bestCost = cost;
+    }
+    if (mc == kMc) break;  // more chunks only add C traffic
+  }
+  return best;
+}
 
 // One work unit: C rows [i0, i0+mc) × panels [p0, p1) (all of K). Loop nest:
 //   pack A of the row block for every k-block (stays in L2; skipped when
@@ -449,16 +487,16 @@ HWY_INLINE void GemmUnit(const Problem& P, size_t i0, size_t mc, size_t p0, size
   float* pa = scratch.get(mc * nkb * kAStride);
   if (scratch.call != P.call || scratch.i0 != i0) {
     for (size_t kbi = 0; kbi < nkb; ++kbi) {
-      const size_t k0 = kbi * kKc;
-      PackA(P.A, P.lda, P.transA, i0, mc, k0, std::min(kKc, K - k0), pa + kbi * mc * kAStride);
+      const size_t k0 = P.k0 + kbi * kKc;
+      PackA(P.A, P.lda, P.transA, i0, mc, k0, std::min(kKc, P.k1 - k0), pa + kbi * mc * kAStride);
     }
     scratch.call = P.call;
     scratch.i0 = i0;
   }
   size_t heights[kMc + 1];  // tile heights of the row block
   const size_t ntiles = SplitTiles(mc, heights);
-  const bool hasEpilogue = P.ep.activation != Activation::kNone || P.ep.residual ||
-                           P.ep.derivative != Activation::kNone;
+  const bool hasEpilogue = P.final && (P.ep.activation != Activation::kNone || P.ep.residual ||
+                                       P.ep.derivative != Activation::kNone);
   const size_t lineFloats = 64 / sizeof(float);
   auto subPanel = [&](size_t p, size_t k0) { return B.data.get() + p * K * nr + k0 * nr; };
 
@@ -466,8 +504,8 @@ HWY_INLINE void GemmUnit(const Problem& P, size_t i0, size_t mc, size_t p0, size
     const size_t j0 = p * nr;
     const size_t ncols = std::min(nr, P.N - j0);
     for (size_t kbi = 0; kbi < nkb; ++kbi) {
-      const size_t k0 = kbi * kKc, kb = std::min(kKc, K - k0);
-      const bool first = kbi == 0, last = kbi + 1 == nkb;
+      const size_t k0 = P.k0 + kbi * kKc, kb = std::min(kKc, P.k1 - k0);
+      const bool first = kbi == 0 && !P.accumulate, last = kbi + 1 == nkb;
       const float* pb = subPanel(p, k0);
       // The sub-panel used next: the next k-block of this panel (contiguous:
       // panel-major layout), else the next panel's first.
@@ -475,13 +513,13 @@ HWY_INLINE void GemmUnit(const Problem& P, size_t i0, size_t mc, size_t p0, size
       size_t nextLines = 0;
       if (!last) {
         next = pb + kb * nr;
-        nextLines = std::min(kKc, K - k0 - kb) * nr / lineFloats;
+        nextLines = std::min(kKc, P.k1 - k0 - kb) * nr / lineFloats;
       } else if (p + 1 < P.panels) {  // beyond p1: likely this thread's next unit
-        next = subPanel(p + 1, 0);
-        nextLines = std::min(kKc, K) * nr / lineFloats;
+        next = subPanel(p + 1, P.k0);
+        nextLines = std::min(kKc, P.k1 - P.k0) * nr / lineFloats;
       }
       const size_t slice = (nextLines + ntiles - 1) / ntiles;
-      const float* bias = last && P.ep.bias ? P.ep.bias + j0 : nullptr;
+      const float* bias = last && P.final && P.ep.bias ? P.ep.bias + j0 : nullptr;
       const float* ta = pa + kbi * mc * kAStride;
       size_t row = i0;
       for (size_t t = 0; t < ntiles; ++t) {
@@ -496,6 +534,130 @@ HWY_INLINE void GemmUnit(const Problem& P, size_t i0, size_t mc, size_t p0, size
       }
     }
   }
+}
+
+// One pass (Problem) of GemmPacked over the pool.
+HWY_INLINE void RunPass(const Problem& P, rt::ThreadPool* pool) {
+  const size_t M = P.M, N = P.N, K = P.k1 - P.k0, nkb = P.nkb;
+  const size_t panels = P.panels;
+  size_t T = pool ? static_cast<size_t>(pool->numThreads()) : 1;
+  // Below ~1M multiply-adds (about 10 µs on one core) a second thread gains
+  // less than the hand-off costs (waking a sleeping worker alone is ~50 µs).
+  // With few rows (a decode step) the GEMM streams B from memory, 4 bytes
+  // per multiply-add of each row, and one core cannot draw the machine's
+  // bandwidth: there B's size is the work (kStreamedMacs per element).
+  const double macs = static_cast<double>(M) * N * K;
+  const double work = std::max(macs, kStreamedMacs * static_cast<double>(N) * K);
+  T = std::min(T, static_cast<size_t>(std::max(1.0, work / kMinMacsPerThread)));
+
+  // Row blocks: the fewest whose packed A (all of K) fits the L2 budget, more
+  // when there are too few panels to give T threads several units each.
+  const size_t mcMax = std::max(kMaxMR, std::min(kMc, kABudget / (nkb * kAStride)));
+  size_t nblocks = (M + mcMax - 1) / mcMax;
+  if (T > 1 && nblocks * panels < 4 * T) {
+    const size_t maxBlocks = (M + kMaxMR - 1) / kMaxMR;  // one tile each
+    nblocks = std::min(maxBlocks, std::max(nblocks, (4 * T + panels - 1) / panels));
+  }
+  auto blockRows = [&](size_t b, size_t* i0) {
+    *i0 = M * b / nblocks;
+    return M * (b + 1) / nblocks - *i0;
+  };
+  if (T == 1) {
+    for (size_t b = 0; b < nblocks; ++b) {
+      size_t i0;
+      const size_t mc = blockRows(b, &i0);
+      if (mc) GemmUnit(P, i0, mc, 0, panels);
+    }
+    return;
+  }
+
+  // Threads: thread t owns one region of C, a range of rows (when each
+  // thread gets >= kMinRowsPerThread rows) or else a range of panels for all
+  // rows, cut into row blocks as above. It computes its region a few panels
+  // at a time, in order (row block by row block), from the front; a thread
+  // that has finished its own region steals from the back of the others'.
+  // Why: units of one region share the thread's packed A, two threads meet
+  // in C only at region edges and one steal point (threads writing
+  // interleaved panel runs of the same rows shared C's cache lines at every
+  // run boundary when C is not 64-byte aligned: 4% at 64×512×512), and a
+  // thread slowed by another process just loses more of its region to the
+  // others. Which thread computes a unit never changes its result.
+  const bool byRows = M >= kMinRowsPerThread * T;
+  struct Region {
+    size_t row0, rows, nb, q0, np;  // rows, its row blocks, panels [q0, q0+np)
+    size_t chunk;                   // panels per claim
+  };
+  struct alignas(64) Cursor {
+    // front | back << 32, in items (block·np + panel; < 2^32 for any C that
+    // fits in memory: an item is >= 14×32 floats of C).
+    std::atomic<uint64_t> v;
+  };
+  constexpr size_t kMaxThreads = 256;
+  T = std::min(T, kMaxThreads);
+  Region regions[kMaxThreads];
+  Cursor cursors[kMaxThreads];
+  for (size_t t = 0; t < T; ++t) {
+    Region& r = regions[t];
+    if (byRows) {
+      r.row0 = M * t / T;
+      r.rows = M * (t + 1) / T - r.row0;
+      r.nb = (r.rows + mcMax - 1) / mcMax;
+      r.q0 = 0;
+      r.np = panels;
+    } else {
+      r.row0 = 0;
+      r.rows = M;
+      r.nb = nblocks;
+      r.q0 = panels * t / T;
+      r.np = panels * (t + 1) / T - r.q0;
+    }
+    const size_t blockRows = r.nb ? (r.rows + r.nb - 1) / r.nb : 1;
+    r.chunk = std::max<size_t>(1, kMinUnitMacs / (blockRows * K * P.B->nr));
+    const uint64_t items = static_cast<uint64_t>(r.nb) * r.np;
+    cursors[t].v.store(items << 32, std::memory_order_relaxed);
+  }
+  // Computes items [f, e) of region t (within one row block).
+  auto compute = [&](size_t t, size_t f, size_t e) {
+    const Region& r = regions[t];
+    const size_t b = f / r.np;
+    const size_t i0 = r.row0 + r.rows * b / r.nb, i1 = r.row0 + r.rows * (b + 1) / r.nb;
+    GemmUnit(P, i0, i1 - i0, r.q0 + f % r.np, r.q0 + (e - 1) % r.np + 1);
+  };
+  // Claims up to a chunk from the front (own) or back (steal) of region t,
+  // not crossing a row block; false when it is empty.
+  auto claim = [&](size_t t, bool front, size_t* f, size_t* e) {
+    const Region& r = regions[t];
+    uint64_t cur = cursors[t].v.load(std::memory_order_relaxed);
+    for (;;) {
+      const size_t lo = cur & 0xffffffffu, hi = cur >> 32;
+      if (lo >= hi) return false;
+      size_t a, z;
+      if (front) {
+        a = lo;
+        z = std::min({hi, lo + r.chunk, (lo / r.np + 1) * r.np});
+      } else {
+        z = hi;
+        a = std::max({lo, hi - std::min(hi, r.chunk), (hi - 1) / r.np * r.np});
+      }
+      const uint64_t next = front ? (uint64_t{hi} << 32) | z : (uint64_t{a} << 32) | lo;
+      if (cursors[t].v.compare_exchange_weak(cur, next, std::memory_order_relaxed)) {
+        *f = a;
+        *e = z;
+        return true;
+      }
+    }
+  };
+  pool->parallelFor(static_cast<int64_t>(T), [&](int64_t tb, int64_t te, int) {
+    for (int64_t ti = tb; ti < te; ++ti) {
+      const size_t t = static_cast<size_t>(ti);
+      size_t f, e;
+      while (claim(t, true, &f, &e)) compute(t, f, e);
+      for (size_t k = 1; k < T; ++k) {
+        const size_t v = (t + k) % T;
+        while (claim(v, false, &f, &e)) compute(v, f, e);
+      }
+    }
+  });
 }
 
 }  // namespace gemm
@@ -583,129 +745,17 @@ HWY_NOINLINE void GemmPacked(size_t M, size_t N, size_t K, const float* A, size_
     ApplyEpilogue(*ep, N, C, ldc, 0, 0, M, N);
     return;
   }
-  const size_t nkb = (K + kKc - 1) / kKc;
-  const Problem P{M, N, K, A, lda, transA, B, C, ldc, *ep,
-                  gCallCounter.fetch_add(1, std::memory_order_relaxed) + 1, nkb,
-                  (N + B->nr - 1) / B->nr};
-  const size_t panels = P.panels;
-  size_t T = pool ? static_cast<size_t>(pool->numThreads()) : 1;
-  // Below ~1M multiply-adds (about 10 µs on one core) a second thread gains
-  // less than the hand-off costs (waking a sleeping worker alone is ~50 µs).
-  // With few rows (a decode step) the GEMM streams B from memory, 4 bytes
-  // per multiply-add of each row, and one core cannot draw the machine's
-  // bandwidth: there B's size is the work (kStreamedMacs per element).
-  const double macs = static_cast<double>(M) * N * K;
-  const double work = std::max(macs, kStreamedMacs * static_cast<double>(N) * K);
-  T = std::min(T, static_cast<size_t>(std::max(1.0, work / kMinMacsPerThread)));
-
-  // Row blocks: the fewest whose packed A (all of K) fits the L2 budget, more
-  // when there are too few panels to give T threads several units each.
-  const size_t mcMax = std::max(kMaxMR, std::min(kMc, kABudget / (nkb * kAStride)));
-  size_t nblocks = (M + mcMax - 1) / mcMax;
-  if (T > 1 && nblocks * panels < 4 * T) {
-    const size_t maxBlocks = (M + kMaxMR - 1) / kMaxMR;  // one tile each
-    nblocks = std::min(maxBlocks, std::max(nblocks, (4 * T + panels - 1) / panels));
+  const size_t nkbAll = (K + kKc - 1) / kKc;
+  const size_t chunks = KChunks(M, N, nkbAll);
+  for (size_t c = 0, kb0 = 0; c < chunks; ++c) {
+    const size_t kb1 = nkbAll * (c + 1) / chunks;
+    const Problem P{M, N, K, A, lda, transA, B, C, ldc, *ep,
+                    gCallCounter.fetch_add(1, std::memory_order_relaxed) + 1, kb0 * kKc,
+                    std::min(K, kb1 * kKc), c > 0, c + 1 == chunks, kb1 - kb0,
+                    (N + B->nr - 1) / B->nr};
+    RunPass(P, pool);
+    kb0 = kb1;
   }
-  auto blockRows = [&](size_t b, size_t* i0) {
-    *i0 = M * b / nblocks;
-    return M * (b + 1) / nblocks - *i0;
-  };
-  if (T == 1) {
-    for (size_t b = 0; b < nblocks; ++b) {
-      size_t i0;
-      const size_t mc = blockRows(b, &i0);
-      if (mc) GemmUnit(P, i0, mc, 0, panels);
-    }
-    return;
-  }
-
-  // Threads: thread t owns one region of C, a range of rows (when each
-  // thread gets >= kMinRowsPerThread rows) or else a range of panels for all
-  // rows, cut into row blocks as above. It computes its region a few panels
-  // at a time, in order (row block by row block), from the front; a thread
-  // that has finished its own region steals from the back of the others'.
-  // Why: units of one region share the thread's packed A, two threads meet
-  // in C only at region edges and one steal point (threads writing
-  // interleaved panel runs of the same rows shared C's cache lines at every
-  // run boundary when C is not 64-byte aligned: 4% at 64×512×512), and a
-  // thread slowed by another process just loses more of its region to the
-  // others. Which thread computes a unit never changes its result.
-  const bool byRows = M >= kMinRowsPerThread * T;
-  struct Region {
-    size_t row0, rows, nb, q0, np;  // rows, its row blocks, panels [q0, q0+np)
-    size_t chunk;                   // panels per claim
-  };
-  struct alignas(64) Cursor {
-    // front | back << 32, in items (block·np + panel; < 2^32 for any C that
-    // fits in memory: an item is >= 14×32 floats of C).
-    std::atomic<uint64_t> v;
-  };
-  constexpr size_t kMaxThreads = 256;
-  T = std::min(T, kMaxThreads);
-  Region regions[kMaxThreads];
-  Cursor cursors[kMaxThreads];
-  for (size_t t = 0; t < T; ++t) {
-    Region& r = regions[t];
-    if (byRows) {
-      r.row0 = M * t / T;
-      r.rows = M * (t + 1) / T - r.row0;
-      r.nb = (r.rows + mcMax - 1) / mcMax;
-      r.q0 = 0;
-      r.np = panels;
-    } else {
-      r.row0 = 0;
-      r.rows = M;
-      r.nb = nblocks;
-      r.q0 = panels * t / T;
-      r.np = panels * (t + 1) / T - r.q0;
-    }
-    const size_t blockRows = r.nb ? (r.rows + r.nb - 1) / r.nb : 1;
-    r.chunk = std::max<size_t>(1, kMinUnitMacs / (blockRows * K * B->nr));
-    const uint64_t items = static_cast<uint64_t>(r.nb) * r.np;
-    cursors[t].v.store(items << 32, std::memory_order_relaxed);
-  }
-  // Computes items [f, e) of region t (within one row block).
-  auto compute = [&](size_t t, size_t f, size_t e) {
-    const Region& r = regions[t];
-    const size_t b = f / r.np;
-    const size_t i0 = r.row0 + r.rows * b / r.nb, i1 = r.row0 + r.rows * (b + 1) / r.nb;
-    GemmUnit(P, i0, i1 - i0, r.q0 + f % r.np, r.q0 + (e - 1) % r.np + 1);
-  };
-  // Claims up to a chunk from the front (own) or back (steal) of region t,
-  // not crossing a row block; false when it is empty.
-  auto claim = [&](size_t t, bool front, size_t* f, size_t* e) {
-    const Region& r = regions[t];
-    uint64_t cur = cursors[t].v.load(std::memory_order_relaxed);
-    for (;;) {
-      const size_t lo = cur & 0xffffffffu, hi = cur >> 32;
-      if (lo >= hi) return false;
-      size_t a, z;
-      if (front) {
-        a = lo;
-        z = std::min({hi, lo + r.chunk, (lo / r.np + 1) * r.np});
-      } else {
-        z = hi;
-        a = std::max({lo, hi - std::min(hi, r.chunk), (hi - 1) / r.np * r.np});
-      }
-      const uint64_t next = front ? (uint64_t{hi} << 32) | z : (uint64_t{a} << 32) | lo;
-      if (cursors[t].v.compare_exchange_weak(cur, next, std::memory_order_relaxed)) {
-        *f = a;
-        *e = z;
-        return true;
-      }
-    }
-  };
-  pool->parallelFor(static_cast<int64_t>(T), [&](int64_t tb, int64_t te, int) {
-    for (int64_t ti = tb; ti < te; ++ti) {
-      const size_t t = static_cast<size_t>(ti);
-      size_t f, e;
-      while (claim(t, true, &f, &e)) compute(t, f, e);
-      for (size_t k = 1; k < T; ++k) {
-        const size_t v = (t + k) % T;
-        while (claim(v, false, &f, &e)) compute(v, f, e);
-      }
-    }
-  });
 }
 
 }  // namespace HWY_NAMESPACE

@@ -229,6 +229,34 @@ TEST_P(GemmTest, LargeThreadedEqualsSerial) {
   }
 }
 
+// A long K runs in K chunks (gemm-inl.h KChunks: {300, 40, 4100} in two,
+// {150, 70, 8000} in three; {20, 33, 3000} has one row block and one chunk):
+// the bias and the epilogue apply once, after the last chunk, and threads
+// give the same bits.
+TEST_P(GemmTest, LongKInChunks) {
+  std::mt19937 rng(8);
+  ThreadPool pool(2);
+  const size_t shapes[][3] = {{300, 40, 4100}, {150, 70, 8000}, {20, 33, 3000}};
+  size_t index = 0;
+  for (const auto& s : shapes)
+    for (int t = 0; t < 4; ++t) {
+      Case c{s[0], s[1], s[2]};
+      c.transA = t & 1;
+      c.transB = t >> 1;
+      c.act = kActs[index % 4];
+      c.bias = true;
+      c.residual = index % 2 == 1;
+      c.padC = (index % 3) * 5;
+      ++index;
+      Operands op(c, rng);
+      std::vector<float> serial = op.run(nullptr);
+      op.check(serial);
+      std::vector<float> threaded = op.run(&pool);
+      EXPECT_EQ(0, std::memcmp(serial.data(), threaded.data(), serial.size() * sizeof(float)))
+          << c.str();
+    }
+}
+
 // Threaded splits over N (wide) and over M (narrow N): bitwise equal to one
 // thread, with pools of 1, 2 and 3 threads. The small shapes run on one
 // thread (under kMinMacsPerThread); the larger ones split C by panels
