@@ -53,13 +53,63 @@ HWY_NOINLINE void ActivationGradSpan(math::Kind kind, const float* x, const floa
   }
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// Philox4x32-10 (runtime/Philox.h) of G·N consecutive blocks from `block`,
+// one block per u32 lane, G vectors as independent chains (the rounds are a
+// serial chain of multiplies, so a second one fills the pipeline); stores
+// the 4·G·N words in element order (block-major) to `words`. The low
+// counter word must not wrap inside the G·N blocks.
+template <size_t G>
+HWY_INLINE void PhiloxWords(uint64_t block, uint64_t seed, uint64_t step, uint64_t stream,
+                            uint32_t* HWY_RESTRICT words) {
+  const hn::ScalableTag<uint32_t> du;
+  const hn::Repartition<uint64_t, decltype(du)> d64;
+  using VU = hn::Vec<decltype(du)>;
+  const size_t N = hn::Lanes(du);
+  // hi:lo = a · m (32 x 32 -> 64 bits) per lane.
+  auto mul = [&](VU a, VU m, VU* hi, VU* lo) HWY_ATTR {
+    const auto even = hn::MulEven(a, m);
+    const auto odd = hn::MulEven(hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(d64, a))), m);
+    *lo = hn::OddEven(hn::BitCast(du, hn::ShiftLeft<32>(odd)), hn::BitCast(du, even));
+    *hi = hn::OddEven(hn::BitCast(du, odd), hn::BitCast(du, hn::ShiftRight<32>(even)));
+  };
+  const VU m0 = hn::Set(du, 0xD2511F53u), m1 = hn::Set(du, 0xCD9E8D57u);
+  VU c0[G], c1[G], c2[G], c3[G];
+  for (size_t g = 0; g < G; ++g) {
+    c0[g] = hn::Iota(du, static_cast<uint32_t>(block + g * N));
+    c1[g] = hn::Set(du, static_cast<uint32_t>(block >> 32));
+    c2[g] = hn::Set(du, static_cast<uint32_t>(stream));
+    c3[g] = hn::Set(du, static_cast<uint32_t>(step));
+  }
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    const VU key0 = hn::Set(du, k0), key1 = hn::Set(du, k1);
+    for (size_t g = 0; g < G; ++g) {
+      VU hi0, lo0, hi1, lo1;
+      mul(c0[g], m0, &hi0, &lo0);
+      mul(c2[g], m1, &hi1, &lo1);
+      c0[g] = hn::Xor3(hi1, c1[g], key0);
+      c1[g] = lo1;
+      c2[g] = hn::Xor3(hi0, c3[g], key1);
+      c3[g] = lo0;
+    }
+  }
+  for (size_t g = 0; g < G; ++g)
+    hn::StoreInterleaved4(c0[g], c1[g], c2[g], c3[g], du, words + g * 4 * N);
+}
+#endif
+
 // Inverted dropout of x[0, n) whose first element has index `first`:
 // element i is kept (times `keep`) when word (i % 4) of Philox4x32-10 at
 // block i / 4 (runtime/Philox.h), shifted right by 8, is >= `threshold`
 // (ceil(rate · 2^24): the same test as philoxUniform(...) >= rate). The
-// generator runs with one block per u32 lane; blocks whose low counter word
-// would wrap inside a vector, and the unaligned head and the tail, run the
-// scalar definition.
+// generator runs with one block per u32 lane, two vectors of blocks at a
+// time (PhiloxWords); blocks whose low counter word would wrap inside them,
+// and the unaligned head and the tail, run the scalar definition.
 HWY_NOINLINE void DropoutSpan(const float* x, float* y, size_t n, uint32_t threshold, float keep,
                               uint64_t seed, uint64_t step, uint64_t stream, uint64_t first) {
   auto scalar = [&](size_t i) {
@@ -69,53 +119,37 @@ HWY_NOINLINE void DropoutSpan(const float* x, float* y, size_t n, uint32_t thres
   };
   size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR
+  constexpr size_t kGroups = 2;
   const hn::ScalableTag<uint32_t> du;
-  const hn::Repartition<uint64_t, decltype(du)> d64;
   const hn::Rebind<int32_t, decltype(du)> di;
   const hn::Rebind<float, decltype(du)> df;
-  using VU = hn::Vec<decltype(du)>;
   const size_t N = hn::Lanes(du);
-  HWY_ALIGN uint32_t words[4 * hn::MaxLanes(du)];
-  // hi:lo = a · m (32 x 32 -> 64 bits) per lane.
-  auto mul = [&](VU a, VU m, VU* hi, VU* lo) {
-    const auto even = hn::MulEven(a, m);
-    const auto odd = hn::MulEven(hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(d64, a))), m);
-    *lo = hn::OddEven(hn::BitCast(du, hn::ShiftLeft<32>(odd)), hn::BitCast(du, even));
-    *hi = hn::OddEven(hn::BitCast(du, odd), hn::BitCast(du, hn::ShiftRight<32>(even)));
-  };
-  const VU m0 = hn::Set(du, 0xD2511F53u), m1 = hn::Set(du, 0xCD9E8D57u);
+  HWY_ALIGN uint32_t words[4 * kGroups * hn::MaxLanes(du)];
   const auto limit = hn::Set(di, static_cast<int32_t>(threshold) - 1);
   const auto keepV = hn::Set(df, keep);
-  for (; i < n && ((first + i) & 3) != 0; ++i) scalar(i);
-  for (; i + 4 * N <= n; i += 4 * N) {
-    const uint64_t block = (first + i) >> 2;
-    const uint32_t lo = static_cast<uint32_t>(block);
-    if (lo > UINT32_MAX - (N - 1)) {  // the low word wraps inside this vector
-      for (size_t j = 0; j < 4 * N; ++j) scalar(i + j);
-      continue;
-    }
-    VU c0 = hn::Iota(du, lo), c1 = hn::Set(du, static_cast<uint32_t>(block >> 32));
-    VU c2 = hn::Set(du, static_cast<uint32_t>(stream)), c3 = hn::Set(du, static_cast<uint32_t>(step));
-    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-    for (int round = 0; round < 10; ++round) {
-      if (round > 0) {
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-      }
-      VU hi0, lo0, hi1, lo1;
-      mul(c0, m0, &hi0, &lo0);
-      mul(c2, m1, &hi1, &lo1);
-      c0 = hn::Xor(hn::Xor(hi1, c1), hn::Set(du, k0));
-      c1 = lo1;
-      c2 = hn::Xor(hn::Xor(hi0, c3), hn::Set(du, k1));
-      c3 = lo0;
-    }
-    hn::StoreInterleaved4(c0, c1, c2, c3, du, words);  // element order: block-major
-    for (size_t j = 0; j < 4 * N; j += N) {
+  // Applies the words of `count` elements from element i.
+  auto apply = [&](size_t count) HWY_ATTR {
+    for (size_t j = 0; j < count; j += N) {
       const auto k = hn::BitCast(di, hn::ShiftRight<8>(hn::Load(du, words + j)));
       const auto kept = hn::RebindMask(df, hn::Gt(k, limit));
       hn::StoreU(hn::IfThenElseZero(kept, hn::Mul(hn::LoadU(df, x + i + j), keepV)), df, y + i + j);
     }
+  };
+  for (; i < n && ((first + i) & 3) != 0; ++i) scalar(i);
+  for (; i + 4 * N <= n;) {
+    const uint64_t block = (first + i) >> 2;
+    const bool two = i + 4 * kGroups * N <= n;
+    const size_t blocks = two ? kGroups * N : N;
+    if (static_cast<uint32_t>(block) > UINT32_MAX - (blocks - 1)) {  // the low word wraps
+      for (size_t j = 0; j < 4 * blocks; ++j) scalar(i + j);
+    } else {
+      if (two)
+        PhiloxWords<kGroups>(block, seed, step, stream, words);
+      else
+        PhiloxWords<1>(block, seed, step, stream, words);
+      apply(4 * blocks);
+    }
+    i += 4 * blocks;
   }
 #endif
   for (; i < n; ++i) scalar(i);
