@@ -153,7 +153,8 @@ rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool
   in.out = args.dq.data;  // resolve() wants an output (unused)
   if (rt::Status st = resolve(in, a); !st) return st;
   const size_t B = a.batch, H = a.heads, Sq = a.seqQ, Sk = a.seqK, D = a.headDim;
-  if (B * H * Sq * D > 0 && (!args.grad.data || !args.dq.data || !args.dk.data || !args.dv.data))
+  if ((B * H * Sq * D > 0 && (!args.grad.data || !args.dq.data)) ||
+      (B * H * Sk * D > 0 && (!args.dk.data || !args.dv.data)))
     return rt::Status::error("attention backward: dO, dQ, dK and dV must be given");
   AttentionTensor grad = args.grad;
   HeadsTensor<float> dQ = args.dq, dK = args.dk, dV = args.dv;

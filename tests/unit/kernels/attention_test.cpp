@@ -516,5 +516,28 @@ TEST(AttentionErrors, BadHeadDim) {
   EXPECT_FALSE(attentionUnfused(a).isOk());
 }
 
+// A missing gradient tensor is an error, not a write through null, also
+// when there are no queries (dK and dV are still zeroed then).
+TEST(AttentionErrors, BackwardMissingTensors) {
+  std::vector<float> kv(2 * 5 * 4, 1.0f), dk(kv.size(), 7.0f);
+  AttentionGradArgs a;
+  a.forward.batch = 1;
+  a.forward.heads = 2;
+  a.forward.seqQ = 0;
+  a.forward.seqK = 5;
+  a.forward.headDim = 4;
+  a.forward.k.data = kv.data();
+  a.forward.v.data = kv.data();
+  a.dk.data = dk.data();
+  const rt::Status s = attentionBackward(a);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("dO, dQ, dK and dV must be given"), std::string::npos) << s.message();
+  std::vector<float> dv(kv.size(), 7.0f);
+  a.dv.data = dv.data();
+  ASSERT_TRUE(attentionBackward(a).isOk());
+  for (size_t i = 0; i < kv.size(); ++i) ASSERT_EQ(dk[i], 0.0f) << i;
+  for (size_t i = 0; i < kv.size(); ++i) ASSERT_EQ(dv[i], 0.0f) << i;
+}
+
 }  // namespace
 }  // namespace transfuse::kernels
