@@ -130,13 +130,9 @@ rt::Status attentionUnfused(const AttentionArgs& args, rt::ThreadPool* pool) {
   AttentionArgs a;
   if (rt::Status st = resolve(args, a); !st) return st;
   if (a.batch * a.heads * a.seqQ == 0) return rt::Status::ok();
-  const size_t Sq = a.seqQ, Sk = a.seqK, D = a.headDim;
+  const size_t Sq = a.seqQ, Sk = a.seqK;
   if (Sk == 0) {  // no keys: every row is fully masked
-    for (size_t b = 0; b < a.batch; ++b)
-      for (size_t h = 0; h < a.heads; ++h)
-        for (size_t i = 0; i < Sq; ++i)
-          std::fill_n(a.out + b * a.outBatchStride + h * a.outHeadStride + i * a.outRowStride,
-                      D, 0.0f);
+    zeroHeads(a, {a.out, a.outBatchStride, a.outHeadStride, a.outRowStride}, Sq);
     return rt::Status::ok();
   }
   // Per (b, h): S = Q·Kᵀ (GEMM, Kᵀ packed per call), scale + masks, row
