@@ -15,15 +15,15 @@
 //                  in place; also returns the tile maximum per query
 //     masks → S = -inf (and + additive·log2 e)
 //     lazy reference maximum m (an integer, raised to ceil(max) only when a
-//     score exceeds m + 12): then α = 2^(m - m'), l ·= α, O-tile rows ·= α
+//     score exceeds m + 12): then α = 2^(m - m'), l ·= α, Oᵀ ·= α (per lane)
 //     P = 2^(S - m) (Exp2Shifted, 10 instructions), l += Σ_j P
-//     O[r, :] += Σ_j P[j·M + r] · V[j0 + j, :]     PVTile: micro-kernel of
-//                  6 queries × 4 vectors of D (24 accumulators; × 2 vectors,
-//                  12, on AVX2), P broadcast,
-//                  V rows loaded in place
-//   O[i0 + r, :] = O-tile[r, :] / l[r]   (l == 0, a fully masked row: 0)
-// Every softmax statistic is per lane (per query): no horizontal reductions;
-// the O tile is row-major, so the result is stored without a transpose.
+//     Oᵀ[d·M + r] += Σ_j V[j0 + j, d] · P[j·M + r]     PVTile: micro-kernel
+//                  of 12 rows of D × 2 query vectors (24 accumulators; 6 rows
+//                  on AVX2), V broadcast from its rows in place: QK's shape
+//   O[i0 + r, :] = Oᵀ[:, r] / l[r]   (l == 0, a fully masked row: 0; rows
+//                  gathered from the lanes once per task)
+// Every softmax statistic is per lane (per query): no horizontal reductions,
+// and the rescale by α is a vector multiply per row of Oᵀ.
 // QKTile and PVTile are separate (not inlined) functions so that their
 // register allocation is not disturbed by the softmax constants.
 
@@ -63,7 +63,7 @@ constexpr bool kAttnFewRegisters = false;
 #endif
 constexpr size_t kAttnKeyBlock = kAttnFewRegisters ? 4 : 8;  // keys per QK micro-kernel call
 constexpr size_t kAttnKeyBlockFixed = kAttnFewRegisters ? 6 : 12;  // QKMicroFixed's block
-constexpr size_t kAttnPVCols = kAttnFewRegisters ? 2 : 4;  // vectors of D per PV micro-kernel
+constexpr size_t kAttnPVRows = kAttnFewRegisters ? 6 : 12;  // rows of D per PV micro-kernel
 constexpr size_t kAttnKeyTile = 72;   // keys per tile (a multiple of both blocks)
 constexpr size_t kAttnMaxDim = 256;
 
@@ -118,85 +118,61 @@ HWY_INLINE void QKMicro(DF d, const float* HWY_RESTRICT qt, size_t M, size_t D,
   }
 }
 
-// O-tile rows [q0, q0 + R) (queries), vectors [c0, c0 + C) of D:
-//   o[(q0+r)·Dp + (c0+c)·N + lane] += Σ_j p[j·M + q0 + r] · V_j[(c0+c)·N + lane]
-// P is broadcast from the score tile, V rows are loaded in place.
-template <size_t R, size_t C>
+// Rows [d0, d0 + R) of the Oᵀ tile (D × M, queries in the lanes):
+//   ot[(d0+r)·M + q] += Σ_j V[j, d0 + r] · p[j·M + q]
+// the shape of QKMicroFixed with V in K's place: 2 vectors of P loaded per
+// key, R values of V's row broadcast (2R accumulators), so both products of
+// a tile run the same loop.
+template <size_t R>
 HWY_INLINE void PVMicro(DF d, const float* HWY_RESTRICT p, size_t nk, size_t M,
-                        const float* vbase, size_t vstride, size_t c0, size_t q0,
-                        float* HWY_RESTRICT o, size_t Dp) {
+                        const float* vbase, size_t vstride, size_t d0, float* HWY_RESTRICT ot) {
   const size_t N = hn::Lanes(d);
-  VF acc[R][C];
-#pragma GCC unroll 8
-  for (size_t r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (size_t c = 0; c < C; ++c) acc[r][c] = hn::Load(d, o + (q0 + r) * Dp + (c0 + c) * N);
-  const float* vrow = vbase + c0 * N;
-  const float* prow = p + q0;
+  VF a0[R], a1[R];
+#pragma GCC unroll 16
+  for (size_t r = 0; r < R; ++r) {
+    a0[r] = hn::Load(d, ot + (d0 + r) * M);
+    a1[r] = hn::Load(d, ot + (d0 + r) * M + N);
+  }
+  const float* vrow = vbase + d0;
+  const float* prow = p;
   for (size_t j = 0; j < nk; ++j, vrow += vstride, prow += M) {
-    VF v[C];
-#pragma GCC unroll 4
-    for (size_t c = 0; c < C; ++c) v[c] = hn::LoadU(d, vrow + c * N);
-#pragma GCC unroll 8
+    const VF p0 = hn::Load(d, prow);
+    const VF p1 = hn::Load(d, prow + N);
+#pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      const VF pv = hn::Set(d, prow[r]);
-#pragma GCC unroll 4
-      for (size_t c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(pv, v[c], acc[r][c]);
+      const VF vv = hn::Set(d, vrow[r]);
+      a0[r] = hn::MulAdd(vv, p0, a0[r]);
+      a1[r] = hn::MulAdd(vv, p1, a1[r]);
     }
   }
-#pragma GCC unroll 8
-  for (size_t r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (size_t c = 0; c < C; ++c) hn::Store(acc[r][c], d, o + (q0 + r) * Dp + (c0 + c) * N);
-}
-
-// The last, partial vector of D (D % N lanes, at column c0·N) for rows [0, M).
-HWY_INLINE void PVPartial(DF d, const float* HWY_RESTRICT p, size_t nk, size_t M,
-                          const float* vbase, size_t vstride, size_t c0, size_t rem,
-                          float* HWY_RESTRICT o, size_t Dp) {
-  const size_t N = hn::Lanes(d);
-  for (size_t q = 0; q < M; ++q) {
-    VF acc = hn::Load(d, o + q * Dp + c0 * N);
-    for (size_t j = 0; j < nk; ++j)
-      acc = hn::MulAdd(hn::Set(d, p[j * M + q]),
-                       LoadTail(d, vbase + j * vstride + c0 * N, rem, 0.0f), acc);
-    hn::Store(acc, d, o + q * Dp + c0 * N);
+#pragma GCC unroll 16
+  for (size_t r = 0; r < R; ++r) {
+    hn::Store(a0[r], d, ot + (d0 + r) * M);
+    hn::Store(a1[r], d, ot + (d0 + r) * M + N);
   }
 }
 
-// O-tile += P·V-tile over all rows and columns of D.
-template <size_t R>
-HWY_INLINE void PVRows(DF d, const float* p, size_t nk, size_t M, const float* vbase,
-                       size_t vstride, size_t D, size_t q0, float* o, size_t Dp) {
-  const size_t N = hn::Lanes(d);
-  const size_t full = D / N;
-  size_t c0 = 0;
-  constexpr size_t C = kAttnPVCols;
-  for (; c0 + C <= full; c0 += C) PVMicro<R, C>(d, p, nk, M, vbase, vstride, c0, q0, o, Dp);
-  if (C > 2 && c0 + 2 <= full) {
-    PVMicro<R, 2>(d, p, nk, M, vbase, vstride, c0, q0, o, Dp);
-    c0 += 2;
-  }
-  if (c0 < full) PVMicro<R, 1>(d, p, nk, M, vbase, vstride, c0, q0, o, Dp);
-}
-
-// Not inlined: register allocation stays local to the micro-kernels (inlined
-// into AttentionTask, the softmax constants it keeps live caused spills).
+// Oᵀ-tile += (P · V-tile)ᵀ over all D rows. Not inlined: register
+// allocation stays local to the micro-kernels (inlined into AttentionTask,
+// the softmax constants it keeps live caused spills).
 HWY_NOINLINE void PVTile(DF d, const float* p, size_t nk, size_t M, const float* vbase,
-                       size_t vstride, size_t D, float* o, size_t Dp) {
-  const size_t N = hn::Lanes(d);
-  size_t q0 = 0;
-  for (; q0 + 6 <= M; q0 += 6) PVRows<6>(d, p, nk, M, vbase, vstride, D, q0, o, Dp);
-  if (q0 + 4 <= M) {
-    PVRows<4>(d, p, nk, M, vbase, vstride, D, q0, o, Dp);
-    q0 += 4;
+                         size_t vstride, size_t D, float* ot) {
+  constexpr size_t R = kAttnPVRows;
+  size_t d0 = 0;
+  for (; d0 + R <= D; d0 += R) PVMicro<R>(d, p, nk, M, vbase, vstride, d0, ot);
+  if (R > 8 && d0 + 8 <= D) {
+    PVMicro<8>(d, p, nk, M, vbase, vstride, d0, ot);
+    d0 += 8;
   }
-  if (q0 + 2 <= M) {
-    PVRows<2>(d, p, nk, M, vbase, vstride, D, q0, o, Dp);
-    q0 += 2;
+  if (d0 + 4 <= D) {
+    PVMicro<4>(d, p, nk, M, vbase, vstride, d0, ot);
+    d0 += 4;
   }
-  if (q0 < M) PVRows<1>(d, p, nk, M, vbase, vstride, D, q0, o, Dp);
-  if (D % N) PVPartial(d, p, nk, M, vbase, vstride, D / N, D % N, o, Dp);
+  if (d0 + 2 <= D) {
+    PVMicro<2>(d, p, nk, M, vbase, vstride, d0, ot);
+    d0 += 2;
+  }
+  if (d0 < D) PVMicro<1>(d, p, nk, M, vbase, vstride, d0, ot);
 }
 
 // QKMicro for K rows at a fixed stride kD (dense K with D = kD): row r of the
@@ -398,7 +374,7 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
   }
   constexpr size_t kMaxM = 2 * hn::MaxLanes(DF());
   HWY_ALIGN float qt[kAttnMaxDim * kMaxM];
-  HWY_ALIGN float ot[kAttnMaxDim * kMaxM];  // the O tile, [M][Dp]
+  HWY_ALIGN float ot[kAttnMaxDim * kMaxM];  // the Oᵀ tile, [D][M]
   // Score tile; a last partial 8-key block may write up to 7 rows past nk.
   HWY_ALIGN float s[(kAttnKeyTile + kAttnKeyBlock) * kMaxM];
   HWY_ALIGN float lanebuf[kMaxM];
@@ -431,8 +407,7 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
       }
     }
   }
-  const size_t Dp = (D + N - 1) / N * N;
-  for (size_t i = 0; i < M * Dp; i += N) hn::Store(hn::Zero(d), d, ot + i);
+  for (size_t i = 0; i < D * M; i += N) hn::Store(hn::Zero(d), d, ot + i);
   VF m0 = hn::Set(d, kNegInf), m1 = m0, l0 = hn::Zero(d), l1 = l0;
 
   const float* kb = a.k.data + b * a.k.batchStride + h * a.k.headStride;
@@ -507,13 +482,10 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
       const VF al1 = Exp2Fast(d, hn::Sub(m1, hn::IfThenZeroElse(hn::Eq(mn1, ninf), mn1)));
       l0 = hn::Mul(l0, al0);
       l1 = hn::Mul(l1, al1);
-      hn::Store(al0, d, lanebuf);
-      hn::Store(al1, d, lanebuf + N);
-      for (size_t q = 0; q < M; ++q) {
-        if (lanebuf[q] == 1.0f) continue;
-        const VF al = hn::Set(d, lanebuf[q]);
-        for (size_t c = 0; c < Dp; c += N)
-          hn::Store(hn::Mul(hn::Load(d, ot + q * Dp + c), al), d, ot + q * Dp + c);
+      for (size_t dd = 0; dd < D; ++dd) {
+        float* row = ot + dd * M;
+        hn::Store(hn::Mul(hn::Load(d, row), al0), d, row);
+        hn::Store(hn::Mul(hn::Load(d, row + N), al1), d, row + N);
       }
       m0 = mn0;
       m1 = mn1;
@@ -548,20 +520,26 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
     l0 = hn::Add(l0, sum0);
     l1 = hn::Add(l1, sum1);
     // O-tile += P · V-tile.
-    PVTile(d, s, nk, M, vb + j0 * a.v.rowStride, a.v.rowStride, D, ot, Dp);
+    PVTile(d, s, nk, M, vb + j0 * a.v.rowStride, a.v.rowStride, D, ot);
   }
 
-  // O = O-tile / l; fully masked queries (l == 0) get 0.
+  // O = (Oᵀ-tile / l)ᵀ; fully masked queries (l == 0) get 0. Each query's
+  // row is gathered from its lane of the Oᵀ rows.
   const VF one = hn::Set(d, 1.0f);
-  hn::Store(hn::IfThenElseZero(hn::Gt(l0, hn::Zero(d)), hn::Div(one, l0)), d, lanebuf);
-  hn::Store(hn::IfThenElseZero(hn::Gt(l1, hn::Zero(d)), hn::Div(one, l1)), d, lanebuf + N);
+  const VF inv0 = hn::IfThenElseZero(hn::Gt(l0, hn::Zero(d)), hn::Div(one, l0));
+  const VF inv1 = hn::IfThenElseZero(hn::Gt(l1, hn::Zero(d)), hn::Div(one, l1));
+  for (size_t dd = 0; dd < D; ++dd) {
+    float* row = ot + dd * M;
+    hn::Store(hn::Mul(hn::Load(d, row), inv0), d, row);
+    hn::Store(hn::Mul(hn::Load(d, row + N), inv1), d, row + N);
+  }
+  const auto idx = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(M)));
   float* obase = a.out + b * a.outBatchStride + h * a.outHeadStride + i0 * a.outRowStride;
   for (size_t q = 0; q < nq; ++q) {
-    const VF inv = hn::Set(d, lanebuf[q]);
     float* orow = obase + q * a.outRowStride;
     size_t c = 0;
-    for (; c + N <= D; c += N) hn::StoreU(hn::Mul(hn::Load(d, ot + q * Dp + c), inv), d, orow + c);
-    if (c < D) StoreTail(d, hn::Mul(hn::Load(d, ot + q * Dp + c), inv), orow + c, D - c);
+    for (; c + N <= D; c += N) hn::StoreU(hn::GatherIndex(d, ot + c * M + q, idx), d, orow + c);
+    for (; c < D; ++c) orow[c] = ot[c * M + q];
   }
 }
 
