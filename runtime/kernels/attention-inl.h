@@ -79,8 +79,7 @@ using VF = hn::Vec<DF>;
 HWY_INLINE VF Exp2Shifted(DF d, VF s, VF c) {
   const VF t = hn::Add(s, c);
   const VF r = hn::Sub(s, hn::Sub(t, c));
-  return hn::IfThenZeroElse(hn::Not(hn::Ge(t, hn::Set(d, 12582912.0f + 1.0f))),
-                            Exp2Scaled(d, r, t));
+  return hn::IfThenElseZero(hn::Ge(t, hn::Set(d, 12582912.0f + 1.0f)), Exp2Scaled(d, r, t));
 }
 
 // S rows [0, KB) of a key block: S[r·M + c·N + lane] = Σ_d k_r[d] · qt[d·M + c·N + lane]
@@ -235,6 +234,29 @@ HWY_NOINLINE void QKTile(DF d, const float* HWY_RESTRICT qt, size_t M, size_t D,
   }
 }
 
+// out[c·outStride + r] = in[r·inStride + c] · scale[c] for an N × N block
+// (N lanes). Each of the log2(N) rounds of ConcatEven/ConcatOdd over the N
+// rows rotates the bits of the (row, column) index by one, so together they
+// transpose: 64 two-source permutes for AVX-512's 16 × 16, where a vector
+// gather per column costs 16 loads.
+HWY_INLINE void TransposeBlock(DF d, const float* in, size_t inStride, VF scale, float* out,
+                               size_t outStride) {
+  const size_t N = hn::Lanes(d);
+  VF v[hn::MaxLanes(DF())];
+  for (size_t r = 0; r < N; ++r) v[r] = hn::Mul(hn::LoadU(d, in + r * inStride), scale);
+#if HWY_TARGET != HWY_SCALAR
+  VF w[hn::MaxLanes(DF())];
+  for (size_t round = 1; round < N; round *= 2) {
+    for (size_t i = 0; i < N / 2; ++i) {
+      w[i] = hn::ConcatEven(d, v[2 * i + 1], v[2 * i]);
+      w[N / 2 + i] = hn::ConcatOdd(d, v[2 * i + 1], v[2 * i]);
+    }
+    for (size_t r = 0; r < N; ++r) v[r] = w[r];
+  }
+#endif
+  for (size_t r = 0; r < N; ++r) hn::StoreU(v[r], d, out + r * outStride);
+}
+
 // The last key (exclusive) any query of [i0, i0 + nq) may see.
 HWY_INLINE size_t AttnKeyEnd(const AttentionArgs& a, size_t b, size_t i0, size_t nq) {
   size_t end = a.seqK;
@@ -381,31 +403,20 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
   const float kNegInf = -std::numeric_limits<float>::infinity();
 
   // Qᵀ, pre-scaled by scale·log2 e (scores in log2 units, for Exp2Fast);
-  // padding queries are 0. Full tiles gather a column of M
-  // query rows per d (vector gathers instead of D·M scalar transposes).
-  const float* qb = a.q.data + b * a.q.batchStride + h * a.q.headStride;
+  // padding queries are 0. N × N blocks of N whole queries are transposed
+  // in registers, the rest element by element.
+  const float* qb = a.q.data + b * a.q.batchStride + h * a.q.headStride + i0 * a.q.rowStride;
   constexpr float kLog2e = 1.44269504088896341f;
   const float qscale = a.scale * kLog2e;
-  const hn::RebindToSigned<DF> di;
-  const bool gatherOk = a.q.rowStride * M < (size_t{1} << 30);
-  if (nq == M && gatherOk) {
-    const auto idx0 = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(a.q.rowStride)));
-    const auto idx1 = hn::Add(idx0, hn::Set(di, static_cast<int32_t>(N * a.q.rowStride)));
-    const VF sc = hn::Set(d, qscale);
-    const float* q0 = qb + i0 * a.q.rowStride;
-    for (size_t dd = 0; dd < D; ++dd) {
-      hn::Store(hn::Mul(hn::GatherIndex(d, q0 + dd, idx0), sc), d, qt + dd * M);
-      hn::Store(hn::Mul(hn::GatherIndex(d, q0 + dd, idx1), sc), d, qt + dd * M + N);
-    }
-  } else {
-    for (size_t r = 0; r < M; ++r) {
-      if (r < nq) {
-        const float* qrow = qb + (i0 + r) * a.q.rowStride;
-        for (size_t dd = 0; dd < D; ++dd) qt[dd * M + r] = qrow[dd] * qscale;
-      } else {
-        for (size_t dd = 0; dd < D; ++dd) qt[dd * M + r] = 0.0f;
-      }
-    }
+  const size_t fullD = D / N * N;
+  for (size_t r0 = 0; r0 < M; r0 += N) {
+    const size_t dBlocked = r0 + N <= nq ? fullD : 0;
+    for (size_t dd = 0; dd < dBlocked; dd += N)
+      TransposeBlock(d, qb + r0 * a.q.rowStride + dd, a.q.rowStride, hn::Set(d, qscale),
+                     qt + dd * M + r0, M);
+    for (size_t r = r0; r < r0 + N; ++r)
+      for (size_t dd = dBlocked; dd < D; ++dd)
+        qt[dd * M + r] = r < nq ? qb[r * a.q.rowStride + dd] * qscale : 0.0f;
   }
   for (size_t i = 0; i < D * M; i += N) hn::Store(hn::Zero(d), d, ot + i);
   VF m0 = hn::Set(d, kNegInf), m1 = m0, l0 = hn::Zero(d), l1 = l0;
@@ -523,23 +534,20 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
     PVTile(d, s, nk, M, vb + j0 * a.v.rowStride, a.v.rowStride, D, ot);
   }
 
-  // O = (Oᵀ-tile / l)ᵀ; fully masked queries (l == 0) get 0. Each query's
-  // row is gathered from its lane of the Oᵀ rows.
+  // O = (Oᵀ-tile / l)ᵀ; fully masked queries (l == 0) get 0. Transposed
+  // back like Qᵀ: blocks of N whole queries in registers, the rest by element.
   const VF one = hn::Set(d, 1.0f);
-  const VF inv0 = hn::IfThenElseZero(hn::Gt(l0, hn::Zero(d)), hn::Div(one, l0));
-  const VF inv1 = hn::IfThenElseZero(hn::Gt(l1, hn::Zero(d)), hn::Div(one, l1));
-  for (size_t dd = 0; dd < D; ++dd) {
-    float* row = ot + dd * M;
-    hn::Store(hn::Mul(hn::Load(d, row), inv0), d, row);
-    hn::Store(hn::Mul(hn::Load(d, row + N), inv1), d, row + N);
-  }
-  const auto idx = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(M)));
+  hn::Store(hn::IfThenElseZero(hn::Gt(l0, hn::Zero(d)), hn::Div(one, l0)), d, lanebuf);
+  hn::Store(hn::IfThenElseZero(hn::Gt(l1, hn::Zero(d)), hn::Div(one, l1)), d, lanebuf + N);
   float* obase = a.out + b * a.outBatchStride + h * a.outHeadStride + i0 * a.outRowStride;
-  for (size_t q = 0; q < nq; ++q) {
-    float* orow = obase + q * a.outRowStride;
-    size_t c = 0;
-    for (; c + N <= D; c += N) hn::StoreU(hn::GatherIndex(d, ot + c * M + q, idx), d, orow + c);
-    for (; c < D; ++c) orow[c] = ot[c * M + q];
+  for (size_t r0 = 0; r0 < nq; r0 += N) {
+    const size_t dBlocked = r0 + N <= nq ? fullD : 0;
+    for (size_t dd = 0; dd < dBlocked; dd += N)
+      TransposeBlock(d, ot + dd * M + r0, M, hn::Load(d, lanebuf + r0),
+                     obase + r0 * a.outRowStride + dd, a.outRowStride);
+    for (size_t r = r0; r < std::min(r0 + N, nq); ++r)
+      for (size_t dd = dBlocked; dd < D; ++dd)
+        obase[r * a.outRowStride + dd] = ot[dd * M + r] * lanebuf[r];
   }
 }
 
