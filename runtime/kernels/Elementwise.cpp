@@ -319,9 +319,8 @@ void activationGrad(math::Kind kind, const float* x, const float* g, float* out,
 
 void dropout(const float* x, float* y, size_t n, double rate, uint64_t seed, uint64_t step,
              uint64_t stream, uint64_t first, rt::ThreadPool* pool) {
-  // philoxUniform = k · 2^-24 >= rate  <=>  k >= ceil(rate · 2^24) (k integer).
-  const auto threshold = static_cast<uint32_t>(std::ceil(rate * 16777216.0));
-  const float keep = static_cast<float>(1.0 / (1.0 - rate));
+  const uint32_t threshold = rt::dropoutThreshold(rate);
+  const float keep = rt::dropoutKeepScale(rate);
   parallelFor(pool, n, kMapGrain, [&](size_t b, size_t e) {
     HWY_DYNAMIC_DISPATCH(DropoutSpan)(x + b, y + b, e - b, threshold, keep, seed, step, stream,
                                       first + b);

@@ -30,11 +30,7 @@
 
 // The formulas are host and device functions: CUDA code (runtime/kernels/
 // cuda, generated regions) evaluates the same templates.
-#ifdef __CUDACC__
-#define TRANSFUSE_HD __host__ __device__
-#else
-#define TRANSFUSE_HD
-#endif
+#include "runtime/HostDevice.h"
 
 namespace transfuse::kernels::math {
 
