@@ -20,7 +20,8 @@ if(TRANSFUSE_NVCC)
   set(TRANSFUSE_CUDA_LIB_DIR ${TRANSFUSE_CUDA_ROOT}/lib64)
   set(cuda_units kernels/cuda/Norm kernels/cuda/Attention kernels/cuda/AttentionBf16
                  kernels/cuda/Gemm kernels/cuda/CublasLt kernels/cuda/Embedding
-                 kernels/cuda/Decode kernels/cuda/Layout kernels/cuda/Train exec/Cuda)
+                 kernels/cuda/Decode kernels/cuda/Layout kernels/cuda/Train kernels/cuda/AttentionGrad
+                 exec/Cuda)
   file(GLOB cuda_headers ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.cuh)
   list(APPEND cuda_headers ${CMAKE_CURRENT_SOURCE_DIR}/exec/Cuda.cuh
        ${CMAKE_CURRENT_SOURCE_DIR}/exec/Generated.h ${CMAKE_CURRENT_SOURCE_DIR}/exec/Ops.h

@@ -858,6 +858,127 @@ void testEmbeddingGrad(std::mt19937& rng) {
   expectNear("  nothing written", dout2.host(), std::vector<double>(vocab * dim, NAN), 0, 0);
 }
 
+
+// attention_grad against a double reference of the CPU kernel's formulas:
+// Q, dO and dQ in the [B, S, H, D] layout of a fused projection (strided)
+// or dense, K, V, dK and dV dense; causal, key lengths (row 1 of the batch
+// fully masked) and a key mask; dropout from the same Philox draws. Keys no
+// query sees hold NaN (arena garbage): their dK and dV must be 0.
+void testAttentionGrad(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool causal,
+                       bool lengths, bool keyMask, double rate, bool dense, std::mt19937& rng) {
+  const float scale = 1.0f / std::sqrt(float(D));
+  const uint64_t seed = 99, step = 3, stream = 11;
+  auto qIndex = [&](size_t b, size_t h, size_t i, size_t d) {
+    return dense ? ((b * H + h) * Sq + i) * D + d : ((b * Sq + i) * H + h) * D + d;
+  };
+  auto kIndex = [&](size_t b, size_t h, size_t j, size_t d) { return ((b * H + h) * Sk + j) * D + d; };
+  std::vector<float> q = randomVector(B * Sq * H * D, rng, -1, 1);
+  std::vector<float> g = randomVector(B * Sq * H * D, rng, -1, 1);
+  std::vector<float> k = randomVector(B * H * Sk * D, rng, -1, 1);
+  std::vector<float> v = randomVector(B * H * Sk * D, rng, -1, 1);
+  std::vector<int32_t> len(B);
+  for (size_t b = 0; b < B; ++b) len[b] = b == 1 ? 0 : int32_t(Sk - (b * 7) % (Sk + 1) / 2);
+  std::vector<uint8_t> mask(B * Sk);
+  for (size_t b = 0; b < B; ++b)
+    for (size_t j = 0; j < Sk; ++j) mask[b * Sk + j] = (b + j) % 4 != 0;
+  auto visible = [&](size_t b, size_t i, size_t j) {
+    long end = long(Sk);
+    if (lengths) end = std::min<long>(end, len[b]);
+    if (causal) end = std::min<long>(end, long(i + Sk) - long(Sq) + 1);
+    return long(j) < end && (!keyMask || mask[b * Sk + j]);
+  };
+  for (size_t b = 0; b < B; ++b)
+    for (size_t j = 0; j < Sk; ++j) {
+      bool seen = false;
+      for (size_t i = 0; i < Sq; ++i) seen |= visible(b, i, j);
+      if (!seen)
+        for (size_t h = 0; h < H; ++h)
+          for (size_t d = 0; d < D; ++d) k[kIndex(b, h, j, d)] = v[kIndex(b, h, j, d)] = NAN;
+    }
+  const double ks = 1.0 / (1.0 - rate);
+  std::vector<double> wantDq(q.size(), 0.0), wantDk(k.size(), 0.0), wantDv(v.size(), 0.0);
+  std::vector<double> P(Sq * Sk), dPd(Sq * Sk);
+  std::vector<char> keep(Sq * Sk);
+  for (size_t b = 0; b < B; ++b)
+    for (size_t h = 0; h < H; ++h) {
+      std::fill(P.begin(), P.end(), 0.0);
+      std::fill(dPd.begin(), dPd.end(), 0.0);
+      for (size_t i = 0; i < Sq; ++i) {
+        double mx = -INFINITY, sum = 0;
+        for (size_t j = 0; j < Sk; ++j) {
+          keep[i * Sk + j] = rate == 0 || transfuse::rt::philoxUniform(
+                                              seed, step, stream, ((b * H + h) * Sq + i) * Sk + j) >= rate;
+          if (!visible(b, i, j)) continue;
+          double dot = 0, dp = 0;
+          for (size_t d = 0; d < D; ++d) {
+            dot += double(q[qIndex(b, h, i, d)]) * k[kIndex(b, h, j, d)];
+            dp += double(g[qIndex(b, h, i, d)]) * v[kIndex(b, h, j, d)];
+          }
+          P[i * Sk + j] = dot * scale;
+          dPd[i * Sk + j] = keep[i * Sk + j] ? dp * (rate > 0 ? ks : 1.0) : 0.0;
+          mx = std::max(mx, P[i * Sk + j]);
+        }
+        if (mx == -INFINITY) continue;
+        for (size_t j = 0; j < Sk; ++j)
+          if (visible(b, i, j)) sum += P[i * Sk + j] = std::exp(P[i * Sk + j] - mx);
+        double rowDot = 0;
+        for (size_t j = 0; j < Sk; ++j)
+          if (visible(b, i, j)) {
+            P[i * Sk + j] /= sum;
+            rowDot += dPd[i * Sk + j] * P[i * Sk + j];
+          }
+        for (size_t j = 0; j < Sk; ++j) {
+          if (!visible(b, i, j)) continue;
+          const double p = P[i * Sk + j];
+          const double pd = keep[i * Sk + j] ? p * (rate > 0 ? ks : 1.0) : 0.0;
+          const double ds = p * (dPd[i * Sk + j] - rowDot) * scale;
+          for (size_t d = 0; d < D; ++d) {
+            wantDv[kIndex(b, h, j, d)] += pd * g[qIndex(b, h, i, d)];
+            wantDq[qIndex(b, h, i, d)] += ds * k[kIndex(b, h, j, d)];
+            wantDk[kIndex(b, h, j, d)] += ds * q[qIndex(b, h, i, d)];
+          }
+        }
+      }
+    }
+  Device dq(q), dg(g), dk(k), dv(v);
+  Device gq(std::vector<float>(q.size(), NAN)), gk(std::vector<float>(k.size(), NAN)),
+      gv(std::vector<float>(v.size(), NAN)), work(std::vector<float>(2 * B * H * Sq + 1));
+  DeviceOf<int32_t> dlen(len);
+  DeviceOf<uint8_t> dmask(mask);
+  transfuse::cuda::AttentionGradArgs a;
+  transfuse::cuda::AttentionArgs& f = a.forward;
+  f.batch = B;
+  f.heads = H;
+  f.seqQ = Sq;
+  f.seqK = Sk;
+  f.headDim = D;
+  const size_t qb = dense ? 0 : Sq * H * D, qh = dense ? 0 : D, qr = dense ? 0 : H * D;
+  f.q = {dq.p, qb, qh, qr};
+  f.k = {dk.p, 0, 0, 0};
+  f.v = {dv.p, 0, 0, 0};
+  f.scale = scale;
+  f.causal = causal;
+  f.keyLengths = lengths ? dlen.p : nullptr;
+  f.keyMask = keyMask ? dmask.p : nullptr;
+  a.grad = {dg.p, qb, qh, qr};
+  a.dq = {gq.p, qb, qh, qr};
+  a.dk = {gk.p, 0, 0, 0};
+  a.dv = {gv.p, 0, 0, 0};
+  a.dropoutRate = rate;
+  a.dropoutSeed = seed;
+  a.dropoutStep = step;
+  a.dropoutStream = stream;
+  CHECK_CUDA(transfuse::cuda::attentionBackward(a, work.p));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  char what[128];
+  std::snprintf(what, sizeof what, "attention_grad B=%zu H=%zu Sq=%zu Sk=%zu D=%zu%s%s%s%s dQ", B,
+                H, Sq, Sk, D, causal ? " causal" : "", lengths ? " lengths" : "",
+                keyMask ? " key mask" : "", rate > 0 ? " dropout" : "");
+  expectNear(what, gq.host(), wantDq, 1e-5, 1e-4);
+  expectNear("  its dK", gk.host(), wantDk, 1e-5, 1e-4);
+  expectNear("  its dV", gv.host(), wantDv, 1e-5, 1e-4);
+}
+
 }  // namespace
 
 int main() {
@@ -932,6 +1053,11 @@ int main() {
   testCrossEntropy(33, 1001, 0.0f, false, rng);
   testCrossEntropy(3, 5, 0.1f, false, rng);  // rows 0 and 2 count
   testEmbeddingGrad(rng);
+  testAttentionGrad(2, 3, 37, 45, 64, true, true, false, 0.0, false, rng);
+  testAttentionGrad(3, 2, 50, 50, 32, false, true, true, 0.1, false, rng);
+  testAttentionGrad(1, 2, 40, 20, 37, true, false, false, 0.0, true, rng);  // Sq > Sk
+  testAttentionGrad(2, 1, 33, 65, 128, false, false, true, 0.3, true, rng);
+  testAttentionGrad(1, 1, 5, 7, 256, true, false, false, 0.0, true, rng);
   std::printf("%s\n", gFailures ? "FAIL" : "PASS");
   return gFailures ? 1 : 0;
 }

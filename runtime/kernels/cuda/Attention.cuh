@@ -48,6 +48,33 @@ struct AttentionArgs {
 // 1..256 or a missing tensor, else the launch's error.
 cudaError_t attention(const AttentionArgs& args, cudaStream_t stream = nullptr);
 
+// The backward (attention_grad), with the CPU kernel's contract
+// (kernels::attentionBackward, runtime/kernels/Attention.h): from Q, K, V,
+// the masks and dO, with P = softmax(scale·QKᵀ + masks), Pd = dropout(P),
+//   dV = Pdᵀ·dO,  dP = dropout(dO·Vᵀ),  dS = P ⊙ (dP - rowsum(dP ⊙ P))·scale,
+//   dQ = dS·K,  dK = dSᵀ·Q
+// dropout keeping (b,h,i,j) when philoxUniform(dropoutSeed, dropoutStep,
+// dropoutStream, ((b·H + h)·Sq + i)·Sk + j) >= dropoutRate (runtime/
+// Philox.h). Nothing of S×S is stored: a first kernel recomputes each
+// query's log-sum-exp and rowsum(dP ⊙ P) (into `work`, 2·B·H·Sq floats),
+// then one computes dQ a query per warp and one dK and dV a key per warp,
+// each recomputing the scores it needs. Every output element is one
+// thread's sum in key (or query) order: no atomics, the same bits on every
+// run. A fully masked query gets dQ = 0; a key no query sees, dK = dV = 0.
+struct AttentionGradTensor {
+  float* data = nullptr;  // device memory
+  size_t batchStride = 0, headStride = 0, rowStride = 0;  // all 0: dense
+};
+struct AttentionGradArgs {
+  AttentionArgs forward;   // Q, K, V, masks, scale (`out` unused)
+  AttentionTensor grad;    // dO [B,H,Sq,D]
+  AttentionGradTensor dq, dk, dv;
+  double dropoutRate = 0.0;
+  uint64_t dropoutSeed = 0, dropoutStep = 0, dropoutStream = 0;
+};
+cudaError_t attentionBackward(const AttentionGradArgs& args, float* work,
+                              cudaStream_t stream = nullptr);
+
 }  // namespace transfuse::cuda
 
 #endif  // TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTION_CUH
