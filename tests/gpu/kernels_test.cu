@@ -137,6 +137,14 @@ void testSoftmax(size_t rows, size_t width, bool inPlace, std::mt19937& rng) {
   expectNear(what, inPlace ? dx.host() : dy.host(), want, 1e-9, 4e-6);
 }
 
+// Key lengths [B] for the attention tests: row 1 of the batch has none
+// (fully masked), the others between Sk/2 and Sk.
+std::vector<int32_t> attentionKeyLengths(size_t B, size_t Sk) {
+  std::vector<int32_t> len(B);
+  for (size_t b = 0; b < B; ++b) len[b] = b == 1 ? 0 : int32_t(Sk - (b * 7) % (Sk + 1) / 2);
+  return len;
+}
+
 // Attention against a double-precision reference: Q and O in the [B, S, H, D]
 // layout of a fused projection (strides), K and V dense; causal and key
 // lengths (row 1 of the batch fully masked when there are two or more).
@@ -150,8 +158,7 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
   std::vector<float> q = randomVector(B * Sq * H * D, rng, -1, 1);
   std::vector<float> k = randomVector(B * H * Sk * D, rng, -1, 1);
   std::vector<float> v = randomVector(B * H * Sk * D, rng, -1, 1);
-  std::vector<int32_t> len(B);
-  for (size_t b = 0; b < B; ++b) len[b] = b == 1 ? 0 : int32_t(Sk - (b * 7) % (Sk + 1) / 2);
+  const std::vector<int32_t> len = attentionKeyLengths(B, Sk);
   // A byte mask [B, Sk] (0 masks): every third key, and all of row 1.
   std::vector<uint8_t> mask(B * Sk);
   for (size_t b = 0; b < B; ++b)
@@ -301,8 +308,7 @@ void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
                      v = randomVector(nk, rng, -1, 1);
   for (auto* t : {&q, &k, &v})
     for (float& x : *t) x = round(x);
-  std::vector<int32_t> len(B);
-  for (size_t b = 0; b < B; ++b) len[b] = b == 1 ? 0 : int32_t(Sk - (b * 7) % (Sk + 1) / 2);
+  const std::vector<int32_t> len = attentionKeyLengths(B, Sk);
   // Keys past a row's length hold NaN, as arena garbage may: none of it
   // may reach O.
   if (lengths)
@@ -876,8 +882,7 @@ void testAttentionGrad(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
   std::vector<float> g = randomVector(B * Sq * H * D, rng, -1, 1);
   std::vector<float> k = randomVector(B * H * Sk * D, rng, -1, 1);
   std::vector<float> v = randomVector(B * H * Sk * D, rng, -1, 1);
-  std::vector<int32_t> len(B);
-  for (size_t b = 0; b < B; ++b) len[b] = b == 1 ? 0 : int32_t(Sk - (b * 7) % (Sk + 1) / 2);
+  const std::vector<int32_t> len = attentionKeyLengths(B, Sk);
   std::vector<uint8_t> mask(B * Sk);
   for (size_t b = 0; b < B; ++b)
     for (size_t j = 0; j < Sk; ++j) mask[b * Sk + j] = (b + j) % 4 != 0;
