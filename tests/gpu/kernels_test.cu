@@ -295,6 +295,55 @@ void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::c
   expectNear(what, dc.host(), want, atol, 1e-5 * std::sqrt(double(K)) + 1e-5);
 }
 
+// The backward's GEMMs on the CUDA cores: A stored transposed ([K, M], a
+// weight gradient's xᵀ) and the derivative epilogue C = (scale·A·B)·f'(pre),
+// against a double reference; cuBLASLt must refuse both (the CUDA cores run
+// them).
+void testGemmBackward(size_t M, size_t N, size_t K, bool transA, bool transB,
+                      transfuse::cuda::Activation derivative, float scale, std::mt19937& rng) {
+  namespace tm = transfuse::kernels::math;
+  using transfuse::cuda::Activation;
+  const size_t lda = (transA ? M : K) + 3, ldb = (transB ? K : N) + 1, ldc = N + 2, ldp = N + 5;
+  std::vector<float> a = randomVector((transA ? K : M) * lda, rng, -1, 1);
+  std::vector<float> b = randomVector((transB ? N : K) * ldb, rng, -1, 1);
+  std::vector<float> pre = randomVector(M * ldp, rng, -3, 3);
+  std::vector<double> want(M * ldc, 7.0);
+  for (size_t i = 0; i < M; ++i)
+    for (size_t j = 0; j < N; ++j) {
+      double v = 0;
+      for (size_t k = 0; k < K; ++k)
+        v += double(transA ? a[k * lda + i] : a[i * lda + k]) *
+             double(transB ? b[j * ldb + k] : b[k * ldb + j]);
+      const double x = pre[i * ldp + j];
+      if (derivative == Activation::kRelu) v *= scale * tm::reluDerivative(x);
+      if (derivative == Activation::kGelu) v *= scale * tm::geluDerivative(x);
+      if (derivative == Activation::kGeluTanh) v *= scale * tm::geluTanhDerivative(x);
+      want[i * ldc + j] = v;
+    }
+  Device da(a), db(b), dpre(pre), dc(std::vector<float>(M * ldc, 7.0f));
+  transfuse::cuda::GemmArgs g;
+  g.m = M; g.n = N; g.k = K;
+  g.a = da.p; g.lda = lda; g.transA = transA;
+  g.b = db.p; g.ldb = ldb; g.transB = transB;
+  g.c = dc.p; g.ldc = ldc;
+  g.derivative = derivative;
+  g.pre = derivative == Activation::kNone ? nullptr : dpre.p;
+  g.ldp = ldp;
+  g.scale = scale;
+  if (transfuse::cuda::cublasLtAvailable()) {
+    const cudaError_t e = transfuse::cuda::gemmCublasLt(g);
+    std::printf("%-40s %s\n", "  cuBLASLt refuses it",
+                e == cudaErrorNotSupported ? "yes" : "no  FAILED");
+    gFailures += e != cudaErrorNotSupported;
+  }
+  CHECK_CUDA(transfuse::cuda::gemm(g));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  char what[96];
+  std::snprintf(what, sizeof what, "gemm %zux%zux%zu%s%s derivative %d scale %g", M, N, K,
+                transA ? " transA" : "", transB ? " transB" : "", int(derivative), scale);
+  expectNear(what, dc.host(), want, 1e-5, 1e-5 * std::sqrt(double(K)) + 1e-5);
+}
+
 // The tensor-core bf16 attention under FlashAttention's rule: against the
 // exact result on the same bf16 inputs its error is at most twice that of
 // the unfused computation in bf16 (scores, weights and output rounded to
@@ -1022,6 +1071,10 @@ int main() {
     testGemm(200, 513, 512, false, false, Activation::kNone, false, rng, lt);
     testGemm(5, 3, 0, true, true, Activation::kNone, true, rng, lt);  // K = 0: the epilogue alone
   }
+  testGemmBackward(37, 70, 300, true, false, Activation::kNone, 1.0f, rng);
+  testGemmBackward(130, 65, 45, true, true, Activation::kRelu, 1.0f, rng);
+  testGemmBackward(64, 128, 64, false, true, Activation::kGelu, 0.5f, rng);
+  testGemmBackward(3, 200, 17, false, false, Activation::kGeluTanh, 1.0f, rng);
   testEmbedding(rng);
   testAttentionBf16(2, 2, 100, 100, 64, false, false, rng);
   testAttentionBf16(3, 2, 70, 130, 128, true, true, rng);

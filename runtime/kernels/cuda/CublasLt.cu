@@ -177,6 +177,9 @@ cudaError_t gemmCublasLt(const GemmArgs& g, cudaStream_t stream) {
   // residual too: with an activation, a residual is not expressible.
   if (g.residual && g.activation != Activation::kNone) return cudaErrorNotSupported;
   if (g.k == 0) return cudaErrorNotSupported;
+  // Not expressed here yet: a transposed A and the backward's epilogue run
+  // on the CUDA cores.
+  if (g.transA || g.derivative != Activation::kNone) return cudaErrorNotSupported;
   if (g.bias && reinterpret_cast<uintptr_t>(g.bias) % 16 != 0) return cudaErrorNotSupported;
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;

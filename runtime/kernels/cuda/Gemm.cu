@@ -27,6 +27,16 @@ __device__ float activate(Activation act, float x) {
   }
 }
 
+__device__ float derivativeAt(Activation act, float x) {
+  namespace tm = transfuse::kernels::math;
+  switch (act) {
+    case Activation::kRelu: return tm::reluDerivative(x);
+    case Activation::kGelu: return tm::geluDerivative(x);
+    case Activation::kGeluTanh: return tm::geluTanhDerivative(x);
+    default: return 1.0f;
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
   // Rows padded by 4 floats: the transposed stores of a warp (16 rows of
   // one column) spread over the banks, and rows stay 16-byte aligned.
@@ -47,7 +57,13 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
     for (int e = t; e < kTile * kStep; e += kThreads) {
       const int r = e / kStep, kk = e % kStep;  // A: consecutive threads along k
       const size_t gi = row0 + r, gk = k0 + kk;
-      As[kk][r] = gi < p.m && gk < p.k ? p.a[gi * p.lda + gk] : 0.0f;
+      if (p.transA) {  // A stored [K,M]: consecutive threads along m
+        const int i = e % kTile, ka = e / kTile;
+        const size_t gia = row0 + i, gka = k0 + ka;
+        As[ka][i] = gia < p.m && gka < p.k ? p.a[gka * p.lda + gia] : 0.0f;
+      } else {
+        As[kk][r] = gi < p.m && gk < p.k ? p.a[gi * p.lda + gk] : 0.0f;
+      }
       if (p.transB) {  // B stored [N,K]: consecutive threads along k
         const size_t gj = col0 + r;
         Bs[kk][r] = gj < p.n && gk < p.k ? p.b[gj * p.ldb + gk] : 0.0f;
@@ -80,6 +96,13 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
       const size_t gj = col0 + tx * kPer + j;
       if (gj >= p.n) continue;
       float v = acc[i][j];
+      if (p.derivative != Activation::kNone) {
+        // The CPU's order: the product, scaled, times f'(pre).
+        if (p.scale != 1.0f) v = __fmul_rn(v, p.scale);
+        v = __fmul_rn(v, derivativeAt(p.derivative, p.pre[gi * (p.ldp ? p.ldp : p.n) + gj]));
+        p.c[gi * p.ldc + gj] = v;
+        continue;
+      }
       if (p.bias) v += p.bias[gj];
       v = activate(p.activation, v);
       if (p.residual) v += p.residual[gi * ldr + gj];
@@ -88,10 +111,15 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
   }
 }
 
-// The operands a product needs, and leading dimensions that hold its rows.
+// The operands a product needs, and leading dimensions that hold its rows;
+// the derivative epilogue alone, on one product.
 bool valid(const GemmArgs& a) {
-  return a.c && (a.k == 0 || (a.a && a.b)) && a.ldc >= a.n && (a.k == 0 || a.lda >= a.k) &&
-         (a.k == 0 || a.ldb >= (a.transB ? a.k : a.n)) && !(a.residual && a.ldr && a.ldr < a.n);
+  const bool derivative = a.derivative != Activation::kNone;
+  return a.c && (a.k == 0 || (a.a && a.b)) && a.ldc >= a.n &&
+         (a.k == 0 || a.lda >= (a.transA ? a.m : a.k)) &&
+         (a.k == 0 || a.ldb >= (a.transB ? a.k : a.n)) && !(a.residual && a.ldr && a.ldr < a.n) &&
+         (!derivative || (a.pre && !a.bias && !a.residual && a.activation == Activation::kNone &&
+                          a.batch == 1 && !(a.ldp && a.ldp < a.n)));
 }
 
 }  // namespace

@@ -2,11 +2,15 @@
 //
 //   C[M,N] = act(A[M,K] · B[K,N] + bias[N]) + residual[M,N]
 //
-// row-major with leading dimensions: A(i,k) = A[i·lda + k]; B(k,j) =
-// B[k·ldb + j], or with transB B[j·ldb + k] (a weight in PyTorch's [N,K]
-// layout); C(i,j) = C[i·ldc + j]; residual(i,j) = residual[i·ldr + j]
-// (ldr 0: N). bias and residual may be null; act is none, relu, gelu (exact)
-// or gelu_tanh, evaluated by runtime/kernels/ElementwiseMath.h's formulas.
+// row-major with leading dimensions: A(i,k) = A[i·lda + k], or with transA
+// A[k·lda + i] (a weight gradient's xᵀ); B(k,j) = B[k·ldb + j], or with
+// transB B[j·ldb + k] (a weight in PyTorch's [N,K] layout); C(i,j) =
+// C[i·ldc + j]; residual(i,j) = residual[i·ldr + j] (ldr 0: N). bias and
+// residual may be null; act is none, relu, gelu (exact) or gelu_tanh,
+// evaluated by runtime/kernels/ElementwiseMath.h's formulas. The backward's
+// epilogue, as on the CPU: with `derivative` set (and no bias, activation
+// or residual; one product), C = (scale·A·B)·f'(pre(i,j)), pre(i,j) =
+// pre[i·ldp + j] (ldp 0: N), f' ElementwiseMath.h's derivative.
 // Device pointers; C must not overlap the other operands. `batch` products
 // at once (an unfused attention's Q·Kᵀ per head): product z reads A, B and
 // the residual at z times their batch strides and writes C at z·strideC (a
@@ -32,6 +36,7 @@ struct GemmArgs {
   size_t m = 0, n = 0, k = 0;
   const float* a = nullptr;
   size_t lda = 0;
+  bool transA = false;
   const float* b = nullptr;
   size_t ldb = 0;
   bool transB = false;
@@ -42,6 +47,10 @@ struct GemmArgs {
   const float* residual = nullptr;
   size_t ldr = 0;
   size_t batch = 1, strideA = 0, strideB = 0, strideC = 0, strideResidual = 0;
+  Activation derivative = Activation::kNone;
+  const float* pre = nullptr;
+  size_t ldp = 0;
+  float scale = 1.0f;
 };
 
 // Asynchronous on `stream`; cudaErrorInvalidValue for a missing operand or
