@@ -318,11 +318,11 @@ llvm::Error Emitter::emitCudaDecodeAttention(tfk::DecodeAttentionOp op) {
 llvm::Error Emitter::emitCudaAttention(tfk::AttentionOp op) {
   if (op.getBias())
     return fail(op, "an additive attention mask has no cuda form yet");
-  if (op.getDropoutRate().convertToDouble() > 0.0)
-    return fail(op, "attention dropout has no cuda form (the cuda target runs inference)");
   if (cast<MemRefType>(op.getQuery().getType()).getDimSize(3) > 256)
     return fail(op, "the cuda attention kernel takes head dimensions up to 256");
   attentionArgs(op, "tc::AttentionArgs");
+  dropoutArgs("args", op.getDropoutRate().convertToDouble(), op.getDropoutSeed(),
+              op.getDropoutStream());
   launch(op, "attention", "tc::attention(args, tx::stream())", "  ");
   line("}");
   return llvm::Error::success();

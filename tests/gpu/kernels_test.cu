@@ -149,7 +149,15 @@ std::vector<int32_t> attentionKeyLengths(size_t B, size_t Sk) {
 // layout of a fused projection (strides), K and V dense; causal and key
 // lengths (row 1 of the batch fully masked when there are two or more).
 void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool causal,
-                   bool lengths, std::mt19937& rng, bool dense = false, bool keyMask = false) {
+                   bool lengths, std::mt19937& rng, bool dense = false, bool keyMask = false,
+                   double rate = 0.0) {
+  const uint64_t seed = 5, step = 2, stream = 9;  // dropout's draws (with a rate)
+  auto weight = [&](size_t b, size_t h, size_t i, size_t j) {  // dropout's factor
+    if (rate == 0.0) return 1.0;
+    return transfuse::rt::philoxUniform(seed, step, stream, ((b * H + h) * Sq + i) * Sk + j) >= rate
+               ? 1.0 / (1.0 - rate)
+               : 0.0;
+  };
   const float scale = 1.0f / std::sqrt(float(D));
   // Q and O [B, Sq, H, D] (strided), or [B, H, Sq, D] (dense, zero strides).
   auto qoIndex = [&](size_t b, size_t h, size_t i, size_t d) {
@@ -197,7 +205,8 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
         for (long j = 0; j < end; ++j) sum += s[j] = seen(j) ? std::exp(s[j] - mx) : 0.0;
         for (long j = 0; j < end; ++j)
           for (size_t d = 0; d < D; ++d)
-            if (seen(j)) want[qoIndex(b, h, i, d)] += s[j] / sum * kvAt(v, b, h, j, d);
+            if (seen(j))
+              want[qoIndex(b, h, i, d)] += s[j] / sum * weight(b, h, i, j) * kvAt(v, b, h, j, d);
       }
   Device dq(q), dk(k), dv(v), dout(std::vector<float>(B * Sq * H * D, NAN));
   int32_t* dlen = nullptr;
@@ -226,14 +235,18 @@ void testAttention(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool caus
   a.causal = causal;
   a.keyLengths = lengths ? dlen : nullptr;
   a.keyMask = keyMask ? dmask : nullptr;
+  a.dropoutRate = rate;
+  a.dropoutSeed = seed;
+  a.dropoutStep = step;
+  a.dropoutStream = stream;
   CHECK_CUDA(transfuse::cuda::attention(a));
   CHECK_CUDA(cudaDeviceSynchronize());
   CHECK_CUDA(cudaFree(dlen));
   CHECK_CUDA(cudaFree(dmask));
   char what[112];
-  std::snprintf(what, sizeof what, "attention B=%zu H=%zu Sq=%zu Sk=%zu D=%zu%s%s%s%s", B, H, Sq, Sk,
-                D, causal ? " causal" : "", lengths ? " lengths" : "", dense ? " dense" : "",
-                keyMask ? " key mask" : "");
+  std::snprintf(what, sizeof what, "attention B=%zu H=%zu Sq=%zu Sk=%zu D=%zu%s%s%s%s%s", B, H, Sq,
+                Sk, D, causal ? " causal" : "", lengths ? " lengths" : "", dense ? " dense" : "",
+                keyMask ? " key mask" : "", rate > 0 ? " dropout" : "");
   expectNear(what, dout.host(), want, 2e-5, 2e-5);
 }
 
@@ -1018,10 +1031,10 @@ void testAttentionGrad(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
   a.dq = {gq.p, qb, qh, qr};
   a.dk = {gk.p, 0, 0, 0};
   a.dv = {gv.p, 0, 0, 0};
-  a.dropoutRate = rate;
-  a.dropoutSeed = seed;
-  a.dropoutStep = step;
-  a.dropoutStream = stream;
+  f.dropoutRate = rate;
+  f.dropoutSeed = seed;
+  f.dropoutStep = step;
+  f.dropoutStream = stream;
   CHECK_CUDA(transfuse::cuda::attentionBackward(a, work.p));
   CHECK_CUDA(cudaDeviceSynchronize());
   char what[128];
@@ -1055,6 +1068,8 @@ int main() {
   testAttention(1, 3, 33, 65, 100, false, false, rng, /*dense=*/true);
   testAttention(3, 2, 17, 50, 64, false, false, rng, false, /*keyMask=*/true);
   testAttention(2, 2, 50, 50, 32, true, true, rng, false, /*keyMask=*/true);
+  testAttention(2, 3, 37, 45, 64, true, true, rng, false, false, /*rate=*/0.1);
+  testAttention(1, 2, 70, 70, 128, false, false, rng, true, true, /*rate=*/0.5);
   using transfuse::cuda::Activation;
   std::printf("cuBLASLt: %s\n", transfuse::cuda::cublasLtAvailable()
                                      ? "found; the GEMM cases run through it too"

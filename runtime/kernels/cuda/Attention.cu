@@ -29,6 +29,7 @@ struct Params {
   bool causal;
   const int32_t* keyLengths;
   const uint8_t* keyMask;
+  attention_detail::Dropout dropout;
 };
 
 // The max (kMax) or the sum over the kPerQuery consecutive lanes of a query.
@@ -99,7 +100,12 @@ __global__ void attentionKernel(Params p) {
 #pragma unroll
     for (int c = 0; c < kKeysPerThread; ++c) {
       const float w = s[c] == -INFINITY ? 0.0f : expf(s[c] - mNew);
-      pTile[row * kKeys + part * kKeysPerThread + c] = w;
+      float wd = w;  // through dropout: P·V uses the kept weights, l all of them
+      if (p.dropout.on && w != 0.0f)
+        wd = p.dropout.kept(p.H, p.Sq, p.Sk, b, h, i, j0 + part * kKeysPerThread + c)
+                 ? w * p.dropout.keep
+                 : 0.0f;
+      pTile[row * kKeys + part * kKeysPerThread + c] = wd;
       sum += w;
     }
     l = l * alpha + queryReduce<false>(sum);
@@ -142,6 +148,7 @@ cudaError_t attention(const AttentionArgs& a, cudaStream_t stream) {
   p.B = static_cast<int>(a.batch);
   p.D = static_cast<int>(D);
   p.keyMask = a.keyMask;
+  p.dropout = attention_detail::Dropout::of(a);
   const size_t shared = ((kQueries + 2 * kKeys) * D + kQueries * kKeys) * sizeof(float);
   if (shared > 48 * 1024) {  // beyond the default: opt in (sm_80 and later allow more)
     cudaError_t e = cudaFuncSetAttribute(attentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

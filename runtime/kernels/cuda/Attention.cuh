@@ -42,6 +42,12 @@ struct AttentionArgs {
   bool causal = false;
   const int32_t* keyLengths = nullptr;  // [B], device memory, or null
   const uint8_t* keyMask = nullptr;     // [B, Sk], device memory, or null
+  // Dropout on the probabilities (training), as on the CPU: P[b,h,i,j] is
+  // kept, times 1/(1 - rate), when philoxUniform(dropoutSeed, dropoutStep,
+  // dropoutStream, ((b·H + h)·Sq + i)·Sk + j) >= dropoutRate (runtime/
+  // Philox.h), else 0; the softmax's sum is of the kept and dropped alike.
+  double dropoutRate = 0.0;
+  uint64_t dropoutSeed = 0, dropoutStep = 0, dropoutStream = 0;
 };
 
 // Asynchronous on `stream`; cudaErrorInvalidValue for a head_dim outside
@@ -53,12 +59,10 @@ cudaError_t attention(const AttentionArgs& args, cudaStream_t stream = nullptr);
 // the masks and dO, with P = softmax(scale·QKᵀ + masks), Pd = dropout(P),
 //   dV = Pdᵀ·dO,  dP = dropout(dO·Vᵀ),  dS = P ⊙ (dP - rowsum(dP ⊙ P))·scale,
 //   dQ = dS·K,  dK = dSᵀ·Q
-// dropout keeping (b,h,i,j) when philoxUniform(dropoutSeed, dropoutStep,
-// dropoutStream, ((b·H + h)·Sq + i)·Sk + j) >= dropoutRate (runtime/
-// Philox.h). Nothing of S×S is stored: a first kernel recomputes each
-// query's log-sum-exp and rowsum(dP ⊙ P) (into `work`, 2·B·H·Sq floats),
-// then one computes dQ a query per warp and one dK and dV a key per warp,
-// each recomputing the scores it needs. Every output element is one
+// with the forward's dropout draws. Nothing of S×S is stored: a first
+// kernel recomputes each query's log-sum-exp and rowsum(dP ⊙ P) (into
+// `work`, 2·B·H·Sq floats), then one computes dQ a query per warp and one
+// dK and dV a key per warp, each recomputing the scores it needs. Every output element is one
 // thread's sum in key (or query) order: no atomics, the same bits on every
 // run. A fully masked query gets dQ = 0; a key no query sees, dK = dV = 0.
 struct AttentionGradTensor {
@@ -66,11 +70,9 @@ struct AttentionGradTensor {
   size_t batchStride = 0, headStride = 0, rowStride = 0;  // all 0: dense
 };
 struct AttentionGradArgs {
-  AttentionArgs forward;   // Q, K, V, masks, scale (`out` unused)
+  AttentionArgs forward;   // Q, K, V, masks, scale, dropout (`out` unused)
   AttentionTensor grad;    // dO [B,H,Sq,D]
   AttentionGradTensor dq, dk, dv;
-  double dropoutRate = 0.0;
-  uint64_t dropoutSeed = 0, dropoutStep = 0, dropoutStream = 0;
 };
 cudaError_t attentionBackward(const AttentionGradArgs& args, float* work,
                               cudaStream_t stream = nullptr);

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include "runtime/Philox.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -32,6 +34,28 @@ __device__ int visibleKeys(const Params& p, int b, int i) {
   if (p.causal) end = min(end, i + p.Sk - p.Sq + 1);
   return max(end, 0);
 }
+
+// Dropout on attention probabilities, the CPU's draws (runtime/Philox.h):
+// (b, h, i, j) is kept when philoxUniform(seed, step, stream, ((b·H + h)·Sq
+// + i)·Sk + j) >= rate; a kept value is scaled by `keep`.
+struct Dropout {
+  bool on = false;
+  uint32_t threshold = 0;
+  float keep = 1.0f;
+  uint64_t seed = 0, step = 0, stream = 0;
+
+  template <class Args>
+  static Dropout of(const Args& a) {
+    return {a.dropoutRate > 0.0, rt::dropoutThreshold(a.dropoutRate),
+            rt::dropoutKeepScale(a.dropoutRate), a.dropoutSeed, a.dropoutStep, a.dropoutStream};
+  }
+  __device__ bool kept(int H, int Sq, int Sk, int b, int h, int i, int j) const {
+    const uint64_t index = ((uint64_t(b) * H + h) * Sq + i) * Sk + j;
+    uint32_t w[4];
+    rt::philoxBlockWords(seed, step, stream, index >> 2, w);
+    return (w[index & 3] >> 8) >= threshold;
+  }
+};
 
 // The kernel parameters both kernels take, from their Args: sizes, the
 // tensors with their strides resolved, scale and masks.

@@ -13,7 +13,6 @@
 
 #include "runtime/kernels/cuda/Attention.cuh"
 
-#include "runtime/Philox.h"
 #include "runtime/kernels/cuda/AttentionCommon.cuh"
 
 #include <cmath>
@@ -37,10 +36,7 @@ struct Params {
   bool causal;
   const int32_t* keyLengths;
   const uint8_t* keyMask;
-  bool drop;
-  uint32_t threshold;
-  float keep;
-  uint64_t seed, step, stream;
+  attention_detail::Dropout dropout;
   float *lse, *rowDot;  // [B·H·Sq] each
 };
 
@@ -85,16 +81,13 @@ __device__ bool keyMasked(const Params& p, int b, int j) {
 }
 
 __device__ bool kept(const Params& p, int b, int h, int i, int j) {
-  const uint64_t index = ((uint64_t(b) * p.H + h) * p.Sq + i) * p.Sk + j;
-  uint32_t w[4];
-  rt::philoxBlockWords(p.seed, p.step, p.stream, index >> 2, w);
-  return (w[index & 3] >> 8) >= p.threshold;
+  return !p.dropout.on || p.dropout.kept(p.H, p.Sq, p.Sk, b, h, i, j);
 }
 
-// dP through the dropout mask (the forward's draw for (b, h, i, j)).
+// x (dP or P) through the dropout mask (the forward's draw for (b, h, i, j)).
 __device__ float dropped(const Params& p, int b, int h, int i, int j, float x) {
-  if (!p.drop) return x;
-  return kept(p, b, h, i, j) ? x * p.keep : 0.0f;
+  if (!p.dropout.on) return x;
+  return kept(p, b, h, i, j) ? x * p.dropout.keep : 0.0f;
 }
 
 // The warp's row (query or key) of [B, H, S]; false past the end.
@@ -185,9 +178,9 @@ __global__ void keyGradKernel(Params p) {
       const float dp = dot(v, gi, p.D);
       const size_t r = (size_t(b) * p.H + h) * p.Sq + i;
       const float prob = expf(s - p.lse[r]);
-      const bool keep = !p.drop || kept(p, b, h, i, j);
-      const float pd = keep ? (p.drop ? prob * p.keep : prob) : 0.0f;
-      const float dpd = keep ? (p.drop ? dp * p.keep : dp) : 0.0f;
+      const bool keep = kept(p, b, h, i, j);
+      const float pd = !keep ? 0.0f : p.dropout.on ? prob * p.dropout.keep : prob;
+      const float dpd = !keep ? 0.0f : p.dropout.on ? dp * p.dropout.keep : dp;
       const float ds = prob * (dpd - p.rowDot[r]) * p.scale;
 #pragma unroll
       for (int t = 0; t < kMaxPerLane; ++t) {
@@ -241,12 +234,7 @@ cudaError_t attentionBackward(const AttentionGradArgs& a, float* work, cudaStrea
   p.causal = f.causal;
   p.keyLengths = f.keyLengths;
   p.keyMask = f.keyMask;
-  p.drop = a.dropoutRate > 0.0;
-  p.threshold = rt::dropoutThreshold(a.dropoutRate);
-  p.keep = rt::dropoutKeepScale(a.dropoutRate);
-  p.seed = a.dropoutSeed;
-  p.step = a.dropoutStep;
-  p.stream = a.dropoutStream;
+  p.dropout = attention_detail::Dropout::of(f);
   p.lse = work;
   p.rowDot = work + B * H * Sq;
   constexpr int kThreads = 32 * kWarps;
