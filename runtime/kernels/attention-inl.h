@@ -20,8 +20,9 @@
 //     Oᵀ[d·M + r] += Σ_j V[j0 + j, d] · P[j·M + r]     PVTile: micro-kernel
 //                  of 12 rows of D × 2 query vectors (24 accumulators; 6 rows
 //                  on AVX2), V broadcast from its rows in place: QK's shape
-//   O[i0 + r, :] = Oᵀ[:, r] / l[r]   (l == 0, a fully masked row: 0; rows
-//                  gathered from the lanes once per task)
+//   O[i0 + r, :] = Oᵀ[:, r] / l[r]   (l == 0, a fully masked row: 0;
+//                  transposed back in registers once per task, as Qᵀ was
+//                  formed: TransposeBlock)
 // Every softmax statistic is per lane (per query): no horizontal reductions,
 // and the rescale by α is a vector multiply per row of Oᵀ.
 // QKTile and PVTile are separate (not inlined) functions so that their
