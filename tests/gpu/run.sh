@@ -2,8 +2,8 @@
 # Runs every CUDA test on a GPU machine and writes the results to a file.
 #
 # Build here first: bash scripts/build.sh (with nvcc it builds
-# build/tests/gpu/cuda_kernels_test, the CUDA runtime linked statically, and
-# cuda_model_check), then
+# build/tests/gpu/cuda_kernels_test and cuda_train_kernels_test, the CUDA
+# runtime linked statically, and cuda_model_check), then
 #   /usr/bin/python3 tests/gpu/prepare.py --transfuse build/tools/transfuse \
 #       --out build/tests/gpu/models --bench
 # (the tiny configs compiled with --target cuda, their inputs and the
@@ -56,6 +56,7 @@ runAll() {
     echo "== $(date -u +%FT%TZ) $(uname -n)"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
     step "$build/tests/gpu/cuda_kernels_test"
+    step "$build/tests/gpu/cuda_train_kernels_test"
     step "$build/tests/gpu/cuda_bench"
   fi
   for dir in "$models"/*/; do
