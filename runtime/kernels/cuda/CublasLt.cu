@@ -74,8 +74,8 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
 };
 
-using PlanKey = std::tuple<int, size_t, size_t, size_t, size_t, size_t, size_t, size_t, bool, int,
-                           bool, size_t, size_t, size_t, size_t, size_t, uint32_t>;
+using PlanKey = std::tuple<int, size_t, size_t, size_t, size_t, size_t, size_t, size_t, bool, bool,
+                           int, bool, size_t, size_t, size_t, size_t, size_t, uint32_t>;
 
 // The largest power of two up to 256 that divides every address the
 // operand's matrices start at: its pointer plus k times its batch stride
@@ -110,22 +110,27 @@ const Plan& plan(const Api& lt, cublasLtHandle_t handle, int device, const GemmA
                              g.residual ? alignmentOf(g.residual, ldr, g.strideResidual)
                                         : alignmentOf(g.c, g.ldc, g.strideC),
                              alignmentOf(g.c, g.ldc, g.strideC)};
-  PlanKey key{device,  g.m,       g.n,       g.k,       g.lda,           g.ldb,
-              g.ldc,   g.residual ? ldr : 0, g.transB, int(epilogue), g.bias != nullptr,
-              g.batch, g.strideA, g.strideB, g.strideC, g.strideResidual, alignmentKey(align)};
+  PlanKey key{device,   g.m,       g.n,           g.k,       g.lda,
+              g.ldb,    g.ldc,     g.residual ? ldr : 0,     g.transA,
+              g.transB, int(epilogue), g.bias != nullptr, g.batch,
+              g.strideA, g.strideB, g.strideC, g.strideResidual, alignmentKey(align)};
   auto it = gPlans.find(key);
   if (it != gPlans.end()) return it->second;
   Plan p;
-  const cublasOperation_t opA = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, opB = CUBLAS_OP_N;
+  const cublasOperation_t opA = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opB = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   bool ok = check(lt.descCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) &&
             check(lt.descSet(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA)) &&
             check(lt.descSet(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB)) &&
             check(lt.descSet(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-  // Column-major shapes: our B as stored ([N,K] rows are columns of K, or
-  // [K,N] rows are columns of N), our A as K×M, C and D as N×M.
+  // Column-major shapes, each operand as stored: our B ([N,K] rows are
+  // columns of K, or [K,N] rows are columns of N), our A ([M,K] rows are
+  // columns of K, or, transposed, [K,M] rows are columns of M), C and D as
+  // N×M.
   ok = ok && check(g.transB ? lt.layoutCreate(&p.a, CUDA_R_32F, g.k, g.n, g.ldb)
                             : lt.layoutCreate(&p.a, CUDA_R_32F, g.n, g.k, g.ldb)) &&
-       check(lt.layoutCreate(&p.b, CUDA_R_32F, g.k, g.m, g.lda)) &&
+       check(g.transA ? lt.layoutCreate(&p.b, CUDA_R_32F, g.m, g.k, g.lda)
+                      : lt.layoutCreate(&p.b, CUDA_R_32F, g.k, g.m, g.lda)) &&
        check(lt.layoutCreate(&p.c, CUDA_R_32F, g.n, g.m, g.residual ? ldr : g.ldc)) &&
        check(lt.layoutCreate(&p.d, CUDA_R_32F, g.n, g.m, g.ldc));
   if (ok && g.batch > 1) {
@@ -177,9 +182,8 @@ cudaError_t gemmCublasLt(const GemmArgs& g, cudaStream_t stream) {
   // residual too: with an activation, a residual is not expressible.
   if (g.residual && g.activation != Activation::kNone) return cudaErrorNotSupported;
   if (g.k == 0) return cudaErrorNotSupported;
-  // Not expressed here yet: a transposed A and the backward's epilogue run
-  // on the CUDA cores.
-  if (g.transA || g.derivative != Activation::kNone) return cudaErrorNotSupported;
+  // Not expressed here yet: the backward's epilogue runs on the CUDA cores.
+  if (g.derivative != Activation::kNone) return cudaErrorNotSupported;
   if (g.bias && reinterpret_cast<uintptr_t>(g.bias) % 16 != 0) return cudaErrorNotSupported;
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;

@@ -6,9 +6,10 @@
 // from the loader's search path. Where it is found, gemm() (Gemm.cuh) runs
 // the products it can express through it (fp32, CUBLAS_COMPUTE_32F: no
 // TF32): bias, relu, gelu_tanh (cuBLASLt's GELU is the tanh form), a
-// residual when there is no activation, batches. The rest (exact gelu, a
-// residual after an activation) and everything when it is absent run on
-// the CUDA-core kernel. $TRANSFUSE_CUDA_GEMM=cores forces the CUDA cores,
+// residual when there is no activation, batches, A or B transposed. The
+// rest (exact gelu, a residual after an activation, the backward's
+// derivative epilogue) and everything when it is absent run on the
+// CUDA-core kernel. $TRANSFUSE_CUDA_GEMM=cores forces the CUDA cores,
 // =cublaslt refuses to fall back (for benchmarks).
 #ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_CUBLASLT_CUH
 #define TRANSFUSE_RUNTIME_KERNELS_CUDA_CUBLASLT_CUH
