@@ -92,6 +92,10 @@ inline uint32_t dropoutThreshold(double rate) {
   return static_cast<uint32_t>(std::ceil(rate * 16777216.0));
 }
 inline float dropoutKeepScale(double rate) { return static_cast<float>(1.0 / (1.0 - rate)); }
+// Whether the element whose generator word is `word` is kept (host and device).
+TRANSFUSE_HD inline bool dropoutKept(uint32_t word, uint32_t threshold) {
+  return (word >> 8) >= threshold;
+}
 
 // out[i] = philoxUniform(seed, step, stream, first + i) for i < n, one
 // generator call per four elements (what dropout loops use).

@@ -115,7 +115,7 @@ HWY_NOINLINE void DropoutSpan(const float* x, float* y, size_t n, uint32_t thres
   auto scalar = [&](size_t i) {
     const uint64_t index = first + i;
     const uint32_t word = rt::philoxBlock(seed, step, stream, index >> 2)[index & 3];
-    y[i] = (word >> 8) >= threshold ? x[i] * keep : 0.0f;
+    y[i] = rt::dropoutKept(word, threshold) ? x[i] * keep : 0.0f;
   };
   size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR

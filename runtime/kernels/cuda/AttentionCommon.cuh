@@ -53,7 +53,7 @@ struct Dropout {
     const uint64_t index = ((uint64_t(b) * H + h) * Sq + i) * Sk + j;
     uint32_t w[4];
     rt::philoxBlockWords(seed, step, stream, index >> 2, w);
-    return (w[index & 3] >> 8) >= threshold;
+    return rt::dropoutKept(w[index & 3], threshold);
   }
 };
 

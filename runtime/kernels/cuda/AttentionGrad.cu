@@ -80,15 +80,15 @@ __device__ bool keyMasked(const Params& p, int b, int j) {
   return p.keyMask && p.keyMask[size_t(b) * p.Sk + j] == 0;
 }
 
-__device__ bool kept(const Params& p, int b, int h, int i, int j) {
-  return !p.dropout.on || p.dropout.kept(p.H, p.Sq, p.Sk, b, h, i, j);
+// The dropout factor of (b, h, i, j), the forward's draw: 1 without
+// dropout, else `keep` or 0 (dropped).
+__device__ float dropoutFactor(const Params& p, int b, int h, int i, int j) {
+  if (!p.dropout.on) return 1.0f;
+  return p.dropout.kept(p.H, p.Sq, p.Sk, b, h, i, j) ? p.dropout.keep : 0.0f;
 }
 
-// x (dP or P) through the dropout mask (the forward's draw for (b, h, i, j)).
-__device__ float dropped(const Params& p, int b, int h, int i, int j, float x) {
-  if (!p.dropout.on) return x;
-  return kept(p, b, h, i, j) ? x * p.dropout.keep : 0.0f;
-}
+// x (dP or P) through the dropout mask: 0 when dropped, else x·factor.
+__device__ float dropped(float x, float factor) { return factor == 0.0f ? 0.0f : x * factor; }
 
 // The warp's row (query or key) of [B, H, S]; false past the end.
 __device__ bool warpRow(int S, const Params& p, int* b, int* h, int* i) {
@@ -113,7 +113,7 @@ __global__ void statsKernel(Params p) {
   for (int j = 0; j < end; ++j) {
     if (keyMasked(p, b, j)) continue;
     const float s = p.scale * dot(q, kb + j * p.ks.row, p.D);
-    const float dp = dropped(p, b, h, i, j, dot(g, vb + j * p.vs.row, p.D));
+    const float dp = dropped(dot(g, vb + j * p.vs.row, p.D), dropoutFactor(p, b, h, i, j));
     if (s > m) {
       const float alpha = expf(m - s);  // 0 for the first key
       l *= alpha;
@@ -147,7 +147,7 @@ __global__ void queryGradKernel(Params p) {
     if (keyMasked(p, b, j)) continue;
     const float* kj = kb + j * p.ks.row;
     const float s = p.scale * dot(q, kj, p.D);
-    const float dp = dropped(p, b, h, i, j, dot(g, vb + j * p.vs.row, p.D));
+    const float dp = dropped(dot(g, vb + j * p.vs.row, p.D), dropoutFactor(p, b, h, i, j));
     const float ds = expf(s - lse) * (dp - rowDot) * p.scale;
 #pragma unroll
     for (int t = 0; t < kMaxPerLane; ++t) {
@@ -178,9 +178,8 @@ __global__ void keyGradKernel(Params p) {
       const float dp = dot(v, gi, p.D);
       const size_t r = (size_t(b) * p.H + h) * p.Sq + i;
       const float prob = expf(s - p.lse[r]);
-      const bool keep = kept(p, b, h, i, j);
-      const float pd = !keep ? 0.0f : p.dropout.on ? prob * p.dropout.keep : prob;
-      const float dpd = !keep ? 0.0f : p.dropout.on ? dp * p.dropout.keep : dp;
+      const float factor = dropoutFactor(p, b, h, i, j);
+      const float pd = dropped(prob, factor), dpd = dropped(dp, factor);
       const float ds = prob * (dpd - p.rowDot[r]) * p.scale;
 #pragma unroll
       for (int t = 0; t < kMaxPerLane; ++t) {

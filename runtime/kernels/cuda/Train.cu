@@ -54,7 +54,7 @@ __global__ void dropoutKernel(const float* x, float* y, size_t n, uint32_t thres
       const uint64_t index = (b0 + t) * 4 + k;
       if (index < first || index >= first + n) continue;
       const size_t i = index - first;
-      y[i] = (w[k] >> 8) >= threshold ? __fmul_rn(x[i], keep) : 0.0f;
+      y[i] = rt::dropoutKept(w[k], threshold) ? __fmul_rn(x[i], keep) : 0.0f;
     }
   }
 }
