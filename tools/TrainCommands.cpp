@@ -13,6 +13,8 @@
 
 #include "tools/TrainCommands.h"
 
+#include "codegen/cpu/CpuCodegen.h"
+
 #include "codegen/reference/Train.h"
 #include "ir/TransfuseDialect.h"
 #include "models/Models.h"
@@ -287,9 +289,13 @@ int tools::runTrain(const std::vector<std::string> &positional,
     die("--tokenizer " + tokenizerKind + " is not one of ids, sentencepiece");
   if (flags.count("--vocab-size") && tokenizerKind != "sentencepiece")
     die("--vocab-size sets the size of the sentencepiece tokenizer (--tokenizer sentencepiece)");
+  const std::string targetName = flag(flags, "--target", "cpu");
+  if (targetName != "cpu" && targetName != "cuda")
+    die("--target " + targetName + " is not one of cpu, cuda");
+  const int deviceOrdinal = (int)intFlag(flags, "--device", 0, 0, 1023);
   if (!compiled)
     for (const char *f : {"--threads", "--fusion", "--resume", "--keep", "--src-valid",
-                          "--save-every", "--valid-bleu"})
+                          "--save-every", "--valid-bleu", "--target", "--device"})
       if (flags.count(f))
         die(llvm::Twine(f) + " applies to --backend compiled");
   const std::string ckptDir = flag(flags, "--checkpoint-dir");
@@ -516,12 +522,20 @@ int tools::runTrain(const std::vector<std::string> &positional,
   if (compiled) {
     FusionStrategy strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "all")));
     artifact.emplace(orDie(TemporaryDirectory::create("transfuse-train")));
-    orDie(compileModule(*module, strategy, artifact->path(), Emit::kShared, cpu::BuildOptions(),
-                        nullptr, /*train=*/true));
+    // --target cuda: the train step and Adam run on the GPU (docs/cuda.md).
+    cpu::BuildOptions target;
+    if (targetName == "cuda") {
+      if (llvm::Error e = cpu::checkCudaAvailable())
+        die(llvm::toString(std::move(e)));
+      target.target = cpu::Target::kCuda;
+    }
+    orDie(compileModule(*module, strategy, artifact->path(), Emit::kShared, target, nullptr,
+                        /*train=*/true));
     rt::LoadOptions load;
     load.weightsPath = initWeights;
     load.seed = seed;
     load.threads = threads;
+    load.deviceOrdinal = deviceOrdinal;
     model = orDie(rt::CompiledModel::load(artifact->path() + "/libmodel.so", load));
   } else {
     PassManager pm(&context);

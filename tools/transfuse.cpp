@@ -121,8 +121,6 @@ int runCompile(const std::vector<std::string> &positional,
   build.cxx = flag(flags, "--cxx");
   build.target = cuda ? cpu::Target::kCuda : cpu::Target::kCpu;
   const bool train = flags.count("--train") != 0;
-  if (cuda && train)
-    die("--train builds for the cpu target: training on cuda is not supported yet");
   BuildOptions options = buildOptions(flags);
   if (train) {
     options.training = true;
@@ -720,7 +718,9 @@ int main(int argc, char **argv) {
         {"--backend", "B", "compiled (default: the compiled train step) or reference (fp64)"},
         {"--fusion", "STRATEGY", "compiled: the fusion strategy of forward and backward "
                                  "(default all)"},
-        {"--threads", "N", "compiled: threads (default: one per core)"}},
+        {"--threads", "N", "compiled: threads (default: one per core)"},
+        {"--target", "NAME", "compiled: cpu (default) or cuda (the train step and Adam on a GPU)"},
+        {"--device", "N", "--target cuda: the GPU it runs on (default 0)"}},
        runTrain},
       {"average-checkpoints", "average-checkpoints DIR --last N -o OUT",
        "Averages the weights of the last N whole checkpoints of a training run's directory\n"

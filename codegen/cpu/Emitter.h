@@ -127,6 +127,14 @@ private:
   // The cuda target (codegen/cuda/EmitCudaOps.cpp): one launch per kernel op.
   llvm::Error emitCudaOp(Operation *op);
   llvm::Error emitCudaExec(kernel::ExecOp op);
+  /// The backward's exec kernels (training graphs).
+  llvm::Error emitCudaTrainExec(kernel::ExecOp op);
+  /// A new check word for a kernel that checks ids or labels against
+  /// [0, vocab): "c.deviceChecks + N", its message "WHAT: ITEM N is outside
+  /// the vocabulary [0, VOCAB)" (`what` a C++ expression); empty when the
+  /// words are used up.
+  std::string deviceCheck(const std::string &what, const std::string &item,
+                          const std::string &vocab);
   llvm::Error emitCudaGemm(kernel::GemmOp op);
   llvm::Error emitCudaAttention(kernel::AttentionOp op);
   llvm::Error emitCudaDecodeAttention(kernel::DecodeAttentionOp op);

@@ -5,11 +5,12 @@
 // is this file, one launch of runtime/kernels/cuda per kernel op on the
 // calling thread's stream, each followed by its launch check, and
 // tfk.elementwise regions and lone pointwise ops as generated __global__
-// kernels. It prints inference graphs of every fusion strategy: GEMMs with
+// kernels. It prints the graphs of every fusion strategy: GEMMs with
 // epilogues and batched matmuls, attention, norms, softmax, embeddings,
-// masks, positional tables, transposes and copies, constants, and the
+// masks, positional tables, transposes and copies, constants, the
 // decoding entries (the KV cache in device memory: state writes and reads,
-// decode attention); training's ops are an error naming them.
+// decode attention) and the train step's backward (Train.cuh, the attention
+// backward, GEMMs with A transposed or the derivative epilogue).
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,19 +132,15 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
     // An id out of range lowers its check word to the first bad position.
     auto table = cast<MemRefType>(ins[0].getType());
     auto what = e->getAttrOfType<StringAttr>("what");
-    if (deviceChecks.size() >= (size_t)::transfuse::exec::kDeviceCheckWords)
-      return fail(e, "more gathers than the device's check words");
-    std::string word = std::to_string(deviceChecks.size());
     std::string vocab = std::to_string(table.getDimSize(0));
-    deviceChecks.push_back("rt::Status::error(std::string(" +
-                           quote(what ? what.getValue() : "an operand") +
-                           ") + \": the token id at flat position \" + std::to_string(checks[" +
-                           word + "]) + \" is outside the vocabulary [0, " + vocab + ")\")");
+    std::string word = deviceCheck(quote(what ? what.getValue() : "an operand"),
+                                   "the token id at flat position", vocab);
+    if (word.empty())
+      return fail(e, "more checked kernels than the device's check words");
     launch(e, "gather",
            "tc::gather(" + ptr(ins[0]) + ", " + vocab + ", " +
                std::to_string(table.getDimSize(1)) + ", " + ptr(ins[1]) + ", " +
-               dims.numel(ins[1]) + ", " + ptr(out) + ", c.deviceChecks + " + word +
-               ", tx::stream())");
+               dims.numel(ins[1]) + ", " + ptr(out) + ", " + word + ", tx::stream())");
   } else if (k == "key_padding_mask") {
     launch(e, "key_padding_mask",
            "tc::keyPaddingMask(" + ptr(ins[0]) + ", " + dims.numel(ins[0]) + ", " +
@@ -232,8 +229,181 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
     }
     return cudaPointwise(e, ins, forms, "    const float t0 = " + expr + ";\n", "t0", out);
   } else {
-    return fail(e, "kernel '" + k + "' has no cuda form yet (the cuda target prints inference " +
-                       "graphs)");
+    return emitCudaTrainExec(e);
+  }
+  return llvm::Error::success();
+}
+
+std::string Emitter::deviceCheck(const std::string &what, const std::string &item,
+                                 const std::string &vocab) {
+  if (deviceChecks.size() >= (size_t)::transfuse::exec::kDeviceCheckWords)
+    return "";
+  std::string word = std::to_string(deviceChecks.size());
+  deviceChecks.push_back("rt::Status::error(std::string(" + what + ") + \": " + item +
+                         " \" + std::to_string(checks[" + word +
+                         "]) + \" is outside the vocabulary [0, " + vocab + ")\")");
+  return "c.deviceChecks + " + word;
+}
+
+llvm::Error Emitter::emitCudaTrainExec(tfk::ExecOp e) {
+  // The backward's kernels (runtime/kernels/cuda/Train.cuh, Attention.cuh);
+  // those with scratch take it from tx::Scratch for the launch.
+  StringRef k = e.getKernel();
+  ValueRange ins = e.getIns();
+  Value out = e.getOuts()[0];
+  auto kind = [&] { return e->getAttrOfType<StringAttr>("kind").str(); };
+  auto scratch = [&](const std::string &bytes, const char *kernel) {
+    line("  tx::Scratch work;");
+    line("  if (rt::Status s = work.allocate(" + bytes + ", " + quote(kernel) +
+         "); !s) return s;");
+  };
+  if (k == "cross_entropy" || k == "cross_entropy_grad") {
+    // Labels out of range lower a check word to their row; nothing is written.
+    const bool grad = k == "cross_entropy_grad";
+    auto logits = cast<MemRefType>(ins[0].getType());
+    std::string vocab = std::to_string(logits.getDimSize(logits.getRank() - 1));
+    std::string what = quote(e->getAttrOfType<StringAttr>("what").getValue());
+    std::string word = deviceCheck(what, "the label at row", vocab);
+    if (word.empty())
+      return fail(e, "more checked kernels than the device's check words");
+    std::string rows = dims.numel(ins[1]);
+    std::string args = ptr(ins[0]) + ", " + ptr(ins[1]) + ", " + rows + ", " + vocab + ", " +
+                       floatLit(e->getAttrOfType<FloatAttr>("label_smoothing").getValueAsDouble()) +
+                       ", " + std::to_string(intAttr(e, "ignore_index")) + ", ";
+    line("{");
+    scratch(grad ? "sizeof(uint32_t)" : "(" + rows + " + 1) * sizeof(float)", k.data());
+    launch(e, k.str(),
+           grad ? "tc::crossEntropyGrad(" + args + ptr(ins[2]) + ", " + ptr(out) + ", " + word +
+                      ", work.as<void>(), tx::stream())"
+                : "tc::crossEntropyMean(" + args + ptr(out) + ", " + word +
+                      ", work.as<void>(), tx::stream())",
+           "  ");
+    line("}");
+  } else if (k == "embedding_grad") {
+    auto table = cast<MemRefType>(out.getType());
+    std::string vocab = std::to_string(table.getDimSize(0));
+    std::string word = deviceCheck(quote(e->getAttrOfType<StringAttr>("what").getValue()),
+                                   "the token id at flat position", vocab);
+    if (word.empty())
+      return fail(e, "more checked kernels than the device's check words");
+    launch(e, "embedding_grad",
+           "tc::embeddingGrad(" + ptr(ins[0]) + ", " + dims.numel(ins[0]) + ", " + ptr(ins[1]) +
+               ", " + vocab + ", " + std::to_string(table.getDimSize(1)) + ", " + ptr(out) + ", " +
+               word + ", tx::stream())");
+  } else if (k == "activation_grad") {
+    // out = g · f'(x), ElementwiseMath.h's derivative.
+    std::optional<math::Kind> named = math::kindNamed(kind());
+    const char *derivative = !named                        ? nullptr
+                             : *named == math::Kind::kRelu ? "reluDerivative"
+                             : *named == math::Kind::kGelu ? "geluDerivative"
+                             : *named == math::Kind::kGeluTanh ? "geluTanhDerivative"
+                                                               : nullptr;
+    if (!derivative)
+      return fail(e, "an activation without a derivative: '" + kind() + "'");
+    return cudaPointwise(e, ins, {"full", "full"},
+                         "    const float t0 = tm::mul(x1, tm::" + std::string(derivative) +
+                             "(x0));\n",
+                         "t0", out);
+  } else if (k == "expand") {
+    return cudaPointwise(e, ins, {"strided"}, "    const float t0 = x0;\n", "t0", out);
+  } else if (k == "layer_norm_grad") {
+    int64_t axis = intAttr(e, "axis");
+    std::string rows = dims.product(ins[0], 0, axis);
+    line("{");
+    scratch("2 * " + rows + " * sizeof(float)", "layer_norm_grad");
+    launch(e, "layer_norm_grad",
+           "tc::layerNormGrad(" + ptr(ins[0]) + ", " + ptr(ins[1]) + ", " + ptr(ins[2]) + ", " +
+               ptr(out) + ", " + ptr(e.getOuts()[1]) + ", " + ptr(e.getOuts()[2]) + ", " + rows +
+               ", " + dims.product(ins[0], axis, rankOf(ins[0])) + ", " +
+               floatLit(e->getAttrOfType<FloatAttr>("epsilon").getValueAsDouble()) +
+               ", work.as<float>(), tx::stream())",
+           "  ");
+    line("}");
+  } else if (k == "attention_grad") {
+    // tc::attentionBackward: Q, K, V, dO, dQ, dK, dV [B, H, S, D], dense or
+    // tfk.heads views; the key padding a byte mask [B, Sk].
+    Value q = ins[0], key = ins[1];
+    int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
+    if (headDim > 256)
+      return fail(e, "the cuda attention kernels take head dimensions up to 256");
+    std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(key, 2);
+    line("{");
+    line("  tc::AttentionGradArgs args;");
+    line("  args.forward.batch = " + b + "; args.forward.heads = " + h + "; args.forward.seqQ = " +
+         sq + "; args.forward.seqK = " + sk + "; args.forward.headDim = " +
+         std::to_string(headDim) + ";");
+    line("  args.forward.q = {" + attentionTensor(q) + "};");
+    line("  args.forward.k = {" + attentionTensor(key) + "};");
+    line("  args.forward.v = {" + attentionTensor(ins[2]) + "};");
+    line("  args.forward.scale = " +
+         floatLit(e->getAttrOfType<FloatAttr>("scale").getValueAsDouble()) + ";");
+    if (e->hasAttr("causal"))
+      line("  args.forward.causal = true;");
+    if (ins.size() > 4)
+      line("  args.forward.keyMask = " + ptr(ins[4]) + ";");
+    line("  args.grad = {" + attentionTensor(ins[3]) + "};");
+    line("  args.dq = {" + attentionTensor(e.getOuts()[0]) + "};");
+    line("  args.dk = {" + attentionTensor(e.getOuts()[1]) + "};");
+    line("  args.dv = {" + attentionTensor(e.getOuts()[2]) + "};");
+    dropoutArgs("args.forward", e->getAttrOfType<FloatAttr>("dropout_rate").getValueAsDouble(),
+                intAttr(e, "dropout_seed"), intAttr(e, "dropout_stream"));
+    scratch("2 * " + b + " * " + h + " * " + sq + " * sizeof(float)", "attention_grad");
+    launch(e, "attention_grad", "tc::attentionBackward(args, work.as<float>(), tx::stream())",
+           "  ");
+    line("}");
+    flops("10.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
+  } else if (k == "dropout") {
+    std::string step = ins.size() > 1 ? "uint64_t(" + dims.index(ins[1]) + ") + c.step" : "c.step";
+    launch(e, "dropout",
+           "tc::dropout(" + ptr(ins[0]) + ", " + ptr(out) + ", " + dims.numel(out) + ", " +
+               floatLit(e->getAttrOfType<FloatAttr>("rate").getValueAsDouble()) + ", " +
+               std::to_string(intAttr(e, "seed")) + "ull + c.seed, " + step + ", " +
+               std::to_string(intAttr(e, "stream")) + ", 0, tx::stream())");
+  } else if (k == "weight_grad") {
+    // out [K, N] = xᵀ·g over all rows: one GEMM, A transposed.
+    const int64_t rank = rankOf(ins[0]);
+    std::string kk = dims.dim(ins[0], rank - 1), n = dims.dim(ins[1], rank - 1);
+    std::string rows = dims.product(ins[0], 0, rank - 1);
+    line("{");
+    line("  tc::GemmArgs g;");
+    line("  g.m = " + kk + "; g.n = " + n + "; g.k = " + rows + ";");
+    line("  g.a = " + ptr(ins[0]) + "; g.lda = " + kk + "; g.transA = true;");
+    line("  g.b = " + ptr(ins[1]) + "; g.ldb = " + n + ";");
+    line("  g.c = " + ptr(out) + "; g.ldc = " + n + ";");
+    line("  if (g.k == 0)");
+    launch(e, "weight_grad",
+           "cudaMemsetAsync(g.c, 0, g.m * g.n * sizeof(float), tx::stream())", "    ");
+    line("  else");
+    launch(e, "weight_grad", "tc::gemm(g, tx::stream())", "    ");
+    line("}");
+    flops("2.0 * " + dims.numel(ins[0]) + " * " + n);
+  } else if (k == "slice_grad") {
+    // Zeros, then g's rows into [start, start + n) along the axis.
+    int64_t axis = intAttr(e, "axis");
+    std::string start = std::to_string(intAttr(e, "start"));
+    if (ins.size() > 1)
+      start = "(" + start + " + " + dims.index(ins[1]) + ")";
+    std::string inner = dims.product(out, axis + 1, rankOf(out)), size = elemBytes(out);
+    std::string inRow = "(" + dims.product(ins[0], axis, rankOf(out)) + " * " + size + ")";
+    std::string outRow = "(" + dims.product(out, axis, rankOf(out)) + " * " + size + ")";
+    launch(e, "slice_grad",
+           "cudaMemsetAsync(" + ptr(out) + ", 0, " + dims.numel(out) + " * " + size +
+               ", tx::stream())");
+    launch(e, "slice_grad",
+           "cudaMemcpy2DAsync(reinterpret_cast<char*>(" + ptr(out) + ") + " + start + " * " +
+               inner + " * " + size + ", " + outRow + ", " + ptr(ins[0]) + ", " + inRow + ", " +
+               inRow + ", " + dims.product(out, 0, axis) +
+               ", cudaMemcpyDeviceToDevice, tx::stream())");
+  } else if (k == "reduce") {
+    line("{");
+    line("  const exec::Shape xs = " + dims.shape(ins[0]) + ";");
+    launch(e, "reduce",
+           "tc::reduce(tc::ReduceKind::" + kind() + ", " + ptr(ins[0]) + ", xs.dims, xs.rank, " +
+               std::to_string(intAttr(e, "axes_mask")) + "u, " + ptr(out) + ", tx::stream())",
+           "  ");
+    line("}");
+  } else {
+    return fail(e, "kernel '" + k + "' has no cuda form yet");
   }
   return llvm::Error::success();
 }
@@ -241,8 +411,6 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
 llvm::Error Emitter::emitCudaGemm(tfk::GemmOp g) {
   // Weights are used as stored ([N, K] with transpose_weight): no packing.
   Value x = g.getInput(), w = g.getWeight(), result = g.getOut();
-  if (g.getPre())
-    return fail(g, "a derivative epilogue (training) has no cuda form yet");
   const auto [m, n, k, transW, activation] = gemmShape(g);
   line("{");
   line("  tc::GemmArgs g;");
@@ -257,6 +425,14 @@ llvm::Error Emitter::emitCudaGemm(tfk::GemmOp g) {
     line("  g.activation = tc::Activation::" + activation + ";");
   if (g.getResidual())
     line("  g.residual = " + ptr(g.getResidual()) + ";");
+  if (std::optional<math::Kind> d = activationKind(g.getDerivative())) {
+    // The backward's epilogue: C = (scale·A·B)·f'(pre).
+    if (!cast<MemRefType>(g.getPre().getType()).getLayout().isIdentity())
+      return fail(g, "reads its derivative's input through a strided view (rows of N are expected)");
+    line("  g.derivative = tc::Activation::" + std::string(math::info(*d).enumerator) +
+         "; g.pre = " + ptr(g.getPre()) + "; g.scale = " +
+         floatLit(g.getScale().convertToDouble()) + ";");
+  }
   launch(g, "gemm", "tc::gemm(g, tx::stream())", "  ");
   line("}");
   return llvm::Error::success();
@@ -267,8 +443,6 @@ llvm::Error Emitter::emitCudaMatmul(tfk::MatmulOp m) {
   // batched GEMM: an operand whose batch dimensions are the output's steps
   // through them, one without batch dimensions repeats.
   Value lhs = m.getLhs(), rhs = m.getRhs(), out = m.getOut();
-  if (m.getTransposeLhs())
-    return fail(m, "a matmul with a transposed left operand has no cuda form yet");
   int64_t rank = rankOf(out);
   auto batchStride = [&](Value v, std::string &stride) {
     int64_t r = rankOf(v);
@@ -288,13 +462,14 @@ llvm::Error Emitter::emitCudaMatmul(tfk::MatmulOp m) {
   if (!batchStride(lhs, strideA) || !batchStride(rhs, strideB))
     return fail(m, "a matmul whose operands broadcast only some batch dimensions has no cuda "
                    "form yet");
-  bool transB = m.getTransposeRhs();
-  std::string mm = dims.dim(lhs, rankOf(lhs) - 2), k = dims.dim(lhs, rankOf(lhs) - 1);
+  bool transA = m.getTransposeLhs(), transB = m.getTransposeRhs();
+  int64_t lr = rankOf(lhs);
+  std::string mm = dims.dim(lhs, transA ? lr - 1 : lr - 2), k = dims.dim(lhs, transA ? lr - 2 : lr - 1);
   std::string n = dims.dim(out, rank - 1);
   line("{");
   line("  tc::GemmArgs g;");
   line("  g.m = " + mm + "; g.n = " + n + "; g.k = " + k + ";");
-  line("  g.a = " + ptr(lhs) + "; g.lda = " + k + ";");
+  line("  g.a = " + ptr(lhs) + "; g.lda = " + (transA ? mm : k) + (transA ? "; g.transA = true;" : ";"));
   line("  g.b = " + ptr(rhs) + "; g.ldb = " + (transB ? k : n) + "; g.transB = " +
        (transB ? "true" : "false") + ";");
   line("  g.c = " + ptr(out) + "; g.ldc = " + n + ";");

@@ -65,8 +65,15 @@ struct tf_model {
   std::atomic<bool> stale{false};
   // Training (TrainAbi.cpp), per param in the ParamDesc order (empty for
   // prepared params and until first used): the accumulated gradients, a
-  // scratch for further micro-batches, Adam's moments.
+  // scratch for further micro-batches, Adam's moments. In host memory, or
+  // for a device model in the device's (and then the optimizer runs there).
   std::vector<transfuse::rt::Tensor> grads, gradScratch, adamM, adamV;
+  std::vector<transfuse::exec::abi::Arena> deviceGrads, deviceGradScratch, deviceAdamM,
+      deviceAdamV;
+  transfuse::exec::abi::Arena deviceNorms;  // per param, its gradient's Σg² (double)
+  // Per param: trained on the device since its host copy was last read or
+  // written, so the device's copy is the one to read (and not to upload).
+  std::vector<char> hostStale;
   bool gradsHeld = false;  // grads hold a micro-batch's sum
   int64_t trainSteps = 0;
 };

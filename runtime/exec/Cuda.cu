@@ -3,6 +3,7 @@
 #include "runtime/exec/Cuda.cuh"
 
 #include "runtime/exec/model.h"
+#include "runtime/kernels/cuda/Train.cuh"
 
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +28,14 @@ rt::Status select(int32_t ordinal) {
   if (ordinal < 0 || ordinal >= count)
     return rt::Status::error("CUDA device " + std::to_string(ordinal) + " does not exist (" +
                              std::to_string(count) + " found)");
-  return status(cudaSetDevice(ordinal), "cudaSetDevice");
+  if (rt::Status s = status(cudaSetDevice(ordinal), "cudaSetDevice"); !s) return s;
+  // Scratch (Scratch) stays in the device's pool between calls.
+  cudaMemPool_t pool = nullptr;
+  if (cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess) {
+    uint64_t keep = UINT64_MAX;
+    (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  }
+  return rt::Status::ok();
 }
 
 rt::Status allocate(size_t bytes, void** p) {
@@ -68,6 +76,26 @@ rt::Status synchronize() {
   return status(cudaStreamSynchronize(stream()), "the run (set TRANSFUSE_CUDA_SYNC=1 to name the kernel)");
 }
 
+rt::Status scaleAdd(float* y, const float* x, float w, size_t n) {
+  return launched(transfuse::cuda::scaleAdd(y, x, w, n, stream()), "scale_add", "training");
+}
+
+rt::Status sumOfSquares(const float* x, size_t n, double* out) {
+  Scratch work;
+  if (rt::Status s = work.allocate(transfuse::cuda::kSumOfSquaresWork * sizeof(double),
+                                   "sum_of_squares");
+      !s)
+    return s;
+  return launched(transfuse::cuda::sumOfSquares(x, n, out, work.as<double>(), stream()),
+                  "sum_of_squares", "the gradient norm");
+}
+
+rt::Status adamUpdate(float* param, const float* grad, float* m, float* v, size_t n,
+                      const kernels::AdamStep& step) {
+  return launched(transfuse::cuda::adamUpdate(param, grad, m, v, n, step, stream()), "adam_update",
+                  "the optimizer step");
+}
+
 bool syncEachLaunch() {
   static const bool on = [] {
     const char* v = std::getenv("TRANSFUSE_CUDA_SYNC");
@@ -78,14 +106,30 @@ bool syncEachLaunch() {
 
 }  // namespace
 
-const DeviceOps kCudaDevice = {"cuda", TF_DEVICE_CUDA, select, allocate, release, toDevice,
-                               toHost, fill,           copy2D, synchronize};
+const DeviceOps kCudaDevice = {"cuda",   TF_DEVICE_CUDA, select,   allocate,     release,
+                               toDevice, toHost,         fill,     copy2D,       synchronize,
+                               scaleAdd, sumOfSquares,   adamUpdate};
 
 rt::Status launched(cudaError_t e, const char* kernel, const char* where) {
   if (e == cudaSuccess && syncEachLaunch()) e = cudaStreamSynchronize(stream());
   if (e == cudaSuccess) return rt::Status::ok();
   return rt::Status::error(std::string("CUDA kernel '") + kernel + "' (" + where +
                            ") failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+Scratch::~Scratch() {
+  if (data_) (void)cudaFreeAsync(data_, stream());
+}
+
+rt::Status Scratch::allocate(size_t bytes, const char* kernel) {
+  if (data_) (void)cudaFreeAsync(data_, stream());
+  data_ = nullptr;
+  cudaError_t e = cudaMallocAsync(&data_, bytes > 0 ? bytes : sizeof(uint32_t), stream());
+  if (e == cudaSuccess) return rt::Status::ok();
+  data_ = nullptr;
+  return rt::Status::error("cannot allocate " + std::to_string(bytes) +
+                           " bytes of CUDA scratch for kernel '" + kernel + "': " +
+                           cudaGetErrorString(e));
 }
 
 rt::Status readChecks(const uint32_t* deviceChecks, int n, uint32_t* host) {

@@ -47,6 +47,29 @@ extern const DeviceOps kCudaDevice;
 // CUDA reports only at the next wait) is named here too.
 rt::Status launched(cudaError_t error, const char* kernel, const char* where);
 
+// Device scratch of one kernel (Train.cuh's and attentionBackward's
+// `work`): taken from the device's stream-ordered memory pool on the call's
+// stream and given back to it when it goes out of scope, after the kernels
+// queued before. The pool keeps what it was given (select() sets its release
+// threshold), so a train step's scratch costs no cudaMalloc after the first.
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch();
+  // At least `bytes` (one word when 0); an error naming `kernel` when the
+  // device has no room.
+  rt::Status allocate(size_t bytes, const char* kernel);
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  void* data_ = nullptr;
+};
+
 // Copies the first `n` check words (Call::deviceChecks) to `host`, after
 // the call's work so far.
 rt::Status readChecks(const uint32_t* deviceChecks, int n, uint32_t* host);

@@ -16,6 +16,7 @@ namespace transfuse::rt {
 class ThreadPool;
 }
 namespace transfuse::kernels {
+struct AdamStep;
 struct PackedB;
 }
 
@@ -104,6 +105,14 @@ struct DeviceOps {
   rt::Status (*copy2D)(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                        size_t height);
   rt::Status (*synchronize)();  // waits for the calling thread's work
+  // Training on the device (TrainAbi.cpp), on device memory:
+  // y = w·y (x null) or y + w·x over n floats (micro-batch gradients);
+  rt::Status (*scaleAdd)(float* y, const float* x, float w, size_t n);
+  // *out (device memory) = Σ x[i]² in double, the same bits on every run;
+  rt::Status (*sumOfSquares)(const float* x, size_t n, double* out);
+  // kernels::adamUpdate's step, with its bits.
+  rt::Status (*adamUpdate)(float* param, const float* grad, float* m, float* v, size_t n,
+                           const kernels::AdamStep& step);
 };
 
 // Device entries: words of device memory for run-time checks made by

@@ -493,10 +493,10 @@ rt::Status refreshPrepared(tf_model* m) {
   bool weightChanged = false;
   for (int32_t i = 0; i < desc->numParams; ++i)
     weightChanged |= !desc->params[i].prepared && m->changed[i];
-  if (device) {  // the weights written on the host go to the device
+  if (device) {  // the weights written on the host go to the device (not those trained there)
     if (rt::Status s = device->select(m->deviceOrdinal); !s) return s;
     for (int32_t i = 0; i < desc->numParams; ++i)
-      if (!desc->params[i].prepared && m->changed[i])
+      if (!desc->params[i].prepared && m->changed[i] && !(i < (int32_t)m->hostStale.size() && m->hostStale[i]))
         if (rt::Status s = device->toDevice(m->deviceParams[i].get(), m->params[i].data<float>(),
                                             m->params[i].numElements() * sizeof(float));
             !s)

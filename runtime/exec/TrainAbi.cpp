@@ -5,10 +5,17 @@
 // fused Adam update per weight (kernels::adamUpdate), after which prepare
 // and packing rerun (refreshPrepared).
 //
+// A device model (a CUDA artifact) trains in device memory: the gradients
+// are the entry's outputs in place there, and the sums of micro-batches, the
+// gradient norm and Adam (DeviceOps, with the CPU kernel's bits) run there
+// on its moments. Its weights stay there: a read copies them back, a
+// write uploads them at the next refresh.
+//
 // Determinism: the gradients come from kernels whose results do not depend
-// on the thread count; the global norm sums the tensors in parameter order
-// (each in element order, in double), so a step gives the same bits on any
-// thread count.
+// on the thread count (or, on a device, on scheduling); the global norm sums
+// the tensors in parameter order (each in element order in double, on a
+// device in its fixed tree), so a step gives the same bits on any thread
+// count.
 
 #include "runtime/exec/AbiInternal.h"
 
@@ -21,6 +28,7 @@
 #include <string>
 #include <vector>
 
+using transfuse::exec::DeviceOps;
 using transfuse::exec::EntryDesc;
 using transfuse::exec::ModelDesc;
 namespace rt = transfuse::rt;
@@ -45,36 +53,76 @@ int32_t findWeight(const tf_model* m, const std::string& name) {
   return -1;
 }
 
-// Zero tensors of each weight's shape in `list` (per ParamDesc index), once.
-void ensure(tf_model* m, std::vector<rt::Tensor>& list) {
-  if (!list.empty()) return;
+// The training buffers of every weight: in host memory, or for a device
+// model in the device's.
+enum class Buffer { kGrad, kGradScratch, kAdamM, kAdamV };
+
+std::vector<rt::Tensor>& hostList(tf_model* m, Buffer b) {
+  switch (b) {
+    case Buffer::kGrad: return m->grads;
+    case Buffer::kGradScratch: return m->gradScratch;
+    case Buffer::kAdamM: return m->adamM;
+    case Buffer::kAdamV: break;
+  }
+  return m->adamV;
+}
+
+std::vector<Arena>& deviceList(tf_model* m, Buffer b) {
+  switch (b) {
+    case Buffer::kGrad: return m->deviceGrads;
+    case Buffer::kGradScratch: return m->deviceGradScratch;
+    case Buffer::kAdamM: return m->deviceAdamM;
+    case Buffer::kAdamV: break;
+  }
+  return m->deviceAdamV;
+}
+
+size_t bytesOf(const tf_model* m, int32_t i) {
+  return static_cast<size_t>(m->params[i].numElements()) * sizeof(float);
+}
+
+bool held(tf_model* m, Buffer b) {
+  return m->desc->device ? !deviceList(m, b).empty() : !hostList(m, b).empty();
+}
+
+// Zero buffers of each weight's shape (per ParamDesc index), once.
+rt::Status ensure(tf_model* m, Buffer b) {
+  if (held(m, b)) return rt::Status::ok();
+  if (const DeviceOps* device = m->desc->device) {
+    std::vector<Arena> list(m->desc->numParams);
+    for (int32_t i : weightIndices(m)) {
+      list[i] = allocateDeviceBlock(*device, static_cast<int64_t>(bytesOf(m, i)));
+      if (rt::Status s = device->fill(list[i].get(), 0, bytesOf(m, i)); !s) return s;
+    }
+    if (rt::Status s = device->synchronize(); !s) return s;
+    deviceList(m, b) = std::move(list);
+    return rt::Status::ok();
+  }
+  std::vector<rt::Tensor>& list = hostList(m, b);
   list.resize(m->desc->numParams);
   for (int32_t i : weightIndices(m)) list[i] = rt::Tensor::zeros(rt::DType::F32, m->params[i].shape);
+  return rt::Status::ok();
 }
 
-std::vector<rt::Tensor>* momentsOf(tf_model* m, int32_t role) {
-  return role == TF_PARAM_ADAM_M ? &m->adamM : &m->adamV;
+// Weight i's data in a held buffer (device memory on a device model).
+float* dataOf(tf_model* m, Buffer b, int32_t i) {
+  if (m->desc->device) return reinterpret_cast<float*>(deviceList(m, b)[i].get());
+  return hostList(m, b)[i].data<float>();
 }
 
-// The data and size of (name, role): an error naming a bad name or role.
-// A moment never written nor trained has no data (null: all zero) unless
-// `allocate`.
-rt::Status lookup(tf_model* m, const char* name, int32_t role, bool allocate, float** data,
+Buffer momentOf(int32_t role) { return role == TF_PARAM_ADAM_M ? Buffer::kAdamM : Buffer::kAdamV; }
+
+// The weight named `name` with a valid role: its index and size, or an
+// error naming a bad name or role.
+rt::Status lookup(const tf_model* m, const char* name, int32_t role, int32_t* index,
                   int64_t* numel) {
   if (!name) return rt::Status::error("the parameter name is NULL");
   if (role < TF_PARAM_WEIGHT || role > TF_PARAM_ADAM_V)
     return rt::Status::error("parameter role " + std::to_string(role) +
                              " is not a tf_param_role (0 weight, 1 and 2 Adam's moments)");
-  const int32_t i = findWeight(m, name);
-  if (i < 0) return rt::Status::error("the model has no parameter '" + std::string(name) + "'");
-  *numel = m->params[i].numElements();
-  if (role == TF_PARAM_WEIGHT) {
-    *data = m->params[i].data<float>();
-    return rt::Status::ok();
-  }
-  std::vector<rt::Tensor>* list = momentsOf(m, role);
-  if (list->empty() && allocate) ensure(m, *list);
-  *data = list->empty() ? nullptr : (*list)[i].data<float>();  // null: all zero
+  *index = findWeight(m, name);
+  if (*index < 0) return rt::Status::error("the model has no parameter '" + std::string(name) + "'");
+  *numel = m->params[*index].numElements();
   return rt::Status::ok();
 }
 
@@ -88,22 +136,70 @@ rt::Status checkBytes(const char* name, int32_t role, int64_t numel, int64_t byt
   return rt::Status::ok();
 }
 
+bool hostStale(const tf_model* m, int32_t i) {
+  return i < static_cast<int32_t>(m->hostStale.size()) && m->hostStale[i];
+}
+
+rt::Status readParam(tf_model* m, int32_t i, int32_t role, void* data, size_t bytes) {
+  const DeviceOps* device = m->desc->device;
+  const void* from = nullptr;  // device memory when `device`
+  if (role == TF_PARAM_WEIGHT) {
+    if (!hostStale(m, i)) {
+      std::memcpy(data, m->params[i].data<float>(), bytes);
+      return rt::Status::ok();
+    }
+    from = m->deviceParams[i].get();  // trained on the device
+  } else if (!held(m, momentOf(role))) {
+    std::memset(data, 0, bytes);  // moments before training
+    return rt::Status::ok();
+  } else {
+    from = dataOf(m, momentOf(role), i);
+  }
+  if (!device) {
+    std::memcpy(data, from, bytes);
+    return rt::Status::ok();
+  }
+  if (rt::Status s = device->select(m->deviceOrdinal); !s) return s;
+  if (rt::Status s = device->toHost(data, from, bytes); !s) return s;
+  return device->synchronize();
+}
+
+rt::Status writeParam(tf_model* m, int32_t i, int32_t role, const void* data, size_t bytes) {
+  if (role == TF_PARAM_WEIGHT) {  // uploaded by the next refresh on a device
+    std::memcpy(m->params[i].data<float>(), data, bytes);
+    if (hostStale(m, i)) m->hostStale[i] = 0;
+    markChanged(m, i);
+    return rt::Status::ok();
+  }
+  const DeviceOps* device = m->desc->device;
+  if (device)
+    if (rt::Status s = device->select(m->deviceOrdinal); !s) return s;
+  if (rt::Status s = ensure(m, momentOf(role)); !s) return s;
+  float* to = dataOf(m, momentOf(role), i);
+  if (!device) {
+    std::memcpy(to, data, bytes);
+    return rt::Status::ok();
+  }
+  if (rt::Status s = device->toDevice(to, data, bytes); !s) return s;
+  return device->synchronize();
+}
+
 // Runs a gradient entry on one micro-batch into the model's gradients (the
 // first into `grads`, later ones into the scratch, added with their weight).
 rt::Status accumulate(tf_model* m, int32_t entry, const tf_tensor* inputs, int32_t numInputs,
                       double weight, uint64_t seed, double* loss) {
   const EntryDesc* e = entryOf(m, entry);
   if (!e) return badEntry(m, entry);
-  // Gradients and Adam's update run on the host's copies of the weights.
-  if (m->desc->device)
-    return rt::Status::error(std::string("training runs on the cpu target; this model runs on ") +
-                             m->desc->device->name);
   if (!std::isfinite(weight)) return rt::Status::error("the micro-batch weight is not finite");
-  ensure(m, m->grads);
+  const DeviceOps* device = m->desc->device;
+  if (device)
+    if (rt::Status s = device->select(m->deviceOrdinal); !s) return s;
   const bool first = !m->gradsHeld;
-  if (!first) ensure(m, m->gradScratch);
-  std::vector<rt::Tensor>& into = first ? m->grads : m->gradScratch;
-  // The entry's outputs: `loss` and one gradient per weight.
+  const Buffer into = first ? Buffer::kGrad : Buffer::kGradScratch;
+  if (rt::Status s = ensure(m, Buffer::kGrad); !s) return s;
+  if (rt::Status s = ensure(m, into); !s) return s;
+  // The entry's outputs: `loss` and one gradient per weight (in place in
+  // device memory on a device).
   float lossValue = 0.0f;
   std::vector<tf_tensor> outputs;
   std::vector<int32_t> gradOf;  // per output: the weight, or -1 for the loss
@@ -120,9 +216,9 @@ rt::Status accumulate(tf_model* m, int32_t entry, const tf_tensor* inputs, int32
       return rt::Status::error("entry point '" + str(e->name) + "' has output '" + name +
                                "', neither the loss nor the gradient of a parameter: "
                                "train with a training build's loss_grad");
-    const rt::Tensor& t = into[w];
-    outputs.push_back({e->outputs[o].name, TF_F32, static_cast<int32_t>(t.shape.size()),
-                       t.shape.data(), into[w].data<float>(), TF_DEVICE_CPU});
+    const std::vector<int64_t>& shape = m->params[w].shape;
+    outputs.push_back({e->outputs[o].name, TF_F32, static_cast<int32_t>(shape.size()),
+                       shape.data(), dataOf(m, into, w), device ? device->kind : TF_DEVICE_CPU});
     gradOf.push_back(w);
     covered[w] = true;
   }
@@ -138,18 +234,53 @@ rt::Status accumulate(tf_model* m, int32_t entry, const tf_tensor* inputs, int32
   if (!s) return s;
   const float w = static_cast<float>(weight);
   for (int32_t i : weightIndices(m)) {
-    float* g = m->grads[i].data<float>();
-    const int64_t n = m->grads[i].numElements();
-    if (first) {
-      if (weight != 1.0)
-        for (int64_t k = 0; k < n; ++k) g[k] *= w;
+    if (first && weight == 1.0) continue;
+    float* g = dataOf(m, Buffer::kGrad, i);
+    const float* x = first ? nullptr : dataOf(m, Buffer::kGradScratch, i);
+    const int64_t n = m->params[i].numElements();
+    if (device) {
+      if (rt::Status d = device->scaleAdd(g, x, w, static_cast<size_t>(n)); !d) return d;
+    } else if (!x) {
+      for (int64_t k = 0; k < n; ++k) g[k] *= w;
     } else {
-      const float* x = m->gradScratch[i].data<float>();
       for (int64_t k = 0; k < n; ++k) g[k] += w * x[k];
     }
   }
+  if (device)
+    if (rt::Status d = device->synchronize(); !d) return d;
   m->gradsHeld = true;
   if (loss) *loss = lossValue;
+  return rt::Status::ok();
+}
+
+// The global gradient norm: each tensor's Σg² in double (in element order on
+// the host, in the device's fixed order there), summed in parameter order.
+rt::Status gradientNorm(tf_model* m, double* norm) {
+  double sq = 0.0;
+  const DeviceOps* device = m->desc->device;
+  if (!device) {
+    for (int32_t i : weightIndices(m)) {
+      const float* g = m->grads[i].data<float>();
+      for (int64_t k = 0, n = m->grads[i].numElements(); k < n; ++k) sq += double(g[k]) * g[k];
+    }
+    *norm = std::sqrt(sq);
+    return rt::Status::ok();
+  }
+  const size_t count = static_cast<size_t>(m->desc->numParams);
+  if (!m->deviceNorms)
+    m->deviceNorms = allocateDeviceBlock(*device, static_cast<int64_t>(count * sizeof(double)));
+  double* sums = reinterpret_cast<double*>(m->deviceNorms.get());
+  for (int32_t i : weightIndices(m))
+    if (rt::Status s = device->sumOfSquares(dataOf(m, Buffer::kGrad, i),
+                                            static_cast<size_t>(m->params[i].numElements()),
+                                            sums + i);
+        !s)
+      return s;
+  std::vector<double> host(count, 0.0);
+  if (rt::Status s = device->toHost(host.data(), sums, count * sizeof(double)); !s) return s;
+  if (rt::Status s = device->synchronize(); !s) return s;
+  for (int32_t i : weightIndices(m)) sq += host[i];
+  *norm = std::sqrt(sq);
   return rt::Status::ok();
 }
 
@@ -162,18 +293,17 @@ rt::Status apply(tf_model* m, const tf_train_options* options, double* gradNorm)
     return rt::Status::error("learning_rate must be a finite number >= 0");
   if (o.max_grad_norm < 0 || o.weight_decay < 0)
     return rt::Status::error("max_grad_norm and weight_decay must be >= 0");
-  double sq = 0.0;  // parameter order, element order: the same bits on any threads
-  for (int32_t i : weightIndices(m)) {
-    const float* g = m->grads[i].data<float>();
-    for (int64_t k = 0, n = m->grads[i].numElements(); k < n; ++k) sq += double(g[k]) * g[k];
-  }
-  const double norm = std::sqrt(sq);
+  const DeviceOps* device = m->desc->device;
+  if (device)
+    if (rt::Status s = device->select(m->deviceOrdinal); !s) return s;
+  double norm = 0.0;  // the same bits on any thread count
+  if (rt::Status s = gradientNorm(m, &norm); !s) return s;
   if (gradNorm) *gradNorm = norm;
   // torch.nn.utils.clip_grad_norm_: scale by max / (norm + 1e-6) when over it.
   const double clip =
       o.max_grad_norm > 0 && norm > o.max_grad_norm ? o.max_grad_norm / (norm + 1e-6) : 1.0;
-  ensure(m, m->adamM);
-  ensure(m, m->adamV);
+  if (rt::Status s = ensure(m, Buffer::kAdamM); !s) return s;
+  if (rt::Status s = ensure(m, Buffer::kAdamV); !s) return s;
   kernels::AdamStep step;
   step.lr = static_cast<float>(o.learning_rate);
   step.beta1 = static_cast<float>(o.beta1 > 0 ? o.beta1 : 0.9);
@@ -182,10 +312,26 @@ rt::Status apply(tf_model* m, const tf_train_options* options, double* gradNorm)
   step.weightDecay = static_cast<float>(o.weight_decay);
   step.gradScale = static_cast<float>(clip);
   step.step = m->trainSteps + 1;
-  for (int32_t i : weightIndices(m))
-    kernels::adamUpdate(m->params[i].data<float>(), m->grads[i].data<float>(),
-                        m->adamM[i].data<float>(), m->adamV[i].data<float>(),
-                        static_cast<size_t>(m->params[i].numElements()), step, m->pool.get());
+  for (int32_t i : weightIndices(m)) {
+    const size_t n = static_cast<size_t>(m->params[i].numElements());
+    float* grad = dataOf(m, Buffer::kGrad, i);
+    float* first = dataOf(m, Buffer::kAdamM, i);
+    float* second = dataOf(m, Buffer::kAdamV, i);
+    if (!device) {
+      kernels::adamUpdate(m->params[i].data<float>(), grad, first, second, n, step, m->pool.get());
+      continue;
+    }
+    // The device's weights are the ones trained; prepare reruns there.
+    if (rt::Status s = device->adamUpdate(reinterpret_cast<float*>(m->deviceParams[i].get()), grad,
+                                          first, second, n, step);
+        !s)
+      return s;
+  }
+  if (device) {
+    if (rt::Status s = device->synchronize(); !s) return s;
+    m->hostStale.resize(m->desc->numParams, 0);
+    for (int32_t i : weightIndices(m)) m->hostStale[i] = 1;
+  }
   ++m->trainSteps;
   m->gradsHeld = false;
   for (int32_t i : weightIndices(m)) markChanged(m, i);
@@ -241,16 +387,12 @@ int32_t tf_model_param_read(tf_model* model, const char* name, int32_t role, voi
   return guarded(error, "tf_model_param_read", [&] {
     if (!model) return rt::Status::error("the model is NULL");
     std::shared_lock<std::shared_mutex> lock(model->paramMutex);
-    float* p = nullptr;
+    int32_t i = -1;
     int64_t n = 0;
-    if (rt::Status s = lookup(model, name, role, /*allocate=*/false, &p, &n); !s) return s;
+    if (rt::Status s = lookup(model, name, role, &i, &n); !s) return s;
     if (rt::Status s = checkBytes(name, role, n, bytes, data); !s) return s;
     if (n == 0) return rt::Status::ok();
-    if (p)
-      std::memcpy(data, p, static_cast<size_t>(bytes));
-    else
-      std::memset(data, 0, static_cast<size_t>(bytes));  // moments before training
-    return rt::Status::ok();
+    return readParam(model, i, role, data, static_cast<size_t>(bytes));
   });
 }
 
@@ -259,13 +401,12 @@ int32_t tf_model_param_write(tf_model* model, const char* name, int32_t role, co
   return guarded(error, "tf_model_param_write", [&] {
     if (!model) return rt::Status::error("the model is NULL");
     std::unique_lock<std::shared_mutex> lock(model->paramMutex);
-    float* p = nullptr;
+    int32_t i = -1;
     int64_t n = 0;
-    if (rt::Status s = lookup(model, name, role, /*allocate=*/true, &p, &n); !s) return s;
+    if (rt::Status s = lookup(model, name, role, &i, &n); !s) return s;
     if (rt::Status s = checkBytes(name, role, n, bytes, data); !s) return s;
-    if (n > 0) std::memcpy(p, data, static_cast<size_t>(bytes));
-    if (role == TF_PARAM_WEIGHT) markChanged(model, findWeight(model, name));
-    return rt::Status::ok();
+    if (n == 0) return rt::Status::ok();
+    return writeParam(model, i, role, data, static_cast<size_t>(bytes));
   });
 }
 

@@ -43,6 +43,30 @@ __global__ void adamKernel(float* p, const float* __restrict__ g, float* m, floa
   }
 }
 
+__global__ void scaleAddKernel(float* y, const float* __restrict__ x, float w, size_t n) {
+  for (size_t i = globalThread(); i < n; i += gridThreads())
+    y[i] = x ? fmaf(w, x[i], y[i]) : __fmul_rn(w, y[i]);
+}
+
+// Pass 1 of sumOfSquares: block b's share into work[b] (kSumOfSquaresWork
+// blocks, whatever n).
+__global__ void sumOfSquaresKernel(const float* __restrict__ x, size_t n, double* work) {
+  __shared__ double scratch[kThreads / 32];
+  double acc = 0.0;
+  for (size_t i = globalThread(); i < n; i += gridThreads()) acc += double(x[i]) * x[i];
+  acc = blockReduce<kThreads, false>(acc, scratch);
+  if (threadIdx.x == 0) work[blockIdx.x] = acc;
+}
+
+// Pass 2: the blocks' shares in one fixed tree.
+__global__ void sumOfSharesKernel(const double* work, double* out) {
+  __shared__ double scratch[kThreads / 32];
+  double acc = 0.0;
+  for (size_t i = threadIdx.x; i < kSumOfSquaresWork; i += kThreads) acc += work[i];
+  acc = blockReduce<kThreads, false>(acc, scratch);
+  if (threadIdx.x == 0) *out = acc;
+}
+
 // One Philox block (four consecutive indices) per thread iteration.
 __global__ void dropoutKernel(const float* x, float* y, size_t n, uint32_t threshold, float keep,
                               uint64_t seed, uint64_t step, uint64_t streamId, uint64_t first) {
@@ -67,6 +91,45 @@ __global__ void columnSumsKernel(const float* __restrict__ x, size_t rows, size_
   double acc = 0.0;
   for (size_t r = 0; r < rows; ++r) acc += x[r * cols + j];
   out[j] = static_cast<float>(acc / divisor);
+}
+
+// x's shape with each dimension's stride in x and whether it is reduced.
+struct ReduceShape {
+  int rank;
+  int64_t dims[kMaxReduceRank];
+  int64_t strides[kMaxReduceRank];
+  uint32_t mask;
+};
+
+// One thread per output: its reduced elements in x's element order.
+__global__ void reduceKernel(ReduceKind kind, const float* __restrict__ x, ReduceShape s,
+                             size_t outputs, size_t count, float* __restrict__ y) {
+  const size_t o = globalThread();
+  if (o >= outputs) return;
+  // The output's base offset in x: its index over the kept dimensions.
+  int64_t base = 0, rem = static_cast<int64_t>(o);
+  for (int d = s.rank - 1; d >= 0; --d)
+    if (!((s.mask >> d) & 1u)) {
+      base += (rem % s.dims[d]) * s.strides[d];
+      rem /= s.dims[d];
+    }
+  double acc = 0.0;
+  float best = -INFINITY;
+  for (size_t i = 0; i < count; ++i) {
+    int64_t offset = base, r = static_cast<int64_t>(i);
+    for (int d = s.rank - 1; d >= 0; --d)
+      if ((s.mask >> d) & 1u) {
+        offset += (r % s.dims[d]) * s.strides[d];
+        r /= s.dims[d];
+      }
+    if (kind == ReduceKind::kMax)
+      best = fmaxf(best, x[offset]);
+    else
+      acc += x[offset];
+  }
+  y[o] = kind == ReduceKind::kMax  ? best
+         : kind == ReduceKind::kSum ? static_cast<float>(acc)
+                                    : static_cast<float>(acc / static_cast<double>(count));
 }
 
 // Pass 1 of layerNormGrad: each row's mean and rstd, as addLayerNorm forms
@@ -256,10 +319,48 @@ cudaError_t dropout(const float* x, float* y, size_t n, double rate, uint64_t se
   return cudaGetLastError();
 }
 
+cudaError_t scaleAdd(float* y, const float* x, float w, size_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  scaleAddKernel<<<gridFor(n), kThreads, 0, stream>>>(y, x, w, n);
+  return cudaGetLastError();
+}
+
+cudaError_t sumOfSquares(const float* x, size_t n, double* out, double* work,
+                         cudaStream_t stream) {
+  sumOfSquaresKernel<<<kSumOfSquaresWork, kThreads, 0, stream>>>(x, n, work);
+  sumOfSharesKernel<<<1, kThreads, 0, stream>>>(work, out);
+  return cudaGetLastError();
+}
+
 cudaError_t columnSums(const float* x, size_t rows, size_t cols, double divisor, float* out,
                        cudaStream_t stream) {
   if (cols == 0) return cudaSuccess;
   columnSumsKernel<<<columnBlocks(cols), kThreads, 0, stream>>>(x, rows, cols, divisor, out);
+  return cudaGetLastError();
+}
+
+cudaError_t reduce(ReduceKind kind, const float* x, const int64_t* dims, int rank,
+                   uint32_t axesMask, float* y, cudaStream_t stream) {
+  if (rank < 0 || rank > kMaxReduceRank) return cudaErrorInvalidValue;
+  ReduceShape s{rank, {}, {}, axesMask};
+  size_t outputs = 1, count = 1;
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    if (dims[d] < 0) return cudaErrorInvalidValue;
+    s.dims[d] = dims[d];
+    s.strides[d] = stride;
+    stride *= dims[d];
+    ((axesMask >> d) & 1u ? count : outputs) *= static_cast<size_t>(dims[d]);
+  }
+  if (outputs == 0) return cudaSuccess;
+  int leading = 0;  // reduced axes [0, leading), none after: column sums
+  while (leading < rank && ((axesMask >> leading) & 1u)) ++leading;
+  if (kind != ReduceKind::kMax && leading > 0 && leading < rank && (axesMask >> leading) == 0 &&
+      count > 0)
+    return columnSums(x, count, outputs, kind == ReduceKind::kMean ? double(count) : 1.0, y,
+                      stream);
+  reduceKernel<<<static_cast<unsigned int>((outputs + kThreads - 1) / kThreads), kThreads, 0,
+                 stream>>>(kind, x, s, outputs, count, y);
   return cudaGetLastError();
 }
 

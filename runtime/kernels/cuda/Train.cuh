@@ -9,11 +9,16 @@
 //                   and bits as the CPU
 //   columnSums      out[j] = (Σ_r x[r,j]) / divisor in double in row order,
 //                   rounded once: the same bits as the CPU
+//   reduce        a sum, mean or max over any set of axes (exec::reduce);
+//                 over leading axes columnSums, with the CPU's bits; else a
+//                 thread per output, double sums in element order
 //   layerNormGrad   dx = rstd·(d - mean(d) - x̂·mean(d⊙x̂)), d = dy·gamma;
 //                   dgamma, dbeta as double column sums in row order
 //   crossEntropyMean / crossEntropyGrad   the fused log-softmax cross-entropy
 //                   with label smoothing and an ignored label; the mean over
 //                   the rows whose label is not `ignore`
+//   scaleAdd        y = w·y (x null) or y + w·x: micro-batch gradients summed
+//   sumOfSquares    Σ x[i]² in double in a fixed order (the gradient norm)
 //   embeddingGrad   out [vocab, dim] = the rows of g added at their ids, in
 //                   token order (float adds: the same bits as the CPU)
 //
@@ -25,8 +30,8 @@
 // the host reports the first bad position after the run. `work` is device
 // scratch the caller provides, of the size each function states.
 //
-// No compiled train step calls these yet: the cuda printer prints inference
-// graphs (docs/cuda.md). tests/gpu/kernels_test.cu checks each on a device.
+// The cuda printer (codegen/cuda) calls them from compiled train steps;
+// tests/gpu/train_kernels_test.cu checks each on a device.
 #ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_TRAIN_CUH
 #define TRANSFUSE_RUNTIME_KERNELS_CUDA_TRAIN_CUH
 
@@ -44,12 +49,31 @@ namespace transfuse::cuda {
 cudaError_t adamUpdate(float* param, const float* grad, float* m, float* v, size_t n,
                        const kernels::AdamStep& s, cudaStream_t stream = nullptr);
 
+// y = w·y when x is null, else y = fma(w, x, y), over n floats.
+cudaError_t scaleAdd(float* y, const float* x, float w, size_t n, cudaStream_t stream = nullptr);
+
+// *out (device memory) = Σ x[i]² over n floats, in double: each of a fixed
+// grid's threads sums a strided share, then fixed trees, so the result is the
+// same on every run. work: kSumOfSquaresWork doubles.
+constexpr size_t kSumOfSquaresWork = 256;
+cudaError_t sumOfSquares(const float* x, size_t n, double* out, double* work,
+                         cudaStream_t stream = nullptr);
+
 // y may alias x.
 cudaError_t dropout(const float* x, float* y, size_t n, double rate, uint64_t seed, uint64_t step,
                     uint64_t streamId, uint64_t first, cudaStream_t stream = nullptr);
 
 cudaError_t columnSums(const float* x, size_t rows, size_t cols, double divisor, float* out,
                        cudaStream_t stream = nullptr);
+
+enum class ReduceKind { kSum, kMean, kMax };  // exec::ReduceOp's order
+constexpr int kMaxReduceRank = 8;
+
+// y = the reduction of x (dims[0..rank)) over the axes whose bit is set in
+// axesMask, y holding the kept dimensions in order. A max over nothing is
+// -inf, a mean over nothing NaN.
+cudaError_t reduce(ReduceKind kind, const float* x, const int64_t* dims, int rank,
+                   uint32_t axesMask, float* y, cudaStream_t stream = nullptr);
 
 // work: 2·rows floats (each row's mean and rstd). dx may alias x or dy.
 cudaError_t layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
