@@ -30,6 +30,7 @@
 #include "runtime/Tensor.h"
 #include "runtime/exec/model.h"
 #include "runtime/host/CompiledModel.h"
+#include "tests/gpu/CheckUtil.h"
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -47,55 +48,12 @@
 #include <vector>
 
 namespace rt = transfuse::rt;
-using TensorMap = std::map<std::string, rt::Tensor>;
+using gpu_check::compare;
+using gpu_check::readAll;
+using gpu_check::sameBytes;
+using gpu_check::TensorMap;
 
 namespace {
-
-TensorMap readAll(const std::string& path) {
-  auto file = rt::SafetensorsFile::open(path);
-  if (!file) {
-    std::printf("%s\n", file.status().message().c_str());
-    std::exit(1);
-  }
-  TensorMap tensors;
-  for (const std::string& name : file->names()) {
-    auto t = file->read(name);
-    if (!t) {
-      std::printf("%s\n", t.status().message().c_str());
-      std::exit(1);
-    }
-    tensors[name] = std::move(*t);
-  }
-  return tensors;
-}
-
-double value(const rt::Tensor& t, int64_t i) {
-  return t.dtype == rt::DType::F64 ? t.data<double>()[i] : t.data<float>()[i];
-}
-
-// Prints and returns whether every output is within the tolerance.
-bool compare(const std::string& what, const TensorMap& got, const TensorMap& want, double tolerance) {
-  bool ok = true;
-  for (const auto& [name, ref] : want) {
-    auto it = got.find(name);
-    if (it == got.end() || it->second.shape != ref.shape) {
-      std::printf("%s: output '%s' missing or of another shape  FAILED\n", what.c_str(), name.c_str());
-      ok = false;
-      continue;
-    }
-    double worst = 0, scale = 1;
-    for (int64_t i = 0; i < ref.numElements(); ++i) {
-      const double r = value(ref, i), e = std::fabs(value(it->second, i) - r);
-      scale = std::max(scale, std::fabs(r));
-      if (e > worst || std::isnan(e)) worst = std::isnan(e) ? INFINITY : e;
-    }
-    const bool pass = worst <= tolerance * scale;
-    ok &= pass;
-    std::printf("%s %s: max |cuda - reference| = %.3g (bound %.3g) %s\n", what.c_str(),
-                name.c_str(), worst, tolerance * scale, pass ? "ok" : "FAILED");
-  }
-  return ok;
-}
 
 // The tensors of `all` that entry `entry` of `model` takes.
 TensorMap inputsOf(rt::CompiledModel& model, const std::string& entry, const TensorMap& all) {
@@ -254,15 +212,6 @@ bool checkDeviceTensors(const std::string& library, const TensorMap& inputs, con
   }
   destroy(m);
   return ok;
-}
-
-bool sameBytes(const TensorMap& a, const TensorMap& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [name, t] : a) {
-    auto it = b.find(name);
-    if (it == b.end() || it->second.bytes != t.bytes) return false;
-  }
-  return true;
 }
 
 }  // namespace

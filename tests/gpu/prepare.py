@@ -14,6 +14,10 @@ decoding, and its inputs (decode.safetensors). With --bench, transformer-base
 as well, with a B=8, S=T=64 input to time. Highway's shared libraries go to
 OUT/lib (the GPU machine has none).
 
+Training: a few configs compiled with --train for both targets into
+OUT/<config>-<S>-train/ (and its cpu/), with a batch of loss_grad's inputs
+(train.safetensors) for cuda_train_check.
+
     tests/gpu/prepare.py --transfuse build/tools/transfuse --out build/tests/gpu/models [--bench]
 """
 
@@ -82,6 +86,23 @@ def prepare(transfuse, name, strategy, out, cases, bench=None):
     print(f"{target}: libmodel.so for sm_80 and sm_90 (and the cpu one), {len(cases)} cases")
 
 
+def prepare_train(transfuse, name, strategy, out):
+    model = os.path.join(ROOT, "models", name + ".json")
+    config = json.load(open(model))
+    target = os.path.join(out, f"{name}-{strategy}-train")
+    run([transfuse, "compile", model, "-o", target, "--target", "cuda", "--train",
+         "--fusion", strategy])
+    run([transfuse, "compile", model, "-o", os.path.join(target, "cpu"), "--train",
+         "--fusion", strategy])
+    rng = np.random.default_rng(13)
+    batch = inputs(config, 4, 9, 8, rng)
+    vocab = config.get("tgt_vocab_size", config.get("vocab_size"))
+    # Labels of the target's shape, the last row ending in padding (ignored).
+    batch["labels"] = tokens(rng, config, vocab, 4, 8, True)
+    safetensors_io.write(os.path.join(target, "train.safetensors"), batch)
+    print(f"{target}: the train step for sm_80 and sm_90 (and the cpu one), a batch")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--transfuse", required=True)
@@ -95,6 +116,12 @@ def main():
         unfused = name in ("tiny-encoder-decoder", "tiny-decoder-only-padded")
         for strategy in ["all", "none"] if unfused else ["all"]:
             prepare(a.transfuse, name, strategy, a.out, [(2, 7, 5), (3, 16, 16)])
+    # Training: both architectures fused, the encoder-decoder unfused too,
+    # and learned positions (the pre-norm config: a slice gradient).
+    for name, strategy in [("tiny-encoder-decoder", "all"), ("tiny-encoder-decoder", "none"),
+                           ("tiny-decoder-only-padded", "all"),
+                           ("tiny-encoder-decoder-pre", "all")]:
+        prepare_train(a.transfuse, name, strategy, a.out)
     if a.bench:
         for strategy in ["all", "none"]:
             prepare(a.transfuse, "transformer-base", strategy, a.out, [(1, 9, 7)],

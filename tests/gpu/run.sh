@@ -3,11 +3,12 @@
 #
 # Build here first: bash scripts/build.sh (with nvcc it builds
 # build/tests/gpu/cuda_kernels_test and cuda_train_kernels_test, the CUDA
-# runtime linked statically, and cuda_model_check), then
+# runtime linked statically, cuda_model_check and cuda_train_check), then
 #   /usr/bin/python3 tests/gpu/prepare.py --transfuse build/tools/transfuse \
 #       --out build/tests/gpu/models --bench
 # (the tiny configs compiled with --target cuda, their inputs and the
-# reference backend's outputs; with --bench transformer-base too, timed at
+# reference backend's outputs, and train steps with --train against the cpu
+# target's; with --bench transformer-base too, timed at
 # B=8, S=T=64). cuda_bench times the kernels at the shapes. Carry
 # build/tests/gpu to the GPU machine and run, from the
 # repository root:
@@ -61,6 +62,10 @@ runAll() {
   fi
   for dir in "$models"/*/; do
     dir=${dir%/}
+    if [ -f "$dir/train.safetensors" ]; then
+      step "$build/tests/gpu/cuda_train_check" "$dir" "${library[@]}"
+      continue
+    fi
     [ -f "$dir/cases.txt" ] || continue
     step "$build/tests/gpu/cuda_model_check" "$dir" "${library[@]}"
     if [ "$modelsOnly" -eq 0 ] && [ -f "$dir/bench.safetensors" ]; then

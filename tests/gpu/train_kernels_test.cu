@@ -178,6 +178,82 @@ void testColumnSums(size_t rows, size_t cols, double divisor, std::mt19937& rng)
   expectNear(what, dout.host(), want, 0, 0);
 }
 
+// reduce over any axes against a double reference in element order: exact
+// for sums over leading axes (columnSums' bits) and whole-tensor sums of few
+// elements, else within a float rounding; a max is exact.
+void testReduce(std::vector<int64_t> dims, uint32_t mask, transfuse::cuda::ReduceKind kind,
+                std::mt19937& rng) {
+  using transfuse::cuda::ReduceKind;
+  const int rank = static_cast<int>(dims.size());
+  size_t total = 1, outputs = 1;
+  for (int d = 0; d < rank; ++d) {
+    total *= dims[d];
+    if (!((mask >> d) & 1u)) outputs *= dims[d];
+  }
+  std::vector<float> x = randomVector(total, rng, -1, 1);
+  std::vector<double> sum(outputs, 0.0), best(outputs, -INFINITY), count(outputs, 0.0);
+  for (size_t e = 0; e < total; ++e) {
+    size_t rem = e, o = 0, stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      const size_t i = rem % dims[d];
+      rem /= dims[d];
+      if (!((mask >> d) & 1u)) {
+        o += i * stride;
+        stride *= dims[d];
+      }
+    }
+    sum[o] += x[e];
+    best[o] = std::max<double>(best[o], x[e]);
+    count[o] += 1;
+  }
+  std::vector<double> want(outputs);
+  for (size_t o = 0; o < outputs; ++o)
+    want[o] = kind == ReduceKind::kMax   ? best[o]
+              : kind == ReduceKind::kSum ? float(sum[o])
+                                         : float(sum[o] / count[o]);
+  Device dx(x), dy(std::vector<float>(outputs, NAN));
+  CHECK_CUDA(transfuse::cuda::reduce(kind, dx.p, dims.data(), rank, mask, dy.p));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  char what[96];
+  std::snprintf(what, sizeof what, "reduce %s rank %d mask %u", kind == ReduceKind::kMax ? "max" : kind == ReduceKind::kSum ? "sum" : "mean", rank, mask);
+  expectNear(what, dy.host(), want, 0, 0);
+}
+
+// scaleAdd: y·w, or y + w·x as one fma; sumOfSquares against a double sum,
+// the same bits twice.
+void testScaleAddAndSumOfSquares(size_t n, std::mt19937& rng) {
+  std::vector<float> x = randomVector(n, rng, -1, 1), y = randomVector(n, rng, -1, 1);
+  std::vector<double> scaled(n), added(n);
+  for (size_t i = 0; i < n; ++i) {
+    scaled[i] = y[i] * 0.37f;
+    added[i] = std::fma(0.5f, x[i], y[i]);
+  }
+  Device dx(x), dy(y), dz(y);
+  CHECK_CUDA(transfuse::cuda::scaleAdd(dy.p, nullptr, 0.37f, n));
+  CHECK_CUDA(transfuse::cuda::scaleAdd(dz.p, dx.p, 0.5f, n));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  expectNear("scaleAdd y·w", dy.host(), scaled, 0, 0);
+  expectNear("scaleAdd y + w·x", dz.host(), added, 0, 0);
+  double want = 0.0;
+  for (float v : x) want += double(v) * v;
+  double* sums = nullptr;
+  double* work = nullptr;
+  CHECK_CUDA(cudaMalloc(&sums, 2 * sizeof(double)));
+  CHECK_CUDA(cudaMalloc(&work, transfuse::cuda::kSumOfSquaresWork * sizeof(double)));
+  CHECK_CUDA(transfuse::cuda::sumOfSquares(dx.p, n, sums, work));
+  CHECK_CUDA(transfuse::cuda::sumOfSquares(dx.p, n, sums + 1, work));
+  double got[2];
+  CHECK_CUDA(cudaMemcpy(got, sums, sizeof got, cudaMemcpyDeviceToHost));
+  cudaFree(sums);
+  cudaFree(work);
+  if (std::fabs(got[0] - want) > 1e-12 * std::max(1.0, want) || got[0] != got[1]) {
+    std::printf("sumOfSquares n=%zu: %.17g and %.17g, want %.17g  FAILED\n", n, got[0], got[1], want);
+    ++gFailures;
+  } else {
+    std::printf("sumOfSquares n=%zu: ok\n", n);
+  }
+}
+
 // layer_norm's backward against a double reference; dx in place of x or dy.
 void testLayerNormGrad(size_t rows, size_t width, bool affine, int alias, std::mt19937& rng) {
   const float eps = 1e-5f;
@@ -456,6 +532,14 @@ int main() {
   testColumnSums(1, 5, 1.0, rng);
   testColumnSums(3001, 515, 1.0, rng);
   testColumnSums(64, 2048, 64.0, rng);
+  using transfuse::cuda::ReduceKind;
+  testReduce({37, 5, 21}, 3u, ReduceKind::kSum, rng);   // a bias gradient: columnSums
+  testReduce({6, 4, 33}, 1u, ReduceKind::kMean, rng);  // the first axis: columnSums
+  testReduce({2, 3, 17, 1}, 8u, ReduceKind::kSum, rng);  // size-1 last axis
+  testReduce({2, 3, 5, 7}, 10u, ReduceKind::kMax, rng);  // axes 1 and 3
+  testReduce({3, 4, 5}, 7u, ReduceKind::kSum, rng);      // everything
+  testReduce({4, 0, 3}, 2u, ReduceKind::kMax, rng);      // over nothing: -inf
+  for (size_t n : {size_t(1), size_t(1000), size_t(1000003)}) testScaleAddAndSumOfSquares(n, rng);
   for (int alias : {0, 1, 2}) {
     testLayerNormGrad(37, 515, true, alias, rng);
     testLayerNormGrad(3, 4096, false, alias, rng);
