@@ -132,7 +132,13 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
                        std::to_string(ep.outputs.size()) + ", " +
                        std::to_string(emitter.arenaBytes) + ", " +
                        std::to_string(emitter.kernelCalls) + ", run_" + ep.name + ", shapes_" +
-                       ep.name + ", flops_" + ep.name + (emitter.usesState ? ", true" : "") + "}";
+                       ep.name + ", flops_" + ep.name;
+    if (target == Target::kCuda)
+      desc += std::string(", ") + (emitter.usesState ? "true" : "false") + ", " +
+              std::to_string(emitter.numDeviceChecks()) + ", checks_" + ep.name + ", host_" +
+              ep.name + "}";
+    else
+      desc += std::string(emitter.usesState ? ", true" : "") + "}";
     if (prepare && func == prepare) {
       entryTables += "const exec::EntryDesc kPrepare = " + desc + ";\n";
       prepareDesc = "&kPrepare";

@@ -131,17 +131,21 @@ llvm::Error Emitter::emit(std::string &out) {
   for (auto &[cond, message] : dims.checks)
     if (seen.insert(cond).second)
       checks += "  if " + cond + "\n    return rt::Status::error(\"" + message + "\");\n";
-  if (!deviceChecks.empty()) {
-    // The kernels' check words, read back after the last launch.
-    body += "  {\n    uint32_t checks[" + std::to_string(deviceChecks.size()) +
-            "];\n    if (rt::Status s = tx::readChecks(c.deviceChecks, " +
-            std::to_string(deviceChecks.size()) + ", checks); !s) return s;\n";
-    for (auto [i, message] : llvm::enumerate(deviceChecks))
-      body += "    if (checks[" + std::to_string(i) + "] != 0xffffffffu)\n      return " + message +
-              ";\n";
-    body += "  }\n";
-  }
   std::string decl = dims.declarations("c.inputShapes", "*c.stateLength");
+  if (target == Target::kCuda) {
+    // The kernels' check words are read by the runtime after the run (or
+    // its CUDA graph's replay) and turned into the error here; a replay
+    // skips the run's host statements, so they stand again in host_<fn>.
+    std::string messages;
+    for (auto [i, message] : llvm::enumerate(deviceChecks))
+      messages += "  if (checks[" + std::to_string(i) + "] != 0xffffffffu)\n    return " +
+                  message + ";\n";
+    out += "rt::Status checks_" + func.getName().str() +
+           "([[maybe_unused]] const uint32_t* checks) {\n" + messages +
+           "  return rt::Status::ok();\n}\n\n";
+    out += "void host_" + func.getName().str() + "([[maybe_unused]] const exec::Call& c) {\n" +
+           decl + hostStatements + "}\n\n";
+  }
   out += "rt::Status run_" + fn + "(const exec::Call& c) {\n" + decl + checks + body +
          "  return rt::Status::ok();\n}\n\n";
   out += "void shapes_" + fn + "([[maybe_unused]] const int64_t* const* in, "

@@ -69,6 +69,7 @@ public:
   llvm::Error emit(std::string &out);
   int64_t arenaBytes = 0, kernelCalls = 0;
   bool usesState = false;    // the entry reads or writes tfk.state
+  size_t numDeviceChecks() const { return deviceChecks.size(); }
   std::string scalarKernels; // region functions without Highway (cuda: __global__ kernels)
 
 private:
@@ -90,6 +91,13 @@ private:
     ++kernelCalls;
   }
   void flops(const std::string &e) { flopTerms += "  f += " + e + ";\n"; }
+  /// A host statement of the run that is not a launch (the state's
+  /// extents, row ids, length): in the run, and again in the cuda
+  /// target's host_<fn>, which a CUDA graph's replay runs instead.
+  void hostStatement(const std::string &s) {
+    line(s);
+    hostStatements += "  " + s + "\n";
+  }
   llvm::Error emitOp(Operation *op);
   llvm::Error emitExec(kernel::ExecOp op);
   llvm::Error emitGemm(kernel::GemmOp op);
@@ -154,7 +162,8 @@ private:
   void launch(Operation *op, const std::string &kernel, const std::string &launch,
               const std::string &indent = "");
   /// Messages of the check words the entry's kernels set (a gather's first
-  /// id out of range), read back after the last launch.
+  /// id out of range), read back by the runtime after the run and turned
+  /// into its error by checks_<fn>.
   std::vector<std::string> deviceChecks;
   /// "data, batch stride, head stride, row stride" of an attention operand
   /// (strides 0: dense [B, H, S, D]).
@@ -171,7 +180,7 @@ private:
   std::string &kernels, &constants;
   int &counter;
   llvm::DenseMap<Value, std::string> constNames;
-  std::string body, flopTerms, storageError;
+  std::string body, flopTerms, storageError, hostStatements;
   Target target;
 };
 

@@ -101,9 +101,9 @@ llvm::Error Emitter::emitCudaOp(Operation *op) {
                "tc::stateWrite({" + attentionTensor(in) + "}, " + dims.dim(in, 0) + ", " + n +
                    ", " + stateTensor(w.getState(), w.getKeys()) + ", " + position +
                    ", tx::stream())");
-        line(extent + " = std::max<int64_t>(" + extent + ", " + position + " + " + n + ");");
-        line("exec::freshRowIds(c.stateRowIds[" + index + "], " + dims.dim(in, 0) +
-             ", c.stateSerial);");
+        hostStatement(extent + " = std::max<int64_t>(" + extent + ", " + position + " + " + n + ");");
+        hostStatement("exec::freshRowIds(c.stateRowIds[" + index + "], " + dims.dim(in, 0) +
+                      ", c.stateSerial);");
         return llvm::Error::success();
       })
       .Case([&](tfk::StateReadOp r) {
@@ -115,7 +115,7 @@ llvm::Error Emitter::emitCudaOp(Operation *op) {
         return llvm::Error::success();
       })
       .Case([&](tfk::AdvanceOp a) {
-        line("*c.stateLength += " + dims.index(a.getCount()) + ";");
+        hostStatement("*c.stateLength += " + dims.index(a.getCount()) + ";");
         return llvm::Error::success();
       })
       .Case([&](tfk::DecodeAttentionOp a) { return emitCudaDecodeAttention(a); })

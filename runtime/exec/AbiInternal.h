@@ -14,7 +14,9 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -36,6 +38,27 @@ Arena allocateArena(int64_t bytes);
 // std::runtime_error with the device's message when it fails.
 Arena allocateDeviceBlock(const DeviceOps& device, int64_t bytes);
 
+// A device model's CUDA graphs (ModelAbi.cpp: runOnDevice), by the key of
+// everything a run's launches depend on: a key seen once runs eagerly, the
+// second time it is captured, after that its graph is replayed.
+struct GraphCache {
+  struct Graph {
+    int seen = 0;           // runs with this key; -1: its capture failed, never again
+    void* exec = nullptr;   // the instantiated graph
+  };
+  const DeviceOps* device = nullptr;
+  std::mutex mutex;
+  std::map<std::vector<int64_t>, Graph> graphs;
+  int captured = 0;
+  GraphCache() = default;
+  GraphCache(const GraphCache&) = delete;
+  GraphCache& operator=(const GraphCache&) = delete;
+  ~GraphCache() {
+    for (auto& [key, g] : graphs)
+      if (g.exec) device->releaseGraph(g.exec);
+  }
+};
+
 void clearError(tf_error* error);
 // Copies `message` into *error (cut at a UTF-8 boundary); returns 1.
 int32_t setError(tf_error* error, const std::string& message);
@@ -52,6 +75,7 @@ struct tf_model {
   // (prepared params live only there), and the device's ordinal.
   std::vector<transfuse::exec::abi::Arena> deviceParams;
   int32_t deviceOrdinal = 0;
+  transfuse::exec::abi::GraphCache graphs;
   std::vector<transfuse::kernels::PackedB> packed;  // the PackDesc order
   std::vector<const transfuse::kernels::PackedB*> packedPtrs;
   std::vector<std::vector<transfuse::rt::TensorSpec>> inputSpecs;  // per entry point

@@ -96,19 +96,65 @@ rt::Status adamUpdate(float* param, const float* grad, float* m, float* v, size_
                   "the optimizer step");
 }
 
+// Whether the environment variable `name` is set to something other than "" or "0".
+bool envSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
 bool syncEachLaunch() {
+  static const bool on = envSet("TRANSFUSE_CUDA_SYNC");
+  return on;
+}
+
+// Graphs unless TRANSFUSE_CUDA_GRAPHS=0, and never when each launch is
+// waited for (TRANSFUSE_CUDA_SYNC names a failing kernel; a replay cannot).
+bool graphsEnabled() {
   static const bool on = [] {
-    const char* v = std::getenv("TRANSFUSE_CUDA_SYNC");
-    return v && std::strcmp(v, "0") != 0 && *v;
+    const char* v = std::getenv("TRANSFUSE_CUDA_GRAPHS");
+    return !(v && std::strcmp(v, "0") == 0) && !syncEachLaunch();
   }();
   return on;
 }
 
+rt::Status beginCapture() {
+  // Thread-local: another thread's unsafe calls (a cudaMalloc) do not
+  // spoil this capture; this thread's would, and the capture then fails.
+  return status(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal),
+                "cudaStreamBeginCapture");
+}
+
+rt::Status endCapture(void** graph) {
+  *graph = nullptr;
+  cudaGraph_t captured = nullptr;
+  if (rt::Status s = status(cudaStreamEndCapture(stream(), &captured), "cudaStreamEndCapture"); !s) {
+    if (captured) cudaGraphDestroy(captured);
+    (void)cudaGetLastError();  // the failed capture's error is not the next launch's
+    return s;
+  }
+  cudaGraphExec_t exec = nullptr;
+  rt::Status s = status(cudaGraphInstantiate(&exec, captured, 0), "cudaGraphInstantiate");
+  cudaGraphDestroy(captured);
+  if (!s) {
+    (void)cudaGetLastError();
+    return s;
+  }
+  *graph = exec;
+  return rt::Status::ok();
+}
+
+rt::Status launchGraph(void* graph) {
+  return status(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream()), "cudaGraphLaunch");
+}
+
+void releaseGraph(void* graph) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph)); }
+
 }  // namespace
 
-const DeviceOps kCudaDevice = {"cuda",   TF_DEVICE_CUDA, select,   allocate,     release,
-                               toDevice, toHost,         fill,     copy2D,       synchronize,
-                               scaleAdd, sumOfSquares,   adamUpdate};
+const DeviceOps kCudaDevice = {
+    "cuda",        TF_DEVICE_CUDA, select,       allocate,   release,    toDevice,
+    toHost,        fill,           copy2D,       synchronize, scaleAdd,  sumOfSquares,
+    adamUpdate,    graphsEnabled,  beginCapture, endCapture, launchGraph, releaseGraph};
 
 rt::Status launched(cudaError_t e, const char* kernel, const char* where) {
   if (e == cudaSuccess && syncEachLaunch()) e = cudaStreamSynchronize(stream());
@@ -130,16 +176,6 @@ rt::Status Scratch::allocate(size_t bytes, const char* kernel) {
   return rt::Status::error("cannot allocate " + std::to_string(bytes) +
                            " bytes of CUDA scratch for kernel '" + kernel + "': " +
                            cudaGetErrorString(e));
-}
-
-rt::Status readChecks(const uint32_t* deviceChecks, int n, uint32_t* host) {
-  if (n <= 0) return rt::Status::ok();
-  if (rt::Status s = status(cudaMemcpyAsync(host, deviceChecks, n * sizeof(uint32_t),
-                                            cudaMemcpyDeviceToHost, stream()),
-                            "reading the run's checks");
-      !s)
-    return s;
-  return synchronize();
 }
 
 }  // namespace transfuse::exec::cuda

@@ -70,10 +70,6 @@ class Scratch {
   void* data_ = nullptr;
 };
 
-// Copies the first `n` check words (Call::deviceChecks) to `host`, after
-// the call's work so far.
-rt::Status readChecks(const uint32_t* deviceChecks, int n, uint32_t* host);
-
 }  // namespace transfuse::exec::cuda
 
 #endif  // TRANSFUSE_RUNTIME_EXEC_CUDA_CUH

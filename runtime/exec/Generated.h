@@ -113,11 +113,20 @@ struct DeviceOps {
   // kernels::adamUpdate's step, with its bits.
   rt::Status (*adamUpdate)(float* param, const float* grad, float* m, float* v, size_t n,
                            const kernels::AdamStep& step);
+  // Graphs of the calling thread's stream (ModelAbi.cpp replays a run whose
+  // launches it has seen before): whether to use them; capture begins; its
+  // end gives the instantiated graph (an error: the capture failed, and
+  // nothing of it ran); a launch; its release.
+  bool (*graphsEnabled)();
+  rt::Status (*beginCapture)();
+  rt::Status (*endCapture)(void** graph);
+  rt::Status (*launchGraph)(void* graph);
+  void (*releaseGraph)(void* graph);
 };
 
 // Device entries: words of device memory for run-time checks made by
 // kernels (a gather's first id out of range), set to 0xffffffff before
-// each run; generated code reads them back after its last kernel.
+// each run; the runtime reads them back after it (EntryDesc::checkWords).
 constexpr int kDeviceCheckWords = 64;
 
 using RunFn = rt::Status (*)(const Call&);
@@ -138,6 +147,15 @@ struct EntryDesc {
   ShapeFn outputShapes;
   FlopsFn flops;
   bool usesState = false;  // run with tf_model_run_with_state (ABI 2)
+  // Device entries (ModelDesc::device). `run` launches the entry's work on
+  // the calling thread's stream and does its host statements; the runtime
+  // then reads the numDeviceChecks check words back and `checkWords`
+  // turns them into the entry's error. A run may be captured into a CUDA
+  // graph and replayed: a replay runs `hostStatements` (the run's host
+  // statements: the state's extents, row ids and length) after the graph.
+  int32_t numDeviceChecks = 0;
+  rt::Status (*checkWords)(const uint32_t* words) = nullptr;
+  void (*hostStatements)(const Call& call) = nullptr;
 };
 
 struct ModelDesc {

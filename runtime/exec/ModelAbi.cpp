@@ -399,6 +399,7 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
   m->pool = std::make_unique<rt::ThreadPool>(threads);
   if (const transfuse::exec::DeviceOps* device = desc->device) {
     m->deviceOrdinal = options ? options->device_ordinal : 0;
+    m->graphs.device = device;
     if (rt::Status s = device->select(m->deviceOrdinal); !s) return s;
   } else if (options && options->device_ordinal != 0) {
     return rt::Status::error("device ordinal " + std::to_string(options->device_ordinal) +
@@ -480,6 +481,102 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
 
 namespace transfuse::exec::abi {
 
+namespace {
+
+// A device entry's check words (EntryDesc::checkWords), read back after its
+// work: ok, or the error of the first word a kernel set.
+rt::Status readCheckWords(const DeviceOps& device, const EntryDesc& e, const uint32_t* words) {
+  if (e.numDeviceChecks <= 0 || !e.checkWords) return rt::Status::ok();
+  std::vector<uint32_t> host(static_cast<size_t>(e.numDeviceChecks));
+  if (rt::Status s = device.toHost(host.data(), words, host.size() * sizeof(uint32_t)); !s) return s;
+  if (rt::Status s = device.synchronize(); !s) return s;
+  return e.checkWords(host.data());
+}
+
+constexpr int kMaxGraphs = 256;        // captured per model
+constexpr size_t kMaxGraphKeys = 4096;  // keys counted per model
+
+// The host side of a state that a run's host statements change, put back
+// when a capture that ran them fails (the run then runs again eagerly).
+struct StateSnapshot {
+  explicit StateSnapshot(tf_state* s) : state(s) {
+    if (!s) return;
+    length = s->length;
+    serial = s->serial;
+    extents = s->extents;
+    rowIds = s->rowIds;
+  }
+  void restore() const {
+    if (!state) return;
+    state->length = length;
+    state->serial = serial;
+    state->extents = extents;
+    for (size_t i = 0; i < rowIds.size(); ++i)  // in place: rowIdPtrs point into them
+      std::copy(rowIds[i].begin(), rowIds[i].end(), state->rowIds[i].begin());
+  }
+  tf_state* state;
+  int64_t length = 0;
+  uint64_t serial = 0;
+  std::vector<int64_t> extents;
+  std::vector<std::vector<uint64_t>> rowIds;
+};
+
+// Runs a device entry: eagerly, or as the CUDA graph of earlier runs with
+// the same `key` (empty: always eagerly). A replay then runs the entry's
+// host statements, which a capture ran as part of the run.
+rt::Status runOnDevice(tf_model* m, const EntryDesc& e, const transfuse::exec::Call& call,
+                       tf_state* state, const std::vector<int64_t>& key) {
+  const DeviceOps& device = *m->desc->device;
+  if (key.empty() || !device.graphsEnabled()) return e.run(call);
+  GraphCache& cache = m->graphs;
+  void* exec = nullptr;
+  bool capture = false;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.graphs.find(key);
+    if (it == cache.graphs.end()) {
+      if (cache.graphs.size() < kMaxGraphKeys) cache.graphs[key].seen = 1;
+      return e.run(call);  // the first time: no lock needed for the run
+    }
+    GraphCache::Graph& g = it->second;
+    if (g.seen < 0) return e.run(call);
+    ++g.seen;
+    exec = g.exec;
+    capture = !exec && cache.captured < kMaxGraphs;
+    if (capture) ++cache.captured;  // reserved; given back if the capture fails
+  }
+  if (exec) {
+    if (rt::Status s = device.launchGraph(exec); !s) return s;
+    if (e.hostStatements) e.hostStatements(call);
+    return rt::Status::ok();
+  }
+  if (!capture) return e.run(call);
+  // The run's launches are recorded, not run; its host statements run.
+  const StateSnapshot snapshot(state);
+  void* graph = nullptr;
+  rt::Status captured = device.beginCapture();
+  rt::Status ran = captured ? e.run(call) : rt::Status::ok();
+  if (captured) captured = device.endCapture(&graph);
+  if (captured && ran) {
+    {
+      std::lock_guard<std::mutex> lock(cache.mutex);
+      cache.graphs[key].exec = graph;
+    }
+    return device.launchGraph(graph);
+  }
+  if (graph) device.releaseGraph(graph);
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    --cache.captured;
+    if (!captured) cache.graphs[key].seen = -1;  // the entry's launches cannot be captured
+  }
+  if (!ran) return ran;  // the run's own error (its checks come first)
+  snapshot.restore();
+  return e.run(call);
+}
+
+}  // namespace
+
 void markChanged(tf_model* m, int32_t index) {
   m->changed[index] = 1;
   m->stale.store(true);
@@ -543,6 +640,7 @@ rt::Status refreshPrepared(tf_model* m) {
     if (device) {
       rt::Status done = device->synchronize();
       if (s) s = done;
+      if (s) s = readCheckWords(*device, *prep, call.deviceChecks);
     }
     if (!s) return rt::Status::error("prepare: " + s.message());
     for (int32_t i = 0; i < desc->numParams; ++i)
@@ -658,9 +756,25 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
   call.step = step;
   call.deviceChecks = checks;
   if (!device) return e.run(call);
+  // What the launches depend on (a train step's dropout key changes each
+  // step: those run eagerly).
+  std::vector<int64_t> key;
+  if (seed == 0 && step == 0) {
+    key = {entry, reinterpret_cast<intptr_t>(arena.get())};
+    for (int32_t i = 0; i < e.numInputs; ++i) {
+      key.push_back(reinterpret_cast<intptr_t>(inData[i]));
+      key.insert(key.end(), inShapes[i], inShapes[i] + e.inputs[i].rank);
+    }
+    for (void* p : outData) key.push_back(reinterpret_cast<intptr_t>(p));
+    if (state) {
+      for (void* p : state->ptrs) key.push_back(reinterpret_cast<intptr_t>(p));
+      key.push_back(state->length);
+    }
+  }
   rt::Status result;
   try {
-    result = e.run(call);
+    result = runOnDevice(model, e, call, state, key);
+    if (result) result = readCheckWords(*device, e, checks);
     for (int32_t i = 0; result && i < e.numOutputs; ++i) {
       const tf_tensor& t = outputs[outOrder[i]];
       if (t.device == TF_DEVICE_CPU) result = device->toHost(t.data, outData[i], tensorBytes(t));

@@ -6,7 +6,8 @@
 // per line, safetensors): every output within --tolerance of the
 // reference relative to max(1, max |reference|), as `compile --verify`
 // checks; then 4 threads run the last case at once and must reproduce its
-// outputs bit for bit, and so must the last case run through the C ABI
+// outputs bit for bit (their later runs are CUDA graphs' replays: the
+// same launches as the first), and so must the last case run through the C ABI
 // with its inputs and outputs in device memory (tf_tensor.device, a CUDA
 // model only). Then decoding, against the same model compiled for
 // the cpu target (DIR/cpu, itself verified against the reference where it
@@ -14,9 +15,12 @@
 // of each (encode or prefill, then decode_step; each entry with outputs
 // twice, the second time on the cache the first filled) with the inputs of
 // DIR/decode.safetensors, then a beam-search reorder, a state copy and a
-// reset, each followed by a step, every output within the tolerance. With
+// reset, each followed by a step, every output within the tolerance; then
+// the steps after the reset twice more on the same state (captured into
+// CUDA graphs, then replayed). With
 // --bench N it times N runs of DIR/bench.safetensors instead (median and
-// best ms, GFLOP/s by the model's FLOP count).
+// best ms, GFLOP/s by the model's FLOP count), and decode steps at batch 32
+// eagerly and as CUDA graphs' replays.
 //
 //   cuda_model_check DIR [--tolerance 1e-3] [--bench N] [--library cpu/libmodel.so]
 //
@@ -138,6 +142,16 @@ bool checkDecoding(const std::string& dir, rt::CompiledModel& cuda, double toler
       return false;
     }
   for (const std::string& e : entries) step(e, "@" + e + " after a reset");
+  // The same calls on the same state twice more: the second time their
+  // launches are captured into CUDA graphs, the third time those replay.
+  for (const char* pass : {" (captured)", " (replayed)"}) {
+    for (auto* s : {cudaState->get(), cpuState->get()})
+      if (rt::Status st = s->reset(); !st) {
+        std::printf("reset: %s  FAILED\n", st.message().c_str());
+        return false;
+      }
+    for (const std::string& e : entries) step(e, "@" + e + " after a reset" + pass);
+  }
   return ok;
 }
 
@@ -214,6 +228,75 @@ bool checkDeviceTensors(const std::string& library, const TensorMap& inputs, con
   return ok;
 }
 
+// Decode steps at batch 32 (what CUDA graphs are for: each step's work is
+// small and its launches many): three rounds of a 16-token prefix and 24
+// one-token steps (fewer where the state holds fewer positions) on one
+// state, reset between them. Round 1 runs eagerly,
+// round 2 captures each step's graph, round 3 replays them; prints the
+// median step of rounds 1 and 3.
+bool benchDecoding(const std::string& dir, rt::CompiledModel& model) {
+  std::vector<std::string> entries;
+  for (const std::string& e : model.entryPoints())
+    if (e != "forward" && e != "loss" && e != "loss_grad") entries.push_back(e);
+  if (entries.empty() || entries.back() != "decode_step") return true;
+  auto state = model.createState();
+  if (!state) {
+    std::printf("%s\n", state.status().message().c_str());
+    return false;
+  }
+  // A prefix and steps within the positions the state holds (the first
+  // entry's compiled maximum length).
+  int64_t positions = 16;
+  if (auto specs = model.inputs(entries.front()); specs && !specs->empty())
+    positions = specs->front().maxShape.size() > 1 ? specs->front().maxShape[1] : positions;
+  const int64_t prefix = std::min<int64_t>(16, positions / 4);
+  const int steps = static_cast<int>(std::min<int64_t>(24, positions - prefix));
+  auto inputsFor = [&](const std::string& entry) {
+    TensorMap inputs;
+    auto specs = model.inputs(entry);
+    for (const rt::TensorSpec& spec : specs ? *specs : std::vector<rt::TensorSpec>()) {
+      std::vector<int64_t> shape = spec.shape;
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (shape[d] < 0) shape[d] = d == 0 ? 32 : entry == "decode_step" ? 1 : prefix;
+      rt::Tensor t = rt::Tensor::zeros(spec.dtype, shape);
+      if (spec.dtype == rt::DType::I32)
+        for (int64_t i = 0; i < t.numElements(); ++i) t.data<int32_t>()[i] = 1 + i % 7;
+      inputs[spec.name] = std::move(t);
+    }
+    return inputs;
+  };
+  std::vector<double> rounds[3];
+  for (int round = 0; round < 3; ++round) {
+    if (rt::Status s = (*state)->reset(); !s) {
+      std::printf("%s\n", s.message().c_str());
+      return false;
+    }
+    for (const std::string& e : entries) {
+      const TensorMap inputs = inputsFor(e);
+      const int calls = e == "decode_step" ? steps : 1;
+      for (int i = 0; i < calls; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        auto out = model.run(e, inputs, state->get());
+        if (!out) {
+          std::printf("@%s: %s\n", e.c_str(), out.status().message().c_str());
+          return false;
+        }
+        if (e == "decode_step")
+          rounds[round].push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("%s decode_step at batch 32: median %.3f ms eager, %.3f ms replaying CUDA graphs "
+              "(%.2fx; host inputs and outputs copied each step)\n",
+              dir.c_str(), median(rounds[0]), median(rounds[2]), median(rounds[0]) / median(rounds[2]));
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -268,7 +351,7 @@ int main(int argc, char** argv) {
     std::printf("%s forward: median %.3f ms, best %.3f ms, %.1f GFLOP/s at the median "
                 "(host inputs and outputs copied each run)\n",
                 dir.c_str(), ms[ms.size() / 2], ms[0], flops / (ms[ms.size() / 2] * 1e6));
-    return 0;
+    return benchDecoding(dir, model) ? 0 : 1;
   }
 
   std::ifstream cases(dir + "/cases.txt");

@@ -11,6 +11,7 @@ them with the seeded weights (seed 0) the GPU run draws too, listed in
 OUT/<config>/cases.txt for cuda_model_check; the same config compiled for
 the cpu target (OUT/<config>-<S>/cpu), against which the checker compares
 decoding, and its inputs (decode.safetensors). With --bench, transformer-base
+(--max-batch 32, for decode steps at batch 32)
 as well, with a B=8, S=T=64 input to time. Highway's shared libraries go to
 OUT/lib (the GPU machine has none).
 
@@ -66,8 +67,11 @@ def prepare(transfuse, name, strategy, out, cases, bench=None):
     model = os.path.join(ROOT, "models", name + ".json")
     config = json.load(open(model))
     target = os.path.join(out, f"{name}-{strategy}")
-    run([transfuse, "compile", model, "-o", target, "--target", "cuda", "--fusion", strategy])
-    run([transfuse, "compile", model, "-o", os.path.join(target, "cpu"), "--fusion", strategy])
+    # The timed models decode at batch 32 (cuda_model_check --bench).
+    extra = ["--max-batch", "32"] if bench else []
+    run([transfuse, "compile", model, "-o", target, "--target", "cuda", "--fusion", strategy] + extra)
+    run([transfuse, "compile", model, "-o", os.path.join(target, "cpu"), "--fusion", strategy] +
+        extra)
     rng = np.random.default_rng(11)
     # Decoding appends 2 positions per call (at most 6 calls: within 16).
     safetensors_io.write(os.path.join(target, "decode.safetensors"), inputs(config, 3, 7, 2, rng))
