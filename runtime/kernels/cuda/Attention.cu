@@ -1,7 +1,8 @@
-// CUDA fused attention forward (Attention.cuh).
+// CUDA fused attention forward, fp32 or bf16 storage (Attention.cuh).
 
 #include "runtime/kernels/cuda/Attention.cuh"
 
+#include "runtime/kernels/cuda/AttentionBf16.cuh"
 #include "runtime/kernels/cuda/AttentionCommon.cuh"
 
 #include <cmath>
@@ -20,10 +21,11 @@ constexpr int kKeysPerThread = kKeys / kPerQuery;  // scores per thread per tile
 constexpr int kMaxDim = 256;
 constexpr int kOutPerThread = kMaxDim / kPerQuery;  // O accumulators per thread
 
+template <class T>
 struct Params {
   int B, H, Sq, Sk, D;
-  const float *q, *k, *v;
-  float* out;
+  const T *q, *k, *v;
+  T* out;
   Strides qs, ks, vs, os;
   float scale;
   bool causal;
@@ -42,7 +44,8 @@ __device__ float queryReduce(float v) {
   return v;
 }
 
-__global__ void attentionKernel(Params p) {
+template <class T>
+__global__ void attentionKernel(Params<T> p) {
   extern __shared__ float smem[];
   const int D = p.D;
   float* qTile = smem;                 // [kQueries][D], scaled
@@ -54,13 +57,13 @@ __global__ void attentionKernel(Params p) {
   const int i0 = blockIdx.y * kQueries;
   const int t = threadIdx.x, row = t / kPerQuery, part = t % kPerQuery;
   const int i = i0 + row;
-  const float* q = p.q + b * p.qs.batch + h * p.qs.head;
-  const float* k = p.k + b * p.ks.batch + h * p.ks.head;
-  const float* v = p.v + b * p.vs.batch + h * p.vs.head;
+  const T* q = p.q + b * p.qs.batch + h * p.qs.head;
+  const T* k = p.k + b * p.ks.batch + h * p.ks.head;
+  const T* v = p.v + b * p.vs.batch + h * p.vs.head;
 
   for (int idx = t; idx < kQueries * D; idx += kThreads) {
     const int r = idx / D, d = idx % D;
-    qTile[idx] = i0 + r < p.Sq ? q[(size_t)(i0 + r) * p.qs.row + d] * p.scale : 0.0f;
+    qTile[idx] = i0 + r < p.Sq ? toFloat(q[(size_t)(i0 + r) * p.qs.row + d]) * p.scale : 0.0f;
   }
   const int rowEnd = visibleKeys(p, b, i);
   // The block's last visible key: its last query's (visibility grows with i).
@@ -76,8 +79,8 @@ __global__ void attentionKernel(Params p) {
     for (int idx = t; idx < kKeys * D; idx += kThreads) {
       const int r = idx / D, d = idx % D;
       const bool in = j0 + r < p.Sk;
-      kTile[idx] = in ? k[(size_t)(j0 + r) * p.ks.row + d] : 0.0f;
-      vTile[idx] = in ? v[(size_t)(j0 + r) * p.vs.row + d] : 0.0f;
+      kTile[idx] = in ? toFloat(k[(size_t)(j0 + r) * p.ks.row + d]) : 0.0f;
+      vTile[idx] = in ? toFloat(v[(size_t)(j0 + r) * p.vs.row + d]) : 0.0f;
     }
     __syncthreads();
 
@@ -127,23 +130,22 @@ __global__ void attentionKernel(Params p) {
     }
   }
   if (i >= p.Sq) return;
-  float* out = p.out + b * p.os.batch + h * p.os.head + (size_t)i * p.os.row;
+  T* out = p.out + b * p.os.batch + h * p.os.head + (size_t)i * p.os.row;
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
 #pragma unroll
   for (int u = 0; u < kOutPerThread; ++u) {
     const int d = part + kPerQuery * u;
-    if (d < D) out[d] = o[u] * inv;
+    if (d < D) out[d] = fromFloat<T>(o[u] * inv);
   }
 }
 
-}  // namespace
-
-cudaError_t attention(const AttentionArgs& a, cudaStream_t stream) {
+template <class T>
+cudaError_t runAttention(const AttentionArgsOf<T>& a, cudaStream_t stream) {
   if (a.headDim == 0 || a.headDim > kMaxDim) return cudaErrorInvalidValue;
   if (a.batch * a.heads * a.seqQ == 0) return cudaSuccess;
   if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data))) return cudaErrorInvalidValue;
   const size_t H = a.heads, D = a.headDim;
-  Params p;
+  Params<T> p;
   attention_detail::setCommon(p, a);
   p.B = static_cast<int>(a.batch);
   p.D = static_cast<int>(D);
@@ -151,15 +153,27 @@ cudaError_t attention(const AttentionArgs& a, cudaStream_t stream) {
   p.dropout = attention_detail::Dropout::of(a);
   const size_t shared = ((kQueries + 2 * kKeys) * D + kQueries * kKeys) * sizeof(float);
   if (shared > 48 * 1024) {  // beyond the default: opt in (sm_80 and later allow more)
-    cudaError_t e = cudaFuncSetAttribute(attentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t e = cudaFuncSetAttribute(attentionKernel<T>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(shared));
     if (e != cudaSuccess) return e;
   }
   const size_t tiles = (a.seqQ + kQueries - 1) / kQueries;
   if (tiles > 65535) return cudaErrorInvalidValue;  // gridDim.y's limit: Sq <= 2^21
   const dim3 grid(static_cast<unsigned>(a.batch * H), static_cast<unsigned>(tiles));
-  attentionKernel<<<grid, kThreads, shared, stream>>>(p);
+  attentionKernel<T><<<grid, kThreads, shared, stream>>>(p);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t attention(const AttentionArgsOf<float>& a, cudaStream_t stream) {
+  return runAttention(a, stream);
+}
+
+cudaError_t attention(const AttentionArgsOf<bf16>& a, cudaStream_t stream) {
+  if (attentionBf16Takes(a)) return attentionBf16(a, stream);
+  return runAttention(a, stream);
 }
 
 }  // namespace transfuse::cuda

@@ -21,6 +21,8 @@
 #ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTION_CUH
 #define TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTION_CUH
 
+#include "runtime/kernels/cuda/Storage.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -28,15 +30,20 @@
 
 namespace transfuse::cuda {
 
-struct AttentionTensor {
-  const float* data = nullptr;  // device memory
+// T: the storage type of Q, K, V and O (float, or bf16 read into fp32:
+// Storage.cuh).
+template <class T>
+struct AttentionTensorOf {
+  const T* data = nullptr;  // device memory
   size_t batchStride = 0, headStride = 0, rowStride = 0;  // all 0: dense
 };
+using AttentionTensor = AttentionTensorOf<float>;
 
-struct AttentionArgs {
+template <class T>
+struct AttentionArgsOf {
   size_t batch = 1, heads = 1, seqQ = 0, seqK = 0, headDim = 0;
-  AttentionTensor q, k, v;
-  float* out = nullptr;
+  AttentionTensorOf<T> q, k, v;
+  T* out = nullptr;
   size_t outBatchStride = 0, outHeadStride = 0, outRowStride = 0;  // all 0: dense
   float scale = 1.0f;
   bool causal = false;
@@ -49,10 +56,15 @@ struct AttentionArgs {
   double dropoutRate = 0.0;
   uint64_t dropoutSeed = 0, dropoutStep = 0, dropoutStream = 0;
 };
+using AttentionArgs = AttentionArgsOf<float>;
 
 // Asynchronous on `stream`; cudaErrorInvalidValue for a head_dim outside
 // 1..256 or a missing tensor, else the launch's error.
-cudaError_t attention(const AttentionArgs& args, cudaStream_t stream = nullptr);
+// The bf16 form runs on tensor cores (attentionBf16, AttentionBf16.cuh)
+// where that kernel takes the call (head dim 64 or 128, no key mask or
+// dropout), else on this kernel in fp32 from bf16 loads.
+cudaError_t attention(const AttentionArgsOf<float>& args, cudaStream_t stream = nullptr);
+cudaError_t attention(const AttentionArgsOf<bf16>& args, cudaStream_t stream = nullptr);
 
 // The backward (attention_grad), with the CPU kernel's contract
 // (kernels::attentionBackward, runtime/kernels/Attention.h): from Q, K, V,

@@ -179,15 +179,21 @@ cudaError_t launch(const Params& p, size_t blocks, size_t tiles, cudaStream_t st
 
 }  // namespace
 
+bool attentionBf16Takes(const AttentionBf16Args& a) {
+  if ((a.headDim != 64 && a.headDim != 128) || a.keyMask || a.dropoutRate > 0.0) return false;
+  Params p;
+  attention_detail::setCommon(p, a);
+  // The tiles are loaded 16 bytes at a time.
+  return aligned(p.q, p.qs) && (a.seqK == 0 || (aligned(p.k, p.ks) && aligned(p.v, p.vs)));
+}
+
 cudaError_t attentionBf16(const AttentionBf16Args& a, cudaStream_t stream) {
-  if (a.headDim != 64 && a.headDim != 128) return cudaErrorInvalidValue;
   if (a.batch * a.heads * a.seqQ == 0) return cudaSuccess;
   if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data))) return cudaErrorInvalidValue;
+  if (!attentionBf16Takes(a)) return cudaErrorInvalidValue;
   const size_t H = a.heads, D = a.headDim;
   Params p;
   attention_detail::setCommon(p, a);
-  if (!aligned(p.q, p.qs) || (a.seqK > 0 && (!aligned(p.k, p.ks) || !aligned(p.v, p.vs))))
-    return cudaErrorInvalidValue;  // the tiles are loaded 16 bytes at a time
   const size_t tiles = (a.seqQ + kQueries - 1) / kQueries;
   if (tiles > 65535 || a.batch * H > 0x7fffffffu) return cudaErrorInvalidValue;
   return D == 64 ? launch<64>(p, a.batch * H, tiles, stream)

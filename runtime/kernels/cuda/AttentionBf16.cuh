@@ -23,6 +23,8 @@
 #ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTIONBF16_CUH
 #define TRANSFUSE_RUNTIME_KERNELS_CUDA_ATTENTIONBF16_CUH
 
+#include "runtime/kernels/cuda/Attention.cuh"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -31,24 +33,16 @@
 
 namespace transfuse::cuda {
 
-struct Bf16Tensor {
-  const __nv_bfloat16* data = nullptr;  // device memory
-  size_t batchStride = 0, headStride = 0, rowStride = 0;  // all 0: dense
-};
+using Bf16Tensor = AttentionTensorOf<bf16>;
+using AttentionBf16Args = AttentionArgsOf<bf16>;
 
-struct AttentionBf16Args {
-  size_t batch = 1, heads = 1, seqQ = 0, seqK = 0, headDim = 0;
-  Bf16Tensor q, k, v;
-  __nv_bfloat16* out = nullptr;
-  size_t outBatchStride = 0, outHeadStride = 0, outRowStride = 0;  // all 0: dense
-  float scale = 1.0f;
-  bool causal = false;
-  const int32_t* keyLengths = nullptr;  // [B], device memory, or null
-};
+// Whether attentionBf16 takes `args`: head dim 64 or 128, strides that are
+// multiples of 8 elements, no key mask, no dropout (attention() runs the
+// rest on the CUDA cores).
+bool attentionBf16Takes(const AttentionBf16Args& args);
 
-// Asynchronous on `stream`; cudaErrorInvalidValue for a head dimension
-// other than 64 and 128, strides that are not multiples of 8 elements, or a
-// missing tensor; else the launch's error.
+// Asynchronous on `stream`; cudaErrorInvalidValue for a call it does not
+// take (attentionBf16Takes) or a missing tensor; else the launch's error.
 cudaError_t attentionBf16(const AttentionBf16Args& args, cudaStream_t stream = nullptr);
 
 }  // namespace transfuse::cuda

@@ -75,14 +75,19 @@ struct Plan {
 };
 
 using PlanKey = std::tuple<int, size_t, size_t, size_t, size_t, size_t, size_t, size_t, bool, bool,
-                           int, bool, size_t, size_t, size_t, size_t, size_t, uint32_t>;
+                           int, bool, size_t, size_t, size_t, size_t, size_t, uint32_t, int>;
+
+// cuBLASLt's name of a storage type.
+template <class T>
+constexpr cudaDataType_t dataType() {
+  return sizeof(T) == sizeof(float) ? CUDA_R_32F : CUDA_R_16BF;
+}
 
 // The largest power of two up to 256 that divides every address the
 // operand's matrices start at: its pointer plus k times its batch stride
 // (bytes), with its leading dimension's bytes.
-uint32_t alignmentOf(const void* p, size_t ld, size_t stride) {
-  uint64_t bits = reinterpret_cast<uintptr_t>(p) | (ld * sizeof(float)) |
-                  (stride * sizeof(float)) | 256;
+uint32_t alignmentOf(const void* p, size_t ld, size_t stride, size_t elemSize) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(p) | (ld * elemSize) | (stride * elemSize) | 256;
   return static_cast<uint32_t>(bits & (~bits + 1));  // the lowest set bit
 }
 
@@ -102,18 +107,21 @@ bool check(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; }
 // Row-major C[M,N] = A[M,K]·B is column-major Cᵀ[N,M] = Bᵀ·Aᵀ: cuBLASLt's
 // "A" is our B (op T for a [N,K] weight) and its "B" is our A; the bias is
 // per row of its D, our columns.
-const Plan& plan(const Api& lt, cublasLtHandle_t handle, int device, const GemmArgs& g,
+template <class T>
+const Plan& plan(const Api& lt, cublasLtHandle_t handle, int device, const GemmArgsOf<T>& g,
                  cublasLtEpilogue_t epilogue) {
-  const size_t ldr = g.ldr ? g.ldr : g.n;
+  const size_t ldr = g.ldr ? g.ldr : g.n, size = sizeof(T);
+  const cudaDataType_t type = dataType<T>();
   // cuBLASLt's A, B, C, D: our B, our A, the residual (or C), C.
-  const uint32_t align[4] = {alignmentOf(g.b, g.ldb, g.strideB), alignmentOf(g.a, g.lda, g.strideA),
-                             g.residual ? alignmentOf(g.residual, ldr, g.strideResidual)
-                                        : alignmentOf(g.c, g.ldc, g.strideC),
-                             alignmentOf(g.c, g.ldc, g.strideC)};
+  const uint32_t align[4] = {alignmentOf(g.b, g.ldb, g.strideB, size),
+                             alignmentOf(g.a, g.lda, g.strideA, size),
+                             g.residual ? alignmentOf(g.residual, ldr, g.strideResidual, size)
+                                        : alignmentOf(g.c, g.ldc, g.strideC, size),
+                             alignmentOf(g.c, g.ldc, g.strideC, size)};
   PlanKey key{device,   g.m,       g.n,           g.k,       g.lda,
               g.ldb,    g.ldc,     g.residual ? ldr : 0,     g.transA,
               g.transB, int(epilogue), g.bias != nullptr, g.batch,
-              g.strideA, g.strideB, g.strideC, g.strideResidual, alignmentKey(align)};
+              g.strideA, g.strideB, g.strideC, g.strideResidual, alignmentKey(align), int(type)};
   auto it = gPlans.find(key);
   if (it != gPlans.end()) return it->second;
   Plan p;
@@ -127,12 +135,12 @@ const Plan& plan(const Api& lt, cublasLtHandle_t handle, int device, const GemmA
   // columns of K, or [K,N] rows are columns of N), our A ([M,K] rows are
   // columns of K, or, transposed, [K,M] rows are columns of M), C and D as
   // N×M.
-  ok = ok && check(g.transB ? lt.layoutCreate(&p.a, CUDA_R_32F, g.k, g.n, g.ldb)
-                            : lt.layoutCreate(&p.a, CUDA_R_32F, g.n, g.k, g.ldb)) &&
-       check(g.transA ? lt.layoutCreate(&p.b, CUDA_R_32F, g.m, g.k, g.lda)
-                      : lt.layoutCreate(&p.b, CUDA_R_32F, g.k, g.m, g.lda)) &&
-       check(lt.layoutCreate(&p.c, CUDA_R_32F, g.n, g.m, g.residual ? ldr : g.ldc)) &&
-       check(lt.layoutCreate(&p.d, CUDA_R_32F, g.n, g.m, g.ldc));
+  ok = ok && check(g.transB ? lt.layoutCreate(&p.a, type, g.k, g.n, g.ldb)
+                            : lt.layoutCreate(&p.a, type, g.n, g.k, g.ldb)) &&
+       check(g.transA ? lt.layoutCreate(&p.b, type, g.m, g.k, g.lda)
+                      : lt.layoutCreate(&p.b, type, g.k, g.m, g.lda)) &&
+       check(lt.layoutCreate(&p.c, type, g.n, g.m, g.residual ? ldr : g.ldc)) &&
+       check(lt.layoutCreate(&p.d, type, g.n, g.m, g.ldc));
   if (ok && g.batch > 1) {
     const int32_t count = static_cast<int32_t>(g.batch);
     const int64_t strides[4] = {int64_t(g.strideB), int64_t(g.strideA),
@@ -163,11 +171,8 @@ const Plan& plan(const Api& lt, cublasLtHandle_t handle, int device, const GemmA
   return gPlans.emplace(key, p).first->second;
 }
 
-}  // namespace
-
-bool cublasLtAvailable() { return api() != nullptr; }
-
-cudaError_t gemmCublasLt(const GemmArgs& g, cudaStream_t stream) {
+template <class T>
+cudaError_t runCublasLt(const GemmArgsOf<T>& g, cudaStream_t stream) {
   const Api* lt = api();
   if (!lt) return cudaErrorNotSupported;
   if (g.m == 0 || g.n == 0 || g.batch == 0) return cudaSuccess;
@@ -206,6 +211,17 @@ cudaError_t gemmCublasLt(const GemmArgs& g, cudaStream_t stream) {
                         &p.algo, nullptr, 0, stream)))
     return cudaErrorNotSupported;
   return cudaGetLastError();
+}
+
+}  // namespace
+
+bool cublasLtAvailable() { return api() != nullptr; }
+
+cudaError_t gemmCublasLt(const GemmArgsOf<float>& g, cudaStream_t stream) {
+  return runCublasLt(g, stream);
+}
+cudaError_t gemmCublasLt(const GemmArgsOf<bf16>& g, cudaStream_t stream) {
+  return runCublasLt(g, stream);
 }
 
 }  // namespace transfuse::cuda

@@ -26,7 +26,9 @@ bool cublasLtAvailable();
 // `args` through cuBLASLt: cudaErrorNotSupported when it is not loaded,
 // cannot express them or refuses them (nothing was launched then), else the
 // launch's error.
-cudaError_t gemmCublasLt(const GemmArgs& args, cudaStream_t stream = nullptr);
+cudaError_t gemmCublasLt(const GemmArgsOf<float>& args, cudaStream_t stream = nullptr);
+// bf16 operands, fp32 accumulation (CUBLAS_COMPUTE_32F), the bias in bf16.
+cudaError_t gemmCublasLt(const GemmArgsOf<bf16>& args, cudaStream_t stream = nullptr);
 
 }  // namespace transfuse::cuda
 

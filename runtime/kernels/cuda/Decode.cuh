@@ -37,38 +37,51 @@
 
 namespace transfuse::cuda {
 
-struct StateTensor {
-  float* data = nullptr;
+// T: the storage type of the cache and the tensors (float, or bf16 read
+// into fp32: Storage.cuh).
+template <class T>
+struct StateTensorOf {
+  T* data = nullptr;
   size_t heads = 0, positions = 0, headDim = 0;
   bool keys = false;  // [R, H, D, T] (else [R, H, T, D])
 };
+using StateTensor = StateTensorOf<float>;
 
-cudaError_t stateWrite(const AttentionTensor& in, size_t batch, size_t n, StateTensor state,
-                       size_t position, cudaStream_t stream = nullptr);
+cudaError_t stateWrite(const AttentionTensorOf<float>& in, size_t batch, size_t n,
+                       StateTensorOf<float> state, size_t position, cudaStream_t stream = nullptr);
+cudaError_t stateWrite(const AttentionTensorOf<bf16>& in, size_t batch, size_t n,
+                       StateTensorOf<bf16> state, size_t position, cudaStream_t stream = nullptr);
 
-cudaError_t stateRead(StateTensor state, size_t batch, size_t n, float* out,
+cudaError_t stateRead(StateTensorOf<float> state, size_t batch, size_t n, float* out,
+                      cudaStream_t stream = nullptr);
+cudaError_t stateRead(StateTensorOf<bf16> state, size_t batch, size_t n, bf16* out,
                       cudaStream_t stream = nullptr);
 
 // The transposed key cache: element (b, h, d, j) at data[b·batchStride +
 // h·headStride + d·dimStride + j].
-struct DecodeKeys {
-  const float* data = nullptr;
+template <class T>
+struct DecodeKeysOf {
+  const T* data = nullptr;
   size_t batchStride = 0, headStride = 0, dimStride = 0;
 };
+using DecodeKeys = DecodeKeysOf<float>;
 
-struct DecodeAttentionArgs {
+template <class T>
+struct DecodeAttentionArgsOf {
   size_t batch = 1, heads = 1, seqQ = 1, seqK = 0, headDim = 0;
-  AttentionTensor q;  // [B, H, Sq, D], zero strides: dense
-  DecodeKeys k;       // [B, H, D, T]
-  AttentionTensor v;  // [B, H, T, D]
-  float* out = nullptr;
+  AttentionTensorOf<T> q;  // [B, H, Sq, D], zero strides: dense
+  DecodeKeysOf<T> k;       // [B, H, D, T]
+  AttentionTensorOf<T> v;  // [B, H, T, D]
+  T* out = nullptr;
   size_t outBatchStride = 0, outHeadStride = 0, outRowStride = 0;  // all 0: dense
   float scale = 1.0f;
   bool causal = false;
   const uint8_t* keyMask = nullptr;  // [B, Sk] or null
 };
+using DecodeAttentionArgs = DecodeAttentionArgsOf<float>;
 
-cudaError_t decodeAttention(const DecodeAttentionArgs& args, cudaStream_t stream = nullptr);
+cudaError_t decodeAttention(const DecodeAttentionArgsOf<float>& args, cudaStream_t stream = nullptr);
+cudaError_t decodeAttention(const DecodeAttentionArgsOf<bf16>& args, cudaStream_t stream = nullptr);
 
 }  // namespace transfuse::cuda
 

@@ -15,27 +15,29 @@ unsigned blocksFor(size_t n) {
 }
 
 // One block per id; its threads copy the row.
-__global__ void gatherKernel(const float* table, size_t vocab, size_t dim, const int32_t* ids,
-                             float* out, unsigned int* firstBad) {
+template <class T>
+__global__ void gatherKernel(const T* table, size_t vocab, size_t dim, const int32_t* ids, T* out,
+                             unsigned int* firstBad) {
   const size_t i = blockIdx.x;
   const int32_t id = ids[i];
-  float* o = out + i * dim;
+  T* o = out + i * dim;
   if (id < 0 || static_cast<size_t>(id) >= vocab) {
     if (threadIdx.x == 0 && firstBad) atomicMin(firstBad, static_cast<unsigned int>(i));
-    for (size_t j = threadIdx.x; j < dim; j += blockDim.x) o[j] = 0.0f;
+    for (size_t j = threadIdx.x; j < dim; j += blockDim.x) o[j] = fromFloat<T>(0.0f);
     return;
   }
-  const float* row = table + static_cast<size_t>(id) * dim;
+  const T* row = table + static_cast<size_t>(id) * dim;
   for (size_t j = threadIdx.x; j < dim; j += blockDim.x) o[j] = row[j];
 }
 
-__global__ void positionalKernel(size_t length, size_t offset, size_t dim, float* out) {
+template <class T>
+__global__ void positionalKernel(size_t length, size_t offset, size_t dim, T* out) {
   for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < length * dim;
        e += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t p = e / dim, j = e % dim;
     const double f = pow(10000.0, -static_cast<double>(j - j % 2) / static_cast<double>(dim));
     const double angle = static_cast<double>(p + offset) * f;
-    out[e] = static_cast<float>(j % 2 == 0 ? sin(angle) : cos(angle));
+    out[e] = fromFloat<T>(static_cast<float>(j % 2 == 0 ? sin(angle) : cos(angle)));
   }
 }
 
@@ -45,24 +47,42 @@ __global__ void paddingKernel(const int32_t* tokens, size_t n, int32_t padId, ui
     out[i] = tokens[i] != padId ? 1 : 0;
 }
 
+template <class T>
+cudaError_t runGather(const T* table, size_t vocab, size_t dim, const int32_t* ids, size_t n,
+                      T* out, unsigned int* firstBad, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;  // dim 0 still checks the ids
+  if ((dim > 0 && !table) || !ids || !out || n > 0x7fffffffu) return cudaErrorInvalidValue;
+  const unsigned threads = dim >= 256 ? 256 : 64;
+  gatherKernel<T><<<static_cast<unsigned>(n), threads, 0, stream>>>(table, vocab, dim, ids, out,
+                                                                      firstBad);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t runPositional(size_t length, size_t offset, size_t dim, T* out, cudaStream_t stream) {
+  if (length == 0 || dim == 0) return cudaSuccess;
+  if (!out) return cudaErrorInvalidValue;
+  positionalKernel<T><<<blocksFor(length * dim), kThreads, 0, stream>>>(length, offset, dim, out);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t gather(const float* table, size_t vocab, size_t dim, const int32_t* ids, size_t n,
                    float* out, unsigned int* firstBad, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;  // dim 0 still checks the ids
-  if ((dim > 0 && !table) || !ids || !out || n > 0x7fffffffu) return cudaErrorInvalidValue;
-  const unsigned threads = dim >= 256 ? 256 : 64;
-  gatherKernel<<<static_cast<unsigned>(n), threads, 0, stream>>>(table, vocab, dim, ids, out,
-                                                                   firstBad);
-  return cudaGetLastError();
+  return runGather(table, vocab, dim, ids, n, out, firstBad, stream);
 }
-
+cudaError_t gather(const bf16* table, size_t vocab, size_t dim, const int32_t* ids, size_t n,
+                   bf16* out, unsigned int* firstBad, cudaStream_t stream) {
+  return runGather(table, vocab, dim, ids, n, out, firstBad, stream);
+}
 cudaError_t positionalEncoding(size_t length, size_t offset, size_t dim, float* out,
                                cudaStream_t stream) {
-  if (length == 0 || dim == 0) return cudaSuccess;
-  if (!out) return cudaErrorInvalidValue;
-  positionalKernel<<<blocksFor(length * dim), kThreads, 0, stream>>>(length, offset, dim, out);
-  return cudaGetLastError();
+  return runPositional(length, offset, dim, out, stream);
+}
+cudaError_t positionalEncoding(size_t length, size_t offset, size_t dim, bf16* out,
+                               cudaStream_t stream) {
+  return runPositional(length, offset, dim, out, stream);
 }
 
 cudaError_t keyPaddingMask(const int32_t* tokens, size_t n, int32_t padId, uint8_t* out,

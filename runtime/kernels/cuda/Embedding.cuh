@@ -13,6 +13,8 @@
 #ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_EMBEDDING_CUH
 #define TRANSFUSE_RUNTIME_KERNELS_CUDA_EMBEDDING_CUH
 
+#include "runtime/kernels/cuda/Storage.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -24,6 +26,13 @@ cudaError_t gather(const float* table, size_t vocab, size_t dim, const int32_t* 
                    float* out, unsigned int* firstBad, cudaStream_t stream = nullptr);
 
 cudaError_t positionalEncoding(size_t length, size_t offset, size_t dim, float* out,
+                               cudaStream_t stream = nullptr);
+
+// bf16 storage (Storage.cuh): the table's rows copied, the positions
+// computed in double and rounded once.
+cudaError_t gather(const bf16* table, size_t vocab, size_t dim, const int32_t* ids, size_t n,
+                   bf16* out, unsigned int* firstBad, cudaStream_t stream = nullptr);
+cudaError_t positionalEncoding(size_t length, size_t offset, size_t dim, bf16* out,
                                cudaStream_t stream = nullptr);
 
 cudaError_t keyPaddingMask(const int32_t* tokens, size_t n, int32_t padId, uint8_t* out,

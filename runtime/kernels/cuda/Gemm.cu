@@ -1,4 +1,4 @@
-// CUDA fp32 GEMM with a fused epilogue (Gemm.cuh).
+// CUDA GEMM with a fused epilogue, fp32 or bf16 storage (Gemm.cuh).
 
 #include "runtime/kernels/cuda/Gemm.cuh"
 
@@ -37,7 +37,8 @@ __device__ float derivativeAt(Activation act, float x) {
   }
 }
 
-__global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
+template <class T>
+__global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgsOf<T> p) {
   // Rows padded by 4 floats: the transposed stores of a warp (16 rows of
   // one column) spread over the banks, and rows stay 16-byte aligned.
   __shared__ __align__(16) float As[kStep][kTile + 4];  // A tile, transposed: As[k][i]
@@ -60,17 +61,17 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
       if (p.transA) {  // A stored [K,M]: consecutive threads along m
         const int i = e % kTile, ka = e / kTile;
         const size_t gia = row0 + i, gka = k0 + ka;
-        As[ka][i] = gia < p.m && gka < p.k ? p.a[gka * p.lda + gia] : 0.0f;
+        As[ka][i] = gia < p.m && gka < p.k ? toFloat(p.a[gka * p.lda + gia]) : 0.0f;
       } else {
-        As[kk][r] = gi < p.m && gk < p.k ? p.a[gi * p.lda + gk] : 0.0f;
+        As[kk][r] = gi < p.m && gk < p.k ? toFloat(p.a[gi * p.lda + gk]) : 0.0f;
       }
       if (p.transB) {  // B stored [N,K]: consecutive threads along k
         const size_t gj = col0 + r;
-        Bs[kk][r] = gj < p.n && gk < p.k ? p.b[gj * p.ldb + gk] : 0.0f;
+        Bs[kk][r] = gj < p.n && gk < p.k ? toFloat(p.b[gj * p.ldb + gk]) : 0.0f;
       } else {         // B stored [K,N]: consecutive threads along n
         const int j = e % kTile, kb = e / kTile;
         const size_t gj = col0 + j, gkb = k0 + kb;
-        Bs[kb][j] = gj < p.n && gkb < p.k ? p.b[gkb * p.ldb + gj] : 0.0f;
+        Bs[kb][j] = gj < p.n && gkb < p.k ? toFloat(p.b[gkb * p.ldb + gj]) : 0.0f;
       }
     }
     __syncthreads();
@@ -99,21 +100,22 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgs p) {
       if (p.derivative != Activation::kNone) {
         // The CPU's order: the product, scaled, times f'(pre).
         if (p.scale != 1.0f) v = __fmul_rn(v, p.scale);
-        v = __fmul_rn(v, derivativeAt(p.derivative, p.pre[gi * (p.ldp ? p.ldp : p.n) + gj]));
-        p.c[gi * p.ldc + gj] = v;
+        v = __fmul_rn(v, derivativeAt(p.derivative, toFloat(p.pre[gi * (p.ldp ? p.ldp : p.n) + gj])));
+        p.c[gi * p.ldc + gj] = fromFloat<T>(v);
         continue;
       }
-      if (p.bias) v += p.bias[gj];
+      if (p.bias) v += toFloat(p.bias[gj]);
       v = activate(p.activation, v);
-      if (p.residual) v += p.residual[gi * ldr + gj];
-      p.c[gi * p.ldc + gj] = v;
+      if (p.residual) v += toFloat(p.residual[gi * ldr + gj]);
+      p.c[gi * p.ldc + gj] = fromFloat<T>(v);
     }
   }
 }
 
 // The operands a product needs, and leading dimensions that hold its rows;
 // the derivative epilogue alone, on one product.
-bool valid(const GemmArgs& a) {
+template <class T>
+bool valid(const GemmArgsOf<T>& a) {
   const bool derivative = a.derivative != Activation::kNone;
   return a.c && (a.k == 0 || (a.a && a.b)) && a.ldc >= a.n &&
          (a.k == 0 || a.lda >= (a.transA ? a.m : a.k)) &&
@@ -122,9 +124,20 @@ bool valid(const GemmArgs& a) {
                           a.batch == 1 && !(a.ldp && a.ldp < a.n)));
 }
 
-}  // namespace
+template <class T>
+cudaError_t runCudaCores(const GemmArgsOf<T>& a, cudaStream_t stream) {
+  if (a.m == 0 || a.n == 0 || a.batch == 0) return cudaSuccess;
+  if (!valid(a)) return cudaErrorInvalidValue;
+  const size_t tilesN = (a.n + kTile - 1) / kTile, tilesM = (a.m + kTile - 1) / kTile;
+  if (tilesM > 65535 || tilesN > 0x7fffffff || a.batch > 65535) return cudaErrorInvalidValue;
+  gemmKernel<T><<<dim3(static_cast<unsigned>(tilesN), static_cast<unsigned>(tilesM),
+                       static_cast<unsigned>(a.batch)),
+                  kThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
 
-cudaError_t gemm(const GemmArgs& a, cudaStream_t stream) {
+template <class T>
+cudaError_t run(const GemmArgsOf<T>& a, cudaStream_t stream) {
   // $TRANSFUSE_CUDA_GEMM: cores (never cuBLASLt), cublaslt (never the CUDA
   // cores), else cuBLASLt where it can, the CUDA cores otherwise.
   static const int mode = [] {
@@ -139,18 +152,18 @@ cudaError_t gemm(const GemmArgs& a, cudaStream_t stream) {
     const cudaError_t e = gemmCublasLt(a, stream);
     if (e != cudaErrorNotSupported || mode == 2) return e;
   }
-  return gemmCudaCores(a, stream);
+  return runCudaCores(a, stream);
 }
 
-cudaError_t gemmCudaCores(const GemmArgs& a, cudaStream_t stream) {
-  if (a.m == 0 || a.n == 0 || a.batch == 0) return cudaSuccess;
-  if (!valid(a)) return cudaErrorInvalidValue;
-  const size_t tilesN = (a.n + kTile - 1) / kTile, tilesM = (a.m + kTile - 1) / kTile;
-  if (tilesM > 65535 || tilesN > 0x7fffffff || a.batch > 65535) return cudaErrorInvalidValue;
-  gemmKernel<<<dim3(static_cast<unsigned>(tilesN), static_cast<unsigned>(tilesM),
-                    static_cast<unsigned>(a.batch)),
-               kThreads, 0, stream>>>(a);
-  return cudaGetLastError();
+}  // namespace
+
+cudaError_t gemm(const GemmArgsOf<float>& a, cudaStream_t stream) { return run(a, stream); }
+cudaError_t gemm(const GemmArgsOf<bf16>& a, cudaStream_t stream) { return run(a, stream); }
+cudaError_t gemmCudaCores(const GemmArgsOf<float>& a, cudaStream_t stream) {
+  return runCudaCores(a, stream);
+}
+cudaError_t gemmCudaCores(const GemmArgsOf<bf16>& a, cudaStream_t stream) {
+  return runCudaCores(a, stream);
 }
 
 }  // namespace transfuse::cuda

@@ -1,4 +1,5 @@
-// CUDA fp32 GEMM with the epilogue of the CPU kernel (runtime/kernels/Gemm.h):
+// CUDA GEMM (fp32, or bf16 storage with fp32 accumulation) with the epilogue
+// of the CPU kernel (runtime/kernels/Gemm.h):
 //
 //   C[M,N] = act(A[M,K] · B[K,N] + bias[N]) + residual[M,N]
 //
@@ -24,6 +25,8 @@
 #ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_GEMM_CUH
 #define TRANSFUSE_RUNTIME_KERNELS_CUDA_GEMM_CUH
 
+#include "runtime/kernels/cuda/Storage.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -32,35 +35,41 @@ namespace transfuse::cuda {
 
 enum class Activation { kNone, kRelu, kGelu, kGeluTanh };  // kernels::Activation's order
 
-struct GemmArgs {
+// T: the storage type of every operand (float, or bf16 with fp32
+// accumulation and epilogue: Storage.cuh).
+template <class T>
+struct GemmArgsOf {
   size_t m = 0, n = 0, k = 0;
-  const float* a = nullptr;
+  const T* a = nullptr;
   size_t lda = 0;
   bool transA = false;
-  const float* b = nullptr;
+  const T* b = nullptr;
   size_t ldb = 0;
   bool transB = false;
-  float* c = nullptr;
+  T* c = nullptr;
   size_t ldc = 0;
-  const float* bias = nullptr;
+  const T* bias = nullptr;
   Activation activation = Activation::kNone;
-  const float* residual = nullptr;
+  const T* residual = nullptr;
   size_t ldr = 0;
   size_t batch = 1, strideA = 0, strideB = 0, strideC = 0, strideResidual = 0;
   Activation derivative = Activation::kNone;
-  const float* pre = nullptr;
+  const T* pre = nullptr;
   size_t ldp = 0;
   float scale = 1.0f;
 };
+using GemmArgs = GemmArgsOf<float>;
 
 // Asynchronous on `stream`; cudaErrorInvalidValue for a missing operand or
 // leading dimensions below the row lengths, else the launch's error. Runs
 // on cuBLASLt where it is found and can express `args` (CublasLt.cuh),
 // else on gemmCudaCores.
-cudaError_t gemm(const GemmArgs& args, cudaStream_t stream = nullptr);
+cudaError_t gemm(const GemmArgsOf<float>& args, cudaStream_t stream = nullptr);
+cudaError_t gemm(const GemmArgsOf<bf16>& args, cudaStream_t stream = nullptr);
 
 // The CUDA-core kernel described above, whatever cuBLASLt can do.
-cudaError_t gemmCudaCores(const GemmArgs& args, cudaStream_t stream = nullptr);
+cudaError_t gemmCudaCores(const GemmArgsOf<float>& args, cudaStream_t stream = nullptr);
+cudaError_t gemmCudaCores(const GemmArgsOf<bf16>& args, cudaStream_t stream = nullptr);
 
 }  // namespace transfuse::cuda
 

@@ -16,6 +16,8 @@
 #ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_NORM_CUH
 #define TRANSFUSE_RUNTIME_KERNELS_CUDA_NORM_CUH
 
+#include "runtime/kernels/cuda/Storage.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -27,6 +29,14 @@ cudaError_t addLayerNorm(const float* x, const float* residual, const float* gam
                          float eps, cudaStream_t stream = nullptr);
 
 cudaError_t softmax(const float* x, float* y, size_t rows, size_t width,
+                    cudaStream_t stream = nullptr);
+
+// bf16 storage (Storage.cuh): read into fp32, the statistics in fp32, each
+// result rounded once.
+cudaError_t addLayerNorm(const bf16* x, const bf16* residual, const bf16* gamma, const bf16* beta,
+                         bf16* y, bf16* sum, size_t rows, size_t width, float eps,
+                         cudaStream_t stream = nullptr);
+cudaError_t softmax(const bf16* x, bf16* y, size_t rows, size_t width,
                     cudaStream_t stream = nullptr);
 
 }  // namespace transfuse::cuda

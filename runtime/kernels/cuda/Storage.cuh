@@ -1,0 +1,29 @@
+// The element types the cuda target stores tensors in: fp32, or bf16 with
+// `--dtype bf16` (docs/cuda.md). Kernels read either into fp32, compute and
+// accumulate in fp32, and round to the storage type once when they store
+// (bf16: to nearest even).
+#ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_STORAGE_CUH
+#define TRANSFUSE_RUNTIME_KERNELS_CUDA_STORAGE_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace transfuse::cuda {
+
+using bf16 = __nv_bfloat16;
+
+__host__ __device__ __forceinline__ float toFloat(float x) { return x; }
+__host__ __device__ __forceinline__ float toFloat(bf16 x) { return __bfloat162float(x); }
+
+// fp32 to the storage type T.
+template <class T>
+__host__ __device__ __forceinline__ T fromFloat(float x) {
+  if constexpr (sizeof(T) == sizeof(float))
+    return x;
+  else
+    return __float2bfloat16_rn(x);
+}
+
+}  // namespace transfuse::cuda
+
+#endif  // TRANSFUSE_RUNTIME_KERNELS_CUDA_STORAGE_CUH
