@@ -109,6 +109,16 @@ uint16_t floatToHalf(float f) {
 
 float bf16ToFloat(uint16_t b) { return bitsFloat(static_cast<uint32_t>(b) << 16); }
 
+const float* floatData(const Tensor& t, std::vector<float>& scratch) {
+  if (t.dtype == DType::F32) return t.data<float>();
+  const int64_t n = t.numElements();
+  scratch.resize(static_cast<size_t>(n));
+  const uint16_t* bits = reinterpret_cast<const uint16_t*>(t.bytes.data());
+  for (int64_t i = 0; i < n; ++i)
+    scratch[i] = t.dtype == DType::BF16 ? bf16ToFloat(bits[i]) : halfToFloat(bits[i]);
+  return scratch.data();
+}
+
 uint16_t floatToBf16(float f) {
   uint32_t x = floatBits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u)  // NaN: truncate, force quiet

@@ -56,6 +56,10 @@ uint16_t floatToHalf(float f);
 float bf16ToFloat(uint16_t b);
 uint16_t floatToBf16(float f);
 
+// The elements of a float tensor as fp32: t's own data for F32, else (F16,
+// BF16: a model compiled with --dtype bf16) converted into `scratch`.
+const float* floatData(const Tensor& t, std::vector<float>& scratch);
+
 // "[2, 3]"; "[]" for a scalar.
 std::string shapeToString(const std::vector<int64_t>& shape);
 

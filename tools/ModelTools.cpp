@@ -116,6 +116,11 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
   auto mi = extractInterface(module);
   if (!mi)
     return mi.takeError();
+  if (build.bf16) {
+    if (build.target != cpu::Target::kCuda || train)
+      return error("--dtype bf16 is an option of the cuda target's inference builds");
+    *mi = cpu::bf16Interface(std::move(*mi));
+  }
   OwningOpRef<ModuleOp> kernels;
   if (emit != Emit::kMlir) {
     auto lowered = lowerToKernels(module, cpu::targetName(build.target));
@@ -136,7 +141,7 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
                                        strategy.str(), std::move(reportJson)))
     return std::move(e);
   if (emit != Emit::kMlir && emit != Emit::kKernels) {
-    auto source = cpu::generateCpp(*kernels, *mi, strategy.str(), build.target);
+    auto source = cpu::generateCpp(*kernels, *mi, strategy.str(), build.target, build.bf16);
     if (!source)
       return source.takeError();
     cpu::BuildOptions options = build;
@@ -225,11 +230,13 @@ static llvm::Expected<VerifyCase> compareOutputs(const std::map<std::string, rt:
     if (out.shape != ref.shape)
       return error("output '" + name + "' has shape " + rt::shapeToString(out.shape) +
                    ", the reference " + rt::shapeToString(ref.shape));
+    std::vector<float> scratch;  // a bf16 model's outputs as fp32
+    const float *outFloats = ref.dtype == rt::DType::F64 ? rt::floatData(out, scratch) : nullptr;
     for (int64_t k = 0; k < ref.numElements(); ++k) {
       double r, o;
       if (ref.dtype == rt::DType::F64) {
         r = ref.data<double>()[k];
-        o = out.data<float>()[k];
+        o = outFloats[k];
       } else if (ref.dtype == rt::DType::I32) {
         r = ref.data<int32_t>()[k];
         o = out.data<int32_t>()[k];
@@ -576,8 +583,10 @@ llvm::Expected<DecodeBenchResult> tools::benchDecode(StringRef modelPath,
         return error(s.message());
       const rt::Tensor &logits = outputs.at("logits");
       int64_t v = logits.shape[2];
+      std::vector<float> scratch;
+      const float *all = rt::floatData(logits, scratch);
       for (int64_t b = 0; b < o.batch; ++b) {
-        const float *row = logits.data<float>() + ((b * t) + t - 1) * v;
+        const float *row = all + ((b * t) + t - 1) * v;
         int32_t best = -1;
         for (int32_t j = 0; j < v; ++j)
           if (j != ids->eos && j != ids->pad && (best < 0 || row[j] > row[best]))

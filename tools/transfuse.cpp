@@ -121,6 +121,14 @@ int runCompile(const std::vector<std::string> &positional,
   build.cxx = flag(flags, "--cxx");
   build.target = cuda ? cpu::Target::kCuda : cpu::Target::kCpu;
   const bool train = flags.count("--train") != 0;
+  const std::string dtype = flag(flags, "--dtype", "f32");
+  if (dtype != "f32" && dtype != "bf16")
+    die("--dtype " + dtype + " is not one of f32, bf16");
+  build.bf16 = dtype == "bf16";
+  if (build.bf16 && !cuda)
+    die("--dtype bf16 is an option of the cuda target (--target cuda)");
+  if (build.bf16 && train)
+    die("--dtype bf16 builds inference entries: train with f32 (the default)");
   BuildOptions options = buildOptions(flags);
   if (train) {
     options.training = true;
@@ -595,7 +603,9 @@ int main(int argc, char **argv) {
        "DIR/model.mlir, DIR/manifest.json and DIR/report.json.",
        {{"-o", "DIR", "output directory (created if missing)"},
         {"--target", "NAME", "cpu (default) or cuda (sm_80 and sm_90 with nvcc; "
-                             "inference, fp32; docs/cuda.md)"},
+                             "inference and --train; docs/cuda.md)"},
+        {"--dtype", "T", "f32 (default), or bf16 with --target cuda: tensors and weights "
+                         "stored as bf16, arithmetic in fp32 (inference)"},
         {"--emit", "KIND", "shared (default: libmodel.so), static (libmodel.a), exe, cpp, kernels or mlir"},
         {"--cxx", "PATH", "C++ compiler for the artifact (default: $TRANSFUSE_CXX, else clang++-22)"},
         {"--verify", nullptr, "run the compiled model against the reference backend, random "

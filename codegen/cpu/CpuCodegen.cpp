@@ -43,9 +43,22 @@ std::string stringArray(const std::string &name, const std::vector<std::string> 
 
 } // namespace
 
+ModelInterface mlir::transfuse::cpu::bf16Interface(ModelInterface mi) {
+  for (EntryPoint &ep : mi.entryPoints)
+    for (auto *specs : {&ep.inputs, &ep.outputs})
+      for (rt::TensorSpec &s : *specs)
+        if (s.dtype == rt::DType::F32)
+          s.dtype = rt::DType::BF16;
+  return mi;
+}
+
 llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
                                                               const ModelInterface &mi,
-                                                              StringRef fusion, Target target) {
+                                                              StringRef fusion, Target target,
+                                                              bool bf16) {
+  if (bf16 && target != Target::kCuda)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "bf16 storage is an option of the cuda target");
   if (mi.entryPoints.size() > 64)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "too many entry points");
   ModelTables tables;
@@ -85,7 +98,10 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
     std::string shape;
     for (int64_t i = 0; i < t.getRank(); ++i)
       shape += (i ? ", " : "") + std::to_string(t.getDimSize(i));
-    int dtype = static_cast<int>(dtypeOf(t.getElementType()).value_or(rt::DType::F32));
+    rt::DType held = dtypeOf(t.getElementType()).value_or(rt::DType::F32);
+    if (bf16 && held == rt::DType::F32)
+      held = rt::DType::BF16;
+    int dtype = static_cast<int>(held);
     states += "    {" + quote(st.getName()) + ", " + std::to_string(dtype) + ", " +
               std::to_string(t.getRank()) + ", {" + shape + "}, {" + shape + "}},\n";
   });
@@ -112,7 +128,7 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
     if (!func)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "the kernel IR has no entry point @" + ep.name);
-    Emitter emitter(func, tables, kernels, constants, counter, target);
+    Emitter emitter(func, tables, kernels, constants, counter, target, bf16);
     if (llvm::Error e = emitter.emit(functions))
       return std::move(e);
     scalarKernels += emitter.scalarKernels;
@@ -227,6 +243,7 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
      << (mi.entryPoints.size() - (prepareDesc == "nullptr" ? 0 : 1)) << ", kPacks, "
      << tables.packs.size() << ", kStates, " << tables.stateIndex.size()
      << ", kStatePositionAxis" << (cuda ? ", &tx::kCudaDevice" : "")
+     << (bf16 ? ", /*bf16=*/true" : "")
      << "};\n\n}  // namespace\n}  // namespace transfuse_generated\n\n"
      << "extern \"C\" const transfuse::exec::ModelDesc* transfuse_generated_model(void) {\n"
         "  return &transfuse_generated::kModel;\n}\n";

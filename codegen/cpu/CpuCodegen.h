@@ -38,8 +38,16 @@ inline const char *targetName(Target t) { return t == Target::kCuda ? "cuda" : "
 /// printer cannot print. For the cuda target it is CUDA C++ (model.cu):
 /// launches of runtime/kernels/cuda and generated __global__ regions, the
 /// same tables, and ModelDesc::device.
+/// `bf16` (the cuda target only): f32 tensors are stored as bf16, the
+/// weights uploaded as bf16 (ModelDesc::bf16); `interface` then gives its
+/// f32 inputs and outputs as BF16 (bf16Interface).
 llvm::Expected<std::string> generateCpp(ModuleOp kernels, const ModelInterface &interface,
-                                        llvm::StringRef fusion, Target target = Target::kCpu);
+                                        llvm::StringRef fusion, Target target = Target::kCpu,
+                                        bool bf16 = false);
+
+/// `interface` with its entries' F32 inputs and outputs as BF16: what a
+/// model compiled with --dtype bf16 takes and gives.
+ModelInterface bf16Interface(ModelInterface interface);
 
 /// Success when this build can build cuda artifacts (nvcc and
 /// libtransfuse_cuda.a were found at configure time), else the error saying
@@ -51,6 +59,7 @@ enum class ArtifactKind { kShared, kStatic, kExecutable };
 struct BuildOptions {
   ArtifactKind kind = ArtifactKind::kShared;
   Target target = Target::kCpu;
+  bool bf16 = false; // --dtype bf16 (cuda): bf16 storage, fp32 arithmetic
   std::string cxx; // empty: $TRANSFUSE_CXX, else the compiler found at build time
 };
 

@@ -308,7 +308,7 @@ llvm::Error Emitter::emitGemm(tfk::GemmOp g) {
 std::string Emitter::stateTensor(Value state, bool keys) {
   auto t = cast<MemRefType>(state.getType()); // [R, H, T, D] or keys [R, H, D, T]
   int64_t positions = t.getDimSize(keys ? 3 : 2), headDim = t.getDimSize(keys ? 2 : 3);
-  return std::string(target == Target::kCuda ? "tc::StateTensor{" : "exec::StateTensor{") + ptr(state) + ", " + std::to_string(t.getDimSize(1)) + ", " +
+  return (target == Target::kCuda ? cudaArgs("StateTensor") + "{" : "exec::StateTensor{") + ptr(state) + ", " + std::to_string(t.getDimSize(1)) + ", " +
          std::to_string(positions) + ", " + std::to_string(headDim) + ", " +
          (keys ? "true" : "false") + "}";
 }

@@ -15,8 +15,20 @@ using namespace mlir::transfuse;
 using namespace mlir::transfuse::cpu;
 namespace tfk = mlir::transfuse::kernel;
 
+std::string Emitter::storageType(Type t) const {
+  if (bf16 && t.isF32())
+    return "tc::bf16";
+  const char *c = cType(t);
+  return c ? c : "";
+}
+
+std::string Emitter::storageBytes(Value v) const {
+  Type t = cast<MemRefType>(v.getType()).getElementType();
+  return bf16 && t.isF32() ? "2" : elemBytes(v);
+}
+
 std::string Emitter::ptr(Value v) {
-  std::string t = cType(cast<MemRefType>(v.getType()).getElementType());
+  std::string t = storageType(cast<MemRefType>(v.getType()).getElementType());
   Operation *def = v.getDefiningOp();
   std::string p = llvm::TypeSwitch<Operation *, std::string>(def)
       .Case([&](tfk::InputOp in) {
@@ -26,7 +38,9 @@ std::string Emitter::ptr(Value v) {
         return "static_cast<" + t + "*>(c.outputs[" + std::to_string(out.getIndex()) + "])";
       })
       .Case([&](tfk::ParamOp p) {
-        return "c.params[" + std::to_string(tables.paramIndex.lookup(p.getName())) + "]";
+        std::string param = "c.params[" + std::to_string(tables.paramIndex.lookup(p.getName())) + "]";
+        // Under --dtype bf16 the runtime uploads the weights as bf16.
+        return bf16 ? "reinterpret_cast<const " + t + "*>(" + param + ")" : param;
       })
       .Case([&](tfk::StateOp st) {
         return "static_cast<" + t + "*>(c.state[" +
@@ -57,6 +71,22 @@ llvm::Error Emitter::constant(tfk::ConstantOp op) {
   std::string name = "kConst" + std::to_string(counter++);
   // cuda: in device memory, its address looked up where it is used.
   const bool cuda = target == Target::kCuda;
+  if (bf16 && e.isF32()) {
+    // bf16 bits (rounded to nearest even), as raw words: a __device__
+    // array needs constant initializers.
+    std::string s = "__device__ const __nv_bfloat16_raw " + name + "[] = {";
+    int64_t i = 0;
+    for (const APFloat &v : attr.getValues<APFloat>()) {
+      APFloat b = v;
+      bool lost = false;
+      b.convert(APFloat::BFloat(), APFloat::rmNearestTiesToEven, &lost);
+      s += (i++ % 8 ? ", " : "\n    ") + std::string("{") +
+           std::to_string(b.bitcastToAPInt().getZExtValue()) + "}";
+    }
+    constants += s + "};\n";
+    constNames[op.getView()] = "reinterpret_cast<const tc::bf16*>(tx::deviceArray(" + name + "))";
+    return llvm::Error::success();
+  }
   std::string s = (cuda ? "__device__ const " : "const ") + std::string(cType(e)) + " " + name +
                   "[] = {";
   int64_t i = 0;

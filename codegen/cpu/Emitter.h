@@ -61,10 +61,11 @@ struct ModelTables {
 /// Prints one entry point: its run, output-shape and FLOP functions.
 class Emitter {
 public:
+  /// `bf16`: the cuda target stores f32 tensors as bf16 (--dtype bf16).
   Emitter(func::FuncOp func, ModelTables &tables, std::string &kernels, std::string &constants,
-          int &counter, Target target = Target::kCpu)
+          int &counter, Target target = Target::kCpu, bool bf16 = false)
       : func(func), tables(tables), kernels(kernels), constants(constants), counter(counter),
-        target(target) {}
+        target(target), bf16(bf16) {}
 
   llvm::Error emit(std::string &out);
   int64_t arenaBytes = 0, kernelCalls = 0;
@@ -174,6 +175,16 @@ private:
   /// Sets the dropout fields of kernels::AttentionArgs `args` (nothing for a rate of 0).
   void dropoutArgs(const std::string &args, double rate, int64_t seed, int64_t stream);
 
+  /// The C++ type an element of type `t` is stored as: cType's, but
+  /// tc::bf16 for f32 under --dtype bf16; and its size in bytes.
+  std::string storageType(Type t) const;
+  std::string storageBytes(Value v) const;
+  /// A runtime/kernels/cuda args struct for this storage: "tc::GemmArgs",
+  /// or "tc::GemmArgsOf<tc::bf16>" under --dtype bf16.
+  std::string cudaArgs(llvm::StringRef name) const {
+    return bf16 ? "tc::" + name.str() + "Of<tc::bf16>" : "tc::" + name.str();
+  }
+
   func::FuncOp func;
   ModelTables &tables;
   CppSizes dims;
@@ -182,6 +193,7 @@ private:
   llvm::DenseMap<Value, std::string> constNames;
   std::string body, flopTerms, storageError, hostStatements;
   Target target;
+  bool bf16;
 };
 
 /// The expression of one op of a tfk.elementwise region over the values

@@ -153,12 +153,12 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
   } else if (k == "copy") {
     launch(e, "copy",
            "cudaMemcpyAsync(" + ptr(out) + ", " + ptr(ins[0]) + ", " + dims.numel(ins[0]) + " * " +
-               elemBytes(out) + ", cudaMemcpyDeviceToDevice, tx::stream())");
+               storageBytes(out) + ", cudaMemcpyDeviceToDevice, tx::stream())");
   } else if (k == "slice" || k == "concat") {
     // Row-major copies of blocks: `rows` = the product of the dimensions
     // before the axis, a row of each block its extent from the axis on.
     int64_t axis = intAttr(e, "axis");
-    std::string rows = dims.product(out, 0, axis), size = elemBytes(out);
+    std::string rows = dims.product(out, 0, axis), size = storageBytes(out);
     std::string outRow = "(" + dims.product(out, axis, rankOf(out)) + " * " + size + ")";
     if (k == "slice") {
       std::string start = std::to_string(intAttr(e, "start"));
@@ -207,7 +207,7 @@ llvm::Error Emitter::emitCudaExec(tfk::ExecOp e) {
     line("  const int64_t perm[] = {" + perm + "};");
     launch(e, "transpose",
            "tc::transpose(" + ptr(ins[0]) + ", xs.dims, xs.rank, perm, " + ptr(out) + ", " +
-               elemBytes(out) + ", tx::stream())",
+               storageBytes(out) + ", tx::stream())",
            "  ");
     line("}");
   } else if (k == "binary" || k == "unary" || k == "scale") {
@@ -365,7 +365,7 @@ llvm::Error Emitter::emitCudaTrainExec(tfk::ExecOp e) {
     std::string kk = dims.dim(ins[0], rank - 1), n = dims.dim(ins[1], rank - 1);
     std::string rows = dims.product(ins[0], 0, rank - 1);
     line("{");
-    line("  tc::GemmArgs g;");
+    line("  " + cudaArgs("GemmArgs") + " g;");
     line("  g.m = " + kk + "; g.n = " + n + "; g.k = " + rows + ";");
     line("  g.a = " + ptr(ins[0]) + "; g.lda = " + kk + "; g.transA = true;");
     line("  g.b = " + ptr(ins[1]) + "; g.ldb = " + n + ";");
@@ -383,7 +383,7 @@ llvm::Error Emitter::emitCudaTrainExec(tfk::ExecOp e) {
     std::string start = std::to_string(intAttr(e, "start"));
     if (ins.size() > 1)
       start = "(" + start + " + " + dims.index(ins[1]) + ")";
-    std::string inner = dims.product(out, axis + 1, rankOf(out)), size = elemBytes(out);
+    std::string inner = dims.product(out, axis + 1, rankOf(out)), size = storageBytes(out);
     std::string inRow = "(" + dims.product(ins[0], axis, rankOf(out)) + " * " + size + ")";
     std::string outRow = "(" + dims.product(out, axis, rankOf(out)) + " * " + size + ")";
     launch(e, "slice_grad",
@@ -413,7 +413,7 @@ llvm::Error Emitter::emitCudaGemm(tfk::GemmOp g) {
   Value x = g.getInput(), w = g.getWeight(), result = g.getOut();
   const auto [m, n, k, transW, activation] = gemmShape(g);
   line("{");
-  line("  tc::GemmArgs g;");
+  line("  " + cudaArgs("GemmArgs") + " g;");
   line("  g.m = " + m + "; g.n = " + std::to_string(n) + "; g.k = " + std::to_string(k) + ";");
   line("  g.a = " + ptr(x) + "; g.lda = " + std::to_string(k) + ";");
   line("  g.b = " + ptr(w) + "; g.ldb = " + std::to_string(transW ? k : n) + "; g.transB = " +
@@ -467,7 +467,7 @@ llvm::Error Emitter::emitCudaMatmul(tfk::MatmulOp m) {
   std::string mm = dims.dim(lhs, transA ? lr - 1 : lr - 2), k = dims.dim(lhs, transA ? lr - 2 : lr - 1);
   std::string n = dims.dim(out, rank - 1);
   line("{");
-  line("  tc::GemmArgs g;");
+  line("  " + cudaArgs("GemmArgs") + " g;");
   line("  g.m = " + mm + "; g.n = " + n + "; g.k = " + k + ";");
   line("  g.a = " + ptr(lhs) + "; g.lda = " + (transA ? mm : k) + (transA ? "; g.transA = true;" : ";"));
   line("  g.b = " + ptr(rhs) + "; g.ldb = " + (transB ? k : n) + "; g.transB = " +
@@ -483,7 +483,7 @@ llvm::Error Emitter::emitCudaMatmul(tfk::MatmulOp m) {
 
 llvm::Error Emitter::emitCudaDecodeAttention(tfk::DecodeAttentionOp op) {
   // As on the CPU, without the row ids: rows that share a cache each read it.
-  if (llvm::Error e = decodeAttentionArgs(op, "tc::DecodeAttentionArgs"))
+  if (llvm::Error e = decodeAttentionArgs(op, cudaArgs("DecodeAttentionArgs")))
     return e;
   launch(op, "decode_attention", "tc::decodeAttention(args, tx::stream())", "  ");
   line("}");
@@ -495,7 +495,7 @@ llvm::Error Emitter::emitCudaAttention(tfk::AttentionOp op) {
     return fail(op, "an additive attention mask has no cuda form yet");
   if (cast<MemRefType>(op.getQuery().getType()).getDimSize(3) > 256)
     return fail(op, "the cuda attention kernel takes head dimensions up to 256");
-  attentionArgs(op, "tc::AttentionArgs");
+  attentionArgs(op, cudaArgs("AttentionArgs"));
   dropoutArgs("args", op.getDropoutRate().convertToDouble(), op.getDropoutSeed(),
               op.getDropoutStream());
   launch(op, "attention", "tc::attention(args, tx::stream())", "  ");
@@ -517,23 +517,27 @@ llvm::Error Emitter::cudaPointwise(Operation *op, ValueRange inputs, ArrayRef<st
   bool strided = false;
   for (auto [i, input] : llvm::enumerate(inputs)) {
     std::string idx = std::to_string(i);
-    const char *type = cType(cast<MemRefType>(input.getType()).getElementType());
-    if (!type)
+    Type element = cast<MemRefType>(input.getType()).getElementType();
+    std::string type = storageType(element);
+    if (type.empty())
       return fail(op, "a pointwise input of an element type the cuda target does not hold");
-    params += "const " + std::string(type) + "* __restrict__ in" + idx + ", ";
+    params += "const " + type + "* __restrict__ in" + idx + ", ";
+    // Floats are read into fp32 (from bf16 storage too); ids and masks as they are.
+    std::string load = element.isF32() ? "const float x" + idx + " = tc::toFloat("
+                                       : "const auto x" + idx + " = (";
     args += ptr(input) + ", ";
     if (forms[i].empty() || forms[i] == "strided") {
       strided = true;
       params += "exec::Strides st" + idx + ", ";
       args += "exec::Strides(" + dims.shape(input) + ", os), ";
       offsets += "      o" + idx + " += i * st" + idx + ".step[d];\n";
-      loads += "    const auto x" + idx + " = in" + idx + "[o" + idx + "];\n";
+      loads += "    " + load + "in" + idx + "[o" + idx + "]);\n";
     } else if (forms[i] == "splat") {
-      loads += "    const float x" + idx + " = in" + idx + "[0];\n";
+      loads += "    " + load + "in" + idx + "[0]);\n";
     } else if (forms[i] == "full") {
-      loads += "    const float x" + idx + " = in" + idx + "[e];\n";
+      loads += "    " + load + "in" + idx + "[e]);\n";
     } else if (forms[i] == "trailing") {
-      loads += "    const float x" + idx + " = in" + idx + "[e % block" + idx + "];\n";
+      loads += "    " + load + "in" + idx + "[e % block" + idx + "]);\n";
       params += "int64_t block" + idx + ", ";
       args += dims.numel(input) + ", ";
     } else {
@@ -552,11 +556,13 @@ llvm::Error Emitter::cudaPointwise(Operation *op, ValueRange inputs, ArrayRef<st
             "      const int64_t i = rem % os.dims[d];\n      rem /= os.dims[d];\n" +
             offsets + "    }\n";
   }
-  scalarKernels += "__global__ void " + name + "(" + params +
-                   "float* __restrict__ out, int64_t total) {\n"
+  const std::string outType = storageType(Float32Type::get(op->getContext()));
+  scalarKernels += "__global__ void " + name + "(" + params + outType +
+                   "* __restrict__ out, int64_t total) {\n"
                    "  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;\n"
                    "       e += int64_t(gridDim.x) * blockDim.x) {\n" +
-                   index + loads + compute + "    out[e] = " + y + ";\n  }\n}\n\n";
+                   index + loads + compute + "    out[e] = tc::fromFloat<" + outType + ">(" + y +
+                   ");\n  }\n}\n\n";
   line("{");
   line("  const int64_t total = " + dims.numel(out) + ";");
   if (strided)

@@ -190,6 +190,10 @@ struct ModelDesc {
   const int32_t* statePositionAxis = nullptr;
   // The device the entries run on (a CUDA artifact's); null: the host.
   const DeviceOps* device = nullptr;
+  // --dtype bf16 (a device model): the params are held on the device as
+  // bf16 (rounded to nearest even from the host's F32 at each upload), and
+  // the entries' F32 tensors are BF16.
+  bool bf16 = false;
 };
 
 }  // namespace transfuse::exec

@@ -457,7 +457,7 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
     }
     m->paramPtrs[i] = m->params[i].data<float>();
     if (desc->device) {
-      const size_t bytes = m->params[i].numElements() * sizeof(float);
+      const size_t bytes = m->params[i].numElements() * (desc->bf16 ? sizeof(uint16_t) : sizeof(float));
       m->deviceParams.push_back(allocateDeviceBlock(*desc->device, static_cast<int64_t>(bytes)));
       m->paramPtrs[i] = reinterpret_cast<const float*>(m->deviceParams.back().get());
       // Prepare sees prepared params zero, as on the host (weights are
@@ -590,14 +590,29 @@ rt::Status refreshPrepared(tf_model* m) {
   bool weightChanged = false;
   for (int32_t i = 0; i < desc->numParams; ++i)
     weightChanged |= !desc->params[i].prepared && m->changed[i];
+  // Under --dtype bf16 the uploads' bf16 copies, alive until the uploads end.
+  std::vector<std::vector<uint16_t>> rounded;
   if (device) {  // the weights written on the host go to the device (not those trained there)
     if (rt::Status s = device->select(m->deviceOrdinal); !s) return s;
-    for (int32_t i = 0; i < desc->numParams; ++i)
-      if (!desc->params[i].prepared && m->changed[i] && !(i < (int32_t)m->hostStale.size() && m->hostStale[i]))
-        if (rt::Status s = device->toDevice(m->deviceParams[i].get(), m->params[i].data<float>(),
-                                            m->params[i].numElements() * sizeof(float));
-            !s)
-          return s;
+    for (int32_t i = 0; i < desc->numParams; ++i) {
+      if (desc->params[i].prepared || !m->changed[i] ||
+          (i < static_cast<int32_t>(m->hostStale.size()) && m->hostStale[i]))
+        continue;
+      const float* from = m->params[i].data<float>();
+      const size_t n = static_cast<size_t>(m->params[i].numElements());
+      rt::Status s = rt::Status::ok();
+      if (desc->bf16) {
+        rounded.emplace_back(n);
+        for (size_t k = 0; k < n; ++k) rounded.back()[k] = rt::floatToBf16(from[k]);
+        s = device->toDevice(m->deviceParams[i].get(), rounded.back().data(), n * sizeof(uint16_t));
+      } else {
+        s = device->toDevice(m->deviceParams[i].get(), from, n * sizeof(float));
+      }
+      if (!s) {
+        (void)device->synchronize();  // nothing reads `rounded` after it goes
+        return s;
+      }
+    }
   }
   if (const EntryDesc* prep = desc->prepare; prep && weightChanged) {
     if (prep->numInputs != 0)
@@ -613,7 +628,8 @@ rt::Status refreshPrepared(tf_model* m) {
         return rt::Status::error("internal error: prepare output '" + str(d.name) +
                                  "' is not a prepared parameter");
       const rt::Tensor& t = m->params[at];
-      if (d.dtype != TF_F32 || t.shape != std::vector<int64_t>(d.shape, d.shape + d.rank))
+      if (d.dtype != (desc->bf16 ? TF_BF16 : TF_F32) ||
+          t.shape != std::vector<int64_t>(d.shape, d.shape + d.rank))
         return rt::Status::error("internal error: prepare output '" + str(d.name) + "' has shape " +
                                  shapeString(d.shape, d.rank) + ", the parameter " +
                                  rt::shapeToString(t.shape));

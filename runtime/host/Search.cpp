@@ -399,13 +399,14 @@ protected:
   // Runs `entry` on the state and points `logits` at its output.
   Status run(const char* entry, const std::map<std::string, Tensor>& inputs, const float*& logits) {
     if (Status s = model_.runInto(entry, inputs, outputs_, &state_); !s.isOk()) return s;
-    logits = outputs_.at("logits").data<float>();
+    logits = floatData(outputs_.at("logits"), logitScratch_);  // bf16 models: converted
     return Status::ok();
   }
 
 private:
   CompiledModel& model_;
   ModelState& state_;
+  std::vector<float> logitScratch_;
   int64_t vocab_;
   std::map<std::string, Tensor> outputs_;
 };
@@ -509,7 +510,8 @@ StatusOr<std::vector<Hypothesis>> Translator::score(
   }
   auto out = model_.run("decode_step", {{"src_tokens", *src}, {"tgt_tokens", tgt}}, state_.get());
   if (!out.isOk()) return out.status();
-  const float* logits = out->at("logits").data<float>();
+  std::vector<float> scratch;
+  const float* logits = floatData(out->at("logits"), scratch);
   std::vector<Hypothesis> result(b);
   std::vector<float> lse;
   rowLogSumExp(logits, b * n, v, lse);
