@@ -259,8 +259,11 @@ void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::c
 // the unfused computation in bf16 (scores, weights and output rounded to
 // bf16 as a bf16 matmul, softmax and matmul round them), with causal and
 // key-length masks (row 1 of the batch fully masked).
+// `dispatch`: through attention()'s bf16 form, which takes any head
+// dimension (the CUDA-core kernel from bf16 loads where the tensor-core one
+// does not take the call).
 void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool causal,
-                       bool lengths, std::mt19937& rng) {
+                       bool lengths, std::mt19937& rng, bool dispatch = false) {
   auto round = [](float x) { return __bfloat162float(__float2bfloat16(x)); };
   const size_t nq = B * H * Sq * D, nk = B * H * Sk * D;
   std::vector<float> q = randomVector(nq, rng, -2, 2), k = randomVector(nk, rng, -2, 2),
@@ -348,7 +351,7 @@ void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
   a.scale = float(scale);
   a.causal = causal;
   a.keyLengths = lengths ? dlen : nullptr;
-  CHECK_CUDA(transfuse::cuda::attentionBf16(a));
+  CHECK_CUDA(dispatch ? transfuse::cuda::attention(a) : transfuse::cuda::attentionBf16(a));
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<__nv_bfloat16> hout(nq);
   CHECK_CUDA(cudaMemcpy(hout.data(), dout, nq * 2, cudaMemcpyDeviceToHost));
@@ -362,11 +365,111 @@ void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
   }
   const bool ok = kernelError <= 2.0 * unfusedError;
   std::printf("%-40s max |error| %.3g, unfused bf16 %.3g%s\n",
-              (std::string("attention bf16 S=") + std::to_string(Sq) + "x" + std::to_string(Sk) +
+              (std::string(dispatch ? "attention() bf16 S=" : "attention bf16 S=") +
+               std::to_string(Sq) + "x" + std::to_string(Sk) +
                " D=" + std::to_string(D) + (causal ? " causal" : "") + (lengths ? " lengths" : ""))
                   .c_str(),
               kernelError, unfusedError, ok ? "" : "  FAILED (more than twice the unfused error)");
   gFailures += !ok;
+}
+
+// The bf16 GEMM (operands, bias, residual and C in bf16, fp32 accumulation)
+// against a double reference on the same bf16 values: C is rounded once, so
+// within bf16's half ulp (2^-9 relative) plus the fp32 sum's error.
+void testGemmBf16(size_t M, size_t N, size_t K, bool transB, bool bias,
+                  transfuse::cuda::Activation act, bool residual, std::mt19937& rng,
+                  bool cublasLt) {
+  namespace tm = transfuse::kernels::math;
+  using transfuse::cuda::bf16;
+  auto rounded = [&](size_t n, float lo, float hi) {
+    std::vector<float> x = randomVector(n, rng, lo, hi);
+    for (float& v : x) v = __bfloat162float(__float2bfloat16(v));
+    return x;
+  };
+  auto toBf16 = [](const std::vector<float>& x) {
+    std::vector<bf16> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = __float2bfloat16(x[i]);
+    return y;
+  };
+  std::vector<float> a = rounded(M * K, -1, 1), b = rounded(K * N, -1, 1);
+  std::vector<float> bv = rounded(N, -1, 1), r = rounded(M * N, -1, 1);
+  std::vector<double> want(M * N);
+  for (size_t i = 0; i < M; ++i)
+    for (size_t j = 0; j < N; ++j) {
+      double v = 0;
+      for (size_t k = 0; k < K; ++k)
+        v += double(a[i * K + k]) * double(transB ? b[j * K + k] : b[k * N + j]);
+      if (bias) v += bv[j];
+      if (act == transfuse::cuda::Activation::kRelu) v = tm::relu(v);
+      if (act == transfuse::cuda::Activation::kGeluTanh) v = tm::geluTanh(v);
+      if (residual) v += r[i * N + j];
+      want[i * N + j] = v;
+    }
+  DeviceOf<bf16> da(toBf16(a)), db(toBf16(b)), dbias(toBf16(bv)), dr(toBf16(r)),
+      dc(std::vector<bf16>(M * N, __float2bfloat16(7.0f)));
+  transfuse::cuda::GemmArgsOf<bf16> g;
+  g.m = M; g.n = N; g.k = K;
+  g.a = da.p; g.lda = K;
+  g.b = db.p; g.ldb = transB ? K : N; g.transB = transB;
+  g.c = dc.p; g.ldc = N;
+  g.bias = bias ? dbias.p : nullptr;
+  g.activation = act;
+  g.residual = residual ? dr.p : nullptr;
+  if (cublasLt) {
+    const cudaError_t e = transfuse::cuda::gemmCublasLt(g);
+    if (e == cudaErrorNotSupported) return;
+    CHECK_CUDA(e);
+  } else {
+    CHECK_CUDA(transfuse::cuda::gemmCudaCores(g));
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<bf16> got = dc.host();
+  std::vector<float> gotF(got.size());
+  for (size_t i = 0; i < got.size(); ++i) gotF[i] = __bfloat162float(got[i]);
+  char what[96];
+  std::snprintf(what, sizeof what, "gemm bf16%s %zux%zux%zu%s%s act %d%s",
+                cublasLt ? " (cuBLASLt)" : "", M, N, K, transB ? " transB" : "",
+                bias ? " bias" : "", int(act), residual ? " residual" : "");
+  expectNear(what, gotF, want, 1e-4 * std::sqrt(double(K)), 1.0 / 256);
+}
+
+// add+layer_norm with bf16 storage against a double reference on the same
+// bf16 inputs: the sum and the result each rounded once.
+void testAddLayerNormBf16(size_t rows, size_t width, std::mt19937& rng) {
+  using transfuse::cuda::bf16;
+  auto rounded = [&](size_t n, float lo, float hi) {
+    std::vector<float> x = randomVector(n, rng, lo, hi);
+    for (float& v : x) v = __bfloat162float(__float2bfloat16(v));
+    return x;
+  };
+  auto toBf16 = [](const std::vector<float>& x) {
+    std::vector<bf16> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = __float2bfloat16(x[i]);
+    return y;
+  };
+  std::vector<float> x = rounded(rows * width, -2, 2), r = rounded(rows * width, -2, 2);
+  std::vector<float> gamma = rounded(width, 0.5f, 1.5f), beta = rounded(width, -0.5f, 0.5f);
+  std::vector<double> want(rows * width);
+  for (size_t i = 0; i < rows; ++i) {
+    double mean = 0, var = 0;
+    for (size_t j = 0; j < width; ++j) mean += double(x[i * width + j]) + r[i * width + j];
+    mean /= width;
+    for (size_t j = 0; j < width; ++j) var += std::pow(double(x[i * width + j]) + r[i * width + j] - mean, 2);
+    const double rstd = 1.0 / std::sqrt(var / width + 1e-5);
+    for (size_t j = 0; j < width; ++j)
+      want[i * width + j] = (double(x[i * width + j]) + r[i * width + j] - mean) * rstd * gamma[j] + beta[j];
+  }
+  DeviceOf<bf16> dx(toBf16(x)), dr(toBf16(r)), dg(toBf16(gamma)), db(toBf16(beta)),
+      dy(std::vector<bf16>(rows * width));
+  CHECK_CUDA(transfuse::cuda::addLayerNorm(dx.p, dr.p, dg.p, db.p, dy.p, nullptr, rows, width,
+                                           1e-5f));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<bf16> got = dy.host();
+  std::vector<float> gotF(got.size());
+  for (size_t i = 0; i < got.size(); ++i) gotF[i] = __bfloat162float(got[i]);
+  char what[96];
+  std::snprintf(what, sizeof what, "add+layer_norm bf16 %zux%zu", rows, width);
+  expectNear(what, gotF, want, 1e-3, 1.0 / 256);
 }
 
 // A batch of products (an unfused attention's Q·Kᵀ per head): A stepping
@@ -641,6 +744,18 @@ int main() {
   testAttentionBf16(1, 4, 256, 256, 64, true, false, rng);
   testAttentionBf16(2, 1, 1, 64, 128, false, true, rng);
   testAttentionBf16(1, 2, 90, 40, 64, true, false, rng);  // Sq > Sk: early queries see nothing
+  // attention()'s bf16 form: the tensor-core kernel where it takes the
+  // call, else the CUDA cores from bf16 loads (head dims 32 and 96).
+  testAttentionBf16(2, 2, 70, 90, 64, true, true, rng, true);
+  testAttentionBf16(2, 3, 50, 70, 32, true, true, rng, true);
+  testAttentionBf16(1, 2, 33, 65, 96, false, false, rng, true);
+  for (bool lt : {false, true}) {
+    testGemmBf16(70, 130, 96, true, true, Activation::kRelu, false, rng, lt);
+    testGemmBf16(33, 64, 200, false, false, Activation::kNone, true, rng, lt);
+    testGemmBf16(128, 256, 64, true, true, Activation::kGeluTanh, false, rng, lt);
+  }
+  testAddLayerNormBf16(37, 512, rng);
+  testAddLayerNormBf16(3, 13000, rng);  // not staged in shared memory
   for (bool lt : {false, true}) {
     if (lt && !transfuse::cuda::cublasLtAvailable()) break;
     testBatchedGemm(16, 33, 47, 64, false, rng, lt);

@@ -46,6 +46,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -67,6 +68,39 @@ TensorMap inputsOf(rt::CompiledModel& model, const std::string& entry, const Ten
     for (const rt::TensorSpec& s : *specs)
       if (auto it = all.find(s.name); it != all.end()) picked[s.name] = it->second;
   return picked;
+}
+
+// FlashAttention's rule for a bf16 model: each output's max |error| against
+// the reference at most twice the unfused bf16 model's (plus 1e-6 of the
+// reference's scale, for outputs both get exactly).
+bool compareBf16(const std::string& what, const TensorMap& fused, const TensorMap& unfused,
+                 const TensorMap& want) {
+  bool ok = true;
+  for (const auto& [name, ref] : want) {
+    auto f = fused.find(name), u = unfused.find(name);
+    if (f == fused.end() || u == unfused.end() || f->second.shape != ref.shape ||
+        u->second.shape != ref.shape) {
+      std::printf("%s: output '%s' missing or of another shape  FAILED\n", what.c_str(), name.c_str());
+      ok = false;
+      continue;
+    }
+    std::vector<float> fs, us;
+    const float* fv = rt::floatData(f->second, fs);
+    const float* uv = rt::floatData(u->second, us);
+    double fe = 0, ue = 0, scale = 1;
+    for (int64_t i = 0; i < ref.numElements(); ++i) {
+      const double r = gpu_check::value(ref, i);
+      scale = std::max(scale, std::fabs(r));
+      const double e1 = std::fabs(fv[i] - r), e2 = std::fabs(uv[i] - r);
+      fe = std::isnan(e1) ? INFINITY : std::max(fe, e1);
+      ue = std::isnan(e2) ? INFINITY : std::max(ue, e2);
+    }
+    const bool pass = fe <= 2.0 * ue + 1e-6 * scale;
+    ok &= pass;
+    std::printf("%s %s: bf16 fused max |error| %.3g, unfused %.3g %s\n", what.c_str(),
+                name.c_str(), fe, ue, pass ? "ok" : "FAILED (more than twice the unfused error)");
+  }
+  return ok;
 }
 
 // Decoding on the cuda model against the cpu model (see the file comment).
@@ -354,6 +388,18 @@ int main(int argc, char** argv) {
     return benchDecoding(dir, model) ? 0 : 1;
   }
 
+  // A bf16 model (--dtype bf16) has its unfused bf16 build beside it: each
+  // output's error against the reference is held to FlashAttention's rule
+  // (at most twice the unfused bf16 model's) instead of the tolerance.
+  std::unique_ptr<rt::CompiledModel> unfused;
+  if (std::ifstream(dir + "/unfused/libmodel.so").good()) {
+    auto u = rt::CompiledModel::load(dir + "/unfused/libmodel.so", load);
+    if (!u) {
+      std::printf("%s\n", u.status().message().c_str());
+      return 1;
+    }
+    unfused = std::move(*u);
+  }
   std::ifstream cases(dir + "/cases.txt");
   std::string line, in, expected;
   bool ok = true;
@@ -372,7 +418,17 @@ int main(int argc, char** argv) {
       ok = false;
       continue;
     }
-    ok &= compare(dir + " " + in, *outputs, readAll(dir + "/" + expected), tolerance);
+    if (unfused) {
+      auto baseline = unfused->run("forward", inputs);
+      if (!baseline) {
+        std::printf("%s unfused: %s  FAILED\n", in.c_str(), baseline.status().message().c_str());
+        ok = false;
+        continue;
+      }
+      ok &= compareBf16(dir + " " + in, *outputs, *baseline, readAll(dir + "/" + expected));
+    } else {
+      ok &= compare(dir + " " + in, *outputs, readAll(dir + "/" + expected), tolerance);
+    }
     lastInputs = std::move(inputs);
     lastOutputs = std::move(*outputs);
     ++n;
@@ -397,7 +453,7 @@ int main(int argc, char** argv) {
               identical ? "identical outputs" : "OUTPUTS DIFFER  FAILED");
   ok &= identical;
   ok &= checkDeviceTensors(dir + "/" + library, lastInputs, lastOutputs);
-  ok &= checkDecoding(dir, model, tolerance);
+  if (!unfused) ok &= checkDecoding(dir, model, tolerance);  // against an f32 cpu build
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }

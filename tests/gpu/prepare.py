@@ -15,11 +15,14 @@ decoding, and its inputs (decode.safetensors). With --bench, transformer-base
 as well, with a B=8, S=T=64 input to time. Highway's shared libraries go to
 OUT/lib (the GPU machine has none).
 
+bf16: two configs compiled with --dtype bf16, fused (OUT/<config>-all-bf16)
+and unfused (its unfused/), with reference outputs.
+
 Training: a few configs compiled with --train for both targets into
 OUT/<config>-<S>-train/ (and its cpu/), with a batch of loss_grad's inputs
 (train.safetensors) for cuda_train_check.
 
-    tests/gpu/prepare.py --transfuse build/tools/transfuse --out build/tests/gpu/models [--bench]
+    tests/gpu/prepare.py --transfuse build/tools/transfuse --out build/tests/gpu/models [--bench] [--pack]
 """
 
 import argparse
@@ -28,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 
 import numpy as np
 
@@ -90,6 +94,30 @@ def prepare(transfuse, name, strategy, out, cases, bench=None):
     print(f"{target}: libmodel.so for sm_80 and sm_90 (and the cpu one), {len(cases)} cases")
 
 
+def prepare_bf16(transfuse, name, out, cases):
+    """--dtype bf16 with fusion all, and beside it (unfused/) with fusion none:
+    cuda_model_check holds the fused model to FlashAttention's rule, its error
+    against the reference at most twice the unfused bf16 model's."""
+    model = os.path.join(ROOT, "models", name + ".json")
+    config = json.load(open(model))
+    target = os.path.join(out, f"{name}-all-bf16")
+    for strategy, where in [("all", target), ("none", os.path.join(target, "unfused"))]:
+        run([transfuse, "compile", model, "-o", where, "--target", "cuda", "--dtype", "bf16",
+             "--fusion", strategy])
+    rng = np.random.default_rng(17)
+    lines = []
+    for i, (batch, src, tgt) in enumerate(cases):
+        given, expected = f"case{i}.in.safetensors", f"case{i}.expected.safetensors"
+        safetensors_io.write(os.path.join(target, given), inputs(config, batch, src, tgt, rng))
+        run([transfuse, "run", os.path.join(target, "unfused"), "--backend", "reference",
+             "--seed", "0", "--inputs", os.path.join(target, given),
+             "--outputs", os.path.join(target, expected)])
+        lines.append(f"{given} {expected}\n")
+    with open(os.path.join(target, "cases.txt"), "w") as f:
+        f.writelines(lines)
+    print(f"{target}: bf16 fused and unfused for sm_80 and sm_90, {len(cases)} cases")
+
+
 def prepare_train(transfuse, name, strategy, out):
     model = os.path.join(ROOT, "models", name + ".json")
     config = json.load(open(model))
@@ -112,6 +140,9 @@ def main():
     p.add_argument("--transfuse", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--bench", action="store_true", help="also transformer-base, to time")
+    p.add_argument("--pack", action="store_true",
+                   help="also OUT.tar.xz, the whole of OUT in a tenth of its size (what a GPU "
+                        "machine is sent; run.sh unpacks it)")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     for name in TINY:
@@ -120,6 +151,10 @@ def main():
         unfused = name in ("tiny-encoder-decoder", "tiny-decoder-only-padded")
         for strategy in ["all", "none"] if unfused else ["all"]:
             prepare(a.transfuse, name, strategy, a.out, [(2, 7, 5), (3, 16, 16)])
+    # bf16: both architectures (attention on the tensor cores needs head
+    # dims 64 or 128: the tiny configs take the CUDA-core form).
+    for name in ["tiny-encoder-decoder", "tiny-decoder-only-padded"]:
+        prepare_bf16(a.transfuse, name, a.out, [(2, 7, 5), (3, 16, 16)])
     # Training: both architectures fused, the encoder-decoder unfused too,
     # and learned positions (the pre-norm config: a slice gradient).
     for name, strategy in [("tiny-encoder-decoder", "all"), ("tiny-encoder-decoder", "none"),
@@ -134,6 +169,12 @@ def main():
     os.makedirs(lib, exist_ok=True)
     for so in ["libhwy.so.1", "libhwy_contrib.so.1"]:
         shutil.copy(os.path.join("/usr/lib/x86_64-linux-gnu", so), lib)
+    if a.pack:
+        packed = os.path.normpath(a.out) + ".tar.xz"
+        with tarfile.open(packed + ".tmp", "w:xz") as tar:
+            tar.add(a.out, arcname=os.path.basename(os.path.normpath(a.out)))
+        os.replace(packed + ".tmp", packed)
+        print(f"{packed}: {os.path.getsize(packed) / 2**20:.1f} MiB")
 
 
 if __name__ == "__main__":

@@ -5,13 +5,14 @@
 # build/tests/gpu/cuda_kernels_test and cuda_train_kernels_test, the CUDA
 # runtime linked statically, cuda_model_check and cuda_train_check), then
 #   /usr/bin/python3 tests/gpu/prepare.py --transfuse build/tools/transfuse \
-#       --out build/tests/gpu/models --bench
+#       --out build/tests/gpu/models --bench --pack
 # (the tiny configs compiled with --target cuda, their inputs and the
 # reference backend's outputs, and train steps with --train against the cpu
 # target's; with --bench transformer-base too, timed at
-# B=8, S=T=64). cuda_bench times the kernels at the issue's shapes. Carry
-# build/tests/gpu to the GPU machine and run, from the
-# repository root:
+# B=8, S=T=64; --pack writes them to models.tar.xz, 10 MB where the folder
+# is 100). cuda_bench times the kernels at the issue's shapes. Carry the
+# test programs (build/tests/gpu/cuda_*) and build/tests/gpu/models.tar.xz
+# to the GPU machine and run, from the repository root:
 #
 #   bash tests/gpu/run.sh [BUILD_DIR] [RESULTS]
 #
@@ -37,6 +38,10 @@ fi
 build=${1:-build}
 results=${2:-${OUT:+$OUT/}gpu-results.txt}
 models="$build/tests/gpu/models"
+# prepare.py --pack: the models travel packed (a tenth of their size).
+if [ ! -d "$models" ] && [ -f "$models.tar.xz" ]; then
+  tar -xJf "$models.tar.xz" -C "$(dirname "$models")" || exit 1
+fi
 export LD_LIBRARY_PATH="$models/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # Runs one command; prints its exit; counts failures and skips (77).
@@ -67,6 +72,10 @@ runAll() {
       continue
     fi
     [ -f "$dir/cases.txt" ] || continue
+    if [ ${#library[@]} -gt 0 ] && [ ! -f "$dir/${library[1]}" ]; then
+      echo "== $dir has no ${library[1]} (a bf16 model): skipped"
+      continue
+    fi
     step "$build/tests/gpu/cuda_model_check" "$dir" "${library[@]}"
     if [ "$modelsOnly" -eq 0 ] && [ -f "$dir/bench.safetensors" ]; then
       step "$build/tests/gpu/cuda_model_check" "$dir" --bench 50
