@@ -19,7 +19,7 @@ if(TRANSFUSE_NVCC)
   get_filename_component(TRANSFUSE_CUDA_ROOT ${cuda_bin} DIRECTORY)
   set(TRANSFUSE_CUDA_LIB_DIR ${TRANSFUSE_CUDA_ROOT}/lib64)
   set(cuda_units kernels/cuda/Norm kernels/cuda/Attention kernels/cuda/AttentionBf16
-                 kernels/cuda/Gemm kernels/cuda/CublasLt kernels/cuda/Embedding
+                 kernels/cuda/Gemm kernels/cuda/GemmBf16 kernels/cuda/CublasLt kernels/cuda/Embedding
                  kernels/cuda/Decode kernels/cuda/Layout kernels/cuda/Train kernels/cuda/AttentionGrad
                  exec/Cuda)
   file(GLOB cuda_headers ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.cuh)

@@ -143,35 +143,10 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
          dims.product(ins[0], axis, cast<MemRefType>(ins[0].getType()).getRank()) + ", " +
          floatLit(eps) + ", c.pool);");
   } else if (k == "attention_grad") {
-    // kernels::attentionBackward: Q, K, V, dO, dQ, dK, dV [B, H, S, D],
-    // dense or tfk.heads views; the key padding a byte mask [B, Sk].
-    Value q = ins[0], key = ins[1];
-    int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
-    std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(key, 2);
-    line("{");
-    line("  kernels::AttentionGradArgs args;");
-    line("  args.forward.batch = " + b + "; args.forward.heads = " + h + "; args.forward.seqQ = " +
-         sq + "; args.forward.seqK = " + sk + "; args.forward.headDim = " +
-         std::to_string(headDim) + ";");
-    line("  args.forward.q = {" + attentionTensor(q) + "};");
-    line("  args.forward.k = {" + attentionTensor(key) + "};");
-    line("  args.forward.v = {" + attentionTensor(ins[2]) + "};");
-    line("  args.forward.scale = " + floatLit(e->getAttrOfType<FloatAttr>("scale").getValueAsDouble()) +
-         ";");
-    if (e->hasAttr("causal"))
-      line("  args.forward.causal = true;");
-    if (ins.size() > 4)
-      line("  args.forward.keyMask = " + ptr(ins[4]) + ";");
-    line("  args.grad = {" + attentionTensor(ins[3]) + "};");
-    line("  args.dq = {" + attentionTensor(e.getOuts()[0]) + "};");
-    line("  args.dk = {" + attentionTensor(e.getOuts()[1]) + "};");
-    line("  args.dv = {" + attentionTensor(e.getOuts()[2]) + "};");
-    dropoutArgs("args.forward", e->getAttrOfType<FloatAttr>("dropout_rate").getValueAsDouble(),
-                intAttr(e, "dropout_seed"), intAttr(e, "dropout_stream"));
+    attentionGradArgs(e, "kernels::AttentionGradArgs");
     line("  if (rt::Status s = kernels::attentionBackward(args, c.pool); !s.isOk()) return s;");
     ++kernelCalls;
     line("}");
-    flops("10.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
   } else if (k == "dropout") {
     std::string step = ins.size() > 1 ? "uint64_t(" + dims.index(ins[1]) + ") + c.step" : "c.step";
     call("exec::dropout(" + ptr(ins[0]) + ", " + ptr(out) + ", " + dims.numel(out) + ", " +
@@ -364,6 +339,36 @@ llvm::Error Emitter::emitDecodeAttention(tfk::DecodeAttentionOp op) {
   ++kernelCalls;
   line("}");
   return llvm::Error::success();
+}
+
+void Emitter::attentionGradArgs(tfk::ExecOp e, StringRef type) {
+  // Q, K, V, dO, dQ, dK, dV [B, H, S, D], dense or tfk.heads views; the key
+  // padding a byte mask [B, Sk].
+  ValueRange ins = e.getIns();
+  Value q = ins[0], key = ins[1];
+  int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
+  std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(key, 2);
+  line("{");
+  line("  " + type.str() + " args;");
+  line("  args.forward.batch = " + b + "; args.forward.heads = " + h + "; args.forward.seqQ = " +
+       sq + "; args.forward.seqK = " + sk + "; args.forward.headDim = " +
+       std::to_string(headDim) + ";");
+  line("  args.forward.q = {" + attentionTensor(q) + "};");
+  line("  args.forward.k = {" + attentionTensor(key) + "};");
+  line("  args.forward.v = {" + attentionTensor(ins[2]) + "};");
+  line("  args.forward.scale = " + floatLit(e->getAttrOfType<FloatAttr>("scale").getValueAsDouble()) +
+       ";");
+  if (e->hasAttr("causal"))
+    line("  args.forward.causal = true;");
+  if (ins.size() > 4)
+    line("  args.forward.keyMask = " + ptr(ins[4]) + ";");
+  line("  args.grad = {" + attentionTensor(ins[3]) + "};");
+  line("  args.dq = {" + attentionTensor(e.getOuts()[0]) + "};");
+  line("  args.dk = {" + attentionTensor(e.getOuts()[1]) + "};");
+  line("  args.dv = {" + attentionTensor(e.getOuts()[2]) + "};");
+  dropoutArgs("args.forward", e->getAttrOfType<FloatAttr>("dropout_rate").getValueAsDouble(),
+              intAttr(e, "dropout_seed"), intAttr(e, "dropout_stream"));
+  flops("10.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
 }
 
 void Emitter::dropoutArgs(const std::string &args, double rate, int64_t seed, int64_t stream) {

@@ -119,6 +119,10 @@ private:
   /// mask); the call's FLOPs. The caller adds its own fields, the call, "}".
   void attentionArgs(kernel::AttentionOp op, llvm::StringRef type);
   llvm::Error decodeAttentionArgs(kernel::DecodeAttentionOp op, llvm::StringRef type);
+  /// "{" and the args struct `type` of an attention_grad call (the forward's
+  /// fields, dO, dQ, dK, dV, dropout); its FLOPs. The caller adds the call
+  /// and "}".
+  void attentionGradArgs(kernel::ExecOp op, llvm::StringRef type);
   /// The `args.out` lines of an attention kernel writing `out`.
   void attentionOutput(Value out);
   /// "exec::StateTensor{...}" of a tfk.state (cuda: tc::StateTensor, the

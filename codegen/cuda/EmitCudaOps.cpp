@@ -320,38 +320,16 @@ llvm::Error Emitter::emitCudaTrainExec(tfk::ExecOp e) {
            "  ");
     line("}");
   } else if (k == "attention_grad") {
-    // tc::attentionBackward: Q, K, V, dO, dQ, dK, dV [B, H, S, D], dense or
-    // tfk.heads views; the key padding a byte mask [B, Sk].
-    Value q = ins[0], key = ins[1];
-    int64_t headDim = cast<MemRefType>(q.getType()).getDimSize(3);
-    if (headDim > 256)
+    Value q = ins[0];
+    if (cast<MemRefType>(q.getType()).getDimSize(3) > 256)
       return fail(e, "the cuda attention kernels take head dimensions up to 256");
-    std::string b = dims.dim(q, 0), h = dims.dim(q, 1), sq = dims.dim(q, 2), sk = dims.dim(key, 2);
-    line("{");
-    line("  tc::AttentionGradArgs args;");
-    line("  args.forward.batch = " + b + "; args.forward.heads = " + h + "; args.forward.seqQ = " +
-         sq + "; args.forward.seqK = " + sk + "; args.forward.headDim = " +
-         std::to_string(headDim) + ";");
-    line("  args.forward.q = {" + attentionTensor(q) + "};");
-    line("  args.forward.k = {" + attentionTensor(key) + "};");
-    line("  args.forward.v = {" + attentionTensor(ins[2]) + "};");
-    line("  args.forward.scale = " +
-         floatLit(e->getAttrOfType<FloatAttr>("scale").getValueAsDouble()) + ";");
-    if (e->hasAttr("causal"))
-      line("  args.forward.causal = true;");
-    if (ins.size() > 4)
-      line("  args.forward.keyMask = " + ptr(ins[4]) + ";");
-    line("  args.grad = {" + attentionTensor(ins[3]) + "};");
-    line("  args.dq = {" + attentionTensor(e.getOuts()[0]) + "};");
-    line("  args.dk = {" + attentionTensor(e.getOuts()[1]) + "};");
-    line("  args.dv = {" + attentionTensor(e.getOuts()[2]) + "};");
-    dropoutArgs("args.forward", e->getAttrOfType<FloatAttr>("dropout_rate").getValueAsDouble(),
-                intAttr(e, "dropout_seed"), intAttr(e, "dropout_stream"));
-    scratch("2 * " + b + " * " + h + " * " + sq + " * sizeof(float)", "attention_grad");
+    attentionGradArgs(e, "tc::AttentionGradArgs");
+    scratch("2 * " + dims.dim(q, 0) + " * " + dims.dim(q, 1) + " * " + dims.dim(q, 2) +
+                " * sizeof(float)",
+            "attention_grad");
     launch(e, "attention_grad", "tc::attentionBackward(args, work.as<float>(), tx::stream())",
            "  ");
     line("}");
-    flops("10.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
   } else if (k == "dropout") {
     std::string step = ins.size() > 1 ? "uint64_t(" + dims.index(ins[1]) + ") + c.step" : "c.step";
     launch(e, "dropout",

@@ -531,19 +531,18 @@ rt::Status runOnDevice(tf_model* m, const EntryDesc& e, const transfuse::exec::C
   GraphCache& cache = m->graphs;
   void* exec = nullptr;
   bool capture = false;
-  {
+  {  // (the runs themselves happen outside the lock)
     std::lock_guard<std::mutex> lock(cache.mutex);
     auto it = cache.graphs.find(key);
     if (it == cache.graphs.end()) {
-      if (cache.graphs.size() < kMaxGraphKeys) cache.graphs[key].seen = 1;
-      return e.run(call);  // the first time: no lock needed for the run
+      if (cache.graphs.size() < kMaxGraphKeys) cache.graphs[key].seen = 1;  // the first time
+    } else if (it->second.seen >= 0) {
+      GraphCache::Graph& g = it->second;
+      ++g.seen;
+      exec = g.exec;
+      capture = !exec && cache.captured < kMaxGraphs;
+      if (capture) ++cache.captured;  // reserved; given back if the capture fails
     }
-    GraphCache::Graph& g = it->second;
-    if (g.seen < 0) return e.run(call);
-    ++g.seen;
-    exec = g.exec;
-    capture = !exec && cache.captured < kMaxGraphs;
-    if (capture) ++cache.captured;  // reserved; given back if the capture fails
   }
   if (exec) {
     if (rt::Status s = device.launchGraph(exec); !s) return s;

@@ -167,7 +167,26 @@ int main() {
       std::printf("gemm fp32 cuBLASLt   %zux%zux%zu (+bias): %.3f ms, %.1f TFLOP/s (ours / cuBLASLt %.2f)\n",
                   M, N, K, lt, 2.0 * M * N * K / lt / 1e9, lt / ms);
     }
+    // bf16 (--dtype bf16): the same product on our tensor cores, and cuBLASLt's.
+    using transfuse::cuda::bf16;
+    bf16 *ha = deviceBf16(M * K), *hw = deviceBf16(N * K), *hc = deviceBf16(M * N);
+    bf16* hbias = deviceBf16(N);
+    transfuse::cuda::GemmArgsOf<bf16> h;
+    h.m = M; h.n = N; h.k = K;
+    h.a = ha; h.lda = K;
+    h.b = hw; h.ldb = K; h.transB = true;
+    h.c = hc; h.ldc = N;
+    h.bias = hbias;
+    const double tc = medianMs([&] { return transfuse::cuda::gemmTensorCores(h); });
+    std::printf("gemm bf16 tensor cores %zux%zux%zu (+bias): %.3f ms, %.1f TFLOP/s\n", M, N, K, tc,
+                2.0 * M * N * K / tc / 1e9);
+    if (transfuse::cuda::cublasLtAvailable()) {
+      const double lt = medianMs([&] { return transfuse::cuda::gemmCublasLt(h); });
+      std::printf("gemm bf16 cuBLASLt     %zux%zux%zu (+bias): %.3f ms, %.1f TFLOP/s (ours / cuBLASLt %.2f)\n",
+                  M, N, K, lt, 2.0 * M * N * K / lt / 1e9, lt / tc);
+    }
     for (float* p : {a, w, c, bias}) CHECK_CUDA(cudaFree(p));
+    for (bf16* p : {ha, hw, hc, hbias}) CHECK_CUDA(cudaFree(p));
   }
   return 0;
 }

@@ -28,6 +28,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -254,7 +255,25 @@ void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::c
   expectNear(what, dc.host(), want, atol, 1e-5 * std::sqrt(double(K)) + 1e-5);
 }
 
-// The tensor-core bf16 attention under FlashAttention's rule: against the
+// bf16 test data: values already bf16 (so a reference on them is exact),
+// and conversions to and from device buffers of bf16.
+std::vector<float> roundedBf16(size_t n, std::mt19937& rng, float lo, float hi) {
+  std::vector<float> x = randomVector(n, rng, lo, hi);
+  for (float& v : x) v = __bfloat162float(__float2bfloat16(v));
+  return x;
+}
+std::vector<__nv_bfloat16> toBf16(const std::vector<float>& x) {
+  std::vector<__nv_bfloat16> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = __float2bfloat16(x[i]);
+  return y;
+}
+std::vector<float> fromBf16(const std::vector<__nv_bfloat16>& x) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = __bfloat162float(x[i]);
+  return y;
+}
+
+// The tensor-core attention under FlashAttention's rule: against the
 // exact result on the same bf16 inputs its error is at most twice that of
 // the unfused computation in bf16 (scores, weights and output rounded to
 // bf16 as a bf16 matmul, softmax and matmul round them), with causal and
@@ -262,9 +281,14 @@ void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::c
 // `dispatch`: through attention()'s bf16 form, which takes any head
 // dimension (the CUDA-core kernel from bf16 loads where the tensor-core one
 // does not take the call).
+// T: bf16, or fp16 (attentionFp16, the same kernel).
+template <class T = __nv_bfloat16>
 void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool causal,
                        bool lengths, std::mt19937& rng, bool dispatch = false) {
-  auto round = [](float x) { return __bfloat162float(__float2bfloat16(x)); };
+  using transfuse::cuda::fromFloat;
+  using transfuse::cuda::toFloat;
+  constexpr bool kHalf = std::is_same_v<T, __half>;
+  auto round = [](float x) { return toFloat(fromFloat<T>(x)); };
   const size_t nq = B * H * Sq * D, nk = B * H * Sk * D;
   std::vector<float> q = randomVector(nq, rng, -2, 2), k = randomVector(nk, rng, -2, 2),
                      v = randomVector(nk, rng, -1, 1);
@@ -320,13 +344,13 @@ void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
           unfused[((b * H + h) * Sq + i) * D + d] = round(ob);
         }
       }
-  auto toBf16 = [](const std::vector<float>& x) {
-    std::vector<__nv_bfloat16> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = __float2bfloat16(x[i]);
+  auto toT = [](const std::vector<float>& x) {
+    std::vector<T> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = fromFloat<T>(x[i]);
     return y;
   };
-  std::vector<__nv_bfloat16> hq = toBf16(q), hk = toBf16(k), hv = toBf16(v);
-  __nv_bfloat16 *dq, *dk, *dv, *dout;
+  std::vector<T> hq = toT(q), hk = toT(k), hv = toT(v);
+  T *dq, *dk, *dv, *dout;
   int32_t* dlen;
   CHECK_CUDA(cudaMalloc(&dq, nq * 2));
   CHECK_CUDA(cudaMalloc(&dk, nk * 2 + 2));
@@ -338,7 +362,7 @@ void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
   CHECK_CUDA(cudaMemcpy(dv, hv.data(), nk * 2, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemset(dout, 0xff, nq * 2));  // NaN until written
   CHECK_CUDA(cudaMemcpy(dlen, len.data(), B * sizeof(int32_t), cudaMemcpyHostToDevice));
-  transfuse::cuda::AttentionBf16Args a;
+  transfuse::cuda::AttentionArgsOf<T> a;
   a.batch = B;
   a.heads = H;
   a.seqQ = Sq;
@@ -351,21 +375,24 @@ void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
   a.scale = float(scale);
   a.causal = causal;
   a.keyLengths = lengths ? dlen : nullptr;
-  CHECK_CUDA(dispatch ? transfuse::cuda::attention(a) : transfuse::cuda::attentionBf16(a));
+  if constexpr (kHalf)
+    CHECK_CUDA(transfuse::cuda::attentionFp16(a));
+  else
+    CHECK_CUDA(dispatch ? transfuse::cuda::attention(a) : transfuse::cuda::attentionBf16(a));
   CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<__nv_bfloat16> hout(nq);
+  std::vector<T> hout(nq);
   CHECK_CUDA(cudaMemcpy(hout.data(), dout, nq * 2, cudaMemcpyDeviceToHost));
   for (auto* p : {dq, dk, dv, dout}) CHECK_CUDA(cudaFree(p));
   CHECK_CUDA(cudaFree(dlen));
   double kernelError = 0, unfusedError = 0;
   for (size_t i = 0; i < nq; ++i) {
-    const double e = std::fabs(double(__bfloat162float(hout[i])) - exact[i]);
+    const double e = std::fabs(double(toFloat(hout[i])) - exact[i]);
     kernelError = std::max(kernelError, std::isnan(e) ? INFINITY : e);
     unfusedError = std::max(unfusedError, std::fabs(unfused[i] - exact[i]));
   }
   const bool ok = kernelError <= 2.0 * unfusedError;
   std::printf("%-40s max |error| %.3g, unfused bf16 %.3g%s\n",
-              (std::string(dispatch ? "attention() bf16 S=" : "attention bf16 S=") +
+              (std::string(kHalf ? "attention fp16 S=" : dispatch ? "attention() bf16 S=" : "attention bf16 S=") +
                std::to_string(Sq) + "x" + std::to_string(Sk) +
                " D=" + std::to_string(D) + (causal ? " causal" : "") + (lengths ? " lengths" : ""))
                   .c_str(),
@@ -375,61 +402,58 @@ void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
 
 // The bf16 GEMM (operands, bias, residual and C in bf16, fp32 accumulation)
 // against a double reference on the same bf16 values: C is rounded once, so
-// within bf16's half ulp (2^-9 relative) plus the fp32 sum's error.
+// within bf16's half ulp (2^-9 relative) plus the fp32 sum's error. `path`:
+// the CUDA cores, cuBLASLt (skipped where absent) or our tensor cores; A
+// transposed (stored [K, M]) and `batch` products (B repeated) too.
+enum class GemmPath { kCores, kCublasLt, kTensorCores };
 void testGemmBf16(size_t M, size_t N, size_t K, bool transB, bool bias,
                   transfuse::cuda::Activation act, bool residual, std::mt19937& rng,
-                  bool cublasLt) {
+                  GemmPath path, bool transA = false, size_t batch = 1) {
   namespace tm = transfuse::kernels::math;
   using transfuse::cuda::bf16;
-  auto rounded = [&](size_t n, float lo, float hi) {
-    std::vector<float> x = randomVector(n, rng, lo, hi);
-    for (float& v : x) v = __bfloat162float(__float2bfloat16(v));
-    return x;
-  };
-  auto toBf16 = [](const std::vector<float>& x) {
-    std::vector<bf16> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = __float2bfloat16(x[i]);
-    return y;
-  };
-  std::vector<float> a = rounded(M * K, -1, 1), b = rounded(K * N, -1, 1);
-  std::vector<float> bv = rounded(N, -1, 1), r = rounded(M * N, -1, 1);
-  std::vector<double> want(M * N);
-  for (size_t i = 0; i < M; ++i)
-    for (size_t j = 0; j < N; ++j) {
-      double v = 0;
-      for (size_t k = 0; k < K; ++k)
-        v += double(a[i * K + k]) * double(transB ? b[j * K + k] : b[k * N + j]);
-      if (bias) v += bv[j];
-      if (act == transfuse::cuda::Activation::kRelu) v = tm::relu(v);
-      if (act == transfuse::cuda::Activation::kGeluTanh) v = tm::geluTanh(v);
-      if (residual) v += r[i * N + j];
-      want[i * N + j] = v;
-    }
+  std::vector<float> a = roundedBf16(batch * M * K, rng, -1, 1), b = roundedBf16(K * N, rng, -1, 1);
+  std::vector<float> bv = roundedBf16(N, rng, -1, 1), r = roundedBf16(batch * M * N, rng, -1, 1);
+  std::vector<double> want(batch * M * N);
+  for (size_t z = 0; z < batch; ++z)
+    for (size_t i = 0; i < M; ++i)
+      for (size_t j = 0; j < N; ++j) {
+        const float* az = &a[z * M * K];
+        double v = 0;
+        for (size_t k = 0; k < K; ++k)
+          v += double(transA ? az[k * M + i] : az[i * K + k]) *
+               double(transB ? b[j * K + k] : b[k * N + j]);
+        if (bias) v += bv[j];
+        if (act == transfuse::cuda::Activation::kRelu) v = tm::relu(v);
+        if (act == transfuse::cuda::Activation::kGeluTanh) v = tm::geluTanh(v);
+        if (residual) v += r[(z * M + i) * N + j];
+        want[(z * M + i) * N + j] = v;
+      }
   DeviceOf<bf16> da(toBf16(a)), db(toBf16(b)), dbias(toBf16(bv)), dr(toBf16(r)),
-      dc(std::vector<bf16>(M * N, __float2bfloat16(7.0f)));
+      dc(std::vector<bf16>(batch * M * N, __float2bfloat16(7.0f)));
   transfuse::cuda::GemmArgsOf<bf16> g;
   g.m = M; g.n = N; g.k = K;
-  g.a = da.p; g.lda = K;
+  g.a = da.p; g.lda = transA ? M : K; g.transA = transA;
   g.b = db.p; g.ldb = transB ? K : N; g.transB = transB;
   g.c = dc.p; g.ldc = N;
   g.bias = bias ? dbias.p : nullptr;
   g.activation = act;
   g.residual = residual ? dr.p : nullptr;
-  if (cublasLt) {
+  g.batch = batch; g.strideA = M * K; g.strideB = 0; g.strideC = M * N; g.strideResidual = M * N;
+  if (path == GemmPath::kCublasLt) {
     const cudaError_t e = transfuse::cuda::gemmCublasLt(g);
     if (e == cudaErrorNotSupported) return;
     CHECK_CUDA(e);
   } else {
-    CHECK_CUDA(transfuse::cuda::gemmCudaCores(g));
+    CHECK_CUDA(path == GemmPath::kCores ? transfuse::cuda::gemmCudaCores(g)
+                                        : transfuse::cuda::gemmTensorCores(g));
   }
   CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<bf16> got = dc.host();
-  std::vector<float> gotF(got.size());
-  for (size_t i = 0; i < got.size(); ++i) gotF[i] = __bfloat162float(got[i]);
-  char what[96];
-  std::snprintf(what, sizeof what, "gemm bf16%s %zux%zux%zu%s%s act %d%s",
-                cublasLt ? " (cuBLASLt)" : "", M, N, K, transB ? " transB" : "",
-                bias ? " bias" : "", int(act), residual ? " residual" : "");
+  const std::vector<float> gotF = fromBf16(dc.host());
+  static const char* paths[] = {"", " (cuBLASLt)", " (tensor cores)"};
+  char what[128];
+  std::snprintf(what, sizeof what, "gemm bf16%s %zux%zux%zu%s%s%s act %d%s x%zu",
+                paths[int(path)], M, N, K, transA ? " transA" : "", transB ? " transB" : "",
+                bias ? " bias" : "", int(act), residual ? " residual" : "", batch);
   expectNear(what, gotF, want, 1e-4 * std::sqrt(double(K)), 1.0 / 256);
 }
 
@@ -437,16 +461,7 @@ void testGemmBf16(size_t M, size_t N, size_t K, bool transB, bool bias,
 // bf16 inputs: the sum and the result each rounded once.
 void testAddLayerNormBf16(size_t rows, size_t width, std::mt19937& rng) {
   using transfuse::cuda::bf16;
-  auto rounded = [&](size_t n, float lo, float hi) {
-    std::vector<float> x = randomVector(n, rng, lo, hi);
-    for (float& v : x) v = __bfloat162float(__float2bfloat16(v));
-    return x;
-  };
-  auto toBf16 = [](const std::vector<float>& x) {
-    std::vector<bf16> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = __float2bfloat16(x[i]);
-    return y;
-  };
+  auto rounded = [&](size_t n, float lo, float hi) { return roundedBf16(n, rng, lo, hi); };
   std::vector<float> x = rounded(rows * width, -2, 2), r = rounded(rows * width, -2, 2);
   std::vector<float> gamma = rounded(width, 0.5f, 1.5f), beta = rounded(width, -0.5f, 0.5f);
   std::vector<double> want(rows * width);
@@ -464,9 +479,7 @@ void testAddLayerNormBf16(size_t rows, size_t width, std::mt19937& rng) {
   CHECK_CUDA(transfuse::cuda::addLayerNorm(dx.p, dr.p, dg.p, db.p, dy.p, nullptr, rows, width,
                                            1e-5f));
   CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<bf16> got = dy.host();
-  std::vector<float> gotF(got.size());
-  for (size_t i = 0; i < got.size(); ++i) gotF[i] = __bfloat162float(got[i]);
+  const std::vector<float> gotF = fromBf16(dy.host());
   char what[96];
   std::snprintf(what, sizeof what, "add+layer_norm bf16 %zux%zu", rows, width);
   expectNear(what, gotF, want, 1e-3, 1.0 / 256);
@@ -748,11 +761,14 @@ int main() {
   // call, else the CUDA cores from bf16 loads (head dims 32 and 96).
   testAttentionBf16(2, 2, 70, 90, 64, true, true, rng, true);
   testAttentionBf16(2, 3, 50, 70, 32, true, true, rng, true);
+  testAttentionBf16<__half>(2, 2, 100, 100, 64, false, true, rng);  // fp16, the same kernel
+  testAttentionBf16<__half>(1, 3, 70, 130, 128, true, false, rng);
   testAttentionBf16(1, 2, 33, 65, 96, false, false, rng, true);
-  for (bool lt : {false, true}) {
-    testGemmBf16(70, 130, 96, true, true, Activation::kRelu, false, rng, lt);
-    testGemmBf16(33, 64, 200, false, false, Activation::kNone, true, rng, lt);
-    testGemmBf16(128, 256, 64, true, true, Activation::kGeluTanh, false, rng, lt);
+  for (GemmPath path : {GemmPath::kCores, GemmPath::kCublasLt, GemmPath::kTensorCores}) {
+    testGemmBf16(70, 130, 96, true, true, Activation::kRelu, false, rng, path);
+    testGemmBf16(33, 64, 200, false, false, Activation::kNone, true, rng, path);
+    testGemmBf16(128, 256, 64, true, true, Activation::kGeluTanh, false, rng, path);
+    testGemmBf16(37, 50, 45, false, false, Activation::kNone, false, rng, path, true, 3);
   }
   testAddLayerNormBf16(37, 512, rng);
   testAddLayerNormBf16(3, 13000, rng);  // not staged in shared memory

@@ -1,4 +1,4 @@
-// CUDA fused attention forward on tensor cores, bf16 (AttentionBf16.cuh).
+// CUDA fused attention forward on tensor cores, bf16 or fp16 (AttentionBf16.cuh).
 
 #include "runtime/kernels/cuda/AttentionBf16.cuh"
 
@@ -15,7 +15,6 @@ using attention_detail::Strides;
 using attention_detail::visibleKeys;
 
 namespace wmma = nvcuda::wmma;
-using bf16 = __nv_bfloat16;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
@@ -23,10 +22,11 @@ constexpr int kRows = 16;                  // query rows per warp (one MMA tile)
 constexpr int kQueries = kWarps * kRows;   // per block
 constexpr int kKeys = 64;                  // per K/V tile
 
+template <class T>
 struct Params {
   int H, Sq, Sk;
-  const bf16 *q, *k, *v;
-  bf16* out;
+  const T *q, *k, *v;
+  T* out;
   Strides qs, ks, vs, os;
   float scale;
   bool causal;
@@ -35,16 +35,16 @@ struct Params {
 
 // Bytes of dynamic shared memory for head dimension D.
 constexpr size_t sharedBytes(int D) {
-  return (kQueries + 2 * kKeys) * D * sizeof(bf16)      // Q, K, V tiles
-         + kQueries * kKeys * (sizeof(float) + sizeof(bf16))  // scores, weights
+  return (kQueries + 2 * kKeys) * D * 2      // Q, K, V tiles (16-bit)
+         + kQueries * kKeys * (sizeof(float) + 2)  // scores, weights
          + kQueries * D * sizeof(float)                   // O accumulators
          + 2 * kQueries * sizeof(float);                  // running max and sum
 }
 
-// Rows [0, rows) of a [*, D] bf16 tile from `src` (row stride `stride`) to
-// `dst` (dense), 8 elements (16 bytes) per copy; rows >= valid are zeros.
-template <int D>
-__device__ void loadTile(bf16* dst, const bf16* src, size_t stride, int rows, int valid) {
+// Rows [0, rows) of a [*, D] 16-bit tile from `src` (row stride `stride`)
+// to `dst` (dense), 8 elements (16 bytes) per copy; rows >= valid are zeros.
+template <int D, class T>
+__device__ void loadTile(T* dst, const T* src, size_t stride, int rows, int valid) {
   constexpr int kVectors = D / 8;
   for (int idx = threadIdx.x; idx < rows * kVectors; idx += kThreads) {
     const int r = idx / kVectors, c = idx % kVectors;
@@ -54,14 +54,14 @@ __device__ void loadTile(bf16* dst, const bf16* src, size_t stride, int rows, in
   }
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads) attentionBf16Kernel(Params p) {
+template <int D, class T>
+__global__ void __launch_bounds__(kThreads) attentionTensorKernel(Params<T> p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* qTile = reinterpret_cast<bf16*>(smem);
-  bf16* kTile = qTile + kQueries * D;
-  bf16* vTile = kTile + kKeys * D;
+  T* qTile = reinterpret_cast<T*>(smem);
+  T* kTile = qTile + kQueries * D;
+  T* vTile = kTile + kKeys * D;
   float* scores = reinterpret_cast<float*>(vTile + kKeys * D);  // [kQueries][kKeys]
-  bf16* weights = reinterpret_cast<bf16*>(scores + kQueries * kKeys);
+  T* weights = reinterpret_cast<T*>(scores + kQueries * kKeys);
   float* acc = reinterpret_cast<float*>(weights + kQueries * kKeys);  // [kQueries][D]
   float* runMax = acc + kQueries * D;
   float* runSum = runMax + kQueries;
@@ -69,9 +69,9 @@ __global__ void __launch_bounds__(kThreads) attentionBf16Kernel(Params p) {
   const int b = blockIdx.x / p.H, h = blockIdx.x % p.H;
   const int i0 = blockIdx.y * kQueries;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const bf16* q = p.q + b * p.qs.batch + h * p.qs.head;
-  const bf16* k = p.k + b * p.ks.batch + h * p.ks.head;
-  const bf16* v = p.v + b * p.vs.batch + h * p.vs.head;
+  const T* q = p.q + b * p.qs.batch + h * p.qs.head;
+  const T* k = p.k + b * p.ks.batch + h * p.ks.head;
+  const T* v = p.v + b * p.vs.batch + h * p.vs.head;
 
   loadTile<D>(qTile, q + static_cast<size_t>(i0) * p.qs.row, p.qs.row, kQueries, p.Sq - i0);
   for (int idx = threadIdx.x; idx < kQueries * D; idx += kThreads) acc[idx] = 0.0f;
@@ -98,8 +98,8 @@ __global__ void __launch_bounds__(kThreads) attentionBf16Kernel(Params p) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> s;
       wmma::fill_fragment(s, 0.0f);
       for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> kt;  // Kᵀ
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> kt;  // Kᵀ
         wmma::load_matrix_sync(a, qTile + r0 * D + kk * 16, D);
         wmma::load_matrix_sync(kt, kTile + n * 16 * D + kk * 16, D);
         wmma::mma_sync(s, a, kt, s);
@@ -121,11 +121,11 @@ __global__ void __launch_bounds__(kThreads) attentionBf16Kernel(Params p) {
     const float mOld = runMax[row], mNew = fmaxf(mOld, mx);
     const float alpha = mNew == -INFINITY ? 1.0f : expf(mOld - mNew);
     float sum = 0.0f;
-    bf16* wRow = weights + row * kKeys + half * 32;
+    T* wRow = weights + row * kKeys + half * 32;
     for (int c = 0; c < 32; ++c) {
-      const bf16 w = __float2bfloat16(sRow[c] == -INFINITY ? 0.0f : expf(sRow[c] - mNew));
+      const T w = fromFloat<T>(sRow[c] == -INFINITY ? 0.0f : expf(sRow[c] - mNew));
       wRow[c] = w;
-      sum += __bfloat162float(w);  // the sum of the weights P·V uses
+      sum += toFloat(w);  // the sum of the weights P·V uses
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     __syncwarp();  // both lanes of a row read runMax before it changes
@@ -141,8 +141,8 @@ __global__ void __launch_bounds__(kThreads) attentionBf16Kernel(Params p) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> o;
       wmma::load_matrix_sync(o, acc + r0 * D + n * 16, D, wmma::mem_row_major);
       for (int kk = 0; kk < kKeys / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> w;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> vv;
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> w;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> vv;
         wmma::load_matrix_sync(w, weights + r0 * kKeys + kk * 16, kKeys);
         wmma::load_matrix_sync(vv, vTile + kk * 16 * D + n * 16, D);
         wmma::mma_sync(o, w, vv, o);
@@ -155,49 +155,58 @@ __global__ void __launch_bounds__(kThreads) attentionBf16Kernel(Params p) {
   const int i = i0 + row;
   if (i >= p.Sq) return;
   const float l = runSum[row], inv = l > 0.0f ? 1.0f / l : 0.0f;
-  bf16* out = p.out + b * p.os.batch + h * p.os.head + static_cast<size_t>(i) * p.os.row;
+  T* out = p.out + b * p.os.batch + h * p.os.head + static_cast<size_t>(i) * p.os.row;
   for (int d = half * (D / 2); d < (half + 1) * (D / 2); ++d)
-    out[d] = __float2bfloat16(acc[row * D + d] * inv);
+    out[d] = fromFloat<T>(acc[row * D + d] * inv);
 }
 
-bool aligned(const void* ptr, const Strides& s) {
+bool aligned(const void* ptr, const Strides& s) {  // 16 bytes at a time
   return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && s.batch % 8 == 0 && s.head % 8 == 0 &&
          s.row % 8 == 0;
 }
 
-template <int D>
-cudaError_t launch(const Params& p, size_t blocks, size_t tiles, cudaStream_t stream) {
+template <int D, class T>
+cudaError_t launch(const Params<T>& p, size_t blocks, size_t tiles, cudaStream_t stream) {
   constexpr size_t shared = sharedBytes(D);
-  cudaError_t e = cudaFuncSetAttribute(attentionBf16Kernel<D>,
+  cudaError_t e = cudaFuncSetAttribute(attentionTensorKernel<D, T>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(shared));
   if (e != cudaSuccess) return e;
-  attentionBf16Kernel<D><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tiles)),
-                           kThreads, shared, stream>>>(p);
+  attentionTensorKernel<D, T><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tiles)),
+                                kThreads, shared, stream>>>(p);
   return cudaGetLastError();
 }
 
-}  // namespace
-
-bool attentionBf16Takes(const AttentionBf16Args& a) {
+template <class T>
+bool takes(const AttentionArgsOf<T>& a) {
   if ((a.headDim != 64 && a.headDim != 128) || a.keyMask || a.dropoutRate > 0.0) return false;
-  Params p;
+  Params<T> p;
   attention_detail::setCommon(p, a);
   // The tiles are loaded 16 bytes at a time.
   return aligned(p.q, p.qs) && (a.seqK == 0 || (aligned(p.k, p.ks) && aligned(p.v, p.vs)));
 }
 
-cudaError_t attentionBf16(const AttentionBf16Args& a, cudaStream_t stream) {
+template <class T>
+cudaError_t run(const AttentionArgsOf<T>& a, cudaStream_t stream) {
   if (a.batch * a.heads * a.seqQ == 0) return cudaSuccess;
   if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data))) return cudaErrorInvalidValue;
-  if (!attentionBf16Takes(a)) return cudaErrorInvalidValue;
+  if (!takes(a)) return cudaErrorInvalidValue;
   const size_t H = a.heads, D = a.headDim;
-  Params p;
+  Params<T> p;
   attention_detail::setCommon(p, a);
   const size_t tiles = (a.seqQ + kQueries - 1) / kQueries;
   if (tiles > 65535 || a.batch * H > 0x7fffffffu) return cudaErrorInvalidValue;
   return D == 64 ? launch<64>(p, a.batch * H, tiles, stream)
                  : launch<128>(p, a.batch * H, tiles, stream);
+}
+
+}  // namespace
+
+bool attentionBf16Takes(const AttentionBf16Args& a) { return takes(a); }
+bool attentionFp16Takes(const AttentionArgsOf<fp16>& a) { return takes(a); }
+cudaError_t attentionBf16(const AttentionBf16Args& a, cudaStream_t stream) { return run(a, stream); }
+cudaError_t attentionFp16(const AttentionArgsOf<fp16>& a, cudaStream_t stream) {
+  return run(a, stream);
 }
 
 }  // namespace transfuse::cuda

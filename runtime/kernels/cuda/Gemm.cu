@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 namespace transfuse::cuda {
 namespace {
@@ -138,19 +139,29 @@ cudaError_t runCudaCores(const GemmArgsOf<T>& a, cudaStream_t stream) {
 
 template <class T>
 cudaError_t run(const GemmArgsOf<T>& a, cudaStream_t stream) {
-  // $TRANSFUSE_CUDA_GEMM: cores (never cuBLASLt), cublaslt (never the CUDA
-  // cores), else cuBLASLt where it can, the CUDA cores otherwise.
-  static const int mode = [] {
+  // $TRANSFUSE_CUDA_GEMM: cores (the CUDA-core kernel only), cublaslt
+  // (cuBLASLt only), tensor (bf16: our tensor-core kernel, never cuBLASLt);
+  // else cuBLASLt where it can, then (bf16) our tensor cores, then the CUDA
+  // cores.
+  enum Mode { kAny, kCores, kCublasLt, kTensor };
+  static const Mode mode = [] {
     const char* v = std::getenv("TRANSFUSE_CUDA_GEMM");
-    if (v && std::strcmp(v, "cores") == 0) return 1;
-    if (v && std::strcmp(v, "cublaslt") == 0) return 2;
-    return 0;
+    if (v && std::strcmp(v, "cores") == 0) return kCores;
+    if (v && std::strcmp(v, "cublaslt") == 0) return kCublasLt;
+    if (v && std::strcmp(v, "tensor") == 0) return kTensor;
+    return kAny;
   }();
   if (a.m == 0 || a.n == 0 || a.batch == 0) return cudaSuccess;
   if (!valid(a)) return cudaErrorInvalidValue;
-  if (mode != 1) {
+  if (mode == kAny || mode == kCublasLt) {
     const cudaError_t e = gemmCublasLt(a, stream);
-    if (e != cudaErrorNotSupported || mode == 2) return e;
+    if (e != cudaErrorNotSupported || mode == kCublasLt) return e;
+  }
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (mode != kCores) {
+      const cudaError_t e = gemmTensorCores(a, stream);
+      if (e != cudaErrorNotSupported) return e;
+    }
   }
   return runCudaCores(a, stream);
 }

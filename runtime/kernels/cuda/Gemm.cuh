@@ -67,6 +67,12 @@ using GemmArgs = GemmArgsOf<float>;
 cudaError_t gemm(const GemmArgsOf<float>& args, cudaStream_t stream = nullptr);
 cudaError_t gemm(const GemmArgsOf<bf16>& args, cudaStream_t stream = nullptr);
 
+// bf16 on tensor cores (GemmBf16.cu: 64×64 tiles of WMMA 16×16×16 MMAs,
+// fp32 accumulation, the epilogue in fp32 before one rounding): what the
+// bf16 gemm() runs where cuBLASLt is absent or refuses; cudaErrorNotSupported
+// for the derivative epilogue (training stays fp32).
+cudaError_t gemmTensorCores(const GemmArgsOf<bf16>& args, cudaStream_t stream = nullptr);
+
 // The CUDA-core kernel described above, whatever cuBLASLt can do.
 cudaError_t gemmCudaCores(const GemmArgsOf<float>& args, cudaStream_t stream = nullptr);
 cudaError_t gemmCudaCores(const GemmArgsOf<bf16>& args, cudaStream_t stream = nullptr);
