@@ -15,14 +15,15 @@ decoding, and its inputs (decode.safetensors). With --bench, transformer-base
 as well, with a B=8, S=T=64 input to time. Highway's shared libraries go to
 OUT/lib (the GPU machine has none).
 
-bf16: two configs compiled with --dtype bf16, fused (OUT/<config>-all-bf16)
+bf16: configs compiled with --dtype bf16, fused (OUT/<config>-all-bf16)
 and unfused (its unfused/), with reference outputs.
 
-Training: a few configs compiled with --train for both targets into
+Training: configs compiled with --train for both targets into
 OUT/<config>-<S>-train/ (and its cpu/), with a batch of loss_grad's inputs
 (train.safetensors) for cuda_train_check.
 
-    tests/gpu/prepare.py --transfuse build/tools/transfuse --out build/tests/gpu/models [--bench] [--pack]
+    tests/gpu/prepare.py --transfuse build/tools/transfuse --out build/tests/gpu/models \
+        [--full] [--bench] [--pack]
 """
 
 import argparse
@@ -140,6 +141,8 @@ def main():
     p.add_argument("--transfuse", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--bench", action="store_true", help="also transformer-base, to time")
+    p.add_argument("--full", action="store_true",
+                   help="every bf16 and train config (CI compiles one of each kind)")
     p.add_argument("--pack", action="store_true",
                    help="also OUT.tar.xz, the whole of OUT in a tenth of its size (what a GPU "
                         "machine is sent; run.sh unpacks it)")
@@ -152,14 +155,16 @@ def main():
         for strategy in ["all", "none"] if unfused else ["all"]:
             prepare(a.transfuse, name, strategy, a.out, [(2, 7, 5), (3, 16, 16)])
     # bf16: both architectures (attention on the tensor cores needs head
-    # dims 64 or 128: the tiny configs take the CUDA-core form).
-    for name in ["tiny-encoder-decoder", "tiny-decoder-only-padded"]:
+    # dims 64 or 128: the tiny configs take the CUDA-core form). Training:
+    # both architectures fused, the encoder-decoder unfused too, and learned
+    # positions (the pre-norm config: a slice gradient). CI (no --full)
+    # compiles one of each kind, the GPU run all.
+    bf16 = ["tiny-encoder-decoder", "tiny-decoder-only-padded"]
+    train = [("tiny-encoder-decoder", "none"), ("tiny-encoder-decoder-pre", "all"),
+             ("tiny-encoder-decoder", "all"), ("tiny-decoder-only-padded", "all")]
+    for name in bf16 if a.full else bf16[:1]:
         prepare_bf16(a.transfuse, name, a.out, [(2, 7, 5), (3, 16, 16)])
-    # Training: both architectures fused, the encoder-decoder unfused too,
-    # and learned positions (the pre-norm config: a slice gradient).
-    for name, strategy in [("tiny-encoder-decoder", "all"), ("tiny-encoder-decoder", "none"),
-                           ("tiny-decoder-only-padded", "all"),
-                           ("tiny-encoder-decoder-pre", "all")]:
+    for name, strategy in train if a.full else train[:2]:
         prepare_train(a.transfuse, name, strategy, a.out)
     if a.bench:
         for strategy in ["all", "none"]:

@@ -5,7 +5,7 @@
 # build/tests/gpu/cuda_kernels_test and cuda_train_kernels_test, the CUDA
 # runtime linked statically, cuda_model_check and cuda_train_check), then
 #   /usr/bin/python3 tests/gpu/prepare.py --transfuse build/tools/transfuse \
-#       --out build/tests/gpu/models --bench --pack
+#       --out build/tests/gpu/models --full --bench --pack
 # (the tiny configs compiled with --target cuda, their inputs and the
 # reference backend's outputs, and train steps with --train against the cpu
 # target's; with --bench transformer-base too, timed at
