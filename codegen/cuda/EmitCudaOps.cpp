@@ -252,7 +252,7 @@ llvm::Error Emitter::emitCudaTrainExec(tfk::ExecOp e) {
   ValueRange ins = e.getIns();
   Value out = e.getOuts()[0];
   auto kind = [&] { return e->getAttrOfType<StringAttr>("kind").str(); };
-  auto scratch = [&](const std::string &bytes, const char *kernel) {
+  auto scratch = [&](const std::string &bytes, const std::string &kernel) {
     line("  tx::Scratch work;");
     line("  if (rt::Status s = work.allocate(" + bytes + ", " + quote(kernel) +
          "); !s) return s;");
@@ -271,7 +271,7 @@ llvm::Error Emitter::emitCudaTrainExec(tfk::ExecOp e) {
                        floatLit(e->getAttrOfType<FloatAttr>("label_smoothing").getValueAsDouble()) +
                        ", " + std::to_string(intAttr(e, "ignore_index")) + ", ";
     line("{");
-    scratch(grad ? "sizeof(uint32_t)" : "(" + rows + " + 1) * sizeof(float)", k.data());
+    scratch(grad ? "sizeof(uint32_t)" : "(" + rows + " + 1) * sizeof(float)", k.str());
     launch(e, k.str(),
            grad ? "tc::crossEntropyGrad(" + args + ptr(ins[2]) + ", " + ptr(out) + ", " + word +
                       ", work.as<void>(), tx::stream())"

@@ -5,6 +5,7 @@
 #include "runtime/exec/model.h"
 #include "runtime/kernels/cuda/Train.cuh"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -29,11 +30,15 @@ rt::Status select(int32_t ordinal) {
     return rt::Status::error("CUDA device " + std::to_string(ordinal) + " does not exist (" +
                              std::to_string(count) + " found)");
   if (rt::Status s = status(cudaSetDevice(ordinal), "cudaSetDevice"); !s) return s;
-  // Scratch (Scratch) stays in the device's pool between calls.
+  // Scratch (Scratch) stays in the device's pool between calls: set once
+  // per device (ordinals past 63 keep the default).
+  static std::atomic<uint64_t> kept{0};
+  const uint64_t bit = ordinal < 64 ? uint64_t(1) << ordinal : 0;
   cudaMemPool_t pool = nullptr;
-  if (cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess) {
+  if (bit && !(kept.load() & bit) && cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess) {
     uint64_t keep = UINT64_MAX;
-    (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess)
+      kept.fetch_or(bit);
   }
   return rt::Status::ok();
 }
