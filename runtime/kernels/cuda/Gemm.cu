@@ -4,8 +4,6 @@
 
 #include "runtime/kernels/cuda/CublasLt.cuh"
 
-#include "runtime/kernels/ElementwiseMath.h"
-
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -18,15 +16,7 @@ constexpr int kStep = 16;    // K per shared-memory stage
 constexpr int kThreads = 256;
 constexpr int kPer = 4;      // C elements per thread along each axis
 
-__device__ float activate(Activation act, float x) {
-  namespace tm = transfuse::kernels::math;
-  switch (act) {
-    case Activation::kRelu: return tm::relu(x);
-    case Activation::kGelu: return tm::gelu(x);
-    case Activation::kGeluTanh: return tm::geluTanh(x);
-    default: return x;
-  }
-}
+using gemm_detail::activate;
 
 __device__ float derivativeAt(Activation act, float x) {
   namespace tm = transfuse::kernels::math;

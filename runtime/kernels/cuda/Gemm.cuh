@@ -25,6 +25,7 @@
 #ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_GEMM_CUH
 #define TRANSFUSE_RUNTIME_KERNELS_CUDA_GEMM_CUH
 
+#include "runtime/kernels/ElementwiseMath.h"
 #include "runtime/kernels/cuda/Storage.cuh"
 
 #include <cuda_runtime.h>
@@ -59,6 +60,20 @@ struct GemmArgsOf {
   float scale = 1.0f;
 };
 using GemmArgs = GemmArgsOf<float>;
+
+namespace gemm_detail {
+// The epilogue's activation by ElementwiseMath.h's formulas (the GEMM
+// kernels' shared piece).
+__device__ inline float activate(Activation act, float x) {
+  namespace tm = transfuse::kernels::math;
+  switch (act) {
+    case Activation::kRelu: return tm::relu(x);
+    case Activation::kGelu: return tm::gelu(x);
+    case Activation::kGeluTanh: return tm::geluTanh(x);
+    default: return x;
+  }
+}
+}  // namespace gemm_detail
 
 // Asynchronous on `stream`; cudaErrorInvalidValue for a missing operand or
 // leading dimensions below the row lengths, else the launch's error. Runs

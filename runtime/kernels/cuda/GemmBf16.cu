@@ -10,8 +10,6 @@
 
 #include "runtime/kernels/cuda/Gemm.cuh"
 
-#include "runtime/kernels/ElementwiseMath.h"
-
 #include <mma.h>
 
 namespace transfuse::cuda {
@@ -36,15 +34,7 @@ struct Shared {
   };
 };
 
-__device__ float activate(Activation act, float x) {
-  namespace tm = transfuse::kernels::math;
-  switch (act) {
-    case Activation::kRelu: return tm::relu(x);
-    case Activation::kGelu: return tm::gelu(x);
-    case Activation::kGeluTanh: return tm::geluTanh(x);
-    default: return x;
-  }
-}
+using gemm_detail::activate;
 
 __global__ void __launch_bounds__(kThreads) gemmBf16Kernel(GemmArgsOf<bf16> p) {
   __shared__ __align__(32) Shared s;
