@@ -569,7 +569,9 @@ rt::Status runOnDevice(tf_model* m, const EntryDesc& e, const transfuse::exec::C
     --cache.captured;
     if (!captured) cache.graphs[key].seen = -1;  // the entry's launches cannot be captured
   }
-  if (!ran) return ran;  // the run's own error (its checks come first)
+  if (captured) return ran;  // the run's own error (a shape check), not the capture's
+  // The capture failed (then the run's launches fail too, from the first
+  // that a graph cannot hold): nothing ran; again, eagerly.
   snapshot.restore();
   return e.run(call);
 }

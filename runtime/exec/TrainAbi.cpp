@@ -426,6 +426,8 @@ int32_t tf_model_apply_gradients(tf_model* model, const tf_train_options* option
   return guarded(error, "tf_model_apply_gradients", [&] {
     if (!model) return rt::Status::error("the model is NULL");
     std::unique_lock<std::shared_mutex> lock(model->paramMutex);
+    // A weight written since the gradients (on a device: still to upload).
+    if (rt::Status s = fresh(model); !s) return s;
     return apply(model, options, grad_norm);
   });
 }

@@ -219,14 +219,15 @@ void testReduce(std::vector<int64_t> dims, uint32_t mask, transfuse::cuda::Reduc
   expectNear(what, dy.host(), want, 0, 0);
 }
 
-// scaleAdd: y·w, or y + w·x as one fma; sumOfSquares against a double sum,
+// scaleAdd: y·w, or y + w·x rounded twice; sumOfSquares against a double sum,
 // the same bits twice.
 void testScaleAddAndSumOfSquares(size_t n, std::mt19937& rng) {
   std::vector<float> x = randomVector(n, rng, -1, 1), y = randomVector(n, rng, -1, 1);
   std::vector<double> scaled(n), added(n);
   for (size_t i = 0; i < n; ++i) {
     scaled[i] = y[i] * 0.37f;
-    added[i] = std::fma(0.5f, x[i], y[i]);
+    const float product = 0.5f * x[i];  // rounded, then the sum rounded: the CPU's
+    added[i] = y[i] + product;
   }
   Device dx(x), dy(y), dz(y);
   CHECK_CUDA(transfuse::cuda::scaleAdd(dy.p, nullptr, 0.37f, n));

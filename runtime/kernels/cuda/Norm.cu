@@ -34,9 +34,15 @@ __global__ void addLayerNormKernel(const T* x, const T* residual, const T* __res
   };
   float total = 0.0f;
   for (size_t j = threadIdx.x; j < width; j += kThreads) {
-    const float s = rr ? toFloat(xr[j]) + toFloat(rr[j]) : toFloat(xr[j]);
+    // A written sum is normalized as written (bf16: rounded), so that the
+    // staged and unstaged paths see the same values.
+    float s = rr ? toFloat(xr[j]) + toFloat(rr[j]) : toFloat(xr[j]);
+    if (sum) {
+      const T stored = fromFloat<T>(s);
+      sum[r * width + j] = stored;
+      s = toFloat(stored);
+    }
     if (kStaged) row[j] = s;
-    if (sum) sum[r * width + j] = fromFloat<T>(s);
     total += s;
   }
   const float mean = blockReduce<kThreads, false>(total, scratch) / static_cast<float>(width);

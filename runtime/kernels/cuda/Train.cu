@@ -45,7 +45,7 @@ __global__ void adamKernel(float* p, const float* __restrict__ g, float* m, floa
 
 __global__ void scaleAddKernel(float* y, const float* __restrict__ x, float w, size_t n) {
   for (size_t i = globalThread(); i < n; i += gridThreads())
-    y[i] = x ? fmaf(w, x[i], y[i]) : __fmul_rn(w, y[i]);
+    y[i] = x ? __fadd_rn(y[i], __fmul_rn(w, x[i])) : __fmul_rn(w, y[i]);  // the CPU's roundings
 }
 
 // Pass 1 of sumOfSquares: block b's share into work[b] (kSumOfSquaresWork

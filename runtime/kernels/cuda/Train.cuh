@@ -49,7 +49,8 @@ namespace transfuse::cuda {
 cudaError_t adamUpdate(float* param, const float* grad, float* m, float* v, size_t n,
                        const kernels::AdamStep& s, cudaStream_t stream = nullptr);
 
-// y = w·y when x is null, else y = fma(w, x, y), over n floats.
+// y = w·y when x is null, else y + w·x (a product and a sum, each rounded:
+// the CPU's bits), over n floats.
 cudaError_t scaleAdd(float* y, const float* x, float w, size_t n, cudaStream_t stream = nullptr);
 
 // *out (device memory) = Σ x[i]² over n floats, in double: each of a fixed
