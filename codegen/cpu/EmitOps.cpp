@@ -112,6 +112,7 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
             std::to_string(table.getDimSize(1)) + ", " + ptr(ins[1]) + ", " + dims.shape(ins[1]) +
             ", " + quote(what ? what.getValue() : "an operand") + ", " + ptr(out) + ")");
   } else if (k == "cross_entropy") {
+    labelsPerRow(e);
     auto logits = cast<MemRefType>(ins[0].getType());
     double smoothing = e->getAttrOfType<FloatAttr>("label_smoothing").getValueAsDouble();
     checked("exec::crossEntropyMean(" + ptr(ins[0]) + ", " + ptr(ins[1]) + ", " + dims.numel(ins[1]) +
@@ -119,6 +120,7 @@ llvm::Error Emitter::emitExec(tfk::ExecOp e) {
             floatLit(smoothing) + ", " + std::to_string(intAttr(e, "ignore_index")) + ", " +
             quote(e->getAttrOfType<StringAttr>("what").getValue()) + ", " + ptr(out) + ", c.pool)");
   } else if (k == "cross_entropy_grad") {
+    labelsPerRow(e);
     auto logits = cast<MemRefType>(ins[0].getType());
     double smoothing = e->getAttrOfType<FloatAttr>("label_smoothing").getValueAsDouble();
     checked("exec::crossEntropyGrad(" + ptr(ins[0]) + ", " + ptr(ins[1]) + ", " + dims.numel(ins[1]) +
@@ -339,6 +341,15 @@ llvm::Error Emitter::emitDecodeAttention(tfk::DecodeAttentionOp op) {
   ++kernelCalls;
   line("}");
   return llvm::Error::success();
+}
+
+void Emitter::labelsPerRow(tfk::ExecOp e) {
+  // The labels' and the logits' sizes are separate inputs' dimensions.
+  Value logits = e.getIns()[0], labels = e.getIns()[1];
+  dims.checks.push_back({"(" + dims.product(logits, 0, rankOf(logits) - 1) + " != " +
+                             dims.numel(labels) + ")",
+                         e->getAttrOfType<StringAttr>("what").str() +
+                             " does not hold one label per row of the logits"});
 }
 
 void Emitter::attentionGradArgs(tfk::ExecOp e, StringRef type) {

@@ -119,6 +119,8 @@ private:
   /// mask); the call's FLOPs. The caller adds its own fields, the call, "}".
   void attentionArgs(kernel::AttentionOp op, llvm::StringRef type);
   llvm::Error decodeAttentionArgs(kernel::DecodeAttentionOp op, llvm::StringRef type);
+  /// The run's check that a cross_entropy(_grad) has a label per row.
+  void labelsPerRow(kernel::ExecOp op);
   /// "{" and the args struct `type` of an attention_grad call (the forward's
   /// fields, dO, dQ, dK, dV, dropout); its FLOPs. The caller adds the call
   /// and "}".

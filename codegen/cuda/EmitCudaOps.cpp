@@ -260,6 +260,7 @@ llvm::Error Emitter::emitCudaTrainExec(tfk::ExecOp e) {
   if (k == "cross_entropy" || k == "cross_entropy_grad") {
     // Labels out of range lower a check word to their row; nothing is written.
     const bool grad = k == "cross_entropy_grad";
+    labelsPerRow(e);
     auto logits = cast<MemRefType>(ins[0].getType());
     std::string vocab = std::to_string(logits.getDimSize(logits.getRank() - 1));
     std::string what = quote(e->getAttrOfType<StringAttr>("what").getValue());
