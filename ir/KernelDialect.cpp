@@ -2,12 +2,15 @@
 
 #include "ir/KernelDialect.h"
 
+#include "runtime/kernels/ElementwiseMath.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectImplementation.h"
 
 using namespace mlir;
 using namespace mlir::transfuse::kernel;
+namespace tmath = ::transfuse::kernels::math;
 
 #include "ir/KernelDialect.cpp.inc"
 #include "ir/KernelInterfaces.cpp.inc"
@@ -39,16 +42,6 @@ bool mlir::transfuse::kernel::sameSize(Value x, int64_t a, Value y, int64_t b) {
   auto ax = cast<IntegerAttr>(cast<Attribute>(sx));
   auto ay = dyn_cast_or_null<IntegerAttr>(dyn_cast<Attribute>(sy));
   return ay && ax.getInt() == ay.getInt();
-}
-
-bool mlir::transfuse::kernel::isExecKernel(llvm::StringRef name) {
-  static constexpr llvm::StringLiteral kKernels[] = {
-      "gather", "binary", "unary",       "scale",      "select",           "softmax",
-      "transpose", "concat", "slice", "reduce", "key_padding_mask", "causal_mask",
-      "positional_encoding", "copy", "cross_entropy", "cross_entropy_grad", "embedding_grad",
-      "activation_grad", "layer_norm_grad", "attention_grad", "expand", "slice_grad",
-      "weight_grad", "dropout"};
-  return llvm::is_contained(kKernels, name);
 }
 
 LogicalResult TFKDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
@@ -142,10 +135,42 @@ LogicalResult ElementwiseOp::verify() {
   return success();
 }
 
-LogicalResult ExecOp::verify() {
-  if (!isExecKernel(getKernel()))
-    return emitOpError("names no runtime/exec kernel: '") << getKernel() << "'";
-  if (getOuts().empty())
-    return emitOpError("writes nothing");
+LogicalResult mlir::transfuse::kernel::verifyCallArity(Operation *op, int minIns, int maxIns,
+                                                      int numOuts) {
+  auto call = dyn_cast<KernelCallInterface>(op);
+  if (!call)
+    return op->emitOpError("is not a kernel call");
+  const int ins = static_cast<int>(call.getIns().size());
+  const int outs = static_cast<int>(call.getOuts().size());
+  if (ins < minIns || (maxIns >= 0 && ins > maxIns))
+    return op->emitOpError("reads ")
+           << ins << " operands; it takes " << minIns
+           << (maxIns < 0 ? " or more" : maxIns == minIns ? "" : " to " + std::to_string(maxIns));
+  if (outs != numOuts)
+    return op->emitOpError("writes ") << outs << " buffers; it writes " << numOuts;
+  return success();
+}
+
+/// `kind` names a formula of runtime/kernels/ElementwiseMath.h of `arity`.
+static LogicalResult verifyFormula(Operation *op, StringRef kind, int arity) {
+  std::optional<tmath::Kind> k = tmath::kindNamed(std::string_view(kind.data(), kind.size()));
+  if (!k || tmath::info(*k).arity != arity)
+    return op->emitOpError("kind '") << kind << "' is no formula of " << arity
+                                      << " operand(s) (ElementwiseMath.h: kAdd, kExp, ...)";
+  return success();
+}
+
+LogicalResult BinaryOp::verify() { return verifyFormula(*this, getKind(), 2); }
+LogicalResult UnaryOp::verify() { return verifyFormula(*this, getKind(), 1); }
+
+LogicalResult ReduceOp::verify() {
+  if (!llvm::is_contained({"kSum", "kMean", "kMax"}, getKind()))
+    return emitOpError("kind '") << getKind() << "' is not kSum, kMean or kMax";
+  return success();
+}
+
+LogicalResult ActivationGradOp::verify() {
+  if (getActivation() == transfuse::Activation::None)
+    return emitOpError("needs an activation");
   return success();
 }

@@ -15,6 +15,24 @@
 #include "ir/KernelDialect.h.inc"
 #include "ir/KernelInterfaces.h.inc"
 
+namespace mlir::transfuse::kernel {
+
+/// Fails unless `op` reads between `minIns` and `maxIns` operands (-1: any
+/// number) and writes `numOuts` buffers.
+LogicalResult verifyCallArity(Operation *op, int minIns, int maxIns, int numOuts);
+
+/// The trait TFK_CallArity attaches to each call op (KernelOps.td).
+template <int MinIns, int MaxIns, int NumOuts> struct CallArity {
+  template <typename ConcreteOp> class Impl : public OpTrait::TraitBase<ConcreteOp, Impl> {
+  public:
+    static LogicalResult verifyTrait(Operation *op) {
+      return verifyCallArity(op, MinIns, MaxIns, NumOuts);
+    }
+  };
+};
+
+} // namespace mlir::transfuse::kernel
+
 #define GET_OP_CLASSES
 #include "ir/KernelOps.h.inc"
 
@@ -28,9 +46,6 @@ OpFoldResult dimSize(Value view, int64_t d);
 /// True when dimension `a` of `x` and `b` of `y` are the same size: equal
 /// static sizes, or the same index value.
 bool sameSize(Value x, int64_t a, Value y, int64_t b);
-
-/// The kernels `tfk.exec` may name.
-bool isExecKernel(llvm::StringRef name);
 
 /// Function attribute: the bytes of the entry's arena (set by
 /// --transfuse-plan-memory).

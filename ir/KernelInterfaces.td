@@ -16,4 +16,19 @@ def TFK_SizedInterface : OpInterface<"SizedOpInterface"> {
   ];
 }
 
+def TFK_CallInterface : OpInterface<"KernelCallInterface"> {
+  let cppNamespace = "::mlir::transfuse::kernel";
+  let description = [{
+    A call of one runtime function (TFK_CallOp in KernelOps.td): `ins` are
+    read, `outs` written; passes over views and storage treat every call
+    alike through it.
+  }];
+  let methods = [
+    InterfaceMethod<"The operands the call reads", "::mlir::OperandRange", "getIns">,
+    InterfaceMethod<"The buffers the call writes", "::mlir::OperandRange", "getOuts">,
+    InterfaceMethod<"The buffers the call writes, to redirect them",
+                    "::mlir::MutableOperandRange", "getOutsMutable">
+  ];
+}
+
 #endif // TRANSFUSE_KERNEL_INTERFACES_TD

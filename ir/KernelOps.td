@@ -363,26 +363,93 @@ def TFK_YieldOp : TFK_Op<"yield", [Terminator, HasParent<"ElementwiseOp">]> {
   let assemblyFormat = "$value attr-dict `:` type($value)";
 }
 
-def TFK_ExecOp : TFK_Op<"exec", [AttrSizedOperandSegments]> {
-  let summary = "one generic op of runtime/exec/Ops.h";
-  let description = [{
-    `kernel` names it: gather, binary, unary, scale, select, softmax,
-    transpose, concat, slice, reduce, key_padding_mask, causal_mask,
-    positional_encoding, copy, and the training ops cross_entropy,
-    cross_entropy_grad, embedding_grad, activation_grad, layer_norm_grad,
-    expand, slice_grad. Its other attributes are the transfuse op's
-    (kind, axis, permutation, ...); `ins` may hold index values (a
-    positional table's offset).
+//===----------------------------------------------------------------------===//
+// Calls of runtime/exec (the generic primitives) and of the training kernels
+//===----------------------------------------------------------------------===//
 
-    ```mlir
-    tfk.exec "binary" (%a, %b : memref<?x512xf32>, memref<512xf32>) into (%c : memref<?x512xf32>) {kind = "kAdd"}
-    ```
-  }];
-  let arguments = (ins StrAttr:$kernel, Variadic<AnyType>:$ins, Variadic<AnyMemRef>:$outs);
+// The operand counts a call takes: `ins` between minIns and maxIns (-1: any
+// number), `outs` exactly numOuts (KernelDialect.h, CallArity).
+class TFK_CallArity<int minIns, int maxIns, int numOuts>
+    : ParamNativeOpTrait<"CallArity", minIns # ", " # maxIns # ", " # numOuts> {
+  let cppNamespace = "::mlir::transfuse::kernel";
+}
+
+// One call: reads `ins` (memrefs, or index values such as a positional
+// table's offset) and writes `outs`; its other arguments are the typed
+// attributes `attrs`. Every call prints the same way:
+//   tfk.softmax (%x : memref<?x8x?x?xf32>) into (%y : memref<?x8x?x?xf32>) {axis = 3 : i64}
+class TFK_CallOp<string mnemonic, string callSummary, int minIns, int maxIns, int numOuts,
+                 dag attrs = (ins)>
+    : TFK_Op<mnemonic, [AttrSizedOperandSegments, TFK_CallInterface,
+                        TFK_CallArity<minIns, maxIns, numOuts>]> {
+  let summary = callSummary;
+  let arguments = !con((ins Variadic<AnyType>:$ins, Variadic<AnyMemRef>:$outs), attrs);
   let assemblyFormat = [{
-    $kernel (`(` $ins^ `:` type($ins) `)`)? `into` `(` $outs `:` type($outs) `)` attr-dict
+    (`(` $ins^ `:` type($ins) `)`)? `into` `(` $outs `:` type($outs) `)` attr-dict
   }];
+}
+
+def TFK_GatherOp : TFK_CallOp<"gather", "rows of a table [V, D] by ids; `what` names the ids",
+                              2, 2, 1, (ins StrAttr:$what)>;
+def TFK_BinaryOp : TFK_CallOp<"binary",
+    "an elementwise formula of two operands broadcast as NumPy does (`kind`: kAdd, ...)",
+    2, 2, 1, (ins StrAttr:$kind)> {
   let hasVerifier = 1;
 }
+def TFK_UnaryOp : TFK_CallOp<"unary", "an elementwise formula of one operand (`kind`: kExp, ...)",
+                             1, 1, 1, (ins StrAttr:$kind)> {
+  let hasVerifier = 1;
+}
+def TFK_ScaleOp : TFK_CallOp<"scale", "out = input · factor", 1, 1, 1, (ins F64Attr:$factor)>;
+def TFK_SelectOp : TFK_CallOp<"select", "out = cond ? a : b, broadcast as NumPy does", 3, 3, 1>;
+def TFK_SoftmaxOp : TFK_CallOp<"softmax", "softmax along `axis` (all-masked rows give zeros)",
+                               1, 1, 1, (ins I64Attr:$axis)>;
+def TFK_TransposeOp : TFK_CallOp<"transpose", "out = input with its dimensions permuted",
+                                 1, 1, 1, (ins DenseI64ArrayAttr:$permutation)>;
+def TFK_ConcatOp : TFK_CallOp<"concat", "the inputs joined along `axis`", 1, -1, 1,
+                              (ins I64Attr:$axis)>;
+def TFK_SliceOp : TFK_CallOp<"slice",
+    "rows [start (+ the optional index operand), + out's extent) of `axis`",
+    1, 2, 1, (ins I64Attr:$axis, I64Attr:$start)>;
+def TFK_ReduceOp : TFK_CallOp<"reduce",
+    "a sum, mean or max (`kind`: kSum, kMean, kMax) over the axes set in `axes_mask`",
+    1, 1, 1, (ins StrAttr:$kind, I64Attr:$axes_mask)> {
+  let hasVerifier = 1;
+}
+def TFK_KeyPaddingMaskOp : TFK_CallOp<"key_padding_mask", "tokens != pad_id as an i1 keep-mask",
+                                      1, 1, 1, (ins I64Attr:$pad_id)>;
+def TFK_CausalMaskOp : TFK_CallOp<"causal_mask",
+    "the [Sq, Sk] causal keep-mask (bottom-right aligned) from two index operands", 2, 2, 1>;
+def TFK_PositionalEncodingOp : TFK_CallOp<"positional_encoding",
+    "the sinusoidal table's rows [offset, offset + length) (index operands)", 1, 2, 1>;
+def TFK_CopyOp : TFK_CallOp<"copy", "out = input, byte for byte", 1, 1, 1>;
+def TFK_DropoutOp : TFK_CallOp<"dropout",
+    "Philox dropout keyed by seed + the call's seed, the call's step (+ an index operand), stream",
+    1, 2, 1, (ins F64Attr:$rate, I64Attr:$seed, I64Attr:$stream)>;
+def TFK_CrossEntropyOp : TFK_CallOp<"cross_entropy",
+    "the mean cross-entropy of logits [.., V] against labels; `what` names the labels",
+    2, 2, 1, (ins StrAttr:$what, F64Attr:$label_smoothing, I64Attr:$ignore_index)>;
+def TFK_CrossEntropyGradOp : TFK_CallOp<"cross_entropy_grad",
+    "d(cross_entropy)/d(logits) times the incoming scalar gradient",
+    3, 3, 1, (ins StrAttr:$what, F64Attr:$label_smoothing, I64Attr:$ignore_index)>;
+def TFK_EmbeddingGradOp : TFK_CallOp<"embedding_grad",
+    "the table's gradient: rows of the gradient summed by id", 2, 2, 1, (ins StrAttr:$what)>;
+def TFK_ActivationGradOp : TFK_CallOp<"activation_grad", "out = grad · f'(input)", 2, 2, 1,
+    (ins TF_ActivationAttr:$activation)> {
+  let hasVerifier = 1;
+}
+def TFK_LayerNormGradOp : TFK_CallOp<"layer_norm_grad",
+    "dx, dgamma, dbeta of layer_norm over [axis, rank) (input, gamma, grad)",
+    3, 3, 3, (ins I64Attr:$axis, F64Attr:$epsilon)>;
+def TFK_AttentionGradOp : TFK_CallOp<"attention_grad",
+    "dQ, dK, dV of tfk.attention (Q, K, V, dO and an optional key padding)",
+    4, 5, 3, (ins F64Attr:$scale, UnitAttr:$causal, F64Attr:$dropout_rate,
+                  I64Attr:$dropout_seed, I64Attr:$dropout_stream)>;
+def TFK_ExpandOp : TFK_CallOp<"expand", "input broadcast to out's sizes", 1, 1, 1>;
+def TFK_WeightGradOp : TFK_CallOp<"weight_grad", "out [K, N] = inputᵀ · grad over all rows",
+                                  2, 2, 1>;
+def TFK_SliceGradOp : TFK_CallOp<"slice_grad",
+    "zeros with the gradient at rows [start (+ an index operand), ..) of `axis`",
+    1, 2, 1, (ins I64Attr:$axis, I64Attr:$start)>;
 
 #endif // TRANSFUSE_KERNEL_OPS_TD

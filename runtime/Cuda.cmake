@@ -24,7 +24,7 @@ if(TRANSFUSE_NVCC)
                  exec/Cuda)
   file(GLOB cuda_headers ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.cuh)
   list(APPEND cuda_headers ${CMAKE_CURRENT_SOURCE_DIR}/exec/Cuda.cuh
-       ${CMAKE_CURRENT_SOURCE_DIR}/exec/Generated.h ${CMAKE_CURRENT_SOURCE_DIR}/exec/Ops.h
+       ${CMAKE_CURRENT_SOURCE_DIR}/exec/ModelDesc.h ${CMAKE_CURRENT_SOURCE_DIR}/exec/Ops.h
        ${CMAKE_CURRENT_SOURCE_DIR}/kernels/ElementwiseMath.h ${CMAKE_CURRENT_SOURCE_DIR}/Status.h
        ${CMAKE_CURRENT_SOURCE_DIR}/HostDevice.h ${CMAKE_CURRENT_SOURCE_DIR}/Philox.h
        ${CMAKE_CURRENT_SOURCE_DIR}/kernels/Optimizer.h)

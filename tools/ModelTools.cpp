@@ -98,7 +98,7 @@ llvm::Expected<Emit> tools::parseEmit(StringRef name) {
 
 llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const FusionStrategy &strategy,
                                                    StringRef dir, Emit emit,
-                                                   const cpu::BuildOptions &build,
+                                                   const emit::BuildOptions &build,
                                                    FusionReport *report, bool train) {
   auto t0 = std::chrono::steady_clock::now();
   PassManager pm(module.getContext());
@@ -117,13 +117,13 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
   if (!mi)
     return mi.takeError();
   if (build.bf16) {
-    if (build.target != cpu::Target::kCuda || train)
+    if (build.target != "cuda" || train)
       return error("--dtype bf16 is an option of the cuda target's inference builds");
-    *mi = cpu::bf16Interface(std::move(*mi));
+    *mi = emit::bf16Interface(std::move(*mi));
   }
   OwningOpRef<ModuleOp> kernels;
   if (emit != Emit::kMlir) {
-    auto lowered = lowerToKernels(module, cpu::targetName(build.target));
+    auto lowered = lowerToKernels(module, build.target);
     if (!lowered)
       return lowered.takeError();
     kernels = std::move(*lowered);
@@ -141,18 +141,21 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
                                        strategy.str(), std::move(reportJson)))
     return std::move(e);
   if (emit != Emit::kMlir && emit != Emit::kKernels) {
-    auto source = cpu::generateCpp(*kernels, *mi, strategy.str(), build.target, build.bf16);
+    auto backend = emit::backendNamed(build.target);
+    if (!backend)
+      return backend.takeError();
+    auto source = emit::generateSource(*kernels, *mi, strategy.str(), *backend, build.bf16);
     if (!source)
       return source.takeError();
-    cpu::BuildOptions options = build;
+    emit::BuildOptions options = build;
     if (emit == Emit::kCpp) {
-      if (llvm::Error e = cpu::writeSources(dir, *source, build.target))
+      if (llvm::Error e = emit::writeSources(dir, *source, *backend))
         return std::move(e);
     } else {
-      options.kind = emit == Emit::kStatic      ? cpu::ArtifactKind::kStatic
-                     : emit == Emit::kExecutable ? cpu::ArtifactKind::kExecutable
-                                                 : cpu::ArtifactKind::kShared;
-      if (llvm::Error e = cpu::buildArtifact(dir, *source, options))
+      options.kind = emit == Emit::kStatic      ? emit::ArtifactKind::kStatic
+                     : emit == Emit::kExecutable ? emit::ArtifactKind::kExecutable
+                                                 : emit::ArtifactKind::kShared;
+      if (llvm::Error e = emit::buildArtifact(dir, *source, *backend, options))
         return std::move(e);
     }
   }

@@ -9,7 +9,7 @@
 #define TRANSFUSE_TOOLS_MODELTOOLS_H
 
 #include "codegen/Interface.h"
-#include "codegen/cpu/CpuCodegen.h"
+#include "codegen/emit/Backend.h"
 #include "codegen/reference/Interpreter.h"
 #include "passes/Passes.h"
 #include "runtime/Tensor.h"
@@ -63,7 +63,7 @@ struct CompileResult {
 /// removed.
 llvm::Expected<CompileResult> compileModule(ModuleOp module, const FusionStrategy &strategy,
                                             llvm::StringRef dir, Emit emit,
-                                            const cpu::BuildOptions &build,
+                                            const emit::BuildOptions &build,
                                             FusionReport *report, bool train = false);
 
 /// Random inputs for entry point `ep` of `module`: token ids in the
@@ -114,7 +114,7 @@ struct BenchOptions {
   bool train = false;
   double minSeconds = 2.0;
   int minRuns = 5;
-  cpu::BuildOptions build;
+  emit::BuildOptions build;
   /// Where to keep each strategy's artifact (KEEP/<strategy>, for profiling
   /// what was timed); empty: a temporary directory, removed.
   std::string keepDir;
@@ -135,7 +135,7 @@ struct DecodeBenchOptions {
   int minRuns = 3;
   std::string fusion = "all";
   std::string weightsPath; // empty: random weights
-  cpu::BuildOptions build;
+  emit::BuildOptions build;
 };
 
 struct DecodeBenchResult {

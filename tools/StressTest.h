@@ -13,7 +13,7 @@
 #ifndef TRANSFUSE_TOOLS_STRESSTEST_H
 #define TRANSFUSE_TOOLS_STRESSTEST_H
 
-#include "codegen/cpu/CpuCodegen.h"
+#include "codegen/emit/Backend.h"
 
 #include "llvm/Support/Error.h"
 
@@ -34,7 +34,7 @@ struct StressOptions {
   int modelThreads = 1;  // each model's own thread pool
   uint64_t seed = 0;
   int64_t maxBatch = 4, maxSeqLen = 16; // for model definitions
-  cpu::BuildOptions build;
+  emit::BuildOptions build;
 };
 
 struct StressResult {

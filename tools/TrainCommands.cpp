@@ -13,7 +13,7 @@
 
 #include "tools/TrainCommands.h"
 
-#include "codegen/cpu/CpuCodegen.h"
+#include "codegen/emit/Backend.h"
 
 #include "codegen/reference/Train.h"
 #include "ir/TransfuseDialect.h"
@@ -218,7 +218,7 @@ std::string decodeArtifact(const ModelConfig &config, const std::string &dir) {
   auto module = orDie(buildModel(context, config, build));
   auto tmp = orDie(TemporaryDirectory::create("transfuse-artifact"));
   orDie(compileModule(*module, orDie(FusionStrategy::parse("all")), tmp.path(), Emit::kShared,
-                      cpu::BuildOptions(), nullptr));
+                      emit::BuildOptions(), nullptr));
   // Into place in one rename (a concurrent or killed compile leaves none half-written).
   std::string staging = out + ".tmp-" + std::to_string(::getpid());
   llvm::sys::fs::remove_directories(staging);
@@ -290,8 +290,7 @@ int tools::runTrain(const std::vector<std::string> &positional,
   if (flags.count("--vocab-size") && tokenizerKind != "sentencepiece")
     die("--vocab-size sets the size of the sentencepiece tokenizer (--tokenizer sentencepiece)");
   const std::string targetName = flag(flags, "--target", "cpu");
-  if (targetName != "cpu" && targetName != "cuda")
-    die("--target " + targetName + " is not one of cpu, cuda");
+  const emit::Backend &target = orDie(emit::backendNamed(targetName));
   const int deviceOrdinal = (int)intFlag(flags, "--device", 0, 0, 1023);
   if (!compiled)
     for (const char *f : {"--threads", "--fusion", "--resume", "--keep", "--src-valid",
@@ -523,13 +522,11 @@ int tools::runTrain(const std::vector<std::string> &positional,
     FusionStrategy strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "all")));
     artifact.emplace(orDie(TemporaryDirectory::create("transfuse-train")));
     // --target cuda: the train step and Adam run on the GPU (docs/cuda.md).
-    cpu::BuildOptions target;
-    if (targetName == "cuda") {
-      if (llvm::Error e = cpu::checkCudaAvailable())
-        die(llvm::toString(std::move(e)));
-      target.target = cpu::Target::kCuda;
-    }
-    orDie(compileModule(*module, strategy, artifact->path(), Emit::kShared, target, nullptr,
+    emit::BuildOptions artifactOptions;
+    artifactOptions.target = targetName;
+    if (llvm::Error e = target.available())
+      die(llvm::toString(std::move(e)));
+    orDie(compileModule(*module, strategy, artifact->path(), Emit::kShared, artifactOptions, nullptr,
                         /*train=*/true));
     rt::LoadOptions load;
     load.weightsPath = initWeights;

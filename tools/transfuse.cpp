@@ -104,12 +104,10 @@ int runCompile(const std::vector<std::string> &positional,
   if (out.empty())
     die("compile needs an output directory: -o DIR");
   std::string target = flag(flags, "--target", "cpu");
-  if (target != "cpu" && target != "cuda")
-    die("--target " + target + " is not one of cpu, cuda");
+  const emit::Backend &backend = orDie(emit::backendNamed(target));
   const bool cuda = target == "cuda";
-  if (cuda)
-    if (llvm::Error e = cpu::checkCudaAvailable())
-      die(llvm::toString(std::move(e)));
+  if (llvm::Error e = backend.available())
+    die(llvm::toString(std::move(e)));
   tools::Emit emit = orDie(tools::parseEmit(flag(flags, "--emit", "shared")));
   bool verify = flags.count("--verify") != 0;
   if (verify && emit != tools::Emit::kShared)
@@ -117,9 +115,9 @@ int runCompile(const std::vector<std::string> &positional,
   double tolerance =
       floatFlag(flags, "--tolerance", 1e-3, [](double v) { return v > 0; }, "a positive number");
   FusionStrategy strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "none")));
-  cpu::BuildOptions build;
+  emit::BuildOptions build;
   build.cxx = flag(flags, "--cxx");
-  build.target = cuda ? cpu::Target::kCuda : cpu::Target::kCpu;
+  build.target = target;
   const bool train = flags.count("--train") != 0;
   const std::string dtype = flag(flags, "--dtype", "f32");
   if (dtype != "f32" && dtype != "bf16")

@@ -1,47 +1,12 @@
 //===- FusedRegion.cpp - tfk.elementwise as generated loops ---------------===//
 
-#include "codegen/cpu/Emitter.h"
-
-#include "codegen/lowering/OpMath.h"
-#include "codegen/cpu/CppText.h"
+#include "codegen/cpu/CpuPrinter.h"
 
 using namespace mlir;
 using namespace mlir::transfuse;
 using namespace mlir::transfuse::cpu;
+using namespace mlir::transfuse::emit;
 namespace tfk = mlir::transfuse::kernel;
-
-/// The formulas are the table's (runtime/kernels/ElementwiseMath.h); only
-/// their names are printed here.
-std::string mlir::transfuse::cpu::regionExpr(Operation &inner,
-                                             llvm::function_ref<std::string(unsigned)> arg,
-                                             bool vector) {
-  auto splat = [&](double v) { return vector ? "hn::Set(d, " + floatLit(v) + ")" : floatLit(v); };
-  if (auto c = dyn_cast<ConstantOp>(inner)) {
-    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
-    if (!attr || !attr.isSplat() || !isa<FloatType>(attr.getElementType()))
-      return "";
-    return splat(attr.getSplatValue<APFloat>().convertToDouble());
-  }
-  auto call = [&](math::Kind kind, llvm::ArrayRef<std::string> args) {
-    const math::KindInfo &f = math::info(kind);
-    std::string s = vector ? std::string(f.vector) + "(" + (f.vectorTakesTag ? "d, " : "")
-                           : "tm::" + std::string(f.scalar) + "(";
-    for (size_t i = 0; i < args.size(); ++i)
-      s += (i ? ", " : "") + args[i];
-    return s + ")";
-  };
-  if (auto s = dyn_cast<ScaleOp>(inner)) // x · factor
-    return call(math::Kind::kMul, {arg(0), splat(s.getFactor().convertToDouble())});
-  if (std::optional<math::Kind> kind = mathKindOf(&inner)) {
-    std::vector<std::string> args;
-    for (int i = 0; i < math::info(*kind).arity; ++i)
-      args.push_back(arg(i));
-    return call(*kind, args);
-  }
-  if (isa<SelectOp>(inner) && !vector)
-    return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
-  return "";
-}
 
 /// A tfk.elementwise region becomes one generated function: with `vector`,
 /// Highway code over rows of the last dimension, each input read whole
@@ -49,31 +14,10 @@ std::string mlir::transfuse::cpu::regionExpr(Operation &inner,
 /// ([S, D] into [B, S, D]) or as one value (`splat`); otherwise a scalar
 /// loop over rows with each input's broadcast strides (masks, selects, any
 /// broadcast).
-
-llvm::Error Emitter::regionBody(tfk::ElementwiseOp op, bool vector, StringRef indent,
-                                std::string &compute, std::string &result) {
-  Block &body = op.getBody().front();
-  llvm::DenseMap<Value, std::string> names;
-  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
-    names[arg] = "x" + std::to_string(i);
-  int tmp = 0;
-  for (Operation &inner : body.without_terminator()) {
-    std::string e = regionExpr(
-        inner, [&](unsigned i) { return names.lookup(inner.getOperand(i)); }, vector);
-    if (e.empty())
-      return fail(&inner, "is not supported in a fused region");
-    std::string v = "t" + std::to_string(tmp++);
-    compute += indent.str() + "const auto " + v + " = " + e + ";\n";
-    names[inner.getResult(0)] = v;
-  }
-  result = names.lookup(cast<tfk::YieldOp>(body.getTerminator()).getValue());
-  return llvm::Error::success();
-}
-
-llvm::Error Emitter::emitElementwise(tfk::ElementwiseOp op) {
+llvm::Error CpuPrinter::printElementwise(tfk::ElementwiseOp op) {
   Value result = op.getOut();
   int64_t rank = cast<MemRefType>(result.getType()).getRank();
-  std::string name = "fe" + std::to_string(counter++);
+  std::string name = "fe" + std::to_string(module.counter++);
   std::string rows = dims.product(result, 0, rank - 1);
   std::string width = dims.dim(result, rank - 1);
   bool vector = op.getVector();
@@ -117,7 +61,7 @@ llvm::Error Emitter::emitElementwise(tfk::ElementwiseOp op) {
     k += "    float* o = out + r * W;\n    int64_t j = 0;\n    for (; j + N <= W; j += N) {\n" +
          loads + compute + "      hn::StoreU(" + y + ", d, o + j);\n    }\n    if (j < W) {\n" +
          tailLoads + compute + "      tk::StoreTail(d, " + y + ", o + j, size_t(W - j));\n    }\n  }\n}\n";
-    kernels += k;
+    module.vectorCode += k;
     line("  const int64_t period[] = {" + periods + "};");
     call("  exec::parallelRows(c.pool, " + rows + ", [&](int64_t r0, int64_t r1) { "
          "HWY_DYNAMIC_DISPATCH(" + name + ")(ins, period, out, " + width + ", r0, r1); });");
@@ -144,7 +88,7 @@ llvm::Error Emitter::emitElementwise(tfk::ElementwiseOp op) {
       k += "      const auto x" + std::to_string(i) + " = p" + std::to_string(i) + "[j * s" +
            std::to_string(i) + "];\n";
     k += compute + "      out[r * W + j] = " + y + ";\n    }\n  }\n}\n";
-    scalarKernels += k;
+    module.code += k;
     line("  const exec::Shape os = " + dims.shape(result) + ";");
     line("  const exec::Strides st[] = {" + strides + "};");
     call("  " + name + "(ins, os, st, out);");

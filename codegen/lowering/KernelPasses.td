@@ -49,9 +49,9 @@ def TransfuseKernelViews : Pass<"transfuse-kernel-views", "mlir::ModuleOp"> {
     is written there directly.
 
     Before:
-      tfk.exec "slice" (%qkv : ...) into (%q2 : memref<?x?x512xf32>) {axis = 2, start = 0, size = 512}
+      tfk.slice (%qkv : ...) into (%q2 : memref<?x?x512xf32>) {axis = 2, start = 0, size = 512}
       %r = tfk.reshape %q2 [%b, %s] : ... to memref<?x?x8x64xf32>
-      tfk.exec "transpose" (%r : ...) into (%q : memref<?x8x?x64xf32>) {permutation = [0, 2, 1, 3]}
+      tfk.transpose (%r : ...) into (%q : memref<?x8x?x64xf32>) {permutation = [0, 2, 1, 3]}
       tfk.attention %q, ...
     After:
       %q = tfk.heads %qkv column 0 [%b, %s] : ... to memref<?x8x?x64xf32, strided<[?, 64, 1536, 1]>>

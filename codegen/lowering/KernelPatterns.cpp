@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/lowering/LoweringEntry.h"
+#include "codegen/lowering/EntryState.h"
 #include "codegen/lowering/OpMath.h"
 
 using namespace mlir;
@@ -22,12 +22,17 @@ template <class Op> struct Lowering : OpConversionPattern<Op> {
   Value dest(ConversionPatternRewriter &rw, Op op, unsigned i = 0) const {
     return entry.destination(rw, op.getLoc(), op->getResult(i));
   }
-  tfk::ExecOp exec(ConversionPatternRewriter &rw, Op op, StringRef kernel, ValueRange ins,
-                   ValueRange outs, ArrayRef<NamedAttribute> attrs = {}) const {
-    auto e = tfk::ExecOp::create(rw, op.getLoc(), kernel, ins, outs);
-    for (const NamedAttribute &a : attrs)
-      e->setAttr(a.getName(), a.getValue());
-    return e;
+  /// A call op (KernelOps.td, TFK_CallOp) reading `ins`, writing `outs`.
+  template <class CallOp>
+  CallOp call(ConversionPatternRewriter &rw, Op op, ValueRange ins, ValueRange outs,
+              ArrayRef<NamedAttribute> attrs = {}) const {
+    SmallVector<Value> operands(ins);
+    operands.append(outs.begin(), outs.end());
+    SmallVector<NamedAttribute> all(attrs);
+    all.push_back(rw.getNamedAttr(
+        "operandSegmentSizes",
+        rw.getDenseI32ArrayAttr({(int32_t)ins.size(), (int32_t)outs.size()})));
+    return CallOp::create(rw, op.getLoc(), TypeRange{}, operands, all);
   }
   NamedAttribute attr(ConversionPatternRewriter &rw, StringRef name, Attribute value) const {
     return rw.getNamedAttr(name, value);
@@ -78,7 +83,7 @@ LOWERING(ReshapeOp) {
 
 LOWERING(GatherOp) {
   Value out = dest(rw, op);
-  exec(rw, op, "gather", {a.getTable(), a.getIds()}, {out},
+  call<tfk::GatherOp>(rw, op, {a.getTable(), a.getIds()}, {out},
        {attr(rw, "what", rw.getStringAttr(tokenName(op.getIds())))});
   rw.replaceOp(op, out);
   return success();
@@ -87,7 +92,7 @@ LOWERING(GatherOp) {
 LOWERING(CrossEntropyOp) {
   // The mean loss (a scalar) from the logits' rows; the labels as given.
   Value out = dest(rw, op);
-  exec(rw, op, "cross_entropy", {a.getLogits(), a.getLabels()}, {out},
+  call<tfk::CrossEntropyOp>(rw, op, {a.getLogits(), a.getLabels()}, {out},
        {attr(rw, "what", rw.getStringAttr(tokenName(op.getLabels()))),
         attr(rw, "label_smoothing", op.getLabelSmoothingAttr()),
         attr(rw, "ignore_index", op.getIgnoreIndexAttr())});
@@ -95,10 +100,10 @@ LOWERING(CrossEntropyOp) {
   return success();
 }
 
-// The backward ops: each one exec kernel of its name (runtime/exec/Ops.h).
+// The backward ops: each one call op of its name (runtime/exec/Ops.h).
 LOWERING(CrossEntropyGradOp) {
   Value out = dest(rw, op);
-  exec(rw, op, "cross_entropy_grad", {a.getLogits(), a.getLabels(), a.getGrad()}, {out},
+  call<tfk::CrossEntropyGradOp>(rw, op, {a.getLogits(), a.getLabels(), a.getGrad()}, {out},
        {attr(rw, "what", rw.getStringAttr(tokenName(op.getLabels()))),
         attr(rw, "label_smoothing", op.getLabelSmoothingAttr()),
         attr(rw, "ignore_index", op.getIgnoreIndexAttr())});
@@ -108,7 +113,7 @@ LOWERING(CrossEntropyGradOp) {
 
 LOWERING(EmbeddingGradOp) {
   Value out = dest(rw, op);
-  exec(rw, op, "embedding_grad", {a.getIds(), a.getGrad()}, {out},
+  call<tfk::EmbeddingGradOp>(rw, op, {a.getIds(), a.getGrad()}, {out},
        {attr(rw, "what", rw.getStringAttr(tokenName(op.getIds())))});
   rw.replaceOp(op, out);
   return success();
@@ -117,12 +122,12 @@ LOWERING(EmbeddingGradOp) {
 LOWERING(ActivationGradOp) {
   if (op.getInput().getType() != op.getGrad().getType())
     return rw.notifyMatchFailure(op, "operands of different shapes");
-  StringRef kind = op.getKind() == "relu"                                  ? "kRelu"
-                   : op.getApproximate() == GeluApproximation::Tanh ? "kGeluTanh"
-                                                                       : "kGelu";
+  Activation activation = op.getKind() == "relu"                                  ? Activation::Relu
+                          : op.getApproximate() == GeluApproximation::Tanh ? Activation::GeluTanh
+                                                                           : Activation::Gelu;
   Value out = dest(rw, op);
-  exec(rw, op, "activation_grad", {a.getInput(), a.getGrad()}, {out},
-       {attr(rw, "kind", rw.getStringAttr(kind))});
+  call<tfk::ActivationGradOp>(rw, op, {a.getInput(), a.getGrad()}, {out},
+                              {attr(rw, "activation", ActivationAttr::get(rw.getContext(), activation))});
   rw.replaceOp(op, out);
   return success();
 }
@@ -130,7 +135,7 @@ LOWERING(ActivationGradOp) {
 LOWERING(LayerNormGradOp) {
   Value dx = dest(rw, op, 0), dg = dest(rw, op, 1), db = dest(rw, op, 2);
   int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
-  exec(rw, op, "layer_norm_grad", {a.getInput(), a.getGamma(), a.getGrad()}, {dx, dg, db},
+  call<tfk::LayerNormGradOp>(rw, op, {a.getInput(), a.getGamma(), a.getGrad()}, {dx, dg, db},
        {attr(rw, "axis", rw.getI64IntegerAttr(axis)), attr(rw, "epsilon", op.getEpsilonAttr())});
   rw.replaceOp(op, {dx, dg, db});
   return success();
@@ -147,7 +152,7 @@ LOWERING(AttentionGradOp) {
                                     attr(rw, "dropout_stream", op.getDropoutStreamAttr())};
   if (op.getCausal())
     attrs.push_back(attr(rw, "causal", rw.getUnitAttr()));
-  exec(rw, op, "attention_grad", ins, {dq, dk, dv}, attrs);
+  call<tfk::AttentionGradOp>(rw, op, ins, {dq, dk, dv}, attrs);
   rw.replaceOp(op, {dq, dk, dv});
   return success();
 }
@@ -157,7 +162,7 @@ LOWERING(DropoutOp) {
   SmallVector<Value> ins{a.getInput()};
   if (a.getStep())
     ins.push_back(a.getStep());
-  exec(rw, op, "dropout", ins, {out},
+  call<tfk::DropoutOp>(rw, op, ins, {out},
        {attr(rw, "rate", op.getRateAttr()), attr(rw, "seed", op.getSeedAttr()),
         attr(rw, "stream", op.getStreamAttr())});
   rw.replaceOp(op, out);
@@ -166,14 +171,14 @@ LOWERING(DropoutOp) {
 
 LOWERING(ExpandOp) {
   Value out = dest(rw, op);
-  exec(rw, op, "expand", {a.getInput()}, {out});
+  call<tfk::ExpandOp>(rw, op, {a.getInput()}, {out});
   rw.replaceOp(op, out);
   return success();
 }
 
 LOWERING(WeightGradOp) {
   Value out = dest(rw, op);
-  exec(rw, op, "weight_grad", {a.getInput(), a.getGrad()}, {out});
+  call<tfk::WeightGradOp>(rw, op, {a.getInput(), a.getGrad()}, {out});
   rw.replaceOp(op, out);
   return success();
 }
@@ -184,7 +189,7 @@ LOWERING(SliceGradOp) {
   if (a.getOffset())
     ins.push_back(a.getOffset());
   int64_t axis = normalizedAxis(op.getAxis(), op.getLike().getType().getRank());
-  exec(rw, op, "slice_grad", ins, {out},
+  call<tfk::SliceGradOp>(rw, op, ins, {out},
        {attr(rw, "axis", rw.getI64IntegerAttr(axis)), attr(rw, "start", op.getStartAttr())});
   rw.replaceOp(op, out);
   return success();
@@ -227,7 +232,7 @@ LOWERING(LinearInputGradOp) {
 }
 
 /// Every op with a formula of the table (add, sub, mul, div, relu, exp,
-/// tanh, gelu: codegen/lowering/OpMath.h): exec's binary or unary with the
+/// tanh, gelu: codegen/lowering/OpMath.h): tfk.binary or tfk.unary with the
 /// table's kind, so a new elementwise op needs nothing here.
 struct MathLowering : ConversionPattern {
   MathLowering(const TypeConverter &converter, MLIRContext *ctx, Entry &entry)
@@ -239,9 +244,11 @@ struct MathLowering : ConversionPattern {
     if (!kind || op->getParentOfType<tfk::ElementwiseOp>())
       return failure();
     Value out = entry.destination(rw, op->getLoc(), op->getResult(0));
-    auto e = tfk::ExecOp::create(rw, op->getLoc(), math::info(*kind).arity == 2 ? "binary" : "unary",
-                                 operands, ValueRange{out});
-    e->setAttr("kind", rw.getStringAttr(math::info(*kind).enumerator));
+    StringRef name = math::info(*kind).enumerator;
+    if (math::info(*kind).arity == 2)
+      tfk::BinaryOp::create(rw, op->getLoc(), operands, ValueRange{out}, name);
+    else
+      tfk::UnaryOp::create(rw, op->getLoc(), operands, ValueRange{out}, name);
     rw.replaceOp(op, out);
     return success();
   }
@@ -249,14 +256,14 @@ struct MathLowering : ConversionPattern {
 
 LOWERING(ScaleOp) {
   Value out = dest(rw, op);
-  exec(rw, op, "scale", {a.getInput()}, {out}, {attr(rw, "factor", op.getFactorAttr())});
+  call<tfk::ScaleOp>(rw, op, {a.getInput()}, {out}, {attr(rw, "factor", op.getFactorAttr())});
   rw.replaceOp(op, out);
   return success();
 }
 
 LOWERING(SelectOp) {
   Value out = dest(rw, op);
-  exec(rw, op, "select", a.getOperands(), {out});
+  call<tfk::SelectOp>(rw, op, a.getOperands(), {out});
   rw.replaceOp(op, out);
   return success();
 }
@@ -264,7 +271,7 @@ LOWERING(SelectOp) {
 LOWERING(SoftmaxOp) {
   Value out = dest(rw, op);
   int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
-  exec(rw, op, "softmax", {a.getInput()}, {out}, {attr(rw, "axis", rw.getI64IntegerAttr(axis))});
+  call<tfk::SoftmaxOp>(rw, op, {a.getInput()}, {out}, {attr(rw, "axis", rw.getI64IntegerAttr(axis))});
   rw.replaceOp(op, out);
   return success();
 }
@@ -334,7 +341,7 @@ LOWERING(FusedElementwiseOp) {
 
 LOWERING(TransposeOp) {
   Value out = dest(rw, op);
-  exec(rw, op, "transpose", {a.getInput()}, {out},
+  call<tfk::TransposeOp>(rw, op, {a.getInput()}, {out},
        {attr(rw, "permutation", op.getPermutationAttr())});
   rw.replaceOp(op, out);
   return success();
@@ -343,7 +350,7 @@ LOWERING(TransposeOp) {
 LOWERING(ConcatOp) {
   Value out = dest(rw, op);
   int64_t axis = normalizedAxis(op.getAxis(), op.getType().getRank());
-  exec(rw, op, "concat", a.getInputs(), {out}, {attr(rw, "axis", rw.getI64IntegerAttr(axis))});
+  call<tfk::ConcatOp>(rw, op, a.getInputs(), {out}, {attr(rw, "axis", rw.getI64IntegerAttr(axis))});
   rw.replaceOp(op, out);
   return success();
 }
@@ -357,7 +364,7 @@ LOWERING(SplitOp) {
     Value out;
     if (!r.use_empty()) {
       out = dest(rw, op, i);
-      exec(rw, op, "slice", {a.getInput()}, {out},
+      call<tfk::SliceOp>(rw, op, {a.getInput()}, {out},
            {attr(rw, "axis", rw.getI64IntegerAttr(axis)),
             attr(rw, "start", rw.getI64IntegerAttr(start))});
     }
@@ -388,7 +395,7 @@ LOWERING(SliceOp) {
   SmallVector<Value> ins{a.getInput()};
   if (a.getOffset())
     ins.push_back(a.getOffset());
-  exec(rw, op, "slice", ins, {out},
+  call<tfk::SliceOp>(rw, op, ins, {out},
        {attr(rw, "axis", rw.getI64IntegerAttr(axis)),
         attr(rw, "start", rw.getI64IntegerAttr(op.getStart()))});
   rw.replaceOp(op, out);
@@ -404,7 +411,7 @@ template <class Op> struct ReduceLowering : Lowering<Op> {
       mask |= int64_t{1} << normalizedAxis(axis, rank);
     StringRef kind = isa<ReduceSumOp>(op) ? "kSum" : isa<ReduceMeanOp>(op) ? "kMean" : "kMax";
     Value out = this->dest(rw, op);
-    this->exec(rw, op, "reduce", {a.getInput()}, {out},
+    this->template call<tfk::ReduceOp>(rw, op, {a.getInput()}, {out},
                {this->attr(rw, "kind", rw.getStringAttr(kind)),
                 this->attr(rw, "axes_mask", rw.getI64IntegerAttr(mask))});
     rw.replaceOp(op, out);
@@ -414,14 +421,14 @@ template <class Op> struct ReduceLowering : Lowering<Op> {
 
 LOWERING(KeyPaddingMaskOp) {
   Value out = dest(rw, op);
-  exec(rw, op, "key_padding_mask", {a.getTokens()}, {out}, {attr(rw, "pad_id", op.getPadIdAttr())});
+  call<tfk::KeyPaddingMaskOp>(rw, op, {a.getTokens()}, {out}, {attr(rw, "pad_id", op.getPadIdAttr())});
   rw.replaceOp(op, out);
   return success();
 }
 
 LOWERING(CausalMaskOp) {
   Value out = dest(rw, op);
-  exec(rw, op, "causal_mask", {a.getQueryLen(), a.getKeyLen()}, {out});
+  call<tfk::CausalMaskOp>(rw, op, {a.getQueryLen(), a.getKeyLen()}, {out});
   rw.replaceOp(op, out);
   return success();
 }
@@ -431,7 +438,7 @@ LOWERING(PositionalEncodingOp) {
   SmallVector<Value> ins{a.getLength()};
   if (a.getOffset())
     ins.push_back(a.getOffset());
-  exec(rw, op, "positional_encoding", ins, {out});
+  call<tfk::PositionalEncodingOp>(rw, op, ins, {out});
   rw.replaceOp(op, out);
   return success();
 }
@@ -491,7 +498,7 @@ LOWERING(ReturnOp) {
     if (it != entry.output.end() && it->second.first == i)
       continue;
     Value out = tfk::OutputOp::create(rw, op.getLoc(), memrefOf(v.getType()), i, entry.sizes(v));
-    tfk::ExecOp::create(rw, op.getLoc(), "copy", ValueRange{a.getOperands()[i]}, ValueRange{out});
+    tfk::CopyOp::create(rw, op.getLoc(), ValueRange{a.getOperands()[i]}, ValueRange{out});
   }
   if (entry.advance)
     tfk::AdvanceOp::create(rw, op.getLoc(), entry.advance);

@@ -31,18 +31,16 @@ using namespace mlir::transfuse::kernel;
 
 namespace {
 
-/// The tfk.exec `kernel` that writes `buffer`, when it is one.
-ExecOp writerOf(Value buffer, StringRef kernel) {
+/// The call of kind `CallOp` that writes `buffer`, when it is one.
+template <class CallOp> CallOp writerOf(Value buffer) {
   for (Operation *user : buffer.getUsers())
-    if (auto e = dyn_cast<ExecOp>(user); e && e.getKernel() == kernel &&
-                                         llvm::is_contained(e.getOuts(), buffer))
+    if (auto e = dyn_cast<CallOp>(user); e && llvm::is_contained(e.getOuts(), buffer))
       return e;
-  return ExecOp();
+  return CallOp();
 }
 
-bool isHeadTranspose(ExecOp e) {
-  auto perm = e ? e->getAttrOfType<DenseI64ArrayAttr>("permutation") : DenseI64ArrayAttr();
-  return perm && perm.asArrayRef() == ArrayRef<int64_t>{0, 2, 1, 3};
+bool isHeadTranspose(TransposeOp e) {
+  return e && e.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3};
 }
 
 /// An alloc used exactly `n` times.
@@ -79,8 +77,7 @@ bool readsHeads(OpOperand &use) {
     return i < 3;
   if (isa<DecodeAttentionOp, StateWriteOp>(op))
     return i == 0;
-  auto e = dyn_cast<ExecOp>(op);
-  return e && e.getKernel() == "attention_grad" && i < 4;
+  return isa<AttentionGradOp>(op) && i < 4;
 }
 
 /// `q` [B, H, S, D] = transpose{0,2,1,3}(reshape [B,S,N] -> [B,S,H,D] (x)),
@@ -90,7 +87,7 @@ bool readsHeads(OpOperand &use) {
 void viewHeads(Value q) {
   if (!q.getDefiningOp<AllocOp>())
     return;
-  ExecOp transpose = writerOf(q, "transpose");
+  auto transpose = writerOf<TransposeOp>(q);
   if (!isHeadTranspose(transpose))
     return;
   for (OpOperand &use : q.getUses())
@@ -105,14 +102,14 @@ void viewHeads(Value q) {
     return;
   Value storage = x;
   int64_t column = 0;
-  ExecOp slice;
-  if (x.getDefiningOp<AllocOp>() && (slice = writerOf(x, "slice"))) {
+  SliceOp slice;
+  if (x.getDefiningOp<AllocOp>() && (slice = writerOf<SliceOp>(x))) {
     auto in = cast<MemRefType>(slice.getIns()[0].getType());
-    if (!allocWithUses(x, 2) || slice->getAttrOfType<IntegerAttr>("axis").getInt() != 2 ||
-        in.isDynamicDim(2) || slice.getIns().size() > 1)
+    if (!allocWithUses(x, 2) || slice.getAxis() != 2 || in.isDynamicDim(2) ||
+        slice.getIns().size() > 1)
       return;
     storage = slice.getIns()[0];
-    column = slice->getAttrOfType<IntegerAttr>("start").getInt();
+    column = slice.getStart();
   } else if (xt.isDynamicDim(2)) {
     return;
   }
@@ -134,9 +131,9 @@ void viewOutput(Operation *a, OpOperand &out) {
   Value o = out.get();
   if (!allocWithUses(o, 2))
     return;
-  ExecOp transpose;
+  TransposeOp transpose;
   for (Operation *user : o.getUsers())
-    if (auto e = dyn_cast<ExecOp>(user); e && e.getKernel() == "transpose" && e.getIns()[0] == o)
+    if (auto e = dyn_cast<TransposeOp>(user); e && e.getIns()[0] == o)
       transpose = e;
   if (!isHeadTranspose(transpose))
     return;
@@ -156,7 +153,7 @@ bool writtenOnly(Value view) {
   if (!view.hasOneUse())
     return false;
   OpOperand &use = *view.getUses().begin();
-  if (auto e = dyn_cast<ExecOp>(use.getOwner()))
+  if (auto e = dyn_cast<KernelCallInterface>(use.getOwner()))
     return use.getOperandNumber() >= e.getIns().size();
   if (auto a = dyn_cast<AttentionOp>(use.getOwner()))
     return a.getOut() == view;
@@ -168,12 +165,12 @@ bool writtenOnly(Value view) {
 /// viewOutput): the kernels write into the concat's output at each input's
 /// column instead, and the concat and the buffers go (the fused Q/K/V
 /// projection's gradient is assembled in place).
-void concatInPlace(ExecOp concat) {
+void concatInPlace(ConcatOp concat) {
   Value c = concat.getOuts()[0];
   auto ct = cast<MemRefType>(c.getType());
   Operation *cdef = c.getDefiningOp();
   if (!cdef || !isa<AllocOp, OutputOp>(cdef) || ct.getRank() != 3 || ct.isDynamicDim(2) ||
-      concat->getAttrOfType<IntegerAttr>("axis").getInt() != 2)
+      concat.getAxis() != 2)
     return;
   struct Part {
     ReshapeOp reshape;
@@ -270,7 +267,7 @@ struct KernelViewsPass : transfuse::impl::TransfuseKernelViewsBase<KernelViewsPa
     // projection's gradient assembled in place.
     llvm::SetVector<Value> read;
     SmallVector<OpOperand *> written;
-    SmallVector<ExecOp> concats;
+    SmallVector<ConcatOp> concats;
     getOperation().walk([&](Operation *op) {
       for (OpOperand &use : op->getOpOperands())
         if (readsHeads(use))
@@ -279,18 +276,17 @@ struct KernelViewsPass : transfuse::impl::TransfuseKernelViewsBase<KernelViewsPa
         written.push_back(&a.getOutMutable());
       if (auto d = dyn_cast<DecodeAttentionOp>(op))
         written.push_back(&d.getOutMutable());
-      auto e = dyn_cast<ExecOp>(op);
-      if (e && e.getKernel() == "attention_grad")
-        for (OpOperand &out : e.getOutsMutable())
+      if (auto g = dyn_cast<AttentionGradOp>(op))
+        for (OpOperand &out : g.getOutsMutable())
           written.push_back(&out);
-      if (e && e.getKernel() == "concat")
-        concats.push_back(e);
+      if (auto c = dyn_cast<ConcatOp>(op))
+        concats.push_back(c);
     });
     for (Value q : read)
       viewHeads(q);
     for (OpOperand *out : written)
       viewOutput(out->getOwner(), *out);
-    for (ExecOp c : concats)
+    for (ConcatOp c : concats)
       concatInPlace(c);
   }
 };

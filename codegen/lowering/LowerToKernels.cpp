@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/lowering/Lowering.h"
-#include "codegen/lowering/LoweringEntry.h"
+#include "codegen/lowering/EntryState.h"
 #include "codegen/lowering/OpMath.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -8,7 +8,7 @@
 #include "runtime/Tensor.h"
 #include "runtime/TensorSpec.h"
 #include "runtime/ThreadPool.h"
-#include "runtime/exec/Generated.h"
+#include "runtime/exec/ModelDesc.h"
 #include "runtime/exec/model.h"
 #include "runtime/kernels/Gemm.h"
 

@@ -11,7 +11,7 @@
 #define TRANSFUSE_RUNTIME_EXEC_CUDA_CUH
 
 #include "runtime/Status.h"
-#include "runtime/exec/Generated.h"
+#include "runtime/exec/ModelDesc.h"
 
 #include <cuda_runtime.h>
 

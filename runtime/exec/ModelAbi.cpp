@@ -1,4 +1,4 @@
-// The C ABI of model.h over the ModelDesc of generated code (Generated.h).
+// The C ABI of model.h over the ModelDesc of generated code (ModelDesc.h).
 //
 // tf_model_create turns the ParamDesc table into rt::ParamSpecs (prepared
 // params excluded: they are outputs of the prepare entry point, not weights),
@@ -31,7 +31,7 @@
 #include "runtime/TensorSpec.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/WeightBinding.h"
-#include "runtime/exec/Generated.h"
+#include "runtime/exec/ModelDesc.h"
 #include "runtime/kernels/Gemm.h"
 
 #include <algorithm>

@@ -229,15 +229,7 @@ void unary(ElementwiseKind op, const float* x, float* y, int64_t n, rt::ThreadPo
     case ElementwiseKind::kRelu: return kernels::relu(x, y, un, pool);
     case ElementwiseKind::kGelu: return kernels::gelu(x, y, un, pool);
     case ElementwiseKind::kGeluTanh: return kernels::geluTanh(x, y, un, pool);
-    case ElementwiseKind::kExp:
-      return forRange(n, 1, pool, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) y[i] = math::exp(x[i]);
-      });
-    case ElementwiseKind::kTanh:
-      return forRange(n, 1, pool, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) y[i] = math::tanh(x[i]);
-      });
-    default:  // any other unary kind: the table's scalar template
+    default:  // exp, tanh, any other unary kind: the table's scalar template
       return forRange(n, 1, pool, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) y[i] = math::apply(op, x[i]);
       });

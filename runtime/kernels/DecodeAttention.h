@@ -19,7 +19,7 @@
 // masks). A query whose keys are all masked yields exactly 0.
 //
 // Shared rows: with keyRowIds and valueRowIds ([B] each; a decoding state's
-// row ids, exec/Generated.h: rows of equal id hold equal data) and one query
+// row ids, exec/ModelDesc.h: rows of equal id hold equal data) and one query
 // per row, up to 8 consecutive rows of equal K id, V id, key length and key
 // mask row are one task that reads K and V once, from the first of them
 // (the beams of one source over its cross-attention cache).

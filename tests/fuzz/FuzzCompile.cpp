@@ -2,7 +2,7 @@
 #include "tests/fuzz/FuzzCompile.h"
 
 #include "codegen/Interface.h"
-#include "codegen/cpu/CpuCodegen.h"
+#include "codegen/cpu/CpuBackend.h"
 #include "codegen/lowering/Lowering.h"
 #include "models/Models.h"
 #include "passes/Passes.h"
@@ -65,7 +65,7 @@ void compileDefinition(std::string_view text, std::string_view name, uint8_t sel
   if (!kernels)
     return expectMessage(kernels.takeError(), "lowerToKernels");
   FUZZ_CHECK(succeeded(verify(**kernels)), "the kernel IR does not verify");
-  auto source = cpu::generateCpp(**kernels, *mi, strategy->str());
+  auto source = emit::generateSource(**kernels, *mi, strategy->str(), cpu::backend());
   if (!source)
     return expectMessage(source.takeError(), "generateCpp");
   FUZZ_CHECK(source->find("transfuse_generated_model") != std::string::npos,

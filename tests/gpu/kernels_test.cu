@@ -281,13 +281,11 @@ std::vector<float> fromBf16(const std::vector<__nv_bfloat16>& x) {
 // `dispatch`: through attention()'s bf16 form, which takes any head
 // dimension (the CUDA-core kernel from bf16 loads where the tensor-core one
 // does not take the call).
-// T: bf16, or fp16 (attentionFp16, the same kernel).
-template <class T = __nv_bfloat16>
 void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool causal,
                        bool lengths, std::mt19937& rng, bool dispatch = false) {
   using transfuse::cuda::fromFloat;
   using transfuse::cuda::toFloat;
-  constexpr bool kHalf = std::is_same_v<T, __half>;
+  using T = __nv_bfloat16;
   auto round = [](float x) { return toFloat(fromFloat<T>(x)); };
   const size_t nq = B * H * Sq * D, nk = B * H * Sk * D;
   std::vector<float> q = randomVector(nq, rng, -2, 2), k = randomVector(nk, rng, -2, 2),
@@ -375,10 +373,7 @@ void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
   a.scale = float(scale);
   a.causal = causal;
   a.keyLengths = lengths ? dlen : nullptr;
-  if constexpr (kHalf)
-    CHECK_CUDA(transfuse::cuda::attentionFp16(a));
-  else
-    CHECK_CUDA(dispatch ? transfuse::cuda::attention(a) : transfuse::cuda::attentionBf16(a));
+  CHECK_CUDA(dispatch ? transfuse::cuda::attention(a) : transfuse::cuda::attentionBf16(a));
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<T> hout(nq);
   CHECK_CUDA(cudaMemcpy(hout.data(), dout, nq * 2, cudaMemcpyDeviceToHost));
@@ -392,7 +387,7 @@ void testAttentionBf16(size_t B, size_t H, size_t Sq, size_t Sk, size_t D, bool 
   }
   const bool ok = kernelError <= 2.0 * unfusedError;
   std::printf("%-40s max |error| %.3g, unfused bf16 %.3g%s\n",
-              (std::string(kHalf ? "attention fp16 S=" : dispatch ? "attention() bf16 S=" : "attention bf16 S=") +
+              (std::string(dispatch ? "attention() bf16 S=" : "attention bf16 S=") +
                std::to_string(Sq) + "x" + std::to_string(Sk) +
                " D=" + std::to_string(D) + (causal ? " causal" : "") + (lengths ? " lengths" : ""))
                   .c_str(),
@@ -761,8 +756,6 @@ int main() {
   // call, else the CUDA cores from bf16 loads (head dims 32 and 96).
   testAttentionBf16(2, 2, 70, 90, 64, true, true, rng, true);
   testAttentionBf16(2, 3, 50, 70, 32, true, true, rng, true);
-  testAttentionBf16<__half>(2, 2, 100, 100, 64, false, true, rng);  // fp16, the same kernel
-  testAttentionBf16<__half>(1, 3, 70, 130, 128, true, false, rng);
   testAttentionBf16(1, 2, 33, 65, 96, false, false, rng, true);
   for (GemmPath path : {GemmPath::kCores, GemmPath::kCublasLt, GemmPath::kTensorCores}) {
     testGemmBf16(70, 130, 96, true, true, Activation::kRelu, false, rng, path);

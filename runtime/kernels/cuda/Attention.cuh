@@ -10,8 +10,8 @@
 // mask [B, Sk] of bytes (the CPU kernel's keyMask: keyMask[b·Sk + j] == 0
 // masks key j). A query whose keys are all masked yields 0.
 //
-// Flash-attention style, CUDA cores (the tensor-core bf16/fp16 path is the
-// next step): a block of 128 threads per (b, h, tile of 32 queries), 4
+// Flash-attention style, CUDA cores (the tensor-core bf16 path is
+// AttentionBf16.cuh): a block of 128 threads per (b, h, tile of 32 queries), 4
 // threads per query. The Q tile and a K and a V tile of 32 keys live in
 // shared memory; each thread scores 8 keys of its query, the online softmax
 // (running maximum and sum, rescaling O) is reduced over a query's 4 threads

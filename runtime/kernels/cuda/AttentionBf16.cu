@@ -1,4 +1,4 @@
-// CUDA fused attention forward on tensor cores, bf16 or fp16 (AttentionBf16.cuh).
+// CUDA fused attention forward on tensor cores, bf16 (AttentionBf16.cuh).
 
 #include "runtime/kernels/cuda/AttentionBf16.cuh"
 
@@ -203,10 +203,6 @@ cudaError_t run(const AttentionArgsOf<T>& a, cudaStream_t stream) {
 }  // namespace
 
 bool attentionBf16Takes(const AttentionBf16Args& a) { return takes(a); }
-bool attentionFp16Takes(const AttentionArgsOf<fp16>& a) { return takes(a); }
 cudaError_t attentionBf16(const AttentionBf16Args& a, cudaStream_t stream) { return run(a, stream); }
-cudaError_t attentionFp16(const AttentionArgsOf<fp16>& a, cudaStream_t stream) {
-  return run(a, stream);
-}
 
 }  // namespace transfuse::cuda

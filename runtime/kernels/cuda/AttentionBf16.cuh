@@ -1,4 +1,4 @@
-// CUDA fused attention forward on tensor cores: bf16 (or fp16) Q, K, V and
+// CUDA fused attention forward on tensor cores: bf16 Q, K, V and
 // O, fp32 accumulation and softmax, with the contract of attention()
 // (Attention.cuh):
 //
@@ -45,10 +45,6 @@ bool attentionBf16Takes(const AttentionBf16Args& args);
 // Asynchronous on `stream`; cudaErrorInvalidValue for a call it does not
 // take (attentionBf16Takes) or a missing tensor; else the launch's error.
 cudaError_t attentionBf16(const AttentionBf16Args& args, cudaStream_t stream = nullptr);
-
-// The same kernel on fp16 Q, K, V and O (P rounded to fp16).
-bool attentionFp16Takes(const AttentionArgsOf<fp16>& args);
-cudaError_t attentionFp16(const AttentionArgsOf<fp16>& args, cudaStream_t stream = nullptr);
 
 }  // namespace transfuse::cuda
 

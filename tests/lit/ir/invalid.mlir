@@ -993,10 +993,55 @@ func.func @f() {
 
 // -----
 
-// Tests that tfk.exec names a kernel of runtime/exec.
+// Tests that a kernel call reads as many operands as its kernel takes.
 func.func @f(%x: memref<4xf32>) {
-  // expected-error @+1 {{'tfk.exec' op names no runtime/exec kernel: 'fft'}}
-  tfk.exec "fft"(%x : memref<4xf32>) into(%x : memref<4xf32>)
+  // expected-error @+1 {{'tfk.softmax' op reads 2 operands; it takes 1}}
+  tfk.softmax (%x, %x : memref<4xf32>, memref<4xf32>) into (%x : memref<4xf32>) {axis = 0 : i64}
+  return
+}
+
+// -----
+
+// Tests that a kernel call writes as many buffers as its kernel writes.
+func.func @f(%x: memref<4xf32>) {
+  // expected-error @+1 {{'tfk.layer_norm_grad' op writes 1 buffers; it writes 3}}
+  tfk.layer_norm_grad (%x, %x, %x : memref<4xf32>, memref<4xf32>, memref<4xf32>) into (%x : memref<4xf32>) {axis = 0 : i64, epsilon = 1.0e-05 : f64}
+  return
+}
+
+// -----
+
+// Tests that a kernel call's attributes are typed.
+func.func @f(%x: memref<4xf32>) {
+  // expected-error @+1 {{'tfk.softmax' op requires attribute 'axis'}}
+  tfk.softmax (%x : memref<4xf32>) into (%x : memref<4xf32>) {dim = 0 : i64}
+  return
+}
+
+// -----
+
+// Tests that tfk.binary names a formula of two operands.
+func.func @f(%x: memref<4xf32>) {
+  // expected-error @+1 {{'tfk.binary' op kind 'kExp' is no formula of 2 operand(s)}}
+  tfk.binary (%x, %x : memref<4xf32>, memref<4xf32>) into (%x : memref<4xf32>) {kind = "kExp"}
+  return
+}
+
+// -----
+
+// Tests that tfk.reduce names a sum, a mean or a maximum.
+func.func @f(%x: memref<4xf32>) {
+  // expected-error @+1 {{'tfk.reduce' op kind 'kMin' is not kSum, kMean or kMax}}
+  tfk.reduce (%x : memref<4xf32>) into (%x : memref<4xf32>) {axes_mask = 1 : i64, kind = "kMin"}
+  return
+}
+
+// -----
+
+// Tests that tfk.activation_grad names an activation.
+func.func @f(%x: memref<4xf32>) {
+  // expected-error @+1 {{'tfk.activation_grad' op needs an activation}}
+  tfk.activation_grad (%x, %x : memref<4xf32>, memref<4xf32>) into (%x : memref<4xf32>) {activation = #transfuse.activation<none>}
   return
 }
 

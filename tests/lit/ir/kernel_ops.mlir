@@ -59,10 +59,10 @@ func.func @kernels(%x: memref<?x8xf32>, %w: memref<8x8xf32>, %v: memref<8xf32>, 
     %0 = transfuse.add %a, %b : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
     tfk.yield %0 : tensor<?x8xf32>
   }
-  // CHECK: tfk.exec "binary"(%{{.*}}, %{{.*}} : memref<?x8xf32>, memref<8xf32>) into(%{{.*}} : memref<?x8xf32>) {kind = "kAdd"}
-  tfk.exec "binary"(%x, %v : memref<?x8xf32>, memref<8xf32>) into(%y : memref<?x8xf32>) {kind = "kAdd"}
-  // CHECK: tfk.exec "positional_encoding"(%{{.*}} : index) into(%{{.*}} : memref<?x8xf32>)
-  tfk.exec "positional_encoding"(%i : index) into(%y : memref<?x8xf32>)
+  // CHECK: tfk.binary(%{{.*}}, %{{.*}} : memref<?x8xf32>, memref<8xf32>) into(%{{.*}} : memref<?x8xf32>) {kind = "kAdd"}
+  tfk.binary(%x, %v : memref<?x8xf32>, memref<8xf32>) into(%y : memref<?x8xf32>) {kind = "kAdd"}
+  // CHECK: tfk.positional_encoding(%{{.*}} : index) into(%{{.*}} : memref<?x8xf32>)
+  tfk.positional_encoding(%i : index) into(%y : memref<?x8xf32>)
   return
 }
 

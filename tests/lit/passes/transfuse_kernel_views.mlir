@@ -20,7 +20,7 @@
 // CHECK-NEXT: %[[R:.*]] = tfk.reshape %[[T]]
 // CHECK-NOT: "slice"
 // CHECK-NOT: "transpose"
-// CHECK: tfk.exec "unary"(%[[R]]
+// CHECK: tfk.unary(%[[R]]
 func.func @forward() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
   %0 = tfk.input_dim 0, 0
   %1 = tfk.input_dim 0, 1
@@ -29,27 +29,27 @@ func.func @forward() attributes {transfuse.max_batch = 2 : i64, transfuse.max_se
   %4 = tfk.alloc[%0, %1] : memref<?x?x24xf32>
   tfk.gemm %2, %3 into %4 {packed} : memref<?x?x8xf32>, memref<8x24xf32> into memref<?x?x24xf32>
   %5 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
-  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%5 : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
+  tfk.slice(%4 : memref<?x?x24xf32>) into(%5 : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
   %6 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
-  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%6 : memref<?x?x8xf32>) {axis = 2 : i64, start = 8 : i64}
+  tfk.slice(%4 : memref<?x?x24xf32>) into(%6 : memref<?x?x8xf32>) {axis = 2 : i64, start = 8 : i64}
   %7 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
-  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%7 : memref<?x?x8xf32>) {axis = 2 : i64, start = 16 : i64}
+  tfk.slice(%4 : memref<?x?x24xf32>) into(%7 : memref<?x?x8xf32>) {axis = 2 : i64, start = 16 : i64}
   %8 = tfk.reshape %5[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
   %9 = tfk.reshape %6[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
   %10 = tfk.reshape %7[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
   %11 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
-  tfk.exec "transpose"(%8 : memref<?x?x2x4xf32>) into(%11 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%8 : memref<?x?x2x4xf32>) into(%11 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %12 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
-  tfk.exec "transpose"(%9 : memref<?x?x2x4xf32>) into(%12 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%9 : memref<?x?x2x4xf32>) into(%12 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %13 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
-  tfk.exec "transpose"(%10 : memref<?x?x2x4xf32>) into(%13 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%10 : memref<?x?x2x4xf32>) into(%13 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %14 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
   tfk.attention %11, %12, %13 into %14 {scale = 5.000000e-01 : f64} : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32> into memref<?x2x?x4xf32>
   %15 = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
-  tfk.exec "transpose"(%14 : memref<?x2x?x4xf32>) into(%15 : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%14 : memref<?x2x?x4xf32>) into(%15 : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %16 = tfk.reshape %15[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
   %17 = tfk.output 0[%0, %1] : memref<?x?x8xf32>
-  tfk.exec "unary"(%16 : memref<?x?x8xf32>) into(%17 : memref<?x?x8xf32>) {kind = "kRelu"}
+  tfk.unary(%16 : memref<?x?x8xf32>) into(%17 : memref<?x?x8xf32>) {kind = "kRelu"}
   return
 }
 
@@ -60,12 +60,12 @@ func.func @forward() attributes {transfuse.max_batch = 2 : i64, transfuse.max_se
 // the output's transpose is not {0,2,1,3}: the copies stay.
 // CHECK-LABEL: func.func @forward()
 // CHECK-NOT: tfk.heads
-// CHECK: tfk.exec "transpose"
-// CHECK: tfk.exec "copy"
-// CHECK: tfk.exec "slice"
-// CHECK: tfk.exec "transpose"
+// CHECK: tfk.transpose
+// CHECK: tfk.copy
+// CHECK: tfk.slice
+// CHECK: tfk.transpose
 // CHECK: tfk.attention
-// CHECK: tfk.exec "transpose"{{.*}}permutation = array<i64: 0, 1, 3, 2>
+// CHECK: tfk.transpose{{.*}}permutation = array<i64: 0, 1, 3, 2>
 // CHECK-NOT: tfk.heads
 func.func @forward() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
   %0 = tfk.input_dim 0, 0
@@ -76,18 +76,18 @@ func.func @forward() attributes {transfuse.max_batch = 2 : i64, transfuse.max_se
   tfk.gemm %2, %3 into %4 {packed} : memref<?x?x8xf32>, memref<8x24xf32> into memref<?x?x24xf32>
   %r = tfk.reshape %4[%0, %1] : memref<?x?x24xf32> to memref<?x?x6x4xf32>
   %q = tfk.alloc[%0, %1] : memref<?x6x?x4xf32>
-  tfk.exec "transpose"(%r : memref<?x?x6x4xf32>) into(%q : memref<?x6x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%r : memref<?x?x6x4xf32>) into(%q : memref<?x6x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %copy = tfk.output 1[%0, %1] : memref<?x6x?x4xf32>
-  tfk.exec "copy"(%q : memref<?x6x?x4xf32>) into(%copy : memref<?x6x?x4xf32>)
+  tfk.copy(%q : memref<?x6x?x4xf32>) into(%copy : memref<?x6x?x4xf32>)
   %s = tfk.alloc[%1] : memref<1x?x24xf32>
-  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%s : memref<1x?x24xf32>) {axis = 0 : i64, start = 0 : i64}
+  tfk.slice(%4 : memref<?x?x24xf32>) into(%s : memref<1x?x24xf32>) {axis = 0 : i64, start = 0 : i64}
   %sr = tfk.reshape %s[%1] : memref<1x?x24xf32> to memref<1x?x6x4xf32>
   %k = tfk.alloc[%1] : memref<1x6x?x4xf32>
-  tfk.exec "transpose"(%sr : memref<1x?x6x4xf32>) into(%k : memref<1x6x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%sr : memref<1x?x6x4xf32>) into(%k : memref<1x6x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %o = tfk.alloc[%0, %1] : memref<?x6x?x4xf32>
   tfk.attention %q, %k, %k into %o {scale = 5.000000e-01 : f64} : memref<?x6x?x4xf32>, memref<1x6x?x4xf32>, memref<1x6x?x4xf32> into memref<?x6x?x4xf32>
   %t = tfk.output 0[%0, %1] : memref<?x6x4x?xf32>
-  tfk.exec "transpose"(%o : memref<?x6x?x4xf32>) into(%t : memref<?x6x4x?xf32>) {permutation = array<i64: 0, 1, 3, 2>}
+  tfk.transpose(%o : memref<?x6x?x4xf32>) into(%t : memref<?x6x4x?xf32>) {permutation = array<i64: 0, 1, 3, 2>}
   return
 }
 
@@ -108,7 +108,7 @@ func.func @forward() attributes {transfuse.max_batch = 2 : i64, transfuse.max_se
 // CHECK: tfk.state_write %[[KV]] into %[[K]] at %[[L]] {keys}
 // CHECK: tfk.decode_attention %[[Q]], %[[K]], %[[V]] keys %[[END]] into %{{.*}} {causal, scale = 5.000000e-01 : f64}
 // CHECK-NOT: tfk.state_read
-// CHECK-NOT: tfk.exec "transpose"
+// CHECK-NOT: tfk.transpose
 func.func @step() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 6 : i64} {
   %b = tfk.input_dim 0, 0
   %n = tfk.input_dim 0, 1
@@ -121,15 +121,15 @@ func.func @step() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_l
   %p = tfk.alloc[%b, %n] : memref<?x?x24xf32>
   tfk.gemm %x, %w into %p {packed} : memref<?x?x8xf32>, memref<8x24xf32> into memref<?x?x24xf32>
   %qs = tfk.alloc[%b, %n] : memref<?x?x8xf32>
-  tfk.exec "slice"(%p : memref<?x?x24xf32>) into(%qs : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
+  tfk.slice(%p : memref<?x?x24xf32>) into(%qs : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
   %qr = tfk.reshape %qs[%b, %n] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
   %q = tfk.alloc[%b, %n] : memref<?x2x?x4xf32>
-  tfk.exec "transpose"(%qr : memref<?x?x2x4xf32>) into(%q : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%qr : memref<?x?x2x4xf32>) into(%q : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %ks = tfk.alloc[%b, %n] : memref<?x?x8xf32>
-  tfk.exec "slice"(%p : memref<?x?x24xf32>) into(%ks : memref<?x?x8xf32>) {axis = 2 : i64, start = 8 : i64}
+  tfk.slice(%p : memref<?x?x24xf32>) into(%ks : memref<?x?x8xf32>) {axis = 2 : i64, start = 8 : i64}
   %kr = tfk.reshape %ks[%b, %n] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
   %k = tfk.alloc[%b, %n] : memref<?x2x?x4xf32>
-  tfk.exec "transpose"(%kr : memref<?x?x2x4xf32>) into(%k : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%kr : memref<?x?x2x4xf32>) into(%k : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   tfk.state_write %k into %K at %l {keys} : memref<?x2x?x4xf32> into memref<2x2x4x6xf32>
   %kc = tfk.alloc[%b, %end] : memref<?x2x?x4xf32>
   tfk.state_read %K into %kc {keys} : memref<2x2x4x6xf32> into memref<?x2x?x4xf32>
@@ -162,9 +162,9 @@ func.func @step() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_l
 // CHECK-NEXT: %[[DQ:.*]] = tfk.heads %[[C]] column 0[%[[B]], %[[S]]] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1]>>
 // CHECK-NEXT: %[[DK:.*]] = tfk.heads %[[C]] column 8[%[[B]], %[[S]]] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1], offset: 8>>
 // CHECK-NEXT: %[[DV:.*]] = tfk.heads %[[C]] column 16[%[[B]], %[[S]]] : memref<?x?x24xf32> to memref<?x2x?x4xf32, strided<[?, 4, 24, 1], offset: 16>>
-// CHECK-NEXT: tfk.exec "attention_grad"(%[[Q]], %[[K]], %[[V]], %[[DO]] : {{.*}}) into(%[[DQ]], %[[DK]], %[[DV]] :
+// CHECK-NEXT: tfk.attention_grad(%[[Q]], %[[K]], %[[V]], %[[DO]] : {{.*}}) into(%[[DQ]], %[[DK]], %[[DV]] :
 // CHECK-NEXT: return
-// CHECK-NOT: tfk.exec
+// CHECK-NOT: tfk.{{concat|transpose|slice}}
 func.func @train() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
   %0 = tfk.input_dim 0, 0
   %1 = tfk.input_dim 0, 1
@@ -173,41 +173,41 @@ func.func @train() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_
   %4 = tfk.alloc[%0, %1] : memref<?x?x24xf32>
   tfk.gemm %2, %3 into %4 {packed} : memref<?x?x8xf32>, memref<8x24xf32> into memref<?x?x24xf32>
   %5 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
-  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%5 : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
+  tfk.slice(%4 : memref<?x?x24xf32>) into(%5 : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
   %6 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
-  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%6 : memref<?x?x8xf32>) {axis = 2 : i64, start = 8 : i64}
+  tfk.slice(%4 : memref<?x?x24xf32>) into(%6 : memref<?x?x8xf32>) {axis = 2 : i64, start = 8 : i64}
   %7 = tfk.alloc[%0, %1] : memref<?x?x8xf32>
-  tfk.exec "slice"(%4 : memref<?x?x24xf32>) into(%7 : memref<?x?x8xf32>) {axis = 2 : i64, start = 16 : i64}
+  tfk.slice(%4 : memref<?x?x24xf32>) into(%7 : memref<?x?x8xf32>) {axis = 2 : i64, start = 16 : i64}
   %8 = tfk.reshape %5[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
   %9 = tfk.reshape %6[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
   %10 = tfk.reshape %7[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
   %11 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
-  tfk.exec "transpose"(%8 : memref<?x?x2x4xf32>) into(%11 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%8 : memref<?x?x2x4xf32>) into(%11 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %12 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
-  tfk.exec "transpose"(%9 : memref<?x?x2x4xf32>) into(%12 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%9 : memref<?x?x2x4xf32>) into(%12 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %13 = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
-  tfk.exec "transpose"(%10 : memref<?x?x2x4xf32>) into(%13 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%10 : memref<?x?x2x4xf32>) into(%13 : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %14 = tfk.output 0[%0, %1] : memref<?x2x?x4xf32>
   tfk.attention %11, %12, %13 into %14 {scale = 5.000000e-01 : f64} : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32> into memref<?x2x?x4xf32>
   %g = tfk.input 1[%0, %1] : memref<?x?x8xf32>
   %gr = tfk.reshape %g[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
   %gt = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
-  tfk.exec "transpose"(%gr : memref<?x?x2x4xf32>) into(%gt : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%gr : memref<?x?x2x4xf32>) into(%gt : memref<?x2x?x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %dq = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
   %dk = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
   %dv = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
-  tfk.exec "attention_grad"(%11, %12, %13, %gt : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) into(%dq, %dk, %dv : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) {scale = 5.000000e-01 : f64, dropout_rate = 0.0 : f64, dropout_seed = 0 : i64, dropout_stream = 0 : i64}
+  tfk.attention_grad(%11, %12, %13, %gt : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) into(%dq, %dk, %dv : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) {scale = 5.000000e-01 : f64, dropout_rate = 0.0 : f64, dropout_seed = 0 : i64, dropout_stream = 0 : i64}
   %tq = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
-  tfk.exec "transpose"(%dq : memref<?x2x?x4xf32>) into(%tq : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%dq : memref<?x2x?x4xf32>) into(%tq : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %rq = tfk.reshape %tq[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
   %tk = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
-  tfk.exec "transpose"(%dk : memref<?x2x?x4xf32>) into(%tk : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%dk : memref<?x2x?x4xf32>) into(%tk : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %rk = tfk.reshape %tk[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
   %tv = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
-  tfk.exec "transpose"(%dv : memref<?x2x?x4xf32>) into(%tv : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%dv : memref<?x2x?x4xf32>) into(%tv : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %rv = tfk.reshape %tv[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
   %c = tfk.output 1[%0, %1] : memref<?x?x24xf32>
-  tfk.exec "concat"(%rq, %rk, %rv : memref<?x?x8xf32>, memref<?x?x8xf32>, memref<?x?x8xf32>) into(%c : memref<?x?x24xf32>) {axis = 2 : i64}
+  tfk.concat(%rq, %rk, %rv : memref<?x?x8xf32>, memref<?x?x8xf32>, memref<?x?x8xf32>) into(%c : memref<?x?x24xf32>) {axis = 2 : i64}
   return
 }
 
@@ -217,11 +217,11 @@ func.func @train() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_
 // head view (dV is also read by a copy, so its transpose back stays), and
 // a concat along another axis.
 // CHECK-LABEL: func.func @partial()
-// CHECK: tfk.exec "attention_grad"
-// CHECK: tfk.exec "copy"
-// CHECK: tfk.exec "transpose"
-// CHECK: tfk.exec "concat"{{.*}}axis = 2
-// CHECK: tfk.exec "concat"{{.*}}axis = 1
+// CHECK: tfk.attention_grad
+// CHECK: tfk.copy
+// CHECK: tfk.transpose
+// CHECK: tfk.concat{{.*}}axis = 2
+// CHECK: tfk.concat{{.*}}axis = 1
 func.func @partial() attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
   %0 = tfk.input_dim 0, 0
   %1 = tfk.input_dim 0, 1
@@ -230,22 +230,22 @@ func.func @partial() attributes {transfuse.max_batch = 2 : i64, transfuse.max_se
   %dq = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
   %dk = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
   %dv = tfk.alloc[%0, %1] : memref<?x2x?x4xf32>
-  tfk.exec "attention_grad"(%q, %q, %q, %g : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) into(%dq, %dk, %dv : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) {scale = 5.000000e-01 : f64, dropout_rate = 0.0 : f64, dropout_seed = 0 : i64, dropout_stream = 0 : i64}
+  tfk.attention_grad(%q, %q, %q, %g : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) into(%dq, %dk, %dv : memref<?x2x?x4xf32>, memref<?x2x?x4xf32>, memref<?x2x?x4xf32>) {scale = 5.000000e-01 : f64, dropout_rate = 0.0 : f64, dropout_seed = 0 : i64, dropout_stream = 0 : i64}
   %cp = tfk.output 2[%0, %1] : memref<?x2x?x4xf32>
-  tfk.exec "copy"(%dv : memref<?x2x?x4xf32>) into(%cp : memref<?x2x?x4xf32>)
+  tfk.copy(%dv : memref<?x2x?x4xf32>) into(%cp : memref<?x2x?x4xf32>)
   %tq = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
-  tfk.exec "transpose"(%dq : memref<?x2x?x4xf32>) into(%tq : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%dq : memref<?x2x?x4xf32>) into(%tq : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %rq = tfk.reshape %tq[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
   %tv = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
-  tfk.exec "transpose"(%dv : memref<?x2x?x4xf32>) into(%tv : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%dv : memref<?x2x?x4xf32>) into(%tv : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %rv = tfk.reshape %tv[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
   %c = tfk.output 0[%0, %1] : memref<?x?x16xf32>
-  tfk.exec "concat"(%rq, %rv : memref<?x?x8xf32>, memref<?x?x8xf32>) into(%c : memref<?x?x16xf32>) {axis = 2 : i64}
+  tfk.concat(%rq, %rv : memref<?x?x8xf32>, memref<?x?x8xf32>) into(%c : memref<?x?x16xf32>) {axis = 2 : i64}
   %tk = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
-  tfk.exec "transpose"(%dk : memref<?x2x?x4xf32>) into(%tk : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
+  tfk.transpose(%dk : memref<?x2x?x4xf32>) into(%tk : memref<?x?x2x4xf32>) {permutation = array<i64: 0, 2, 1, 3>}
   %rk = tfk.reshape %tk[%0, %1] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
   %n = arith.addi %1, %1 : index
   %c3 = tfk.output 1[%0, %n] : memref<?x?x8xf32>
-  tfk.exec "concat"(%rk, %rk : memref<?x?x8xf32>, memref<?x?x8xf32>) into(%c3 : memref<?x?x8xf32>) {axis = 1 : i64}
+  tfk.concat(%rk, %rk : memref<?x?x8xf32>, memref<?x?x8xf32>) into(%c3 : memref<?x?x8xf32>) {axis = 1 : i64}
   return
 }

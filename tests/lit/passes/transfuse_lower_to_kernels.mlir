@@ -19,14 +19,14 @@
 // CHECK: %[[BIAS:.*]] = tfk.param "b" : memref<8xf32>
 // CHECK: %[[T:.*]] = tfk.param "table" : memref<5x8xf32>
 // CHECK: %[[E:.*]] = tfk.alloc[%[[B]], %[[SI]]] : memref<?x?x8xf32>
-// CHECK: tfk.exec "gather"(%[[T]], %[[IDS]] : {{.*}}) into(%[[E]] : {{.*}}) {what = "input 'ids'"}
+// CHECK: tfk.gather(%[[T]], %[[IDS]] : {{.*}}) into(%[[E]] : {{.*}}) {what = "input 'ids'"}
 // CHECK: %[[Y:.*]] = tfk.output 0[%[[B]], %[[SI]]] : memref<?x?x8xf32>
 // CHECK: tfk.gemm %[[E]], %[[W]] bias %[[BIAS]] into %[[Y]] {activation = #transfuse.activation<relu>, packed}
 // CHECK: %[[O2:.*]] = tfk.output 2[%[[B]], %[[S]]] : memref<?x?x2x4xf32>
 // CHECK: %[[V:.*]] = tfk.reshape %[[O2]][%[[B]], %[[S]]] : memref<?x?x2x4xf32> to memref<?x?x8xf32>
-// CHECK: tfk.exec "binary"(%[[Y]], %[[X]] : {{.*}}) into(%[[V]] : memref<?x?x8xf32>) {kind = "kAdd"}
+// CHECK: tfk.binary(%[[Y]], %[[X]] : {{.*}}) into(%[[V]] : memref<?x?x8xf32>) {kind = "kAdd"}
 // CHECK: %[[O1:.*]] = tfk.output 1[%[[B]], %[[SI]]] : memref<?x?xi32>
-// CHECK: tfk.exec "copy"(%[[IDS]] : memref<?x?xi32>) into(%[[O1]] : memref<?x?xi32>)
+// CHECK: tfk.copy(%[[IDS]] : memref<?x?xi32>) into(%[[O1]] : memref<?x?xi32>)
 // CHECK-NEXT: return
 // CHECK-NOT: transfuse.
 func.func @forward(%x: tensor<?x?x8xf32> {transfuse.name = "x"}, %ids: tensor<?x?xi32> {transfuse.name = "ids"}) -> (tensor<?x?x8xf32>, tensor<?x?xi32>, tensor<?x?x2x4xf32>) attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
@@ -51,7 +51,7 @@ func.func @forward(%x: tensor<?x?x8xf32> {transfuse.name = "x"}, %ids: tensor<?x
 // CHECK-DAG: %[[B:.*]] = tfk.input_dim 0, 0
 // CHECK: %[[X:.*]] = tfk.input 0
 // CHECK: %[[P:.*]] = tfk.alloc[%[[S]]] : memref<?x8xf32>
-// CHECK: tfk.exec "positional_encoding"(%[[S]] : index) into(%[[P]] : memref<?x8xf32>)
+// CHECK: tfk.positional_encoding(%[[S]] : index) into(%[[P]] : memref<?x8xf32>)
 // CHECK: %[[Y:.*]] = tfk.output 2[%[[B]], %[[S]]]
 // CHECK: tfk.add_layer_norm %[[X]], %[[P]], %{{.*}}, %{{.*}} into %[[Y]] {epsilon = 1.000000e-05 : f64} :
 // CHECK-NOT: sum
@@ -95,12 +95,12 @@ func.func @forward(%x: tensor<?x?x8xf32> {transfuse.name = "x"}, %m: tensor<?x?x
 // CHECK: %[[END:.*]] = arith.addi %[[N]], %[[ONE]] : index
 // CHECK: %[[X:.*]] = tfk.input 0
 // CHECK: %[[O0:.*]] = tfk.output 0
-// CHECK: tfk.exec "slice"(%[[X]] : memref<?x?x24xf32>) into(%[[O0]] : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
+// CHECK: tfk.slice(%[[X]] : memref<?x?x24xf32>) into(%[[O0]] : memref<?x?x8xf32>) {axis = 2 : i64, start = 0 : i64}
 // CHECK-NOT: start = 8
 // CHECK: %[[A2:.*]] = tfk.alloc
-// CHECK: tfk.exec "slice"(%[[X]] : memref<?x?x24xf32>) into(%[[A2]] : memref<?x?x8xf32>) {axis = 2 : i64, start = 16 : i64}
+// CHECK: tfk.slice(%[[X]] : memref<?x?x24xf32>) into(%[[A2]] : memref<?x?x8xf32>) {axis = 2 : i64, start = 16 : i64}
 // CHECK: tfk.check "le" %[[END]], %[[S]], "a slice past the end of its axis (a length over the table?)"
-// CHECK: tfk.exec "slice"(%[[A2]] : {{.*}}) into({{.*}}) {axis = 1 : i64, start = 1 : i64}
+// CHECK: tfk.slice(%[[A2]] : {{.*}}) into({{.*}}) {axis = 1 : i64, start = 1 : i64}
 func.func @forward(%x: tensor<?x?x24xf32> {transfuse.name = "x"}, %t: tensor<?x?xi32> {transfuse.name = "t"}) -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>) attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 4 : i64} {
   %a:3 = transfuse.split %x {axis = 2 : i64, sizes = array<i64: 8, 8, 8>} : (tensor<?x?x24xf32>) -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
   %n = transfuse.dim %t, 1 : tensor<?x?xi32>
@@ -181,7 +181,7 @@ func.func @read(%t: tensor<?x?xi32> {transfuse.name = "t"}) -> (tensor<?x2x?x4xf
 // Tests that cross_entropy (a training build's loss) is the exec kernel of
 // the same name into a scalar, naming its labels input for errors.
 // CHECK-LABEL: func.func @forward
-// CHECK: tfk.exec "cross_entropy"(%{{.*}}, %{{.*}} : memref<?x?x37xf32>, memref<?x?xi32>) into(%{{.*}} : memref<f32>) {ignore_index = 1 : i64, label_smoothing = 1.000000e-01 : f64, what = "input 'labels'"}
+// CHECK: tfk.cross_entropy(%{{.*}}, %{{.*}} : memref<?x?x37xf32>, memref<?x?xi32>) into(%{{.*}} : memref<f32>) {ignore_index = 1 : i64, label_smoothing = 1.000000e-01 : f64, what = "input 'labels'"}
 func.func @forward(%z: tensor<?x?x37xf32> {transfuse.name = "logits"}, %y: tensor<?x?xi32> {transfuse.name = "labels"}) -> (tensor<f32> {transfuse.name = "loss"}) attributes {transfuse.max_batch = 3 : i64, transfuse.max_seq_len = 5 : i64} {
   %l = transfuse.cross_entropy %z, %y {ignore_index = 1 : i64, label_smoothing = 1.0e-01 : f64} : (tensor<?x?x37xf32>, tensor<?x?xi32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -193,7 +193,7 @@ func.func @forward(%z: tensor<?x?x37xf32> {transfuse.name = "logits"}, %y: tenso
 // with its rate, seed and stream (the call adds its own seed and step), and
 // that attention with dropout keeps it on tfk.attention.
 // CHECK-LABEL: func.func @forward
-// CHECK: tfk.exec "dropout"(%{{.*}} : memref<?x8xf32>) into(%{{.*}} : memref<?x8xf32>) {rate = 1.000000e-01 : f64, seed = 1 : i64, stream = 3 : i64}
+// CHECK: tfk.dropout(%{{.*}} : memref<?x8xf32>) into(%{{.*}} : memref<?x8xf32>) {rate = 1.000000e-01 : f64, seed = 1 : i64, stream = 3 : i64}
 // CHECK: tfk.attention {{.*}} {dropout_rate = 2.000000e-01 : f64, dropout_seed = 5 : i64, dropout_stream = 7 : i64, scale = 1.250000e-01 : f64}
 func.func @forward(%x: tensor<?x8xf32> {transfuse.name = "x"}, %q: tensor<2x2x4x8xf32> {transfuse.name = "q"}) -> (tensor<?x8xf32> {transfuse.name = "y"}, tensor<2x2x4x8xf32> {transfuse.name = "o"}) attributes {transfuse.max_batch = 2 : i64} {
   %y = transfuse.dropout %x {rate = 0.1 : f64, seed = 1 : i64, stream = 3 : i64} : tensor<?x8xf32>
@@ -206,7 +206,7 @@ func.func @forward(%x: tensor<?x8xf32> {transfuse.name = "x"}, %q: tensor<2x2x4x
 // Tests that attention's gradient is the exec kernel attention_grad with its
 // key padding, scale, mask and dropout, writing dQ, dK and dV.
 // CHECK-LABEL: func.func @forward
-// CHECK: tfk.exec "attention_grad"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<2x2x4x8xf32>, memref<2x2x6x8xf32>, memref<2x2x6x8xf32>, memref<2x2x4x8xf32>, memref<2x6xi1>) into(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x2x4x8xf32>, memref<2x2x6x8xf32>, memref<2x2x6x8xf32>) {causal, dropout_rate = 1.000000e-01 : f64, dropout_seed = 0 : i64, dropout_stream = 2 : i64, scale = 1.250000e-01 : f64}
+// CHECK: tfk.attention_grad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<2x2x4x8xf32>, memref<2x2x6x8xf32>, memref<2x2x6x8xf32>, memref<2x2x4x8xf32>, memref<2x6xi1>) into(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x2x4x8xf32>, memref<2x2x6x8xf32>, memref<2x2x6x8xf32>) {causal, dropout_rate = 1.000000e-01 : f64, dropout_seed = 0 : i64, dropout_stream = 2 : i64, scale = 1.250000e-01 : f64}
 func.func @forward(%q: tensor<2x2x4x8xf32> {transfuse.name = "q"}, %k: tensor<2x2x6x8xf32> {transfuse.name = "k"}, %p: tensor<2x6xi1> {transfuse.name = "p"}) -> (tensor<2x2x4x8xf32> {transfuse.name = "dq"}, tensor<2x2x6x8xf32> {transfuse.name = "dk"}, tensor<2x2x6x8xf32> {transfuse.name = "dv"}) {
   %dq, %dk, %dv = transfuse.attention_grad %q, %k, %k, %q key_padding %p {scale = 0.125 : f64, causal, dropout_rate = 0.1 : f64, dropout_stream = 2 : i64} : (tensor<2x2x4x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x4x8xf32>, tensor<2x6xi1>) -> (tensor<2x2x4x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>)
   return %dq, %dk, %dv : tensor<2x2x4x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>

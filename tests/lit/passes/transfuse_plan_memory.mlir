@@ -22,18 +22,18 @@ func.func @forward() attributes {transfuse.max_batch = 2 : i64, transfuse.max_se
   %1 = tfk.input_dim 0, 1
   %x = tfk.input 0[%0, %1] : memref<?x?x8xf32>
   %a = tfk.alloc[%0, %1] : memref<?x?x8xf32>
-  tfk.exec "unary"(%x : memref<?x?x8xf32>) into(%a : memref<?x?x8xf32>) {kind = "kRelu"}
+  tfk.unary(%x : memref<?x?x8xf32>) into(%a : memref<?x?x8xf32>) {kind = "kRelu"}
   %av = tfk.reshape %a[%0, %1] : memref<?x?x8xf32> to memref<?x?x2x4xf32>
   %b = tfk.alloc[%0, %1] : memref<?x?x8xf32>
-  tfk.exec "unary"(%x : memref<?x?x8xf32>) into(%b : memref<?x?x8xf32>) {kind = "kExp"}
+  tfk.unary(%x : memref<?x?x8xf32>) into(%b : memref<?x?x8xf32>) {kind = "kExp"}
   %m = tfk.alloc[%1] : memref<?xi1>
-  tfk.exec "causal_mask"(%1, %1 : index, index) into(%m : memref<?xi1>)
+  tfk.causal_mask(%1, %1 : index, index) into(%m : memref<?xi1>)
   %unused = tfk.alloc[%0] : memref<?x8xf32>
   %t = tfk.alloc[%0, %1] : memref<?x?x2x4xf32>
-  tfk.exec "binary"(%av, %b : memref<?x?x2x4xf32>, memref<?x?x8xf32>) into(%t : memref<?x?x2x4xf32>) {kind = "kAdd"}
+  tfk.binary(%av, %b : memref<?x?x2x4xf32>, memref<?x?x8xf32>) into(%t : memref<?x?x2x4xf32>) {kind = "kAdd"}
   %c = tfk.alloc[%0, %1] : memref<?x?x8xf32>
-  tfk.exec "unary"(%t : memref<?x?x2x4xf32>) into(%c : memref<?x?x8xf32>) {kind = "kTanh"}
+  tfk.unary(%t : memref<?x?x2x4xf32>) into(%c : memref<?x?x8xf32>) {kind = "kTanh"}
   %y = tfk.output 0[%0, %1] : memref<?x?x8xf32>
-  tfk.exec "binary"(%c, %m : memref<?x?x8xf32>, memref<?xi1>) into(%y : memref<?x?x8xf32>) {kind = "kMul"}
+  tfk.binary(%c, %m : memref<?x?x8xf32>, memref<?xi1>) into(%y : memref<?x?x8xf32>) {kind = "kMul"}
   return
 }

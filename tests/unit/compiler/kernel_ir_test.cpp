@@ -5,7 +5,7 @@
 // compiled maxima, and no two allocs that some kernel span uses together
 // share a byte; the arena is at most the graph-level plan's.
 
-#include "codegen/cpu/CpuCodegen.h"
+#include "codegen/cpu/CpuBackend.h"
 #include "codegen/lowering/Lowering.h"
 #include "ir/KernelDialect.h"
 #include "models/Models.h"
@@ -76,7 +76,7 @@ void checkPlan(func::FuncOp f, const std::string &what) {
   int64_t position = 0;
   for (Operation &op : f.getBody().front()) {
     if (!isa<tfk::GemmOp, tfk::MatmulOp, tfk::AttentionOp, tfk::AddLayerNormOp,
-             tfk::LayerNormOp, tfk::ElementwiseOp, tfk::ExecOp>(op))
+             tfk::LayerNormOp, tfk::ElementwiseOp, tfk::KernelCallInterface>(op))
       continue;
     for (Value v : op.getOperands())
       if (Operation *buf = bufferOf(v)) {
@@ -182,7 +182,7 @@ std::string printError(const char *body, const char *attrs = "") {
     return "";
   ModelInterface mi;
   mi.entryPoints.push_back(EntryPoint{"forward", {}, {}});
-  auto cpp = cpu::generateCpp(*module, mi, "none");
+  auto cpp = emit::generateSource(*module, mi, "none", cpu::backend());
   EXPECT_FALSE(static_cast<bool>(cpp));
   return cpp ? std::string() : llvm::toString(cpp.takeError());
 }
@@ -215,8 +215,8 @@ TEST(KernelIR, StateIsPrintedBuiltAndKeptBetweenCalls) {
       %x = tfk.input 0 : memref<4x3xf32>
       %s = tfk.state "acc" : memref<4x3xf32>
       %y = tfk.output 0 : memref<4x3xf32>
-      tfk.exec "binary"(%s, %x : memref<4x3xf32>, memref<4x3xf32>) into(%s : memref<4x3xf32>) {kind = "kAdd"}
-      tfk.exec "copy"(%s : memref<4x3xf32>) into(%y : memref<4x3xf32>)
+      tfk.binary(%s, %x : memref<4x3xf32>, memref<4x3xf32>) into(%s : memref<4x3xf32>) {kind = "kAdd"}
+      tfk.copy(%s : memref<4x3xf32>) into(%y : memref<4x3xf32>)
       return
     })mlir";
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
@@ -226,13 +226,13 @@ TEST(KernelIR, StateIsPrintedBuiltAndKeptBetweenCalls) {
   ep.inputs.push_back({"x", ::transfuse::rt::DType::F32, {4, 3}, {4, 3}});
   ep.outputs.push_back({"y", ::transfuse::rt::DType::F32, {4, 3}, {4, 3}});
   mi.entryPoints.push_back(ep);
-  auto cpp = cpu::generateCpp(*module, mi, "none");
+  auto cpp = emit::generateSource(*module, mi, "none", cpu::backend());
   ASSERT_TRUE(static_cast<bool>(cpp)) << llvm::toString(cpp.takeError());
   EXPECT_NE(cpp->find("static_cast<float*>(c.state[0])"), std::string::npos);
   EXPECT_NE(cpp->find("{\"acc\", 0, 2, {4, 3}, {4, 3}}"), std::string::npos);
   llvm::SmallString<128> dir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kernel-ir-state", dir));
-  auto built = cpu::buildArtifact(dir, *cpp, cpu::BuildOptions());
+  auto built = emit::buildArtifact(dir, *cpp, cpu::backend(), emit::BuildOptions());
   ASSERT_FALSE(static_cast<bool>(built)) << llvm::toString(std::move(built));
   auto m = ::transfuse::rt::CompiledModel::load(std::string(dir) + "/libmodel.so", {});
   ASSERT_TRUE(m.isOk()) << m.status().message();

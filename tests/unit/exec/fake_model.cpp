@@ -1,4 +1,4 @@
-// A hand-written stand-in for generated model code (runtime/exec/Generated.h),
+// A hand-written stand-in for generated model code (runtime/exec/ModelDesc.h),
 // built as a shared library with the C ABI of model.h (ModelAbi.cpp) for
 // abi_test.cpp and capi_test.c:
 //
@@ -16,7 +16,7 @@
 // Weight files may prefix names with "model.".
 
 #include "runtime/ThreadPool.h"
-#include "runtime/exec/Generated.h"
+#include "runtime/exec/ModelDesc.h"
 #include "runtime/exec/Ops.h"
 #include "runtime/exec/model.h"
 #include "runtime/kernels/Gemm.h"

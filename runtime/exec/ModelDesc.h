@@ -3,8 +3,8 @@
 // weights to pack) and one function per entry point. ModelAbi.cpp builds the
 // C ABI of model.h on top of it; generated code defines
 // transfuse_generated_model() and nothing else with external linkage.
-#ifndef TRANSFUSE_RUNTIME_EXEC_GENERATED_H
-#define TRANSFUSE_RUNTIME_EXEC_GENERATED_H
+#ifndef TRANSFUSE_RUNTIME_EXEC_MODELDESC_H
+#define TRANSFUSE_RUNTIME_EXEC_MODELDESC_H
 
 #include "runtime/Status.h"
 #include "runtime/exec/Ops.h"
@@ -200,4 +200,4 @@ struct ModelDesc {
 
 extern "C" const transfuse::exec::ModelDesc* transfuse_generated_model(void);
 
-#endif  // TRANSFUSE_RUNTIME_EXEC_GENERATED_H
+#endif  // TRANSFUSE_RUNTIME_EXEC_MODELDESC_H

@@ -1,10 +1,10 @@
-//===- CppText.h - small pieces of generated C++ text ---------------------===//
+//===- Text.h - small pieces of generated C++ and CUDA text ----------------===//
 //
-// Literals, type names and locations as the CPU printer writes them.
+// Literals, type names and locations as every backend prints them.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TRANSFUSE_CODEGEN_CPU_CPPTEXT_H
-#define TRANSFUSE_CODEGEN_CPU_CPPTEXT_H
+#ifndef TRANSFUSE_CODEGEN_EMIT_TEXT_H
+#define TRANSFUSE_CODEGEN_EMIT_TEXT_H
 
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Types.h"
@@ -13,7 +13,7 @@
 
 #include <string>
 
-namespace mlir::transfuse::cpu {
+namespace mlir::transfuse::emit {
 
 /// The location of `op` as MLIR prints it.
 std::string locOf(Operation *op);
@@ -30,9 +30,11 @@ int64_t elemSize(Type t);
 std::string elemBytes(Value v);
 /// The rank of the memref `v`.
 int64_t rankOf(Value v);
-/// The integer attribute `name` of `op`, which the op's verifier ensures.
-int64_t intAttr(Operation *op, llvm::StringRef name);
 
-} // namespace mlir::transfuse::cpu
+/// The comment that opens every generated source: the target, the fusion
+/// strategy, and what the code calls (`calls`, one phrase).
+std::string generatedHeader(llvm::StringRef target, llvm::StringRef fusion, llvm::StringRef calls);
 
-#endif // TRANSFUSE_CODEGEN_CPU_CPPTEXT_H
+} // namespace mlir::transfuse::emit
+
+#endif // TRANSFUSE_CODEGEN_EMIT_TEXT_H

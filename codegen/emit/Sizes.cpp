@@ -1,15 +1,15 @@
-//===- CppSizes.cpp - run-time sizes of the kernel IR printed as C++ ------===//
+//===- Sizes.cpp - run-time sizes of the kernel IR as generated code -----===//
 
-#include "codegen/cpu/CppSizes.h"
+#include "codegen/emit/Sizes.h"
 
 #include "ir/KernelDialect.h"
 
 using namespace mlir;
 using namespace mlir::transfuse;
-using namespace mlir::transfuse::cpu;
+using namespace mlir::transfuse::emit;
 namespace tfk = mlir::transfuse::kernel;
 
-void CppSizes::terms(Value v, std::vector<std::string> &out) {
+void Sizes::terms(Value v, std::vector<std::string> &out) {
   if (auto add = v.getDefiningOp<arith::AddIOp>()) {
     terms(add.getLhs(), out);
     terms(add.getRhs(), out);
@@ -18,7 +18,7 @@ void CppSizes::terms(Value v, std::vector<std::string> &out) {
   }
 }
 
-std::string CppSizes::index(Value v) {
+std::string Sizes::index(Value v) {
   if (auto it = printed.find(v); it != printed.end())
     return it->second;
   std::string s;
@@ -53,7 +53,7 @@ std::string CppSizes::index(Value v) {
   return printed[v] = s;
 }
 
-std::string CppSizes::dim(Value view, int64_t d) {
+std::string Sizes::dim(Value view, int64_t d) {
   OpFoldResult size = tfk::dimSize(view, d);
   if (auto a = dyn_cast<Attribute>(size))
     return std::to_string(cast<IntegerAttr>(a).getInt());
@@ -64,11 +64,11 @@ std::string CppSizes::dim(Value view, int64_t d) {
   return "0";
 }
 
-std::string CppSizes::numel(Value view) {
+std::string Sizes::numel(Value view) {
   return product(view, 0, cast<MemRefType>(view.getType()).getRank());
 }
 
-std::string CppSizes::product(Value view, int64_t from, int64_t to) {
+std::string Sizes::product(Value view, int64_t from, int64_t to) {
   std::string e;
   int64_t n = 1;
   auto type = cast<MemRefType>(view.getType());
@@ -83,7 +83,7 @@ std::string CppSizes::product(Value view, int64_t from, int64_t to) {
   return n == 1 ? "(" + e + ")" : "(" + std::to_string(n) + " * " + e + ")";
 }
 
-std::string CppSizes::shape(Value view) {
+std::string Sizes::shape(Value view) {
   auto type = cast<MemRefType>(view.getType());
   std::string s = "exec::Shape{";
   for (int64_t d = 0; d < type.getRank(); ++d)
@@ -91,7 +91,7 @@ std::string CppSizes::shape(Value view) {
   return s + "}";
 }
 
-std::string CppSizes::declarations(llvm::StringRef shapes, llvm::StringRef length) const {
+std::string Sizes::declarations(llvm::StringRef shapes, llvm::StringRef length) const {
   std::string s;
   if (usesLength)
     s += "  [[maybe_unused]] const int64_t L = " + length.str() + ";\n";

@@ -1,4 +1,4 @@
-//===- CppSizes.h - run-time sizes of the kernel IR printed as C++ --------===//
+//===- Sizes.h - run-time sizes of the kernel IR as generated code -------===//
 //
 // The generated code computes every dynamic size once per call from the
 // input shapes: `tfk.input_dim n, d` is the variable a<n>_<d>, `arith.addi`
@@ -8,8 +8,8 @@
 // values its storage or view op holds.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TRANSFUSE_CODEGEN_CPU_CPPSIZES_H
-#define TRANSFUSE_CODEGEN_CPU_CPPSIZES_H
+#ifndef TRANSFUSE_CODEGEN_EMIT_SIZES_H
+#define TRANSFUSE_CODEGEN_EMIT_SIZES_H
 
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-namespace mlir::transfuse::cpu {
+namespace mlir::transfuse::emit {
 
-class CppSizes {
+class Sizes {
 public:
   /// An index value of the kernel IR.
   std::string index(Value v);
@@ -53,6 +53,6 @@ private:
   bool usesLength = false;
 };
 
-} // namespace mlir::transfuse::cpu
+} // namespace mlir::transfuse::emit
 
-#endif // TRANSFUSE_CODEGEN_CPU_CPPSIZES_H
+#endif // TRANSFUSE_CODEGEN_EMIT_SIZES_H

@@ -1,8 +1,16 @@
 //===- Toolchain.cpp - building the artifact from the generated source ----===//
+//
+// Every backend's artifact is linked the same way: its object, the
+// precompiled runtime (transfuse_exec whole, for the C ABI; the kernels and
+// the core), the backend's archives and system libraries, into a shared
+// library, an executable or one merged static archive. The backend gives
+// the compile command (Backend::compileCommand).
+//
+//===----------------------------------------------------------------------===//
 
-#include "codegen/cpu/CpuCodegen.h"
+#include "codegen/emit/Backend.h"
 
-#include "codegen/cpu/ToolchainConfig.h"
+#include "codegen/emit/ToolchainConfig.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -15,13 +23,13 @@
 
 using namespace mlir;
 using namespace mlir::transfuse;
-using namespace mlir::transfuse::cpu;
+using namespace mlir::transfuse::emit;
 
 //===----------------------------------------------------------------------===//
 // Building the artifact
 //===----------------------------------------------------------------------===//
 
-std::string mlir::transfuse::cpu::defaultCompiler() {
+std::string mlir::transfuse::emit::defaultCompiler() {
   if (const char *env = std::getenv("TRANSFUSE_CXX"); env && *env)
     return env;
   return TRANSFUSE_DEFAULT_CXX;
@@ -58,20 +66,9 @@ static llvm::Error writeFile(const llvm::Twine &path, StringRef text) {
   return llvm::Error::success();
 }
 
-llvm::Error mlir::transfuse::cpu::checkCudaAvailable() {
-  if (*TRANSFUSE_NVCC && *TRANSFUSE_CUDA_LIB && llvm::sys::fs::exists(TRANSFUSE_CUDA_LIB))
-    return llvm::Error::success();
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "--target cuda is unavailable: this build found no nvcc (the "
-                                 "CUDA toolkit, /usr/local/cuda) when it was configured");
-}
-
-static std::string sourceName(Target target) {
-  return target == Target::kCuda ? "/model.cu" : "/model.cpp";
-}
-
-llvm::Error mlir::transfuse::cpu::writeSources(StringRef dir, StringRef source, Target target) {
-  if (llvm::Error e = writeFile(dir + sourceName(target), source))
+llvm::Error mlir::transfuse::emit::writeSources(StringRef dir, StringRef source,
+                                                const Backend &backend) {
+  if (llvm::Error e = writeFile(dir + "/" + backend.sourceFile(), source))
     return e;
   auto header = llvm::MemoryBuffer::getFile(TRANSFUSE_CODEGEN_SOURCE_DIR "/runtime/exec/model.h");
   if (!header)
@@ -79,53 +76,40 @@ llvm::Error mlir::transfuse::cpu::writeSources(StringRef dir, StringRef source, 
   return writeFile(dir + "/model.h", (*header)->getBuffer());
 }
 
-llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
-                                                const BuildOptions &options) {
-  const bool cuda = options.target == Target::kCuda;
-  if (cuda)
-    if (llvm::Error e = checkCudaAvailable())
-      return e;
-  if (llvm::Error e = writeSources(dir, source, options.target))
+llvm::Error mlir::transfuse::emit::buildArtifact(StringRef dir, StringRef source,
+                                                 const Backend &backend,
+                                                 const BuildOptions &options) {
+  if (llvm::Error e = backend.available())
+    return e;
+  if (llvm::Error e = writeSources(dir, source, backend))
     return e;
   std::string cxx = options.cxx.empty() ? defaultCompiler() : options.cxx;
   std::string log = (dir + "/build.log").str();
   std::string object = (dir + "/model.o").str();
   // The build's sanitizer flags (empty in a plain build) go to every compile
   // and link, so that generated code is checked like the runtime it links.
-  llvm::SmallVector<StringRef> extraFlags;
-  StringRef(TRANSFUSE_ARTIFACT_FLAGS).split(extraFlags, ' ', -1, /*KeepEmpty=*/false);
-  // nvcc for sm_80 and sm_90 (its host compiler gets -fPIC; the sanitizer
-  // flags only reach the link: nvcc's device code is not instrumented).
-  std::vector<std::string> compile =
-      cuda ? std::vector<std::string>{TRANSFUSE_NVCC, "-std=c++17", "-O2",
-                                      "-Xcompiler=-fPIC,-fvisibility=hidden", "-gencode",
-                                      "arch=compute_80,code=sm_80", "-gencode",
-                                      "arch=compute_90,code=sm_90"}
-           : std::vector<std::string>{cxx, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden"};
-  if (!cuda)
-    compile.insert(compile.end(), extraFlags.begin(), extraFlags.end());
+  llvm::SmallVector<StringRef> split;
+  StringRef(TRANSFUSE_ARTIFACT_FLAGS).split(split, ' ', -1, /*KeepEmpty=*/false);
+  std::vector<std::string> extraFlags(split.begin(), split.end());
+  std::vector<std::string> compile = backend.compileCommand(cxx, extraFlags);
   compile.insert(compile.end(), {"-I", TRANSFUSE_CODEGEN_SOURCE_DIR, "-I", dir.str(), "-c",
-                                 (dir + sourceName(options.target)).str(), "-o", object});
+                                 (dir + "/" + backend.sourceFile()).str(), "-o", object});
   if (llvm::Error e = runCommand(compile, log))
     return e;
-  // The cuda target links libtransfuse_cuda.a and the static CUDA runtime:
-  // the artifact needs only the NVIDIA driver (and Highway) where it runs.
-  std::vector<std::string> cudaLibs;
-  if (cuda)
-    cudaLibs = {TRANSFUSE_CUDA_LIB, "-L" TRANSFUSE_CUDA_LIB_DIR, "-lcudart_static", "-lrt", "-ldl"};
-  std::vector<std::string> libs = {TRANSFUSE_EXEC_LIB, TRANSFUSE_KERNELS_LIB, TRANSFUSE_RUNTIME_LIB};
-  if (cuda)
-    libs.insert(libs.begin() + 1, TRANSFUSE_CUDA_LIB);
-  std::vector<std::string> system = {"-lhwy", "-lhwy_contrib", "-lpthread", "-ldl"};
-  system.insert(system.begin(), cudaLibs.begin(), cudaLibs.end());
+  std::vector<std::string> archives = backend.archives();
+  std::vector<std::string> libs = {TRANSFUSE_EXEC_LIB};
+  libs.insert(libs.end(), archives.begin(), archives.end());
+  libs.insert(libs.end(), {TRANSFUSE_KERNELS_LIB, TRANSFUSE_RUNTIME_LIB});
+  std::vector<std::string> system = backend.systemLibraries();
+  system.insert(system.end(), {"-lhwy", "-lhwy_contrib", "-lpthread", "-ldl"});
   system.insert(system.end(), extraFlags.begin(), extraFlags.end());
   llvm::Error result = llvm::Error::success();
   switch (options.kind) {
   case ArtifactKind::kShared: {
     std::vector<std::string> link = {cxx, "-shared", "-o", (dir + "/libmodel.so").str(), object,
                                      "-Wl,--version-script=" TRANSFUSE_CODEGEN_SOURCE_DIR "/runtime/exec/model.map",
-                                     "-Wl,--whole-archive", TRANSFUSE_EXEC_LIB, "-Wl,--no-whole-archive",
-                                     TRANSFUSE_KERNELS_LIB, TRANSFUSE_RUNTIME_LIB};
+                                     "-Wl,--whole-archive", libs[0], "-Wl,--no-whole-archive"};
+    link.insert(link.end(), libs.begin() + 1, libs.end());
     link.insert(link.end(), system.begin(), system.end());
     result = runCommand(link, log);
     break;
@@ -133,8 +117,8 @@ llvm::Error mlir::transfuse::cpu::buildArtifact(StringRef dir, StringRef source,
   case ArtifactKind::kExecutable: {
     std::vector<std::string> link = {cxx, "-o", (dir + "/model").str(), object,
                                      TRANSFUSE_ARTIFACT_MAIN_LIB, "-Wl,--whole-archive",
-                                     TRANSFUSE_EXEC_LIB, "-Wl,--no-whole-archive",
-                                     TRANSFUSE_KERNELS_LIB, TRANSFUSE_RUNTIME_LIB};
+                                     libs[0], "-Wl,--no-whole-archive"};
+    link.insert(link.end(), libs.begin() + 1, libs.end());
     link.insert(link.end(), system.begin(), system.end());
     result = runCommand(link, log);
     break;

@@ -1,8 +1,7 @@
-//===- Emitter.cpp - one entry point: storage, checks, functions ----------===//
+//===- EntryPrinter.cpp - one entry point: storage, checks, functions -----===//
 
-#include "codegen/cpu/Emitter.h"
+#include "codegen/emit/EntryPrinter.h"
 
-#include "codegen/cpu/CppText.h"
 #include "runtime/MemoryLimit.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -12,22 +11,36 @@
 
 using namespace mlir;
 using namespace mlir::transfuse;
-using namespace mlir::transfuse::cpu;
+using namespace mlir::transfuse::emit;
 namespace tfk = mlir::transfuse::kernel;
 
-std::string Emitter::storageType(Type t) const {
-  if (bf16 && t.isF32())
-    return "tc::bf16";
+int ModuleState::pack(int param, bool transB, int64_t k, int64_t n) {
+  for (size_t i = 0; i < packs.size(); ++i)
+    if (packs[i] == std::make_pair(param, transB))
+      return (int)i;
+  packs.push_back({param, transB});
+  packShape.push_back({k, n});
+  return (int)packs.size() - 1;
+}
+
+llvm::Error EntryPrinter::fail(Operation *op, const llvm::Twine &message) const {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 locOf(op) + ": '" + op->getName().getStringRef().str() +
+                                     "': " + message.str() + " (" + backend.name().str() +
+                                     " target)");
+}
+
+std::string EntryPrinter::storageType(Type t) const {
   const char *c = cType(t);
   return c ? c : "";
 }
 
-std::string Emitter::storageBytes(Value v) const {
+std::string EntryPrinter::storageBytes(Value v) const {
   Type t = cast<MemRefType>(v.getType()).getElementType();
-  return bf16 && t.isF32() ? "2" : elemBytes(v);
+  return module.bf16 && t.isF32() ? "2" : elemBytes(v);
 }
 
-std::string Emitter::ptr(Value v) {
+std::string EntryPrinter::ptr(Value v) {
   std::string t = storageType(cast<MemRefType>(v.getType()).getElementType());
   Operation *def = v.getDefiningOp();
   std::string p = llvm::TypeSwitch<Operation *, std::string>(def)
@@ -38,13 +51,13 @@ std::string Emitter::ptr(Value v) {
         return "static_cast<" + t + "*>(c.outputs[" + std::to_string(out.getIndex()) + "])";
       })
       .Case([&](tfk::ParamOp p) {
-        std::string param = "c.params[" + std::to_string(tables.paramIndex.lookup(p.getName())) + "]";
+        std::string param = "c.params[" + std::to_string(module.paramIndex.lookup(p.getName())) + "]";
         // Under --dtype bf16 the runtime uploads the weights as bf16.
-        return bf16 ? "reinterpret_cast<const " + t + "*>(" + param + ")" : param;
+        return module.bf16 ? "reinterpret_cast<const " + t + "*>(" + param + ")" : param;
       })
       .Case([&](tfk::StateOp st) {
         return "static_cast<" + t + "*>(c.state[" +
-               std::to_string(tables.stateIndex.lookup(st.getName())) + "])";
+               std::to_string(module.stateIndex.lookup(st.getName())) + "])";
       })
       .Case([&](tfk::ConstantOp) { return constNames.lookup(v); })
       .Case([&](tfk::AllocOp a) -> std::string {
@@ -59,36 +72,17 @@ std::string Emitter::ptr(Value v) {
       .Default([](Operation *) { return std::string(); });
   if (p.empty() && storageError.empty())
     storageError = locOf(def ? def : func.getOperation()) +
-                   ": a value without planned storage (" + targetName(target) + " target)";
+                   ": a value without planned storage (" + backend.name().str() + " target)";
   return p.empty() ? "nullptr" : p;
 }
 
-llvm::Error Emitter::constant(tfk::ConstantOp op) {
+llvm::Error EntryPrinter::printConstant(tfk::ConstantOp op) {
   auto attr = dyn_cast<DenseElementsAttr>(op.getValue());
   Type e = op.getType().getElementType();
   if (!attr || !cType(e))
     return fail(op, "only dense f32, i32 and i1 constants are supported");
-  std::string name = "kConst" + std::to_string(counter++);
-  // cuda: in device memory, its address looked up where it is used.
-  const bool cuda = target == Target::kCuda;
-  if (bf16 && e.isF32()) {
-    // bf16 bits (rounded to nearest even), as raw words: a __device__
-    // array needs constant initializers.
-    std::string s = "__device__ const __nv_bfloat16_raw " + name + "[] = {";
-    int64_t i = 0;
-    for (const APFloat &v : attr.getValues<APFloat>()) {
-      APFloat b = v;
-      bool lost = false;
-      b.convert(APFloat::BFloat(), APFloat::rmNearestTiesToEven, &lost);
-      s += (i++ % 8 ? ", " : "\n    ") + std::string("{") +
-           std::to_string(b.bitcastToAPInt().getZExtValue()) + "}";
-    }
-    constants += s + "};\n";
-    constNames[op.getView()] = "reinterpret_cast<const tc::bf16*>(tx::deviceArray(" + name + "))";
-    return llvm::Error::success();
-  }
-  std::string s = (cuda ? "__device__ const " : "const ") + std::string(cType(e)) + " " + name +
-                  "[] = {";
+  std::string name = "kConst" + std::to_string(module.counter++);
+  std::string s = "const " + std::string(cType(e)) + " " + name + "[] = {";
   int64_t i = 0;
   if (isa<FloatType>(e)) {
     for (const APFloat &v : attr.getValues<APFloat>())
@@ -98,19 +92,19 @@ llvm::Error Emitter::constant(tfk::ConstantOp op) {
       s += (i++ % 16 ? ", " : "\n    ") +
            std::to_string(e.isInteger(1) ? (int64_t)v.getBoolValue() : v.getSExtValue());
   }
-  constants += s + "};\n";
-  constNames[op.getView()] = cuda ? "tx::deviceArray(" + name + ")" : name;
+  module.constants += s + "};\n";
+  constNames[op.getView()] = name;
   return llvm::Error::success();
 }
 
-llvm::Error Emitter::emit(std::string &out) {
+llvm::Error EntryPrinter::print(std::string &out) {
   Block &block = func.getBody().front();
   auto device = func->getAttrOfType<StringAttr>(kernel::kDeviceAttr);
-  if ((device ? device.getValue() : StringRef("cpu")) != targetName(target))
+  if ((device ? device.getValue() : StringRef("cpu")) != backend.name())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "@" + func.getName().str() + " runs on device '" +
                                        (device ? device.getValue().str() : "cpu") +
-                                       "', not on the " + targetName(target) + " target");
+                                       "', not on the " + backend.name() + " target");
   auto arena = func->getAttrOfType<IntegerAttr>(kernel::kArenaBytesAttr);
   if (!arena)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -120,9 +114,10 @@ llvm::Error Emitter::emit(std::string &out) {
   if (auto fits = ::transfuse::rt::checkFitsInMemory(
           "@" + func.getName().str() + "'s arena at the compiled maxima",
           static_cast<uint64_t>(std::max<int64_t>(arenaBytes, 0)));
-      target == Target::kCpu && !fits)
+      backend.hostArena() && !fits)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   fits.message() + "; lower --max-batch or --max-seq-len (cpu target)");
+                                   fits.message() + "; lower --max-batch or --max-seq-len (" +
+                                       backend.name() + " target)");
   // Every intermediate must fit the room the plan gave it at the maxima
   // (the maxima come from the same index values evaluated at the compiled
   // bounds; this keeps a wrong bound an error, never an overflow). Buffers
@@ -138,7 +133,7 @@ llvm::Error Emitter::emit(std::string &out) {
     }
     if (auto o = dyn_cast<tfk::OutputOp>(op))
       outputs.try_emplace(o.getIndex(), o.getView());
-    if (llvm::Error e = emitOp(&op))
+    if (llvm::Error e = printOp(&op))
       return e;
   }
   std::string shapes;
@@ -152,7 +147,7 @@ llvm::Error Emitter::emit(std::string &out) {
   std::string fn = func.getName().str();
   if (!dims.error.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "@" + fn + ": " + dims.error + " (" + targetName(target) +
+                                   "@" + fn + ": " + dims.error + " (" + backend.name() +
                                        " target)");
   if (!storageError.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), storageError);
@@ -162,20 +157,7 @@ llvm::Error Emitter::emit(std::string &out) {
     if (seen.insert(cond).second)
       checks += "  if " + cond + "\n    return rt::Status::error(\"" + message + "\");\n";
   std::string decl = dims.declarations("c.inputShapes", "*c.stateLength");
-  if (target == Target::kCuda) {
-    // The kernels' check words are read by the runtime after the run (or
-    // its CUDA graph's replay) and turned into the error here; a replay
-    // skips the run's host statements, so they stand again in host_<fn>.
-    std::string messages;
-    for (auto [i, message] : llvm::enumerate(deviceChecks))
-      messages += "  if (checks[" + std::to_string(i) + "] != 0xffffffffu)\n    return " +
-                  message + ";\n";
-    out += "rt::Status checks_" + func.getName().str() +
-           "([[maybe_unused]] const uint32_t* checks) {\n" + messages +
-           "  return rt::Status::ok();\n}\n\n";
-    out += "void host_" + func.getName().str() + "([[maybe_unused]] const exec::Call& c) {\n" +
-           decl + hostStatements + "}\n\n";
-  }
+  out += entryFunctions(decl);
   out += "rt::Status run_" + fn + "(const exec::Call& c) {\n" + decl + checks + body +
          "  return rt::Status::ok();\n}\n\n";
   out += "void shapes_" + fn + "([[maybe_unused]] const int64_t* const* in, "

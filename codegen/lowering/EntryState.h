@@ -1,12 +1,12 @@
-//===- LoweringEntry.h - what the lowering patterns of one entry share ----===//
+//===- EntryState.h - what the lowering patterns of one entry share -------===//
 //
 // Internal to codegen/lowering: the state LowerToKernels.cpp builds for one
 // entry point before the conversion (sizes, outputs, input names) and the
 // patterns of KernelPatterns.cpp read.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TRANSFUSE_CODEGEN_LOWERING_LOWERINGENTRY_H
-#define TRANSFUSE_CODEGEN_LOWERING_LOWERINGENTRY_H
+#ifndef TRANSFUSE_CODEGEN_LOWERING_ENTRYSTATE_H
+#define TRANSFUSE_CODEGEN_LOWERING_ENTRYSTATE_H
 
 #include "ir/KernelDialect.h"
 #include "ir/State.h"
@@ -164,4 +164,4 @@ void populateKernelPatterns(RewritePatternSet &patterns, const TypeConverter &ty
 
 } // namespace mlir::transfuse::lowering
 
-#endif // TRANSFUSE_CODEGEN_LOWERING_LOWERINGENTRY_H
+#endif // TRANSFUSE_CODEGEN_LOWERING_ENTRYSTATE_H

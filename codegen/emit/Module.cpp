@@ -1,16 +1,14 @@
-//===- CpuCodegen.cpp - the generated translation unit --------------------===//
+//===- Module.cpp - the generated translation unit ------------------------===//
 //
-// generateCpp prints each entry point of the kernel IR through an Emitter
-// (Emitter.h), then the tables runtime/exec/Generated.h declares
-// (parameters, binding rules, entry points, weights to pack) and the
-// Highway dispatch of fused regions.
+// generateSource prints each entry point of the kernel IR through the
+// backend's EntryPrinter, then the tables runtime/exec/ModelDesc.h declares
+// (parameters, binding rules, entry points, weights to pack, states) and the
+// ModelDesc; the backend's prologue and epilogue wrap them.
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/cpu/CpuCodegen.h"
+#include "codegen/emit/EntryPrinter.h"
 
-#include "codegen/cpu/CppText.h"
-#include "codegen/cpu/Emitter.h"
 #include "runtime/exec/model.h"
 #include "passes/Passes.h"
 
@@ -18,7 +16,7 @@
 
 using namespace mlir;
 using namespace mlir::transfuse;
-using namespace mlir::transfuse::cpu;
+using namespace mlir::transfuse::emit;
 namespace rt = ::transfuse::rt;
 
 namespace {
@@ -43,7 +41,7 @@ std::string stringArray(const std::string &name, const std::vector<std::string> 
 
 } // namespace
 
-ModelInterface mlir::transfuse::cpu::bf16Interface(ModelInterface mi) {
+ModelInterface mlir::transfuse::emit::bf16Interface(ModelInterface mi) {
   for (EntryPoint &ep : mi.entryPoints)
     for (auto *specs : {&ep.inputs, &ep.outputs})
       for (rt::TensorSpec &s : *specs)
@@ -52,20 +50,23 @@ ModelInterface mlir::transfuse::cpu::bf16Interface(ModelInterface mi) {
   return mi;
 }
 
-llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
-                                                              const ModelInterface &mi,
-                                                              StringRef fusion, Target target,
-                                                              bool bf16) {
-  if (bf16 && target != Target::kCuda)
+llvm::Expected<std::string> mlir::transfuse::emit::generateSource(ModuleOp module,
+                                                                 const ModelInterface &mi,
+                                                                 StringRef fusion,
+                                                                 const Backend &backend,
+                                                                 bool bf16) {
+  if (bf16 && !backend.takesBf16())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "bf16 storage is an option of the cuda target");
+                                   "bf16 storage is not an option of the " + backend.name() +
+                                       " target");
   if (mi.entryPoints.size() > 64)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "too many entry points");
-  ModelTables tables;
+  ModuleState shared;
+  shared.bf16 = bf16;
   // The param table: weights (the interface's order), then prepared params.
   std::string params;
   for (const rt::ParamSpec &p : mi.params) {
-    tables.paramIndex[p.name] = (int)tables.paramIndex.size();
+    shared.paramIndex[p.name] = (int)shared.paramIndex.size();
     std::string shape;
     for (size_t i = 0; i < p.shape.size(); ++i)
       shape += (i ? ", " : "") + std::to_string(p.shape[i]);
@@ -75,9 +76,9 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
   }
   auto prepare = module.lookupSymbol<func::FuncOp>(kPrepareFunction);
   module.walk([&](kernel::ParamOp p) {
-    if (!p.getPrepared() || tables.paramIndex.count(p.getName()))
+    if (!p.getPrepared() || shared.paramIndex.count(p.getName()))
       return;
-    tables.paramIndex[p.getName()] = (int)tables.paramIndex.size();
+    shared.paramIndex[p.getName()] = (int)shared.paramIndex.size();
     std::string shape;
     for (int64_t i = 0; i < p.getType().getRank(); ++i)
       shape += (i ? ", " : "") + std::to_string(p.getType().getDimSize(i));
@@ -88,13 +89,14 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
   // The state table (ABI 2): every tfk.state by name, at its capacity.
   std::string states, badState;
   module.walk([&](kernel::StateOp st) {
-    if (tables.stateIndex.count(st.getName()))
+    if (shared.stateIndex.count(st.getName()))
       return;
-    tables.stateIndex[st.getName()] = (int)tables.stateIndex.size();
+    shared.stateIndex[st.getName()] = (int)shared.stateIndex.size();
     MemRefType t = st.getType();
     if (!cType(t.getElementType()) && badState.empty())
       badState = locOf(st) + ": state '" + st.getName().str() +
-                 "' has an element type the cpu target does not hold (f32, i32, i1 are)";
+                 "' has an element type the " + backend.name().str() +
+                 " target does not hold (f32, i32, i1 are)";
     std::string shape;
     for (int64_t i = 0; i < t.getRank(); ++i)
       shape += (i ? ", " : "") + std::to_string(t.getDimSize(i));
@@ -110,28 +112,26 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
     return llvm::createStringError(llvm::inconvertibleErrorCode(), badState);
   // The positions axis of each state the entries write (K transposed keeps
   // positions last): the extents generated code tracks are along it.
-  std::vector<int> positionAxis(tables.stateIndex.size(), -1);
+  std::vector<int> positionAxis(shared.stateIndex.size(), -1);
   module.walk([&](kernel::StateWriteOp w) {
     auto st = w.getState().getDefiningOp<kernel::StateOp>();
     if (st)
-      positionAxis[tables.stateIndex.lookup(st.getName())] = w.getKeys() ? 3 : 2;
+      positionAxis[shared.stateIndex.lookup(st.getName())] = w.getKeys() ? 3 : 2;
   });
   std::string axes;
   for (int a : positionAxis)
     axes += (axes.empty() ? "" : ", ") + std::to_string(a);
 
-  std::string kernels, constants, functions, entryTables, scalarKernels;
-  int counter = 0;
+  std::string functions, entryTables;
   std::string entries, prepareDesc = "nullptr";
   for (const EntryPoint &ep : mi.entryPoints) {
     auto func = module.lookupSymbol<func::FuncOp>(ep.name);
     if (!func)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "the kernel IR has no entry point @" + ep.name);
-    Emitter emitter(func, tables, kernels, constants, counter, target, bf16);
-    if (llvm::Error e = emitter.emit(functions))
+    std::unique_ptr<EntryPrinter> emitter = backend.entryPrinter(func, shared);
+    if (llvm::Error e = emitter->print(functions))
       return std::move(e);
-    scalarKernels += emitter.scalarKernels;
     std::string ins, outs;
     for (const rt::TensorSpec &s : ep.inputs)
       ins += "    " + tensorDesc(s) + ",\n";
@@ -146,15 +146,9 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
     std::string desc = "{" + quote(ep.name) + ", kIn_" + ep.name + ", " +
                        std::to_string(ep.inputs.size()) + ", kOut_" + ep.name + ", " +
                        std::to_string(ep.outputs.size()) + ", " +
-                       std::to_string(emitter.arenaBytes) + ", " +
-                       std::to_string(emitter.kernelCalls) + ", run_" + ep.name + ", shapes_" +
-                       ep.name + ", flops_" + ep.name;
-    if (target == Target::kCuda)
-      desc += std::string(", ") + (emitter.usesState ? "true" : "false") + ", " +
-              std::to_string(emitter.numDeviceChecks()) + ", checks_" + ep.name + ", host_" +
-              ep.name + "}";
-    else
-      desc += std::string(emitter.usesState ? ", true" : "") + "}";
+                       std::to_string(emitter->arenaBytes) + ", " +
+                       std::to_string(emitter->kernelCalls) + ", run_" + ep.name + ", shapes_" +
+                       ep.name + ", flops_" + ep.name + emitter->entryDescTail() + "}";
     if (prepare && func == prepare) {
       entryTables += "const exec::EntryDesc kPrepare = " + desc + ";\n";
       prepareDesc = "&kPrepare";
@@ -163,9 +157,9 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
     }
   }
   std::string packs;
-  for (auto [i, p] : llvm::enumerate(tables.packs))
-    packs += "    {" + std::to_string(p.first) + ", " + std::to_string(tables.packShape[i][0]) +
-             ", " + std::to_string(tables.packShape[i][1]) + ", " +
+  for (auto [i, p] : llvm::enumerate(shared.packs))
+    packs += "    {" + std::to_string(p.first) + ", " + std::to_string(shared.packShape[i][0]) +
+             ", " + std::to_string(shared.packShape[i][1]) + ", " +
              (p.second ? "true" : "false") + "},\n";
 
   std::vector<std::string> aliases;
@@ -174,57 +168,9 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
     aliases.push_back(canonical);
   }
 
-  std::string src;
+  std::string src = backend.prologue(shared, fusion);
   llvm::raw_string_ostream os(src);
-  const bool cuda = target == Target::kCuda;
-  os << "// Generated by transfuse (" << targetName(target) << " target, fusion " << fusion
-     << "). Do not edit: recompile the model instead.\n"
-     << (cuda ? "// Launches runtime/kernels/cuda on the calling thread's stream"
-              : "// Calls runtime/kernels and runtime/exec/Ops.h")
-     << "; the C ABI (model.h)\n"
-        "// comes from runtime/exec/ModelAbi.cpp over transfuse_generated_model().\n";
-  bool hwy = !kernels.empty();
-  if (hwy) {
-    os << "#undef HWY_TARGET_INCLUDE\n#define HWY_TARGET_INCLUDE \"model.cpp\"\n"
-          "#include <hwy/foreach_target.h>\n#include <hwy/highway.h>\n"
-          "#include <hwy/contrib/math/math-inl.h>\n"
-          "#include \"runtime/kernels/elementwise-inl.h\"\n\n"
-          "HWY_BEFORE_NAMESPACE();\nnamespace transfuse_generated {\nnamespace HWY_NAMESPACE {\n"
-          "namespace hn = hwy::HWY_NAMESPACE;\n"
-          "namespace tk = transfuse::kernels::HWY_NAMESPACE;\n\n"
-       << kernels
-       << "}  // namespace HWY_NAMESPACE\n}  // namespace transfuse_generated\n"
-          "HWY_AFTER_NAMESPACE();\n\n#if HWY_ONCE\n";
-  }
-  if (cuda)
-    os << "#include \"runtime/exec/Cuda.cuh\"\n#include \"runtime/exec/Generated.h\"\n"
-          "#include \"runtime/kernels/ElementwiseMath.h\"\n"
-          "#include \"runtime/kernels/cuda/Attention.cuh\"\n"
-          "#include \"runtime/kernels/cuda/Decode.cuh\"\n"
-          "#include \"runtime/kernels/cuda/Embedding.cuh\"\n"
-          "#include \"runtime/kernels/cuda/Gemm.cuh\"\n#include \"runtime/kernels/cuda/Layout.cuh\"\n"
-          "#include \"runtime/kernels/cuda/Norm.cuh\"\n"
-          "#include \"runtime/kernels/cuda/Train.cuh\"\n\n"
-          "#include <algorithm>\n#include <cmath>\n#include <cstddef>\n#include <cstdint>\n"
-          "#include <string>\n\n"
-          "namespace transfuse_generated {\nnamespace exec = transfuse::exec;\n"
-          "namespace rt = transfuse::rt;\nnamespace tc = transfuse::cuda;\n"
-          "namespace tx = transfuse::exec::cuda;\nnamespace tm = transfuse::kernels::math;\n";
-  else
-    os << "#include \"runtime/exec/Generated.h\"\n#include \"runtime/exec/Ops.h\"\n"
-        "#include \"runtime/kernels/Attention.h\"\n#include \"runtime/kernels/DecodeAttention.h\"\n#include \"runtime/kernels/Gemm.h\"\n"
-        "#include \"runtime/kernels/ElementwiseMath.h\"\n#include \"runtime/kernels/Norm.h\"\n\n#include <algorithm>\n#include <array>\n"
-        "#include <cmath>\n#include <cstddef>\n#include <cstdint>\n#include <limits>\n\n"
-        "namespace transfuse_generated {\nnamespace exec = transfuse::exec;\n"
-        "namespace kernels = transfuse::kernels;\nnamespace rt = transfuse::rt;\n"
-        "namespace tm = transfuse::kernels::math;\n";
-  if (hwy) {
-    os << "\n";
-    for (int i = 0; i < counter; ++i)
-      if (kernels.find("void fe" + std::to_string(i) + "(") != std::string::npos)
-        os << "HWY_EXPORT(fe" << i << ");\n";
-  }
-  os << "namespace {\n\n" << constants << "\n" << scalarKernels << functions << entryTables
+  os << "namespace {\n\n" << shared.constants << "\n" << shared.code << functions << entryTables
      << "\nconst exec::ParamDesc kParams[] = {\n"
      << (params.empty() ? "    {\"\", 0, {}, \"zeros\", 0, 0, false, false},\n" : params)
      << "};\nconst exec::EntryDesc kEntries[] = {\n" << entries
@@ -237,17 +183,15 @@ llvm::Expected<std::string> mlir::transfuse::cpu::generateCpp(ModuleOp module,
      << stringArray("kPrefixes", mi.rules.prefixes)
      << "\nconst exec::ModelDesc kModel = {\n    " << TF_ABI_VERSION << ", "
      << quote(fusion) << ",\n    " << quote(mi.configJson) << ",\n    kParams, "
-     << tables.paramIndex.size() << ",\n    kAliases, " << mi.rules.aliases.size()
+     << shared.paramIndex.size() << ",\n    kAliases, " << mi.rules.aliases.size()
      << ", kIgnored, " << mi.rules.ignored.size() << ", kPrefixes, " << mi.rules.prefixes.size()
      << ",\n    " << prepareDesc << ", kEntries, "
      << (mi.entryPoints.size() - (prepareDesc == "nullptr" ? 0 : 1)) << ", kPacks, "
-     << tables.packs.size() << ", kStates, " << tables.stateIndex.size()
-     << ", kStatePositionAxis" << (cuda ? ", &tx::kCudaDevice" : "")
-     << (bf16 ? ", /*bf16=*/true" : "")
+     << shared.packs.size() << ", kStates, " << shared.stateIndex.size()
+     << ", kStatePositionAxis" << backend.modelDescTail(shared)
      << "};\n\n}  // namespace\n}  // namespace transfuse_generated\n\n"
      << "extern \"C\" const transfuse::exec::ModelDesc* transfuse_generated_model(void) {\n"
-        "  return &transfuse_generated::kModel;\n}\n";
-  if (hwy)
-    os << "#endif  // HWY_ONCE\n";
+        "  return &transfuse_generated::kModel;\n}\n"
+     << backend.epilogue(shared);
   return src;
 }

@@ -1,0 +1,180 @@
+//===- EntryPrinter.h - one entry point of the kernel IR as generated code ===//
+//
+// An EntryPrinter walks one tfk function (docs/codegen.md) in order and
+// prints one statement per kernel op. The core prints what every backend
+// prints the same way: storage ops as pointers (the caller's inputs and
+// outputs, the parameter table, constant arrays, arena slots at their
+// planned offsets), views as pointer arithmetic and strides, index values
+// as size expressions (Sizes), the checks at the start of a run, the
+// run/shapes/flops functions, and the kernel calls whose description both
+// kinds of device share (KernelCalls.cpp: norms, masks, positions, the KV
+// cache's state ops), which a backend only spells (spell). Each backend
+// subclasses it for the rest (printKernel): GEMMs, attention, the generic
+// primitives, fused elementwise regions.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_CODEGEN_EMIT_ENTRYPRINTER_H
+#define TRANSFUSE_CODEGEN_EMIT_ENTRYPRINTER_H
+
+#include "codegen/emit/Backend.h"
+#include "codegen/emit/Sizes.h"
+#include "codegen/emit/Text.h"
+#include "ir/KernelDialect.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <array>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mlir::transfuse::emit {
+
+/// What the entry points of one module share while they are printed.
+struct ModuleState {
+  llvm::StringMap<int> paramIndex;               // name -> param table index
+  llvm::StringMap<int> stateIndex;               // name -> state table index (ABI 2)
+  std::vector<std::pair<int, bool>> packs;       // (param, transB)
+  std::vector<std::array<int64_t, 2>> packShape; // (k, n)
+  std::string constants;   // constant arrays, inside the anonymous namespace
+  std::string code;        // functions the entries call, before them (scalar
+                           // regions, __global__ kernels)
+  std::string vectorCode;  // per-target code (the cpu backend's Highway regions)
+  int counter = 0;         // names of constants and generated functions
+  bool bf16 = false;       // f32 tensors stored as bf16 (--dtype bf16)
+
+  /// The index of the packed panels of `param` (transposed or not) [k, n].
+  int pack(int param, bool transB, int64_t k, int64_t n);
+};
+
+/// A kernel call whose arguments every backend passes alike: `callee` of
+/// runtime/exec (`generic`) or runtime/kernels on the CPU, of
+/// runtime/kernels/cuda on a GPU; `pooled`: the CPU form takes the call's
+/// thread pool last.
+struct KernelCall {
+  std::string callee;
+  std::vector<std::string> args;
+  bool generic = false;
+  bool pooled = false;
+};
+
+class EntryPrinter {
+public:
+  EntryPrinter(func::FuncOp func, ModuleState &module, const Backend &backend)
+      : func(func), module(module), backend(backend) {}
+  virtual ~EntryPrinter() = default;
+
+  /// Appends the entry's functions (run_, shapes_, flops_ and the
+  /// backend's) to `out`.
+  llvm::Error print(std::string &out);
+  /// Fields after the standard ones of the entry's EntryDesc initializer.
+  virtual std::string entryDescTail() const { return usesState ? ", true" : ""; }
+
+  int64_t arenaBytes = 0, kernelCalls = 0;
+  bool usesState = false; // the entry reads or writes tfk.state
+
+protected:
+  //===--- What a backend prints ---------------------------------------===//
+  /// A kernel op the core does not print.
+  virtual llvm::Error printKernel(Operation *op) = 0;
+  /// `call` as a statement of the run (with its error check, where the
+  /// target checks launches); `indent` before it.
+  virtual void spell(Operation *op, const KernelCall &call, const std::string &indent = "") = 0;
+  /// The type of the kernels' StateTensor ("exec::StateTensor").
+  virtual std::string stateTensorType() const = 0;
+  /// A tfk.constant: an array in `module.constants` and its name for ptr().
+  virtual llvm::Error printConstant(kernel::ConstantOp op);
+  /// Functions of the entry printed before its run_ function.
+  virtual std::string entryFunctions(const std::string &declarations) const { return ""; }
+  /// A host statement of the run that is not a kernel call (the state's
+  /// extents, row ids, length).
+  virtual void hostStatement(const std::string &s) { line(s); }
+  /// The C++ type an element of type `t` is stored as: cType's, or the
+  /// target's bf16 type for f32 under --dtype bf16.
+  virtual std::string storageType(Type t) const;
+
+  //===--- What backends print with ------------------------------------===//
+  llvm::Error fail(Operation *op, const llvm::Twine &message) const;
+  /// A typed pointer expression to the first element of the view `v`.
+  std::string ptr(Value v);
+  /// The bytes an element of `v` is stored in, as text.
+  std::string storageBytes(Value v) const;
+  void line(const std::string &s) { body += "  " + s + "\n"; }
+  /// A statement that is one kernel call.
+  void call(const std::string &s) {
+    line(s);
+    ++kernelCalls;
+  }
+  void flops(const std::string &e) { flopTerms += "  f += " + e + ";\n"; }
+
+  // The argument lists both kinds of device share (KernelCalls.cpp).
+  /// A tfk.gemm's sizes: rows (an expression), columns, depth, whether the
+  /// weight is [N, K], and the activation's enumerator (kNone, kRelu, ...,
+  /// as kernels::Activation names them); counts its FLOPs.
+  struct GemmShape {
+    std::string m;
+    int64_t n, k;
+    bool transW;
+    std::string activation;
+  };
+  GemmShape gemmShape(kernel::GemmOp op);
+  /// "{" and the args struct `type` of an attention call with the fields
+  /// every target's kernel has (sizes, Q/K/V, output, scale, causal, key
+  /// mask); the call's FLOPs. The caller adds its own fields, the call, "}".
+  void attentionArgs(kernel::AttentionOp op, llvm::StringRef type);
+  llvm::Error decodeAttentionArgs(kernel::DecodeAttentionOp op, llvm::StringRef type);
+  /// "{" and the args struct `type` of an attention_grad call (the forward's
+  /// fields, dO, dQ, dK, dV, dropout); its FLOPs. The caller adds the call
+  /// and "}".
+  void attentionGradArgs(kernel::AttentionGradOp op, llvm::StringRef type);
+  /// The `args.out` lines of an attention kernel writing `out`.
+  void attentionOutput(Value out);
+  /// "data, batch stride, head stride, row stride" of an attention operand
+  /// (strides 0: dense [B, H, S, D]).
+  std::string attentionTensor(Value v);
+  /// The batch, head and row strides of a tfk.heads view; none for a dense
+  /// [B, H, S, D] buffer.
+  std::optional<std::array<std::string, 3>> headStrides(Value v);
+  /// Sets the dropout fields of the attention args `args` (nothing for a
+  /// rate of 0).
+  void dropoutArgs(const std::string &args, double rate, int64_t seed, int64_t stream);
+  /// "{data, heads, positions, headDim, keys}": a tfk.state as the kernels'
+  /// StateTensor (of the target's `type`).
+  std::string stateTensor(Value state, bool keys, llvm::StringRef type);
+  /// The run's check that a cross_entropy(_grad) has a label per row.
+  void labelsPerRow(Operation *op, Value logits, Value labels, llvm::StringRef what);
+  /// The step of a dropout call: the call's, plus the op's index operand.
+  std::string dropoutStep(kernel::DropoutOp op);
+  /// `start` of a slice or slice_grad, plus its index operand.
+  std::string sliceStart(Operation *op, int64_t start);
+  /// The lines of a tfk.elementwise region's ops, each a `const auto tN` at
+  /// `indent`, over inputs x0, x1, ...; `result` names the yielded value.
+  /// `vector`: Highway vectors (ElementwiseMath.h's vector names).
+  llvm::Error regionBody(kernel::ElementwiseOp op, bool vector, llvm::StringRef indent,
+                         std::string &compute, std::string &result);
+
+  func::FuncOp func;
+  ModuleState &module;
+  const Backend &backend;
+  Sizes dims;
+  llvm::DenseMap<Value, std::string> constNames;
+
+private:
+  llvm::Error printOp(Operation *op);
+  /// The kernel calls the core describes (KernelCalls.cpp); none for others.
+  std::optional<llvm::Error> printShared(Operation *op);
+
+  std::string body, flopTerms, storageError;
+};
+
+/// The expression of one op of a tfk.elementwise region over the values
+/// `arg` names: Highway vectors (`vector`) or scalars (C++ or CUDA, through
+/// ElementwiseMath.h's templates); empty for an op regions cannot hold.
+std::string regionExpr(Operation &inner, llvm::function_ref<std::string(unsigned)> arg,
+                       bool vector);
+
+} // namespace mlir::transfuse::emit
+
+#endif // TRANSFUSE_CODEGEN_EMIT_ENTRYPRINTER_H
