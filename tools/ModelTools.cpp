@@ -116,8 +116,11 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
   auto mi = extractInterface(module);
   if (!mi)
     return mi.takeError();
+  auto backend = emit::backendNamed(build.target);
+  if (!backend)
+    return backend.takeError();
   if (build.bf16) {
-    if (build.target != "cuda" || train)
+    if (!backend->takesBf16() || train)
       return error("--dtype bf16 is an option of the cuda target's inference builds");
     *mi = emit::bf16Interface(std::move(*mi));
   }
@@ -141,9 +144,6 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
                                        strategy.str(), std::move(reportJson)))
     return std::move(e);
   if (emit != Emit::kMlir && emit != Emit::kKernels) {
-    auto backend = emit::backendNamed(build.target);
-    if (!backend)
-      return backend.takeError();
     auto source = emit::generateSource(*kernels, *mi, strategy.str(), *backend, build.bf16);
     if (!source)
       return source.takeError();

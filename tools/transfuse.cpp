@@ -105,7 +105,6 @@ int runCompile(const std::vector<std::string> &positional,
     die("compile needs an output directory: -o DIR");
   std::string target = flag(flags, "--target", "cpu");
   const emit::Backend &backend = orDie(emit::backendNamed(target));
-  const bool cuda = target == "cuda";
   if (llvm::Error e = backend.available())
     die(llvm::toString(std::move(e)));
   tools::Emit emit = orDie(tools::parseEmit(flag(flags, "--emit", "shared")));
@@ -123,7 +122,7 @@ int runCompile(const std::vector<std::string> &positional,
   if (dtype != "f32" && dtype != "bf16")
     die("--dtype " + dtype + " is not one of f32, bf16");
   build.bf16 = dtype == "bf16";
-  if (build.bf16 && !cuda)
+  if (build.bf16 && !backend.takesBf16())
     die("--dtype bf16 is an option of the cuda target (--target cuda)");
   if (build.bf16 && train)
     die("--dtype bf16 builds inference entries: train with f32 (the default)");
@@ -153,9 +152,10 @@ int runCompile(const std::vector<std::string> &positional,
     die("compiling " + positional[0] + " failed: " + llvm::toString(result.takeError()));
   if (flags.count("--report"))
     llvm::outs() << report.format();
-  static const char *written[] = {"model.mlir", "kernels.mlir", "model.cpp",
+  static const char *written[] = {"model.mlir", "kernels.mlir", "",
                                   "libmodel.so", "libmodel.a", "model"};
-  std::string product = cuda && emit == tools::Emit::kCpp ? "model.cu" : written[(int)emit];
+  std::string product =
+      emit == tools::Emit::kCpp ? backend.sourceFile().str() : written[(int)emit];
   llvm::outs() << "compiled " << positional[0] << " (fusion " << strategy.str() << ", "
                << llvm::format("%.1f", result->seconds) << " s): " << describe(*module, result->interface)
                << " -> " << out << "/" << product << "\n";

@@ -71,17 +71,8 @@ llvm::Error CudaPrinter::printConstant(tfk::ConstantOp op) {
     constNames[op.getView()] = "reinterpret_cast<const tc::bf16*>(tx::deviceArray(" + name + "))";
     return llvm::Error::success();
   }
-  std::string s = "__device__ const " + std::string(cType(e)) + " " + name + "[] = {";
-  int64_t i = 0;
-  if (isa<FloatType>(e)) {
-    for (const APFloat &v : attr.getValues<APFloat>())
-      s += (i++ % 8 ? ", " : "\n    ") + floatLit(v.convertToDouble());
-  } else {
-    for (const APInt &v : attr.getValues<APInt>())
-      s += (i++ % 16 ? ", " : "\n    ") +
-           std::to_string(e.isInteger(1) ? (int64_t)v.getBoolValue() : v.getSExtValue());
-  }
-  module.constants += s + "};\n";
+  module.constants += "__device__ const " + std::string(cType(e)) + " " + name + "[] = {" +
+                      constantValues(attr) + "};\n";
   constNames[op.getView()] = "tx::deviceArray(" + name + ")";
   return llvm::Error::success();
 }

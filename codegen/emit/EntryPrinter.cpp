@@ -82,7 +82,15 @@ llvm::Error EntryPrinter::printConstant(tfk::ConstantOp op) {
   if (!attr || !cType(e))
     return fail(op, "only dense f32, i32 and i1 constants are supported");
   std::string name = "kConst" + std::to_string(module.counter++);
-  std::string s = "const " + std::string(cType(e)) + " " + name + "[] = {";
+  module.constants +=
+      "const " + std::string(cType(e)) + " " + name + "[] = {" + constantValues(attr) + "};\n";
+  constNames[op.getView()] = name;
+  return llvm::Error::success();
+}
+
+std::string EntryPrinter::constantValues(DenseElementsAttr attr) {
+  Type e = attr.getElementType();
+  std::string s;
   int64_t i = 0;
   if (isa<FloatType>(e)) {
     for (const APFloat &v : attr.getValues<APFloat>())
@@ -92,9 +100,7 @@ llvm::Error EntryPrinter::printConstant(tfk::ConstantOp op) {
       s += (i++ % 16 ? ", " : "\n    ") +
            std::to_string(e.isInteger(1) ? (int64_t)v.getBoolValue() : v.getSExtValue());
   }
-  module.constants += s + "};\n";
-  constNames[op.getView()] = name;
-  return llvm::Error::success();
+  return s;
 }
 
 llvm::Error EntryPrinter::print(std::string &out) {

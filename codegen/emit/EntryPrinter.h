@@ -86,6 +86,9 @@ protected:
   virtual std::string stateTensorType() const = 0;
   /// A tfk.constant: an array in `module.constants` and its name for ptr().
   virtual llvm::Error printConstant(kernel::ConstantOp op);
+  /// The initializer of a constant array of f32, i32 or i1 values (i1 as
+  /// bytes), eight or sixteen to a line.
+  static std::string constantValues(DenseElementsAttr attr);
   /// Functions of the entry printed before its run_ function.
   virtual std::string entryFunctions(const std::string &declarations) const { return ""; }
   /// A host statement of the run that is not a kernel call (the state's
@@ -131,6 +134,9 @@ protected:
   void attentionGradArgs(kernel::AttentionGradOp op, llvm::StringRef type);
   /// The `args.out` lines of an attention kernel writing `out`.
   void attentionOutput(Value out);
+  /// The scale, causal and key-mask lines of an attention call; its FLOPs
+  /// (4·B·H·Sq·Sk·D, `product` = B·H·Sq·Sk·D as text).
+  void attentionTail(double scale, bool causal, Value keyPadding, const std::string &product);
   /// "data, batch stride, head stride, row stride" of an attention operand
   /// (strides 0: dense [B, H, S, D]).
   std::string attentionTensor(Value v);

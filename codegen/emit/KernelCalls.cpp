@@ -183,12 +183,8 @@ llvm::Error EntryPrinter::decodeAttentionArgs(tfk::DecodeAttentionOp op, StringR
   line("  args.k = {" + ptr(op.getKey()) + ", " + h + " * " + plane + ", " + plane + ", " + t + "};");
   line("  args.v = {" + ptr(op.getValue()) + ", " + h + " * " + plane + ", " + plane + ", " + d + "};");
   attentionOutput(out);
-  line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
-  if (op.getCausal())
-    line("  args.causal = true;");
-  if (Value kp = op.getKeyPadding())
-    line("  args.keyMask = " + ptr(kp) + ";");
-  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + d);
+  attentionTail(op.getScale().convertToDouble(), op.getCausal(), op.getKeyPadding(),
+                b + " * " + h + " * " + sq + " * " + sk + " * " + d);
   return llvm::Error::success();
 }
 
@@ -267,10 +263,16 @@ void EntryPrinter::attentionArgs(tfk::AttentionOp op, StringRef type) {
   line("  args.k = {" + attentionTensor(k) + "};");
   line("  args.v = {" + attentionTensor(op.getValue()) + "};");
   attentionOutput(out);
-  line("  args.scale = " + floatLit(op.getScale().convertToDouble()) + ";");
-  if (op.getCausal())
+  attentionTail(op.getScale().convertToDouble(), op.getCausal(), op.getKeyPadding(),
+                b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
+}
+
+void EntryPrinter::attentionTail(double scale, bool causal, Value keyPadding,
+                                 const std::string &product) {
+  line("  args.scale = " + floatLit(scale) + ";");
+  if (causal)
     line("  args.causal = true;");
-  if (Value kp = op.getKeyPadding())
-    line("  args.keyMask = " + ptr(kp) + ";");
-  flops("4.0 * " + b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
+  if (keyPadding)
+    line("  args.keyMask = " + ptr(keyPadding) + ";");
+  flops("4.0 * " + product);
 }
