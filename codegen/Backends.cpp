@@ -25,11 +25,17 @@ std::vector<std::string> emit::backendNames() {
   return names;
 }
 
-llvm::Expected<const emit::Backend &> emit::backendNamed(llvm::StringRef name) {
+const emit::Backend *emit::backendNamed(llvm::StringRef name) {
   for (const emit::Backend *b : backends())
     if (b->name() == name)
-      return *b;
+      return b;
+  return nullptr;
+}
+
+llvm::Expected<const emit::Backend &> emit::backendOf(const BuildOptions &options) {
+  if (const emit::Backend *b = backendNamed(options.target))
+    return *b;
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "--target " + name + " is not one of " +
-                                     llvm::join(backendNames(), ", "));
+                                 "no backend named '" + options.target + "' (known: " +
+                                     llvm::join(backendNames(), ", ") + ")");
 }

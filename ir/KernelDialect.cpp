@@ -137,9 +137,7 @@ LogicalResult ElementwiseOp::verify() {
 
 LogicalResult mlir::transfuse::kernel::verifyCallArity(Operation *op, int minIns, int maxIns,
                                                       int numOuts) {
-  auto call = dyn_cast<KernelCallInterface>(op);
-  if (!call)
-    return op->emitOpError("is not a kernel call");
+  auto call = cast<KernelCallInterface>(op); // TFK_CallOp attaches both
   const int ins = static_cast<int>(call.getIns().size());
   const int outs = static_cast<int>(call.getOuts().size());
   if (ins < minIns || (maxIns >= 0 && ins > maxIns))

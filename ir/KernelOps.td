@@ -390,7 +390,7 @@ class TFK_CallOp<string mnemonic, string callSummary, int minIns, int maxIns, in
 }
 
 def TFK_GatherOp : TFK_CallOp<"gather", "rows of a table [V, D] by ids; `what` names the ids",
-                              2, 2, 1, (ins StrAttr:$what)>;
+                              2, 2, 1, (ins DefaultValuedStrAttr<StrAttr, "an operand">:$what)>;
 def TFK_BinaryOp : TFK_CallOp<"binary",
     "an elementwise formula of two operands broadcast as NumPy does (`kind`: kAdd, ...)",
     2, 2, 1, (ins StrAttr:$kind)> {

@@ -116,12 +116,9 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
   auto mi = extractInterface(module);
   if (!mi)
     return mi.takeError();
-  auto backend = emit::backendNamed(build.target);
-  if (!backend)
-    return backend.takeError();
   if (build.bf16) {
-    if (!backend->takesBf16() || train)
-      return error("--dtype bf16 is an option of the cuda target's inference builds");
+    if (train)
+      return error("--dtype bf16 builds inference entries: train with f32 (the default)");
     *mi = emit::bf16Interface(std::move(*mi));
   }
   OwningOpRef<ModuleOp> kernels;
@@ -144,18 +141,18 @@ llvm::Expected<CompileResult> tools::compileModule(ModuleOp module, const Fusion
                                        strategy.str(), std::move(reportJson)))
     return std::move(e);
   if (emit != Emit::kMlir && emit != Emit::kKernels) {
-    auto source = emit::generateSource(*kernels, *mi, strategy.str(), *backend, build.bf16);
+    auto source = emit::generateSource(*kernels, *mi, strategy.str(), build);
     if (!source)
       return source.takeError();
     emit::BuildOptions options = build;
     if (emit == Emit::kCpp) {
-      if (llvm::Error e = emit::writeSources(dir, *source, *backend))
+      if (llvm::Error e = emit::writeSources(dir, *source, build))
         return std::move(e);
     } else {
       options.kind = emit == Emit::kStatic      ? emit::ArtifactKind::kStatic
                      : emit == Emit::kExecutable ? emit::ArtifactKind::kExecutable
                                                  : emit::ArtifactKind::kShared;
-      if (llvm::Error e = emit::buildArtifact(dir, *source, *backend, options))
+      if (llvm::Error e = emit::buildArtifact(dir, *source, options))
         return std::move(e);
     }
   }

@@ -290,7 +290,9 @@ int tools::runTrain(const std::vector<std::string> &positional,
   if (flags.count("--vocab-size") && tokenizerKind != "sentencepiece")
     die("--vocab-size sets the size of the sentencepiece tokenizer (--tokenizer sentencepiece)");
   const std::string targetName = flag(flags, "--target", "cpu");
-  const emit::Backend &target = orDie(emit::backendNamed(targetName));
+  const emit::Backend *target = emit::backendNamed(targetName);
+  if (!target)
+    die("--target " + targetName + " is not one of " + llvm::join(emit::backendNames(), ", "));
   const int deviceOrdinal = (int)intFlag(flags, "--device", 0, 0, 1023);
   if (!compiled)
     for (const char *f : {"--threads", "--fusion", "--resume", "--keep", "--src-valid",
@@ -524,7 +526,7 @@ int tools::runTrain(const std::vector<std::string> &positional,
     // --target cuda: the train step and Adam run on the GPU (docs/cuda.md).
     emit::BuildOptions artifactOptions;
     artifactOptions.target = targetName;
-    if (llvm::Error e = target.available())
+    if (llvm::Error e = target->available())
       die(llvm::toString(std::move(e)));
     orDie(compileModule(*module, strategy, artifact->path(), Emit::kShared, artifactOptions, nullptr,
                         /*train=*/true));

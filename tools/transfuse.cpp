@@ -104,8 +104,10 @@ int runCompile(const std::vector<std::string> &positional,
   if (out.empty())
     die("compile needs an output directory: -o DIR");
   std::string target = flag(flags, "--target", "cpu");
-  const emit::Backend &backend = orDie(emit::backendNamed(target));
-  if (llvm::Error e = backend.available())
+  const emit::Backend *backend = emit::backendNamed(target);
+  if (!backend)
+    die("--target " + target + " is not one of " + llvm::join(emit::backendNames(), ", "));
+  if (llvm::Error e = backend->available())
     die(llvm::toString(std::move(e)));
   tools::Emit emit = orDie(tools::parseEmit(flag(flags, "--emit", "shared")));
   bool verify = flags.count("--verify") != 0;
@@ -122,7 +124,7 @@ int runCompile(const std::vector<std::string> &positional,
   if (dtype != "f32" && dtype != "bf16")
     die("--dtype " + dtype + " is not one of f32, bf16");
   build.bf16 = dtype == "bf16";
-  if (build.bf16 && !backend.takesBf16())
+  if (build.bf16 && !backend->takesBf16())
     die("--dtype bf16 is an option of the cuda target (--target cuda)");
   if (build.bf16 && train)
     die("--dtype bf16 builds inference entries: train with f32 (the default)");
@@ -155,7 +157,7 @@ int runCompile(const std::vector<std::string> &positional,
   static const char *written[] = {"model.mlir", "kernels.mlir", "",
                                   "libmodel.so", "libmodel.a", "model"};
   std::string product =
-      emit == tools::Emit::kCpp ? backend.sourceFile().str() : written[(int)emit];
+      emit == tools::Emit::kCpp ? backend->sourceFile().str() : written[(int)emit];
   llvm::outs() << "compiled " << positional[0] << " (fusion " << strategy.str() << ", "
                << llvm::format("%.1f", result->seconds) << " s): " << describe(*module, result->interface)
                << " -> " << out << "/" << product << "\n";

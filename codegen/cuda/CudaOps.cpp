@@ -48,13 +48,9 @@ std::string CudaPrinter::entryFunctions(const std::string &declarations) const {
          "([[maybe_unused]] const exec::Call& c) {\n" + declarations + hostStatements + "}\n\n";
 }
 
-llvm::Error CudaPrinter::printConstant(tfk::ConstantOp op) {
+std::string CudaPrinter::constantArray(const std::string &name, DenseElementsAttr attr) {
   // In device memory, its address looked up where it is used.
-  auto attr = dyn_cast<DenseElementsAttr>(op.getValue());
-  Type e = op.getType().getElementType();
-  if (!attr || !cType(e))
-    return fail(op, "only dense f32, i32 and i1 constants are supported");
-  std::string name = "kConst" + std::to_string(module.counter++);
+  Type e = attr.getElementType();
   if (module.bf16 && e.isF32()) {
     // bf16 bits (rounded to nearest even), as raw words: a __device__
     // array needs constant initializers.
@@ -68,13 +64,11 @@ llvm::Error CudaPrinter::printConstant(tfk::ConstantOp op) {
            std::to_string(b.bitcastToAPInt().getZExtValue()) + "}";
     }
     module.constants += s + "};\n";
-    constNames[op.getView()] = "reinterpret_cast<const tc::bf16*>(tx::deviceArray(" + name + "))";
-    return llvm::Error::success();
+    return "reinterpret_cast<const tc::bf16*>(tx::deviceArray(" + name + "))";
   }
   module.constants += "__device__ const " + std::string(cType(e)) + " " + name + "[] = {" +
                       constantValues(attr) + "};\n";
-  constNames[op.getView()] = "tx::deviceArray(" + name + ")";
-  return llvm::Error::success();
+  return "tx::deviceArray(" + name + ")";
 }
 
 void CudaPrinter::launch(Operation *op, const std::string &kernel, const std::string &launch,
@@ -210,10 +204,9 @@ llvm::Error CudaPrinter::printKernel(Operation *op) {
         if constexpr (std::is_same_v<decltype(e), tfk::ScaleOp>) {
           expr = "tm::mul(x0, " + floatLit(e.getFactor().convertToDouble()) + ")";
         } else {
-          std::optional<math::Kind> named = math::kindNamed(e.getKind().str());
-          if (!named)
-            return fail(e, "an unknown elementwise kind '" + e.getKind() + "'");
-          expr = "tm::" + std::string(math::info(*named).scalar) + "(" + llvm::join(args, ", ") + ")";
+          // The verifier ensures the kind names a formula of its arity.
+          const math::Kind named = *math::kindNamed(e.getKind().str());
+          expr = "tm::" + std::string(math::info(named).scalar) + "(" + llvm::join(args, ", ") + ")";
         }
         return pointwise(e, e.getIns(), forms, "    const float t0 = " + expr + ";\n", "t0", out);
       })
@@ -249,7 +242,7 @@ std::optional<llvm::Error> CudaPrinter::printTrainKernel(Operation *op) {
         constexpr bool grad = std::is_same_v<decltype(e), tfk::CrossEntropyGradOp>;
         std::string k = grad ? "cross_entropy_grad" : "cross_entropy";
         Value logits = e.getIns()[0], labels = e.getIns()[1], out = e.getOuts()[0];
-        labelsPerRow(e, logits, labels, e.getWhat());
+        labelsPerRow(logits, labels, e.getWhat());
         auto t = cast<MemRefType>(logits.getType());
         std::string vocab = std::to_string(t.getDimSize(t.getRank() - 1));
         std::string word = deviceCheck(quote(e.getWhat()), "the label at row", vocab);
@@ -286,14 +279,20 @@ std::optional<llvm::Error> CudaPrinter::printTrainKernel(Operation *op) {
       })
       .Case([&](tfk::ActivationGradOp e) -> Result {
         // out = g · f'(x), ElementwiseMath.h's derivative.
-        std::optional<math::Kind> named = activationKind(e.getActivation());
-        const char *derivative = !named                            ? nullptr
-                                 : *named == math::Kind::kRelu     ? "reluDerivative"
-                                 : *named == math::Kind::kGelu     ? "geluDerivative"
-                                 : *named == math::Kind::kGeluTanh ? "geluTanhDerivative"
-                                                                   : nullptr;
-        if (!derivative)
-          return fail(e, "an activation without a derivative");
+        const char *derivative = nullptr;
+        switch (e.getActivation()) {
+        case Activation::Relu:
+          derivative = "reluDerivative";
+          break;
+        case Activation::Gelu:
+          derivative = "geluDerivative";
+          break;
+        case Activation::GeluTanh:
+          derivative = "geluTanhDerivative";
+          break;
+        case Activation::None:
+          llvm_unreachable("the verifier refuses activation none");
+        }
         return pointwise(e, e.getIns(), {"full", "full"},
                          "    const float t0 = tm::mul(x1, tm::" + std::string(derivative) +
                              "(x0));\n",

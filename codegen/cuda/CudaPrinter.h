@@ -26,7 +26,7 @@ protected:
   llvm::Error printKernel(Operation *op) override;
   void spell(Operation *op, const emit::KernelCall &call, const std::string &indent) override;
   std::string stateTensorType() const override { return cudaArgs("StateTensor"); }
-  llvm::Error printConstant(kernel::ConstantOp op) override;
+  std::string constantArray(const std::string &name, DenseElementsAttr attr) override;
   std::string entryFunctions(const std::string &declarations) const override;
   void hostStatement(const std::string &s) override {
     line(s);

@@ -79,19 +79,19 @@ public:
   virtual std::vector<std::string> systemLibraries() const { return {}; }
 };
 
-/// The backend named `name`; an error listing the known ones otherwise.
-/// (Whether this build can build its artifacts is Backend::available.)
-llvm::Expected<const Backend &> backendNamed(llvm::StringRef name);
-/// The names of the backends this build knows, for help texts.
+/// The backend named `name`, or null (codegen/Backends.cpp lists them).
+/// Whether this build can build its artifacts is Backend::available.
+const Backend *backendNamed(llvm::StringRef name);
+/// The names of the backends this build knows, in order.
 std::vector<std::string> backendNames();
 
 /// The source of the artifact of `kernels` (the kernel IR of a module whose
-/// interface is `interface`); fails, naming the op, on what the backend
-/// cannot print. Under `bf16`, `interface` gives its f32 inputs and outputs
-/// as BF16 (bf16Interface).
+/// interface is `interface`) for `options.target`; fails, naming the op, on
+/// what the backend cannot print. Under `options.bf16`, `interface` gives
+/// its f32 inputs and outputs as BF16 (bf16Interface).
 llvm::Expected<std::string> generateSource(ModuleOp kernels, const ModelInterface &interface,
-                                           llvm::StringRef fusion, const Backend &backend,
-                                           bool bf16 = false);
+                                           llvm::StringRef fusion,
+                                           const BuildOptions &options = {});
 
 /// `interface` with its entries' F32 inputs and outputs as BF16: what a
 /// model compiled with --dtype bf16 takes and gives.
@@ -101,13 +101,18 @@ ModelInterface bf16Interface(ModelInterface interface);
 std::string defaultCompiler();
 
 /// Writes DIR/<the backend's source file> (`source`) and DIR/model.h (the C ABI).
-llvm::Error writeSources(llvm::StringRef dir, llvm::StringRef source, const Backend &backend);
+llvm::Error writeSources(llvm::StringRef dir, llvm::StringRef source,
+                         const BuildOptions &options = {});
 
 /// Writes the sources (writeSources), then builds DIR/libmodel.so,
 /// DIR/libmodel.a or DIR/model (the executable) from them. Compiler output
 /// is kept in DIR/build.log; a failure names the command and quotes the log.
-llvm::Error buildArtifact(llvm::StringRef dir, llvm::StringRef source, const Backend &backend,
-                          const BuildOptions &options);
+llvm::Error buildArtifact(llvm::StringRef dir, llvm::StringRef source,
+                          const BuildOptions &options = {});
+
+/// The backend of `options.target`, or an error naming the target and the
+/// known ones.
+llvm::Expected<const Backend &> backendOf(const BuildOptions &options);
 
 } // namespace mlir::transfuse::emit
 

@@ -81,11 +81,14 @@ llvm::Error EntryPrinter::printConstant(tfk::ConstantOp op) {
   Type e = op.getType().getElementType();
   if (!attr || !cType(e))
     return fail(op, "only dense f32, i32 and i1 constants are supported");
-  std::string name = "kConst" + std::to_string(module.counter++);
-  module.constants +=
-      "const " + std::string(cType(e)) + " " + name + "[] = {" + constantValues(attr) + "};\n";
-  constNames[op.getView()] = name;
+  constNames[op.getView()] = constantArray("kConst" + std::to_string(module.counter++), attr);
   return llvm::Error::success();
+}
+
+std::string EntryPrinter::constantArray(const std::string &name, DenseElementsAttr attr) {
+  module.constants += "const " + std::string(cType(attr.getElementType())) + " " + name +
+                      "[] = {" + constantValues(attr) + "};\n";
+  return name;
 }
 
 std::string EntryPrinter::constantValues(DenseElementsAttr attr) {

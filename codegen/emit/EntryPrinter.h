@@ -49,15 +49,13 @@ struct ModuleState {
   int pack(int param, bool transB, int64_t k, int64_t n);
 };
 
-/// A kernel call whose arguments every backend passes alike: `callee` of
-/// runtime/exec (`generic`) or runtime/kernels on the CPU, of
-/// runtime/kernels/cuda on a GPU; `pooled`: the CPU form takes the call's
-/// thread pool last.
+/// A kernel call whose arguments every backend passes alike: `callee` is
+/// the function's name in every kernel library (runtime/exec or
+/// runtime/kernels on the CPU, runtime/kernels/cuda on a GPU); the backend
+/// adds its namespace and its own last arguments (a thread pool, a stream).
 struct KernelCall {
   std::string callee;
   std::vector<std::string> args;
-  bool generic = false;
-  bool pooled = false;
 };
 
 class EntryPrinter {
@@ -84,8 +82,9 @@ protected:
   virtual void spell(Operation *op, const KernelCall &call, const std::string &indent = "") = 0;
   /// The type of the kernels' StateTensor ("exec::StateTensor").
   virtual std::string stateTensorType() const = 0;
-  /// A tfk.constant: an array in `module.constants` and its name for ptr().
-  virtual llvm::Error printConstant(kernel::ConstantOp op);
+  /// Declares the constant array `name` of `attr` (dense f32, i32 or i1) in
+  /// `module.constants`; returns how ptr() names its first element.
+  virtual std::string constantArray(const std::string &name, DenseElementsAttr attr);
   /// The initializer of a constant array of f32, i32 or i1 values (i1 as
   /// bytes), eight or sixteen to a line.
   static std::string constantValues(DenseElementsAttr attr);
@@ -150,7 +149,7 @@ protected:
   /// StateTensor (of the target's `type`).
   std::string stateTensor(Value state, bool keys, llvm::StringRef type);
   /// The run's check that a cross_entropy(_grad) has a label per row.
-  void labelsPerRow(Operation *op, Value logits, Value labels, llvm::StringRef what);
+  void labelsPerRow(Value logits, Value labels, llvm::StringRef what);
   /// The step of a dropout call: the call's, plus the op's index operand.
   std::string dropoutStep(kernel::DropoutOp op);
   /// `start` of a slice or slice_grad, plus its index operand.
@@ -169,6 +168,8 @@ protected:
 
 private:
   llvm::Error printOp(Operation *op);
+  /// A tfk.constant: an array of the generated code (constantArray).
+  llvm::Error printConstant(kernel::ConstantOp op);
   /// The kernel calls the core describes (KernelCalls.cpp); none for others.
   std::optional<llvm::Error> printShared(Operation *op);
 

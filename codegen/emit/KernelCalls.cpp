@@ -12,8 +12,6 @@
 
 #include "codegen/lowering/OpMath.h"
 
-#include "llvm/ADT/TypeSwitch.h"
-
 using namespace mlir;
 using namespace mlir::transfuse;
 using namespace mlir::transfuse::emit;
@@ -62,8 +60,7 @@ std::optional<llvm::Error> EntryPrinter::printShared(Operation *op) {
     std::string extent = "c.stateExtents[" + index + "]";
     spell(op, {"stateWrite",
                {"{" + attentionTensor(in) + "}", dims.dim(in, 0), n,
-                stateTensor(w.getState(), w.getKeys(), stateTensorType()), position},
-               true});
+                stateTensor(w.getState(), w.getKeys(), stateTensorType()), position}});
     hostStatement(extent + " = std::max<int64_t>(" + extent + ", " + position + " + " + n + ");");
     hostStatement("exec::freshRowIds(c.stateRowIds[" + index + "], " + dims.dim(in, 0) +
                   ", c.stateSerial);");
@@ -73,8 +70,7 @@ std::optional<llvm::Error> EntryPrinter::printShared(Operation *op) {
     Value out = r.getOut();
     return spelled({"stateRead",
                     {stateTensor(r.getState(), r.getKeys(), stateTensorType()), dims.dim(out, 0),
-                     dims.dim(out, 2), ptr(out)},
-                    true});
+                     dims.dim(out, 2), ptr(out)}});
   }
   if (auto a = dyn_cast<tfk::AdvanceOp>(op)) {
     hostStatement("*c.stateLength += " + dims.index(a.getCount()) + ";");
@@ -95,8 +91,7 @@ std::optional<llvm::Error> EntryPrinter::printShared(Operation *op) {
     KernelCall c{"addLayerNorm",
                  {ptr(x) + block, ptr(r), ptr(l.getGamma()), ptr(l.getBeta()), ptr(out) + block,
                   sum == "nullptr" ? sum : sum + block, rows, width,
-                  floatLit(l.getEpsilon().convertToDouble())},
-                 false, true};
+                  floatLit(l.getEpsilon().convertToDouble())}};
     if (same)
       return spelled(c);
     line("for (int64_t b = 0, n = (" + rows + " * " + width + "); b < " +
@@ -106,18 +101,15 @@ std::optional<llvm::Error> EntryPrinter::printShared(Operation *op) {
   if (auto k = dyn_cast<tfk::KeyPaddingMaskOp>(op))
     return spelled({"keyPaddingMask",
                     {ptr(k.getIns()[0]), dims.numel(k.getIns()[0]), std::to_string(k.getPadId()),
-                     ptr(k.getOuts()[0])},
-                    true});
+                     ptr(k.getOuts()[0])}});
   if (auto m = dyn_cast<tfk::CausalMaskOp>(op))
     return spelled({"causalMask",
-                    {dims.index(m.getIns()[0]), dims.index(m.getIns()[1]), ptr(m.getOuts()[0])},
-                    true});
+                    {dims.index(m.getIns()[0]), dims.index(m.getIns()[1]), ptr(m.getOuts()[0])}});
   if (auto p = dyn_cast<tfk::PositionalEncodingOp>(op)) {
     Value out = p.getOuts()[0];
     return spelled({"positionalEncoding",
                     {dims.index(p.getIns()[0]), p.getIns().size() > 1 ? dims.index(p.getIns()[1]) : "0",
-                     dims.dim(out, 1), ptr(out)},
-                    true});
+                     dims.dim(out, 1), ptr(out)}});
   }
   return std::nullopt;
 }
@@ -188,7 +180,7 @@ llvm::Error EntryPrinter::decodeAttentionArgs(tfk::DecodeAttentionOp op, StringR
   return llvm::Error::success();
 }
 
-void EntryPrinter::labelsPerRow(Operation *, Value logits, Value labels, StringRef what) {
+void EntryPrinter::labelsPerRow(Value logits, Value labels, StringRef what) {
   // The labels' and the logits' sizes are separate inputs' dimensions.
   dims.checks.push_back({"(" + dims.product(logits, 0, rankOf(logits) - 1) + " != " +
                              dims.numel(labels) + ")",

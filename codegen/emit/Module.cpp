@@ -53,8 +53,12 @@ ModelInterface mlir::transfuse::emit::bf16Interface(ModelInterface mi) {
 llvm::Expected<std::string> mlir::transfuse::emit::generateSource(ModuleOp module,
                                                                  const ModelInterface &mi,
                                                                  StringRef fusion,
-                                                                 const Backend &backend,
-                                                                 bool bf16) {
+                                                                 const BuildOptions &options) {
+  auto found = backendOf(options);
+  if (!found)
+    return found.takeError();
+  const Backend &backend = *found;
+  const bool bf16 = options.bf16;
   if (bf16 && !backend.takesBf16())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "bf16 storage is not an option of the " + backend.name() +
@@ -129,8 +133,8 @@ llvm::Expected<std::string> mlir::transfuse::emit::generateSource(ModuleOp modul
     if (!func)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "the kernel IR has no entry point @" + ep.name);
-    std::unique_ptr<EntryPrinter> emitter = backend.entryPrinter(func, shared);
-    if (llvm::Error e = emitter->print(functions))
+    std::unique_ptr<EntryPrinter> printer = backend.entryPrinter(func, shared);
+    if (llvm::Error e = printer->print(functions))
       return std::move(e);
     std::string ins, outs;
     for (const rt::TensorSpec &s : ep.inputs)
@@ -146,9 +150,9 @@ llvm::Expected<std::string> mlir::transfuse::emit::generateSource(ModuleOp modul
     std::string desc = "{" + quote(ep.name) + ", kIn_" + ep.name + ", " +
                        std::to_string(ep.inputs.size()) + ", kOut_" + ep.name + ", " +
                        std::to_string(ep.outputs.size()) + ", " +
-                       std::to_string(emitter->arenaBytes) + ", " +
-                       std::to_string(emitter->kernelCalls) + ", run_" + ep.name + ", shapes_" +
-                       ep.name + ", flops_" + ep.name + emitter->entryDescTail() + "}";
+                       std::to_string(printer->arenaBytes) + ", " +
+                       std::to_string(printer->kernelCalls) + ", run_" + ep.name + ", shapes_" +
+                       ep.name + ", flops_" + ep.name + printer->entryDescTail() + "}";
     if (prepare && func == prepare) {
       entryTables += "const exec::EntryDesc kPrepare = " + desc + ";\n";
       prepareDesc = "&kPrepare";

@@ -1,4 +1,4 @@
-//===- Text.cpp - small pieces of generated C++ text ----------------------===//
+//===- Text.cpp - small pieces of generated C++ and CUDA text --------------===//
 
 #include "codegen/emit/Text.h"
 

@@ -67,8 +67,11 @@ static llvm::Error writeFile(const llvm::Twine &path, StringRef text) {
 }
 
 llvm::Error mlir::transfuse::emit::writeSources(StringRef dir, StringRef source,
-                                                const Backend &backend) {
-  if (llvm::Error e = writeFile(dir + "/" + backend.sourceFile(), source))
+                                                const BuildOptions &options) {
+  auto backend = backendOf(options);
+  if (!backend)
+    return backend.takeError();
+  if (llvm::Error e = writeFile(dir + "/" + backend->sourceFile(), source))
     return e;
   auto header = llvm::MemoryBuffer::getFile(TRANSFUSE_CODEGEN_SOURCE_DIR "/runtime/exec/model.h");
   if (!header)
@@ -77,11 +80,14 @@ llvm::Error mlir::transfuse::emit::writeSources(StringRef dir, StringRef source,
 }
 
 llvm::Error mlir::transfuse::emit::buildArtifact(StringRef dir, StringRef source,
-                                                 const Backend &backend,
                                                  const BuildOptions &options) {
+  auto found = backendOf(options);
+  if (!found)
+    return found.takeError();
+  const Backend &backend = *found;
   if (llvm::Error e = backend.available())
     return e;
-  if (llvm::Error e = writeSources(dir, source, backend))
+  if (llvm::Error e = writeSources(dir, source, options))
     return e;
   std::string cxx = options.cxx.empty() ? defaultCompiler() : options.cxx;
   std::string log = (dir + "/build.log").str();
@@ -96,10 +102,12 @@ llvm::Error mlir::transfuse::emit::buildArtifact(StringRef dir, StringRef source
                                  (dir + "/" + backend.sourceFile()).str(), "-o", object});
   if (llvm::Error e = runCommand(compile, log))
     return e;
+  // transfuse_exec first (whole, for the C ABI), then what it calls; the
+  // backend's archives last, before the system libraries.
+  std::vector<std::string> libs = {TRANSFUSE_EXEC_LIB, TRANSFUSE_KERNELS_LIB,
+                                   TRANSFUSE_RUNTIME_LIB};
   std::vector<std::string> archives = backend.archives();
-  std::vector<std::string> libs = {TRANSFUSE_EXEC_LIB};
   libs.insert(libs.end(), archives.begin(), archives.end());
-  libs.insert(libs.end(), {TRANSFUSE_KERNELS_LIB, TRANSFUSE_RUNTIME_LIB});
   std::vector<std::string> system = backend.systemLibraries();
   system.insert(system.end(), {"-lhwy", "-lhwy_contrib", "-lpthread", "-ldl"});
   system.insert(system.end(), extraFlags.begin(), extraFlags.end());

@@ -22,21 +22,6 @@ template <class Op> struct Lowering : OpConversionPattern<Op> {
   Value dest(ConversionPatternRewriter &rw, Op op, unsigned i = 0) const {
     return entry.destination(rw, op.getLoc(), op->getResult(i));
   }
-  /// A call op (KernelOps.td, TFK_CallOp) reading `ins`, writing `outs`.
-  template <class CallOp>
-  CallOp call(ConversionPatternRewriter &rw, Op op, ValueRange ins, ValueRange outs,
-              ArrayRef<NamedAttribute> attrs = {}) const {
-    SmallVector<Value> operands(ins);
-    operands.append(outs.begin(), outs.end());
-    SmallVector<NamedAttribute> all(attrs);
-    all.push_back(rw.getNamedAttr(
-        "operandSegmentSizes",
-        rw.getDenseI32ArrayAttr({(int32_t)ins.size(), (int32_t)outs.size()})));
-    return CallOp::create(rw, op.getLoc(), TypeRange{}, operands, all);
-  }
-  NamedAttribute attr(ConversionPatternRewriter &rw, StringRef name, Attribute value) const {
-    return rw.getNamedAttr(name, value);
-  }
   /// How errors name a token operand: "input 'NAME'" for an entry's input.
   std::string tokenName(Value v) const {
     if (auto cast = v.getDefiningOp<UnrealizedConversionCastOp>())
@@ -83,8 +68,8 @@ LOWERING(ReshapeOp) {
 
 LOWERING(GatherOp) {
   Value out = dest(rw, op);
-  call<tfk::GatherOp>(rw, op, {a.getTable(), a.getIds()}, {out},
-       {attr(rw, "what", rw.getStringAttr(tokenName(op.getIds())))});
+  tfk::GatherOp::create(rw, op.getLoc(), ValueRange{a.getTable(), a.getIds()}, ValueRange{out},
+                        rw.getStringAttr(tokenName(op.getIds())));
   rw.replaceOp(op, out);
   return success();
 }
@@ -92,10 +77,9 @@ LOWERING(GatherOp) {
 LOWERING(CrossEntropyOp) {
   // The mean loss (a scalar) from the logits' rows; the labels as given.
   Value out = dest(rw, op);
-  call<tfk::CrossEntropyOp>(rw, op, {a.getLogits(), a.getLabels()}, {out},
-       {attr(rw, "what", rw.getStringAttr(tokenName(op.getLabels()))),
-        attr(rw, "label_smoothing", op.getLabelSmoothingAttr()),
-        attr(rw, "ignore_index", op.getIgnoreIndexAttr())});
+  tfk::CrossEntropyOp::create(rw, op.getLoc(), ValueRange{a.getLogits(), a.getLabels()},
+                              ValueRange{out}, rw.getStringAttr(tokenName(op.getLabels())),
+                              op.getLabelSmoothingAttr(), op.getIgnoreIndexAttr());
   rw.replaceOp(op, out);
   return success();
 }
@@ -103,18 +87,18 @@ LOWERING(CrossEntropyOp) {
 // The backward ops: each one call op of its name (runtime/exec/Ops.h).
 LOWERING(CrossEntropyGradOp) {
   Value out = dest(rw, op);
-  call<tfk::CrossEntropyGradOp>(rw, op, {a.getLogits(), a.getLabels(), a.getGrad()}, {out},
-       {attr(rw, "what", rw.getStringAttr(tokenName(op.getLabels()))),
-        attr(rw, "label_smoothing", op.getLabelSmoothingAttr()),
-        attr(rw, "ignore_index", op.getIgnoreIndexAttr())});
+  tfk::CrossEntropyGradOp::create(
+      rw, op.getLoc(), ValueRange{a.getLogits(), a.getLabels(), a.getGrad()}, ValueRange{out},
+      rw.getStringAttr(tokenName(op.getLabels())), op.getLabelSmoothingAttr(),
+      op.getIgnoreIndexAttr());
   rw.replaceOp(op, out);
   return success();
 }
 
 LOWERING(EmbeddingGradOp) {
   Value out = dest(rw, op);
-  call<tfk::EmbeddingGradOp>(rw, op, {a.getIds(), a.getGrad()}, {out},
-       {attr(rw, "what", rw.getStringAttr(tokenName(op.getIds())))});
+  tfk::EmbeddingGradOp::create(rw, op.getLoc(), ValueRange{a.getIds(), a.getGrad()},
+                               ValueRange{out}, rw.getStringAttr(tokenName(op.getIds())));
   rw.replaceOp(op, out);
   return success();
 }
@@ -126,8 +110,8 @@ LOWERING(ActivationGradOp) {
                           : op.getApproximate() == GeluApproximation::Tanh ? Activation::GeluTanh
                                                                            : Activation::Gelu;
   Value out = dest(rw, op);
-  call<tfk::ActivationGradOp>(rw, op, {a.getInput(), a.getGrad()}, {out},
-                              {attr(rw, "activation", ActivationAttr::get(rw.getContext(), activation))});
+  tfk::ActivationGradOp::create(rw, op.getLoc(), ValueRange{a.getInput(), a.getGrad()},
+                                ValueRange{out}, ActivationAttr::get(rw.getContext(), activation));
   rw.replaceOp(op, out);
   return success();
 }
@@ -135,8 +119,9 @@ LOWERING(ActivationGradOp) {
 LOWERING(LayerNormGradOp) {
   Value dx = dest(rw, op, 0), dg = dest(rw, op, 1), db = dest(rw, op, 2);
   int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
-  call<tfk::LayerNormGradOp>(rw, op, {a.getInput(), a.getGamma(), a.getGrad()}, {dx, dg, db},
-       {attr(rw, "axis", rw.getI64IntegerAttr(axis)), attr(rw, "epsilon", op.getEpsilonAttr())});
+  tfk::LayerNormGradOp::create(rw, op.getLoc(), ValueRange{a.getInput(), a.getGamma(), a.getGrad()},
+                               ValueRange{dx, dg, db}, rw.getI64IntegerAttr(axis),
+                               op.getEpsilonAttr());
   rw.replaceOp(op, {dx, dg, db});
   return success();
 }
@@ -146,13 +131,9 @@ LOWERING(AttentionGradOp) {
   SmallVector<Value> ins{a.getQuery(), a.getKey(), a.getValue(), a.getGrad()};
   if (a.getKeyPadding())
     ins.push_back(a.getKeyPadding());
-  SmallVector<NamedAttribute> attrs{attr(rw, "scale", op.getScaleAttr()),
-                                    attr(rw, "dropout_rate", op.getDropoutRateAttr()),
-                                    attr(rw, "dropout_seed", op.getDropoutSeedAttr()),
-                                    attr(rw, "dropout_stream", op.getDropoutStreamAttr())};
-  if (op.getCausal())
-    attrs.push_back(attr(rw, "causal", rw.getUnitAttr()));
-  call<tfk::AttentionGradOp>(rw, op, ins, {dq, dk, dv}, attrs);
+  tfk::AttentionGradOp::create(rw, op.getLoc(), ins, ValueRange{dq, dk, dv}, op.getScaleAttr(),
+                               op.getCausalAttr(), op.getDropoutRateAttr(),
+                               op.getDropoutSeedAttr(), op.getDropoutStreamAttr());
   rw.replaceOp(op, {dq, dk, dv});
   return success();
 }
@@ -162,23 +143,23 @@ LOWERING(DropoutOp) {
   SmallVector<Value> ins{a.getInput()};
   if (a.getStep())
     ins.push_back(a.getStep());
-  call<tfk::DropoutOp>(rw, op, ins, {out},
-       {attr(rw, "rate", op.getRateAttr()), attr(rw, "seed", op.getSeedAttr()),
-        attr(rw, "stream", op.getStreamAttr())});
+  tfk::DropoutOp::create(rw, op.getLoc(), ins, ValueRange{out}, op.getRateAttr(),
+                         op.getSeedAttr(), op.getStreamAttr());
   rw.replaceOp(op, out);
   return success();
 }
 
 LOWERING(ExpandOp) {
   Value out = dest(rw, op);
-  call<tfk::ExpandOp>(rw, op, {a.getInput()}, {out});
+  tfk::ExpandOp::create(rw, op.getLoc(), ValueRange{a.getInput()}, ValueRange{out});
   rw.replaceOp(op, out);
   return success();
 }
 
 LOWERING(WeightGradOp) {
   Value out = dest(rw, op);
-  call<tfk::WeightGradOp>(rw, op, {a.getInput(), a.getGrad()}, {out});
+  tfk::WeightGradOp::create(rw, op.getLoc(), ValueRange{a.getInput(), a.getGrad()},
+                            ValueRange{out});
   rw.replaceOp(op, out);
   return success();
 }
@@ -189,8 +170,8 @@ LOWERING(SliceGradOp) {
   if (a.getOffset())
     ins.push_back(a.getOffset());
   int64_t axis = normalizedAxis(op.getAxis(), op.getLike().getType().getRank());
-  call<tfk::SliceGradOp>(rw, op, ins, {out},
-       {attr(rw, "axis", rw.getI64IntegerAttr(axis)), attr(rw, "start", op.getStartAttr())});
+  tfk::SliceGradOp::create(rw, op.getLoc(), ins, ValueRange{out}, rw.getI64IntegerAttr(axis),
+                           op.getStartAttr());
   rw.replaceOp(op, out);
   return success();
 }
@@ -256,14 +237,15 @@ struct MathLowering : ConversionPattern {
 
 LOWERING(ScaleOp) {
   Value out = dest(rw, op);
-  call<tfk::ScaleOp>(rw, op, {a.getInput()}, {out}, {attr(rw, "factor", op.getFactorAttr())});
+  tfk::ScaleOp::create(rw, op.getLoc(), ValueRange{a.getInput()}, ValueRange{out},
+                       op.getFactorAttr());
   rw.replaceOp(op, out);
   return success();
 }
 
 LOWERING(SelectOp) {
   Value out = dest(rw, op);
-  call<tfk::SelectOp>(rw, op, a.getOperands(), {out});
+  tfk::SelectOp::create(rw, op.getLoc(), a.getOperands(), ValueRange{out});
   rw.replaceOp(op, out);
   return success();
 }
@@ -271,7 +253,8 @@ LOWERING(SelectOp) {
 LOWERING(SoftmaxOp) {
   Value out = dest(rw, op);
   int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
-  call<tfk::SoftmaxOp>(rw, op, {a.getInput()}, {out}, {attr(rw, "axis", rw.getI64IntegerAttr(axis))});
+  tfk::SoftmaxOp::create(rw, op.getLoc(), ValueRange{a.getInput()}, ValueRange{out},
+                         rw.getI64IntegerAttr(axis));
   rw.replaceOp(op, out);
   return success();
 }
@@ -341,8 +324,8 @@ LOWERING(FusedElementwiseOp) {
 
 LOWERING(TransposeOp) {
   Value out = dest(rw, op);
-  call<tfk::TransposeOp>(rw, op, {a.getInput()}, {out},
-       {attr(rw, "permutation", op.getPermutationAttr())});
+  tfk::TransposeOp::create(rw, op.getLoc(), ValueRange{a.getInput()}, ValueRange{out},
+                           op.getPermutationAttr());
   rw.replaceOp(op, out);
   return success();
 }
@@ -350,7 +333,8 @@ LOWERING(TransposeOp) {
 LOWERING(ConcatOp) {
   Value out = dest(rw, op);
   int64_t axis = normalizedAxis(op.getAxis(), op.getType().getRank());
-  call<tfk::ConcatOp>(rw, op, a.getInputs(), {out}, {attr(rw, "axis", rw.getI64IntegerAttr(axis))});
+  tfk::ConcatOp::create(rw, op.getLoc(), a.getInputs(), ValueRange{out},
+                        rw.getI64IntegerAttr(axis));
   rw.replaceOp(op, out);
   return success();
 }
@@ -364,9 +348,8 @@ LOWERING(SplitOp) {
     Value out;
     if (!r.use_empty()) {
       out = dest(rw, op, i);
-      call<tfk::SliceOp>(rw, op, {a.getInput()}, {out},
-           {attr(rw, "axis", rw.getI64IntegerAttr(axis)),
-            attr(rw, "start", rw.getI64IntegerAttr(start))});
+      tfk::SliceOp::create(rw, op.getLoc(), ValueRange{a.getInput()}, ValueRange{out},
+                           rw.getI64IntegerAttr(axis), rw.getI64IntegerAttr(start));
     }
     results.push_back(out);
     start += size;
@@ -395,9 +378,8 @@ LOWERING(SliceOp) {
   SmallVector<Value> ins{a.getInput()};
   if (a.getOffset())
     ins.push_back(a.getOffset());
-  call<tfk::SliceOp>(rw, op, ins, {out},
-       {attr(rw, "axis", rw.getI64IntegerAttr(axis)),
-        attr(rw, "start", rw.getI64IntegerAttr(op.getStart()))});
+  tfk::SliceOp::create(rw, op.getLoc(), ins, ValueRange{out}, rw.getI64IntegerAttr(axis),
+                       rw.getI64IntegerAttr(op.getStart()));
   rw.replaceOp(op, out);
   return success();
 }
@@ -411,9 +393,8 @@ template <class Op> struct ReduceLowering : Lowering<Op> {
       mask |= int64_t{1} << normalizedAxis(axis, rank);
     StringRef kind = isa<ReduceSumOp>(op) ? "kSum" : isa<ReduceMeanOp>(op) ? "kMean" : "kMax";
     Value out = this->dest(rw, op);
-    this->template call<tfk::ReduceOp>(rw, op, {a.getInput()}, {out},
-               {this->attr(rw, "kind", rw.getStringAttr(kind)),
-                this->attr(rw, "axes_mask", rw.getI64IntegerAttr(mask))});
+    tfk::ReduceOp::create(rw, op.getLoc(), ValueRange{a.getInput()}, ValueRange{out},
+                          rw.getStringAttr(kind), rw.getI64IntegerAttr(mask));
     rw.replaceOp(op, out);
     return success();
   }
@@ -421,14 +402,16 @@ template <class Op> struct ReduceLowering : Lowering<Op> {
 
 LOWERING(KeyPaddingMaskOp) {
   Value out = dest(rw, op);
-  call<tfk::KeyPaddingMaskOp>(rw, op, {a.getTokens()}, {out}, {attr(rw, "pad_id", op.getPadIdAttr())});
+  tfk::KeyPaddingMaskOp::create(rw, op.getLoc(), ValueRange{a.getTokens()}, ValueRange{out},
+                                op.getPadIdAttr());
   rw.replaceOp(op, out);
   return success();
 }
 
 LOWERING(CausalMaskOp) {
   Value out = dest(rw, op);
-  call<tfk::CausalMaskOp>(rw, op, {a.getQueryLen(), a.getKeyLen()}, {out});
+  tfk::CausalMaskOp::create(rw, op.getLoc(), ValueRange{a.getQueryLen(), a.getKeyLen()},
+                            ValueRange{out});
   rw.replaceOp(op, out);
   return success();
 }
@@ -438,7 +421,7 @@ LOWERING(PositionalEncodingOp) {
   SmallVector<Value> ins{a.getLength()};
   if (a.getOffset())
     ins.push_back(a.getOffset());
-  call<tfk::PositionalEncodingOp>(rw, op, ins, {out});
+  tfk::PositionalEncodingOp::create(rw, op.getLoc(), ins, ValueRange{out});
   rw.replaceOp(op, out);
   return success();
 }

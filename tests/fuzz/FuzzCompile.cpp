@@ -2,7 +2,7 @@
 #include "tests/fuzz/FuzzCompile.h"
 
 #include "codegen/Interface.h"
-#include "codegen/cpu/CpuBackend.h"
+#include "codegen/emit/Backend.h"
 #include "codegen/lowering/Lowering.h"
 #include "models/Models.h"
 #include "passes/Passes.h"
@@ -65,9 +65,9 @@ void compileDefinition(std::string_view text, std::string_view name, uint8_t sel
   if (!kernels)
     return expectMessage(kernels.takeError(), "lowerToKernels");
   FUZZ_CHECK(succeeded(verify(**kernels)), "the kernel IR does not verify");
-  auto source = emit::generateSource(**kernels, *mi, strategy->str(), cpu::backend());
+  auto source = emit::generateSource(**kernels, *mi, strategy->str());
   if (!source)
-    return expectMessage(source.takeError(), "generateCpp");
+    return expectMessage(source.takeError(), "generateSource");
   FUZZ_CHECK(source->find("transfuse_generated_model") != std::string::npos,
              "generated C++ has no model table");
 }

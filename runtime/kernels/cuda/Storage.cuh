@@ -1,13 +1,11 @@
 // The element types the cuda target stores tensors in: fp32, or bf16 with
-// `--dtype bf16` (docs/cuda.md); fp16 where a kernel offers it (the
-// tensor-core attention). Kernels read each into fp32, compute and
+// `--dtype bf16` (docs/cuda.md). Kernels read each into fp32, compute and
 // accumulate in fp32, and round to the storage type once when they store
 // (to nearest even).
 #ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_STORAGE_CUH
 #define TRANSFUSE_RUNTIME_KERNELS_CUDA_STORAGE_CUH
 
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <type_traits>
@@ -15,21 +13,18 @@
 namespace transfuse::cuda {
 
 using bf16 = __nv_bfloat16;
-using fp16 = __half;
 
 __host__ __device__ __forceinline__ float toFloat(float x) { return x; }
 __host__ __device__ __forceinline__ float toFloat(bf16 x) { return __bfloat162float(x); }
-__host__ __device__ __forceinline__ float toFloat(fp16 x) { return __half2float(x); }
 
 // fp32 to the storage type T.
 template <class T>
 __host__ __device__ __forceinline__ T fromFloat(float x) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16>, "fp32 or bf16 storage");
   if constexpr (std::is_same_v<T, float>)
     return x;
-  else if constexpr (std::is_same_v<T, bf16>)
-    return __float2bfloat16_rn(x);
   else
-    return __float2half_rn(x);
+    return __float2bfloat16_rn(x);
 }
 
 }  // namespace transfuse::cuda

@@ -6,7 +6,7 @@
 // compiled artifact's cached steps give the logits of recomputing the whole
 // prefix through the reference backend, for every fusion strategy.
 #include "codegen/Interface.h"
-#include "codegen/cpu/CpuBackend.h"
+#include "codegen/emit/Backend.h"
 #include "codegen/lowering/Lowering.h"
 #include "ir/State.h"
 #include "models/Models.h"
@@ -196,14 +196,14 @@ std::string compileArtifact(MLIRContext &ctx, const std::string &config, const c
     ADD_FAILURE() << llvm::toString(kernels.takeError());
     return "";
   }
-  auto cpp = emit::generateSource(**kernels, *mi, strategy, cpu::backend());
+  auto cpp = emit::generateSource(**kernels, *mi, strategy);
   EXPECT_TRUE(!!cpp) << llvm::toString(cpp.takeError());
   llvm::SmallString<128> dir;
   EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("decoding-test", dir));
   artifactDirs().push_back(std::string(dir));
   if (!cpp)
     return "";
-  llvm::Error built = emit::buildArtifact(dir, *cpp, cpu::backend(), emit::BuildOptions());
+  llvm::Error built = emit::buildArtifact(dir, *cpp);
   EXPECT_FALSE(!!built) << llvm::toString(std::move(built));
   return std::string(dir) + "/libmodel.so";
 }

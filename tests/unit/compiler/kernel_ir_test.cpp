@@ -5,7 +5,7 @@
 // compiled maxima, and no two allocs that some kernel span uses together
 // share a byte; the arena is at most the graph-level plan's.
 
-#include "codegen/cpu/CpuBackend.h"
+#include "codegen/emit/Backend.h"
 #include "codegen/lowering/Lowering.h"
 #include "ir/KernelDialect.h"
 #include "models/Models.h"
@@ -182,7 +182,7 @@ std::string printError(const char *body, const char *attrs = "") {
     return "";
   ModelInterface mi;
   mi.entryPoints.push_back(EntryPoint{"forward", {}, {}});
-  auto cpp = emit::generateSource(*module, mi, "none", cpu::backend());
+  auto cpp = emit::generateSource(*module, mi, "none");
   EXPECT_FALSE(static_cast<bool>(cpp));
   return cpp ? std::string() : llvm::toString(cpp.takeError());
 }
@@ -226,13 +226,13 @@ TEST(KernelIR, StateIsPrintedBuiltAndKeptBetweenCalls) {
   ep.inputs.push_back({"x", ::transfuse::rt::DType::F32, {4, 3}, {4, 3}});
   ep.outputs.push_back({"y", ::transfuse::rt::DType::F32, {4, 3}, {4, 3}});
   mi.entryPoints.push_back(ep);
-  auto cpp = emit::generateSource(*module, mi, "none", cpu::backend());
+  auto cpp = emit::generateSource(*module, mi, "none");
   ASSERT_TRUE(static_cast<bool>(cpp)) << llvm::toString(cpp.takeError());
   EXPECT_NE(cpp->find("static_cast<float*>(c.state[0])"), std::string::npos);
   EXPECT_NE(cpp->find("{\"acc\", 0, 2, {4, 3}, {4, 3}}"), std::string::npos);
   llvm::SmallString<128> dir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kernel-ir-state", dir));
-  auto built = emit::buildArtifact(dir, *cpp, cpu::backend(), emit::BuildOptions());
+  auto built = emit::buildArtifact(dir, *cpp);
   ASSERT_FALSE(static_cast<bool>(built)) << llvm::toString(std::move(built));
   auto m = ::transfuse::rt::CompiledModel::load(std::string(dir) + "/libmodel.so", {});
   ASSERT_TRUE(m.isOk()) << m.status().message();
