@@ -68,6 +68,8 @@ Value GraphBuilder::activation(Value x, StringRef kind) {
     return GeluOp::create(b, loc, x, GeluApproximation::None);
   case Activation::GeluTanh:
     return GeluOp::create(b, loc, x, GeluApproximation::Tanh);
+  case Activation::Silu:
+    return SiluOp::create(b, loc, x);
   }
   return x;
 }

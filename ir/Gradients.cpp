@@ -111,8 +111,8 @@ Value reluDerivativeSource(Value y) {
 }
 
 Value reluGrad(OpBuilder &b, Location loc, Value y, Value g) {
-  return ActivationGradOp::create(b, loc, y.getType(), reluDerivativeSource(y), g, b.getStringAttr("relu"),
-                                  GeluApproximation::None);
+  return ActivationGradOp::create(b, loc, y.getType(), reluDerivativeSource(y), g,
+                                  Activation::Relu);
 }
 
 LogicalResult vjp(ReluOp op, OpBuilder &b, ValueRange g, Grads &out) {
@@ -120,10 +120,17 @@ LogicalResult vjp(ReluOp op, OpBuilder &b, ValueRange g, Grads &out) {
   return success();
 }
 
-LogicalResult vjp(GeluOp op, OpBuilder &b, ValueRange g, Grads &out) {
+/// gelu and silu: g · f'(x) from the input.
+template <class Op> LogicalResult activationVjp(Op op, OpBuilder &b, ValueRange g, Grads &out) {
   out[0] = ActivationGradOp::create(b, op.getLoc(), op.getType(), op.getInput(), g[0],
-                                    b.getStringAttr("gelu"), op.getApproximate());
+                                    *activationOf(op));
   return success();
+}
+LogicalResult vjp(GeluOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  return activationVjp(op, b, g, out);
+}
+LogicalResult vjp(SiluOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  return activationVjp(op, b, g, out);
 }
 
 LogicalResult vjp(ExpOp op, OpBuilder &b, ValueRange g, Grads &out) {
@@ -209,10 +216,7 @@ LogicalResult vjp(LinearOp op, OpBuilder &b, ValueRange g, Grads &out) {
     Value z = MatmulOp::create(b, loc, x, w, false, tw);
     if (Value bias = op.getBias())
       z = AddOp::create(b, loc, z, bias);
-    const bool relu = op.getActivation() == Activation::Relu;
-    gz = ActivationGradOp::create(
-        b, loc, z.getType(), z, g[0], b.getStringAttr(relu ? "relu" : "gelu"),
-        op.getActivation() == Activation::GeluTanh ? GeluApproximation::Tanh : GeluApproximation::None);
+    gz = ActivationGradOp::create(b, loc, z.getType(), z, g[0], op.getActivation());
   }
   auto [dx, dw] = matmulGrads(b, loc, x, w, false, tw, gz);
   out[0] = dx;
@@ -379,7 +383,7 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
 } // namespace
 
 void mlir::transfuse::attachGradientRules(MLIRContext *ctx) {
-  attach<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, ExpOp, TanhOp, SelectOp, SoftmaxOp,
+  attach<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, SiluOp, ExpOp, TanhOp, SelectOp, SoftmaxOp,
          LayerNormOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp, SliceOp, ConcatOp,
          SplitOp, CrossEntropyOp, LinearOp, AddLayerNormOp, AttentionOp>(ctx);
 }

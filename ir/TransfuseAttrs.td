@@ -12,11 +12,16 @@ include "ir/TransfuseDialect.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
 
-def TF_Activation : I32EnumAttr<"Activation", "the activation of a linear op's epilogue", [
+// The activation of a linear op's epilogue and of activation_grad: the
+// cases, values and spellings of runtime/kernels/Activation.h (the one enum
+// the kernels see), converted in one place (codegen/lowering/OpMath.cpp,
+// which checks that they agree).
+def TF_Activation : I32EnumAttr<"Activation", "an activation", [
     I32EnumAttrCase<"None", 0, "none">,
     I32EnumAttrCase<"Relu", 1, "relu">,
     I32EnumAttrCase<"Gelu", 2, "gelu">,          // exact: x/2 · (1 + erf(x/√2))
-    I32EnumAttrCase<"GeluTanh", 3, "gelu_tanh">  // GPT-2's tanh approximation
+    I32EnumAttrCase<"GeluTanh", 3, "gelu_tanh">, // GPT-2's tanh approximation
+    I32EnumAttrCase<"Silu", 4, "silu">           // x · sigmoid(x)
   ]> {
   let cppNamespace = "::mlir::transfuse";
   let genSpecializedAttr = 0;

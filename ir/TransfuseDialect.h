@@ -52,6 +52,11 @@ inline bool compatibleSizes(int64_t a, int64_t b) {
 /// (add, sub, mul, div, scale, relu, gelu, exp, tanh, select) and constants.
 bool isElementwise(Operation *op);
 
+/// The activation `op` computes (relu, gelu by its approximation, silu): what
+/// a linear epilogue absorbs and activation_grad differentiates; none for
+/// other ops.
+std::optional<Activation> activationOf(Operation *op);
+
 } // namespace mlir::transfuse
 
 #endif // TRANSFUSE_IR_TRANSFUSEDIALECT_H

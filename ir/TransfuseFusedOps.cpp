@@ -153,6 +153,16 @@ LogicalResult FusedElementwiseOp::verify() {
 }
 
 bool mlir::transfuse::isElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, ExpOp, TanhOp, SelectOp,
-             ConstantOp>(op);
+  return isa<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, SiluOp, ExpOp, TanhOp,
+             SelectOp, ConstantOp>(op);
+}
+
+std::optional<Activation> mlir::transfuse::activationOf(Operation *op) {
+  if (isa<ReluOp>(op))
+    return Activation::Relu;
+  if (auto g = dyn_cast<GeluOp>(op))
+    return g.getApproximate() == GeluApproximation::Tanh ? Activation::GeluTanh : Activation::Gelu;
+  if (isa<SiluOp>(op))
+    return Activation::Silu;
+  return std::nullopt;
 }

@@ -42,14 +42,14 @@ LogicalResult EmbeddingGradOp::verify() {
 }
 
 LogicalResult ActivationGradOp::verify() {
-  if (getKind() != "relu" && getKind() != "gelu")
-    return emitOpError("kind must be relu or gelu, got '") << getKind() << "'";
+  if (getActivation() == Activation::None)
+    return emitOpError("needs an activation, not none");
   return success();
 }
 
 LogicalResult LinearInputGradOp::verify() {
-  if (getKind() != "relu" && getKind() != "gelu")
-    return emitOpError("kind must be relu or gelu, got '") << getKind() << "'";
+  if (getActivation() == Activation::None)
+    return emitOpError("needs an activation, not none");
   auto g = cast<RankedTensorType>(getGrad().getType());
   auto w = cast<RankedTensorType>(getWeight().getType());
   auto pre = cast<RankedTensorType>(getPre().getType());
@@ -83,7 +83,7 @@ struct ReluGradThroughDropout : OpRewritePattern<ActivationGradOp> {
   LogicalResult matchAndRewrite(ActivationGradOp op, PatternRewriter &rw) const override {
     auto forward = op.getInput().getDefiningOp<DropoutOp>();
     auto backward = op.getGrad().getDefiningOp<DropoutOp>();
-    if (op.getKind() != "relu" || !forward || !backward ||
+    if (op.getActivation() != Activation::Relu || !forward || !backward ||
         op.getInput().getType() != op.getGrad().getType() ||
         forward.getType() != backward.getType() || forward.getRate() != backward.getRate() ||
         forward.getSeed() != backward.getSeed() || forward.getStream() != backward.getStream() ||

@@ -84,11 +84,10 @@ def Transfuse_EmbeddingGradOp : Transfuse_Op<"embedding_grad"> {
 }
 
 def Transfuse_ActivationGradOp : Transfuse_Op<"activation_grad", [TF_Broadcasting]> {
-  let summary = "dy · f'(x) for relu and gelu";
+  let summary = "dy · f'(x) for an activation f";
   let description = [{
-    `kind` is `relu` (f'(x) = x > 0) or `gelu` (with `approximate` as the
-    gelu op's: the exact erf form or the tanh form). The derivatives are
-    runtime/kernels/ElementwiseMath.h's.
+    `activation` is relu (f'(x) = x > 0), gelu, gelu_tanh or silu (not
+    none). The derivatives are runtime/kernels/ElementwiseMath.h's.
 
     Canonicalization: relu's derivative read from a dropout's output, of a
     gradient that is the same dropout's backward (the same key and shape),
@@ -98,12 +97,11 @@ def Transfuse_ActivationGradOp : Transfuse_Op<"activation_grad", [TF_Broadcastin
     again.
 
     ```mlir
-    %dx = transfuse.activation_grad %x, %dy {kind = "gelu"} : (tensor<?x2048xf32>, tensor<?x2048xf32>) -> tensor<?x2048xf32>
+    %dx = transfuse.activation_grad %x, %dy {activation = #transfuse.activation<gelu>} : (tensor<?x2048xf32>, tensor<?x2048xf32>) -> tensor<?x2048xf32>
     ```
   }];
-  let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$grad, StrAttr:$kind,
-                       DefaultValuedAttr<TF_GeluApproximationAttr,
-                                         "::mlir::transfuse::GeluApproximation::None">:$approximate);
+  let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$grad,
+                       TF_ActivationAttr:$activation);
   let results = (outs TF_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -117,20 +115,17 @@ def Transfuse_LinearInputGradOp : Transfuse_Op<"linear_input_grad", [TF_ShapeRul
     `transpose_weight` (as transfuse.linear's): `grad` [..., N] is the
     gradient of a linear layer's output, W its rank-2 weight with op(W)
     [N, K], `pre` [..., K] the activation's input (or, for relu, anything
-    positive exactly where it is: activation_grad's rules). `kind` and
-    `approximate` as activation_grad's. The linear-epilogue fusion makes
+    positive exactly where it is: activation_grad's rules). `activation`
+    as activation_grad's. The linear-epilogue fusion makes
     it, after autodiff, from activation_grad(pre, [scale(] matmul(grad, W)
     [)]); it lowers to one GEMM whose epilogue applies the derivative.
 
     ```mlir
-    %dz = transfuse.linear_input_grad %g, %w, %h {kind = "relu", scale = 1.1111111111111112 : f64} : (tensor<?x?x512xf32>, tensor<512x2048xf32>, tensor<?x?x2048xf32>) -> tensor<?x?x2048xf32>
+    %dz = transfuse.linear_input_grad %g, %w, %h {activation = #transfuse.activation<relu>, scale = 1.1111111111111112 : f64} : (tensor<?x?x512xf32>, tensor<512x2048xf32>, tensor<?x?x2048xf32>) -> tensor<?x?x2048xf32>
     ```
   }];
   let arguments = (ins TF_FloatTensor:$grad, TF_FloatTensor:$weight, TF_FloatTensor:$pre,
-                       StrAttr:$kind,
-                       DefaultValuedAttr<TF_GeluApproximationAttr,
-                                         "::mlir::transfuse::GeluApproximation::None">:$approximate,
-                       UnitAttr:$transpose_weight, DefaultValuedAttr<F64Attr, "1.0">:$scale);
+                       TF_ActivationAttr:$activation, UnitAttr:$transpose_weight, DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let results = (outs TF_FloatTensor:$result);
   let assemblyFormat = "$grad `,` $weight `,` $pre attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

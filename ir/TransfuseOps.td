@@ -161,6 +161,7 @@ class Transfuse_UnaryOp<string mnemonic, string formula, list<Trait> traits = []
 def Transfuse_ReluOp : Transfuse_UnaryOp<"relu", "max(x, 0)">;
 def Transfuse_ExpOp : Transfuse_UnaryOp<"exp", "exp(x)">;
 def Transfuse_TanhOp : Transfuse_UnaryOp<"tanh", "tanh(x)">;
+def Transfuse_SiluOp : Transfuse_UnaryOp<"silu", "x · sigmoid(x) = x / (1 + exp(-x))">;
 
 def Transfuse_GeluOp : Transfuse_UnaryOp<"gelu", "gelu(x)"> {
   let description = [{

@@ -2,16 +2,28 @@
 
 #include "models/ModelConfig.h"
 
+#include "runtime/kernels/Activation.h"
+
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <vector>
 
 using namespace mlir::transfuse;
 using llvm::json::Object;
 using llvm::json::Value;
 
 namespace {
+
+/// The activations a config may name: the kernels' (Activation.h), none aside.
+std::vector<llvm::StringRef> activationNames() {
+  namespace tk = ::transfuse::kernels;
+  std::vector<llvm::StringRef> names;
+  for (int i = 1; i < tk::kNumActivations; ++i)
+    names.push_back(tk::activationName(static_cast<tk::Activation>(i)));
+  return names;
+}
 
 /// Reads typed keys from a JSON object, collecting the first error.
 class KeyReader {
@@ -68,7 +80,7 @@ public:
   }
 
   llvm::Error readChoice(llvm::StringRef key, std::string &out,
-                         std::initializer_list<llvm::StringRef> choices) {
+                         llvm::ArrayRef<llvm::StringRef> choices) {
     const Value *v = obj.get(key);
     if (!v)
       return llvm::Error::success();
@@ -229,7 +241,7 @@ llvm::Expected<ModelConfig> mlir::transfuse::parseModelConfig(llvm::StringRef js
   }
   err = llvm::joinErrors(std::move(err), r.readInt("max_seq_len", c.maxSeqLen, 1));
   err = llvm::joinErrors(std::move(err), r.readDouble("dropout", c.dropout));
-  err = llvm::joinErrors(std::move(err), r.readChoice("activation", c.activation, {"relu", "gelu", "gelu_tanh"}));
+  err = llvm::joinErrors(std::move(err), r.readChoice("activation", c.activation, activationNames()));
   err = llvm::joinErrors(std::move(err), r.readChoice("norm_position", c.normPosition, {"post", "pre"}));
   err = llvm::joinErrors(std::move(err), r.readBool("final_norm", c.finalNorm));
   err = llvm::joinErrors(std::move(err), r.readDouble("layer_norm_eps", c.layerNormEps));

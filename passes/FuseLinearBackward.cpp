@@ -43,8 +43,8 @@ struct FuseActivationGrad : OpRewritePattern<ActivationGradOp> {
     if (scaleOp)
       locs.insert(locs.begin() + 1, scaleOp.getLoc());
     auto fused = LinearInputGradOp::create(
-        rw, rw.getFusedLoc(locs), op.getType(), mm.getLhs(), mm.getRhs(), op.getInput(), op.getKindAttr(),
-        op.getApproximateAttr(), mm.getTransposeRhs() ? rw.getUnitAttr() : UnitAttr(),
+        rw, rw.getFusedLoc(locs), op.getType(), mm.getLhs(), mm.getRhs(), op.getInput(), op.getActivationAttr(),
+        mm.getTransposeRhs() ? rw.getUnitAttr() : UnitAttr(),
         rw.getF64FloatAttr(scale));
     rw.replaceOp(op, fused.getResult());
     if (scaleOp)

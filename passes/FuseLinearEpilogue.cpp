@@ -75,11 +75,7 @@ struct FuseLinearEpilogue : OpRewritePattern<MatmulOp> {
       }
     // activation
     if (Operation *user = soleUser(cur)) {
-      if (isa<ReluOp>(user))
-        activation = Activation::Relu;
-      else if (auto g = dyn_cast<GeluOp>(user))
-        activation = g.getApproximate() == GeluApproximation::Tanh ? Activation::GeluTanh
-                                                                   : Activation::Gelu;
+      activation = activationOf(user).value_or(Activation::None);
       if (activation != Activation::None) {
         absorbed.push_back(user);
         cur = user->getResult(0);

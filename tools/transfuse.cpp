@@ -647,7 +647,7 @@ int main(int argc, char **argv) {
        {{"--m", "M", "gemm: rows of A and C (default 1024)"},
         {"--n", "N", "gemm: columns of B and C (default 1024)"},
         {"--k", "K", "gemm: the contraction (default 1024)"},
-        {"--epilogue", "E", "gemm: none, bias, relu, gelu, gelu_tanh or residual"},
+        {"--epilogue", "E", "gemm: none, bias, relu, gelu, gelu_tanh, silu or residual"},
         {"--pack-per-call", nullptr, "gemm: pack B in every timed call (a product of two "
                                      "activations) instead of once (a weight)"},
         {"--batch", "B", "attention, decode: batch (default 1); model: batch (default 8)"},
@@ -850,7 +850,7 @@ int main(int argc, char **argv) {
         {"--cols", "N", "add_layer_norm, softmax: row width"},
         {"--k", "K", "gemm, linear: the inner dimension"},
         {"--n", "N", "gemm, linear: output columns"},
-        {"--epilogue", "LIST", "gemm, linear: bias, relu|gelu|gelu_tanh, residual (comma-separated)"},
+        {"--epilogue", "LIST", "gemm, linear: bias, relu|gelu|gelu_tanh|silu, residual (comma-separated)"},
         {"--epsilon", "X", "add_layer_norm: epsilon (default 1e-5)"}},
        runExportKernel},
       {"demo", "demo [options]",

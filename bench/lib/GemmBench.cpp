@@ -26,8 +26,11 @@ rt::StatusOr<GemmBenchResult> runGemmBench(const GemmBenchOptions& o) {
   } else if (auto act = parseActivation(o.epilogue); act && *act != Activation::kNone) {
     ep.activation = *act;
   } else {
-    return rt::Status::error("bench gemm: unknown --epilogue '" + o.epilogue +
-                             "' (none, bias, relu, gelu, gelu_tanh, residual)");
+    std::string known = "none, bias";
+    for (int i = 1; i < kNumActivations; ++i)
+      known += std::string(", ") + activationName(static_cast<Activation>(i));
+    return rt::Status::error("bench gemm: unknown --epilogue '" + o.epilogue + "' (" + known +
+                             ", residual)");
   }
 
   std::mt19937 rng(42);

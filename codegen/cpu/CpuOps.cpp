@@ -242,10 +242,10 @@ llvm::Error CpuPrinter::printGemm(tfk::GemmOp g) {
   std::string epi = "kernels::GemmEpilogue{" + (g.getBias() ? ptr(g.getBias()) : "nullptr") +
                     ", kernels::Activation::" + s.activation + ", " +
                     (g.getResidual() ? ptr(g.getResidual()) : "nullptr") + ", 0";
-  if (std::optional<math::Kind> d = activationKind(g.getDerivative())) {
+  if (g.getDerivative() != Activation::None) {
     if (!cast<MemRefType>(g.getPre().getType()).getLayout().isIdentity())
       return fail(g, "reads its derivative's input through a strided view (rows of N are expected)");
-    epi += ", kernels::Activation::" + std::string(math::info(*d).enumerator) + ", " +
+    epi += ", kernels::Activation::" + activationEnumerator(g.getDerivative()) + ", " +
            ptr(g.getPre()) + ", 0, " + floatLit(g.getScale().convertToDouble());
   }
   epi += "}";

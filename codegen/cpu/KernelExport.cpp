@@ -13,6 +13,7 @@
 
 #include "codegen/Interface.h"
 #include "codegen/cpu/KernelSources.h"
+#include "runtime/kernels/Activation.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -1119,11 +1120,30 @@ llvm::Error matrixVars(const KernelExportSpec &s, Vars &v) {
     return e;
   bool bias = false, residual = false;
   std::string activation = "none";
+  // Each activation's double-precision reference for the exported test and
+  // its formula for the header; the names are the kernels' (Activation.h).
+  struct Reference {
+    const char *code, *text;
+  };
+  static const std::map<std::string, Reference> references = {
+      {"none", {"x", ""}},
+      {"relu", {"std::max(x, 0.0)", ""}},
+      {"gelu", {"0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))",
+                " (gelu exact: x/2 (1 + erf(x/sqrt 2)))"}},
+      {"gelu_tanh",
+       {"0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / 3.141592653589793) * (x + 0.044715 * x * x * x)))",
+        " (gelu_tanh: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))))"}},
+      {"silu", {"x / (1.0 + std::exp(-x))", " (silu: x / (1 + exp(-x)))"}}};
+  std::string activations;
+  for (int i = 1; i < ::transfuse::kernels::kNumActivations; ++i)
+    activations += std::string(activations.empty() ? "" : "|") +
+                   ::transfuse::kernels::activationName(static_cast<::transfuse::kernels::Activation>(i));
   for (const std::string &item : s.epilogue) {
-    bool isActivation = item == "relu" || item == "gelu" || item == "gelu_tanh";
+    std::optional<::transfuse::kernels::Activation> parsed = ::transfuse::kernels::parseActivation(item);
+    bool isActivation = parsed && *parsed != ::transfuse::kernels::Activation::kNone;
     if (item != "bias" && item != "residual" && !isActivation)
-      return fail("--epilogue: unknown '" + item +
-                  "' (a comma-separated list of bias, relu|gelu|gelu_tanh, residual)");
+      return fail("--epilogue: unknown '" + item + "' (a comma-separated list of bias, " +
+                  activations + ", residual)");
     if ((item == "bias" && bias) || (item == "residual" && residual) ||
         (isActivation && activation != "none"))
       return fail("--epilogue: '" + item + "' repeats " +
@@ -1148,10 +1168,7 @@ llvm::Error matrixVars(const KernelExportSpec &s, Vars &v) {
   for (const std::string &item : s.epilogue)
     text += (text.empty() ? "" : ", ") + item;
   v["EPILOGUE_TEXT"] = text.empty() ? "none" : text;
-  if (activation == "gelu")
-    v["EPILOGUE_TEXT"] += " (gelu exact: x/2 (1 + erf(x/sqrt 2)))";
-  if (activation == "gelu_tanh")
-    v["EPILOGUE_TEXT"] += " (gelu_tanh: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))))";
+  v["EPILOGUE_TEXT"] += references.at(activation).text;
   v["RESIDUAL_SHAPE"] = residual ? ", residual [M, N]" : "";
   v["LDR_RULE"] = residual ? ", ldr >= N" : "";
   v["BIAS_SHAPE"] = bias ? "; bias is [N]" : "";
@@ -1170,15 +1187,10 @@ llvm::Error matrixVars(const KernelExportSpec &s, Vars &v) {
     set += "  epilogue.residual = residual;\n  epilogue.ldr = ldr;\n";
     args += " res.p, ldr,";
   }
-  static const std::map<std::string, std::pair<std::string, std::string>> activations = {
-      {"none", {"kNone", "x"}},
-      {"relu", {"kRelu", "std::max(x, 0.0)"}},
-      {"gelu", {"kGelu", "0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))"}},
-      {"gelu_tanh",
-       {"kGeluTanh",
-        "0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / 3.141592653589793) * (x + 0.044715 * x * x * x)))"}}};
-  set += "  epilogue.activation = Activation::" + activations.at(activation).first + ";";
-  v["ACTIVATION"] = activations.at(activation).second;
+  set += "  epilogue.activation = Activation::" +
+         std::string(::transfuse::kernels::activationInfo(*::transfuse::kernels::parseActivation(activation)).enumerator) +
+         ";";
+  v["ACTIVATION"] = references.at(activation).code;
   v["EPI_DECL"] = decl.empty() ? "" : "\n   " + decl;
   v["EPI_PARAMS"] = params.empty() ? "" : "\n   " + params;
   v["EPI_CHECKS"] = checks;

@@ -279,20 +279,8 @@ std::optional<llvm::Error> CudaPrinter::printTrainKernel(Operation *op) {
       })
       .Case([&](tfk::ActivationGradOp e) -> Result {
         // out = g · f'(x), ElementwiseMath.h's derivative.
-        const char *derivative = nullptr;
-        switch (e.getActivation()) {
-        case Activation::Relu:
-          derivative = "reluDerivative";
-          break;
-        case Activation::Gelu:
-          derivative = "geluDerivative";
-          break;
-        case Activation::GeluTanh:
-          derivative = "geluTanhDerivative";
-          break;
-        case Activation::None:
-          llvm_unreachable("the verifier refuses activation none");
-        }
+        // The verifier refuses activation none.
+        const char *derivative = math::derivativeName(*activationKind(e.getActivation()));
         return pointwise(e, e.getIns(), {"full", "full"},
                          "    const float t0 = tm::mul(x1, tm::" + std::string(derivative) +
                              "(x0));\n",
@@ -408,11 +396,11 @@ llvm::Error CudaPrinter::printGemm(tfk::GemmOp g) {
     line("  g.activation = tc::Activation::" + activation + ";");
   if (g.getResidual())
     line("  g.residual = " + ptr(g.getResidual()) + ";");
-  if (std::optional<math::Kind> d = activationKind(g.getDerivative())) {
+  if (g.getDerivative() != Activation::None) {
     // The backward's epilogue: C = (scale·A·B)·f'(pre).
     if (!cast<MemRefType>(g.getPre().getType()).getLayout().isIdentity())
       return fail(g, "reads its derivative's input through a strided view (rows of N are expected)");
-    line("  g.derivative = tc::Activation::" + std::string(math::info(*d).enumerator) +
+    line("  g.derivative = tc::Activation::" + activationEnumerator(g.getDerivative()) +
          "; g.pre = " + ptr(g.getPre()) + "; g.scale = " +
          floatLit(g.getScale().convertToDouble()) + ";");
   }

@@ -113,8 +113,8 @@ protected:
 
   // The argument lists both kinds of device share (KernelCalls.cpp).
   /// A tfk.gemm's sizes: rows (an expression), columns, depth, whether the
-  /// weight is [N, K], and the activation's enumerator (kNone, kRelu, ...,
-  /// as kernels::Activation names them); counts its FLOPs.
+  /// weight is [N, K], and the activation's enumerator (activationEnumerator);
+  /// counts its FLOPs.
   struct GemmShape {
     std::string m;
     int64_t n, k;
@@ -175,6 +175,10 @@ private:
 
   std::string body, flopTerms, storageError;
 };
+
+/// The enumerator of the kernels' Activation that generated code names
+/// `activation` by ("kGeluTanh", runtime/kernels/Activation.h).
+std::string activationEnumerator(Activation activation);
 
 /// The expression of one op of a tfk.elementwise region over the values
 /// `arg` names: Highway vectors (`vector`) or scalars (C++ or CUDA, through

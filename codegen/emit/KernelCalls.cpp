@@ -114,6 +114,10 @@ std::optional<llvm::Error> EntryPrinter::printShared(Operation *op) {
   return std::nullopt;
 }
 
+std::string mlir::transfuse::emit::activationEnumerator(Activation activation) {
+  return ::transfuse::kernels::activationInfo(toKernels(activation)).enumerator;
+}
+
 EntryPrinter::GemmShape EntryPrinter::gemmShape(tfk::GemmOp g) {
   Value x = g.getInput(), result = g.getOut();
   GemmShape s;
@@ -121,8 +125,7 @@ EntryPrinter::GemmShape EntryPrinter::gemmShape(tfk::GemmOp g) {
   s.n = cast<MemRefType>(result.getType()).getDimSize(rankOf(result) - 1);
   s.m = dims.product(x, 0, rankOf(x) - 1);
   s.transW = g.getTransposeWeight();
-  std::optional<math::Kind> kind = activationKind(g.getActivation());
-  s.activation = kind ? math::info(*kind).enumerator : "kNone";
+  s.activation = activationEnumerator(g.getActivation());
   flops("2.0 * " + s.m + " * " + std::to_string(s.n * s.k));
   return s;
 }

@@ -106,12 +106,9 @@ LOWERING(EmbeddingGradOp) {
 LOWERING(ActivationGradOp) {
   if (op.getInput().getType() != op.getGrad().getType())
     return rw.notifyMatchFailure(op, "operands of different shapes");
-  Activation activation = op.getKind() == "relu"                                  ? Activation::Relu
-                          : op.getApproximate() == GeluApproximation::Tanh ? Activation::GeluTanh
-                                                                           : Activation::Gelu;
   Value out = dest(rw, op);
   tfk::ActivationGradOp::create(rw, op.getLoc(), ValueRange{a.getInput(), a.getGrad()},
-                                ValueRange{out}, ActivationAttr::get(rw.getContext(), activation));
+                                ValueRange{out}, op.getActivationAttr());
   rw.replaceOp(op, out);
   return success();
 }
@@ -202,11 +199,8 @@ LOWERING(LinearOp) {
 LOWERING(LinearInputGradOp) {
   Value out = dest(rw, op);
   bool packed = (bool)weightParam(op.getWeight());
-  Activation derivative = op.getKind() == "relu" ? Activation::Relu
-                          : op.getApproximate() == GeluApproximation::Tanh ? Activation::GeluTanh
-                                                                           : Activation::Gelu;
   tfk::GemmOp::create(rw, op.getLoc(), a.getGrad(), a.getWeight(), Value(), Value(), a.getPre(),
-                      out, op.getTransposeWeight(), packed, Activation::None, derivative,
+                      out, op.getTransposeWeight(), packed, Activation::None, op.getActivation(),
                       op.getScale());
   rw.replaceOp(op, out);
   return success();

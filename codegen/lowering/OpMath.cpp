@@ -10,19 +10,35 @@ using namespace mlir;
 using namespace mlir::transfuse;
 
 std::optional<math::Kind> mlir::transfuse::mathKindOf(Operation *op) {
+  if (std::optional<Activation> a = activationOf(op)) // relu, the gelus, silu
+    return activationKind(*a);
   using K = math::Kind;
   return llvm::TypeSwitch<Operation *, std::optional<K>>(op)
       .Case([](AddOp) { return K::kAdd; })
       .Case([](SubOp) { return K::kSub; })
       .Case([](MulOp) { return K::kMul; })
       .Case([](DivOp) { return K::kDiv; })
-      .Case([](ReluOp) { return K::kRelu; })
       .Case([](ExpOp) { return K::kExp; })
       .Case([](TanhOp) { return K::kTanh; })
-      .Case([](GeluOp g) {
-        return g.getApproximate() == GeluApproximation::Tanh ? K::kGeluTanh : K::kGelu;
-      })
       .Default([](Operation *) { return std::nullopt; });
+}
+
+// The dialect's enum and the kernels' are one list in one order (ir/
+// TransfuseAttrs.td, runtime/kernels/Activation.h); the spellings are
+// checked by tests/unit/compiler/kernel_ir_test.cpp (ActivationsAreTheKernels).
+#define TRANSFUSE_SAME_AS_KERNELS(dialect, enumerator)                                         \
+  static_assert(static_cast<int>(Activation::dialect) ==                                        \
+                static_cast<int>(::transfuse::kernels::Activation::enumerator));
+TRANSFUSE_SAME_AS_KERNELS(None, kNone)
+TRANSFUSE_SAME_AS_KERNELS(Relu, kRelu)
+TRANSFUSE_SAME_AS_KERNELS(Gelu, kGelu)
+TRANSFUSE_SAME_AS_KERNELS(GeluTanh, kGeluTanh)
+TRANSFUSE_SAME_AS_KERNELS(Silu, kSilu)
+#undef TRANSFUSE_SAME_AS_KERNELS
+static_assert(::transfuse::kernels::kNumActivations == 5, "a new activation: add it above");
+
+::transfuse::kernels::Activation mlir::transfuse::toKernels(Activation activation) {
+  return static_cast<::transfuse::kernels::Activation>(activation);
 }
 
 std::optional<math::Kind> mlir::transfuse::activationKind(Activation activation) {
@@ -35,6 +51,8 @@ std::optional<math::Kind> mlir::transfuse::activationKind(Activation activation)
     return math::Kind::kGelu;
   case Activation::GeluTanh:
     return math::Kind::kGeluTanh;
+  case Activation::Silu:
+    return math::Kind::kSilu;
   }
   return std::nullopt;
 }

@@ -10,6 +10,7 @@
 #define TRANSFUSE_CODEGEN_OPMATH_H
 
 #include "ir/TransfuseDialect.h"
+#include "runtime/kernels/Activation.h"
 #include "runtime/kernels/ElementwiseMath.h"
 
 #include "mlir/IR/Operation.h"
@@ -22,11 +23,14 @@ namespace mlir::transfuse {
 namespace math = ::transfuse::kernels::math;
 
 /// The formula of an elementwise op: add, sub, mul, div, relu, exp, tanh,
-/// gelu (by its approximation); none for other ops (scale, select and
+/// gelu (by its approximation), silu; none for other ops (scale, select and
 /// constants are not formulas of the table).
 std::optional<math::Kind> mathKindOf(Operation *op);
 
-/// The formula of a linear op's activation; none for Activation::None.
+/// The kernels' Activation of the dialect's: the one conversion.
+::transfuse::kernels::Activation toKernels(Activation activation);
+
+/// The formula of an activation; none for Activation::None.
 std::optional<math::Kind> activationKind(Activation activation);
 
 } // namespace mlir::transfuse

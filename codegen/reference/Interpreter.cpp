@@ -702,14 +702,6 @@ LogicalResult Interpreter::evalAttentionGrad(AttentionGradOp op) {
   return success();
 }
 
-/// f' of activation_grad's `kind` (relu or gelu) and `approximate`.
-static double (*activationDerivative(StringRef kind, GeluApproximation approximate))(double) {
-  if (kind == "relu")
-    return &math::reluDerivative<double>;
-  return approximate == GeluApproximation::Tanh ? &math::geluTanhDerivative<double>
-                                                : &math::geluDerivative<double>;
-}
-
 LogicalResult Interpreter::evalLinear(LinearOp op) {
   const Buf &x = get(op.getInput()), &w = get(op.getWeight());
   Buf r;
@@ -793,7 +785,7 @@ LogicalResult Interpreter::eval(Operation *op) {
         unary(op, o.getInput(), [f](double x) { return x * f; });
         return success();
       })
-      .Case<ReluOp, ExpOp, TanhOp, GeluOp>([&](auto o) {
+      .Case<ReluOp, ExpOp, TanhOp, GeluOp, SiluOp>([&](auto o) {
         math::Kind k = *mathKindOf(op);
         unary(op, o.getInput(), [k](double x) { return math::apply(k, x); });
         return success();
@@ -869,9 +861,9 @@ LogicalResult Interpreter::eval(Operation *op) {
       .Case([&](WeightGradOp w) { return evalWeightGrad(w); })
       .Case([&](AttentionGradOp a) { return evalAttentionGrad(a); })
       .Case([&](ActivationGradOp a) {
-        auto derivative = activationDerivative(a.getKind(), a.getApproximate());
+        const math::Kind f = *activationKind(a.getActivation()); // verified: not none
         return binary(op, a.getInput(), a.getGrad(),
-                      [&](double x, double g) { return g * derivative(x); });
+                      [f](double x, double g) { return g * math::derivative(f, x); });
       })
       .Case([&](LinearInputGradOp l) {
         Buf product;
@@ -882,9 +874,9 @@ LogicalResult Interpreter::eval(Operation *op) {
         if (product.shape != pre.shape)
           return fail(op, "grad·op(W) " + str(product.shape) + " is not pre's shape " + str(pre.shape));
         const double scale = l.getScale().convertToDouble();
-        auto derivative = activationDerivative(l.getKind(), l.getApproximate());
+        const math::Kind f = *activationKind(l.getActivation()); // verified: not none
         for (size_t i = 0; i < product.data.size(); ++i)
-          product.data[i] = product.data[i] * scale * derivative(pre.data[i]);
+          product.data[i] = product.data[i] * scale * math::derivative(f, pre.data[i]);
         set(l.getResult(), std::move(product));
         return success();
       })

@@ -144,7 +144,7 @@ rt::Status crossEntropyMean(const float* logits, const int32_t* labels, int64_t 
 // same bits.
 // out = x broadcast to `os` (expand).
 void expand(const float* x, const Shape& xs, float* out, const Shape& os);
-// out[i] = g[i] · f'(x[i]) for f = relu, gelu or gelu_tanh (kind).
+// out[i] = g[i] · f'(x[i]) for an activation f = kind (relu, gelu, gelu_tanh, silu).
 void activationGrad(ElementwiseKind kind, const float* x, const float* g, float* out, int64_t n,
                     rt::ThreadPool* pool);
 // out [vocab, dim] = the rows of g scattered-added by ids (embedding_grad).

@@ -41,15 +41,16 @@ HWY_NOINLINE void ErfSpan(const float* x, float* y, size_t n) {
 // g times 1 or 0, the scalar definition's bits.
 HWY_NOINLINE void ActivationGradSpan(math::Kind kind, const float* x, const float* g, float* out,
                                      size_t n) {
-  if (kind == math::Kind::kRelu) {
-    MapBinary(x, g, out, n,
-              [](auto d, auto xv, auto gv) { return hn::Mul(gv, ReluDerivative(d, xv)); });
-  } else if (kind == math::Kind::kGelu) {
-    MapBinary(x, g, out, n,
-              [](auto d, auto xv, auto gv) { return hn::Mul(gv, GeluErfDerivative(d, xv)); });
-  } else {
-    MapBinary(x, g, out, n,
-              [](auto d, auto xv, auto gv) { return hn::Mul(gv, GeluTanhDerivative(d, xv)); });
+  namespace tk = transfuse::kernels::HWY_NAMESPACE;
+  switch (kind) {
+#define TRANSFUSE_GRAD_SPAN(kind, scalar, vector)                                              \
+  case math::Kind::kind:                                                                         \
+    return MapBinary(x, g, out, n,                                                               \
+                     [](auto d, auto xv, auto gv) { return hn::Mul(gv, vector(d, xv)); });
+    TRANSFUSE_DERIVATIVES(TRANSFUSE_GRAD_SPAN)
+#undef TRANSFUSE_GRAD_SPAN
+    default:
+      return;  // not an activation: Elementwise.h's precondition
   }
 }
 

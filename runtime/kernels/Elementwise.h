@@ -32,10 +32,11 @@ void relu(const float* x, float* y, size_t n, rt::ThreadPool* pool = nullptr);
 void erf(const float* x, float* y, size_t n);
 
 // The gradient through an activation (transfuse.activation_grad):
-// out[i] = g[i] · act'(x[i]) for kind relu, gelu or gelu_tanh, with the
-// derivatives of ElementwiseMath.h (relu: the scalar definition's bits;
-// gelu: |err| <= 4e-7, gelu_tanh: 6e-7 absolute against them in double, as
-// elementwise_test measures). out may alias x or g.
+// out[i] = g[i] · act'(x[i]) for an activation kind (relu, gelu, gelu_tanh,
+// silu: ElementwiseMath.h's TRANSFUSE_DERIVATIVES), with those derivatives
+// (relu: the scalar definition's bits; gelu: |err| <= 4e-7, gelu_tanh and
+// silu: 6e-7 absolute against them in double, as elementwise_test
+// measures). out may alias x or g; another kind writes nothing.
 void activationGrad(math::Kind kind, const float* x, const float* g, float* out, size_t n,
                     rt::ThreadPool* pool = nullptr);
 

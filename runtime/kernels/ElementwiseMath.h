@@ -17,6 +17,7 @@
 //   gelu_tanh(x) = x/2 · (1 + tanh(√(2/π)·(x + 0.044715·x³)))  (GPT-2's)
 //                = x / (1 + exp(-2√(2/π)·(x + 0.044715·x³))), the form
 //                  evaluated, for the same reason
+//   silu(x)      = x · sigmoid(x) = x / (1 + exp(-x))
 //
 // No Highway or MLIR dependency: compilers, the runtime and generated code
 // all include it.
@@ -45,7 +46,16 @@ namespace transfuse::kernels::math {
   X(kExp, 1, exp, hn::Exp, true)                     \
   X(kTanh, 1, tanh, hn::Tanh, true)                  \
   X(kGelu, 1, gelu, tk::GeluErf, true)               \
-  X(kGeluTanh, 1, geluTanh, tk::GeluTanh, true)
+  X(kGeluTanh, 1, geluTanh, tk::GeluTanh, true)      \
+  X(kSilu, 1, silu, tk::Silu, true)
+
+// The activations' derivatives, for their gradients: X(Kind, scalar
+// template, Highway function taking `d` first).
+#define TRANSFUSE_DERIVATIVES(X)                               \
+  X(kRelu, reluDerivative, tk::ReluDerivative)                 \
+  X(kGelu, geluDerivative, tk::GeluErfDerivative)              \
+  X(kGeluTanh, geluTanhDerivative, tk::GeluTanhDerivative)     \
+  X(kSilu, siluDerivative, tk::SiluDerivative)
 
 enum class Kind : uint8_t {
 #define TRANSFUSE_KIND(kind, arity, scalar, vector, tag) kind,
@@ -67,6 +77,7 @@ template <class T> TRANSFUSE_HD T gelu(T x) { return T(0.5) * x * std::erfc(x * 
 template <class T> TRANSFUSE_HD T geluTanh(T x) {
   return x / (T(1) + std::exp(T(-1.5957691216057307118) * (x + T(0.044715) * x * x * x)));
 }
+template <class T> TRANSFUSE_HD T silu(T x) { return x / (T(1) + std::exp(-x)); }
 
 // Derivatives of the activations, for their gradients (activation_grad):
 //   relu'(x)      = x > 0 ? 1 : 0
@@ -74,6 +85,7 @@ template <class T> TRANSFUSE_HD T geluTanh(T x) {
 //   gelu_tanh'(x) = s + x·s·(1 - s)·2√(2/π)·(1 + 3·0.044715·x²) with
 //                   s = 1/(1 + exp(-2√(2/π)·(x + 0.044715·x³))), as
 //                   gelu_tanh(x) = x·s
+//   silu'(x)      = s · (1 + x·(1 - s)), s = sigmoid(x) = 1/(1 + exp(-x))
 template <class T> TRANSFUSE_HD T reluDerivative(T x) { return x > T(0) ? T(1) : T(0); }
 template <class T> TRANSFUSE_HD T geluDerivative(T x) {
   return T(0.5) * std::erfc(x * T(-0.70710678118654752440)) +
@@ -83,6 +95,14 @@ template <class T> TRANSFUSE_HD T geluTanhDerivative(T x) {
   const T k = T(1.5957691216057307118);  // 2√(2/π)
   const T s = T(1) / (T(1) + std::exp(-k * (x + T(0.044715) * x * x * x)));
   return s + x * s * (T(1) - s) * k * (T(1) + T(3 * 0.044715) * x * x);
+}
+template <class T> TRANSFUSE_HD T siluDerivative(T x) {
+  // sigmoid(|x|) and sigmoid(-|x|) = 1 - sigmoid(|x|) from exp(-|x|) <= 1:
+  // no overflow for x << 0, no cancellation of 1 - s for x >> 0.
+  const T e = std::exp(-std::fabs(x));
+  const T p = T(1) / (T(1) + e), q = e * p;
+  const bool positive = x >= T(0);
+  return (positive ? p : q) * (T(1) + x * (positive ? q : p));
 }
 
 // The op `kind` on a (and b, for binary ops).
@@ -96,6 +116,19 @@ template <class T> TRANSFUSE_HD T apply(Kind kind, T a, T b = T(0)) {
 #undef TRANSFUSE_APPLY
   }
   return a;
+}
+
+// f'(x) of the activation `kind` (TRANSFUSE_DERIVATIVES); x for another kind.
+template <class T> TRANSFUSE_HD T derivative(Kind kind, T x) {
+  switch (kind) {
+#define TRANSFUSE_DERIVATIVE(kind, scalar, vector) \
+  case Kind::kind:                                 \
+    return scalar(x);
+    TRANSFUSE_DERIVATIVES(TRANSFUSE_DERIVATIVE)
+#undef TRANSFUSE_DERIVATIVE
+    default:
+      return x;
+  }
 }
 
 // How generated code names the op.
@@ -115,6 +148,20 @@ inline const KindInfo& info(Kind kind) {
 #undef TRANSFUSE_INFO
   };
   return table[static_cast<int>(kind)];
+}
+
+// The scalar template of the activation `kind`'s derivative as generated
+// code names it ("geluDerivative"); nullptr for a kind without one.
+inline const char* derivativeName(Kind kind) {
+  switch (kind) {
+#define TRANSFUSE_DERIVATIVE_NAME(kind, scalar, vector) \
+  case Kind::kind:                                      \
+    return #scalar;
+    TRANSFUSE_DERIVATIVES(TRANSFUSE_DERIVATIVE_NAME)
+#undef TRANSFUSE_DERIVATIVE_NAME
+    default:
+      return nullptr;
+  }
 }
 
 // The kind whose enumerator is `name` ("kGelu"), as printed into the kernel

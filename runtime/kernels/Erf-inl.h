@@ -1,4 +1,4 @@
-// Vectorized erf, erfc and the two GELU activations for fp32 (Highway 1.0.3
+// Vectorized erf, erfc and the activations (GELU, SiLU, ReLU) for fp32 (Highway 1.0.3
 // has Exp, Log and Tanh in contrib/math but no Erf). Per-target code: include
 // it after hwy/foreach_target.h (or in a single-target TU after highway.h);
 // the toggle guard below re-includes it once per target.
@@ -27,6 +27,8 @@
 //   GeluTanh(x) = x/2 · (1 + tanh(√(2/π)(x + 0.044715x³)))
 //               = x / (1 + exp(-2√(2/π)(x + 0.044715x³))), the same function
 //                 written without the cancellation of 1 + tanh for x << 0.
+//   Silu(x)     = x / (1 + exp(-x)), exp's argument held at 88 (its range; the
+//                 result is below 1e-36·|x| there).
 //   Relu(x)     = max(x, 0).
 
 #if defined(TRANSFUSE_KERNELS_ERF_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -181,6 +183,27 @@ HWY_INLINE V GeluTanhDerivative(D d, V x) {
   // the derivative is 1 + 2e-6, and 1 - s rounds to 0 in fp32).
   const V slope = hn::Mul(k, hn::MulAdd(hn::Set(d, 3.0f * 0.044715f), x2, one));
   const V y = hn::MulAdd(hn::Mul(xc, hn::Mul(s, hn::Mul(e, s))), slope, s);
+  return hn::IfThenElse(hn::Gt(x, lim), one,
+                        hn::IfThenElse(hn::Lt(x, hn::Neg(lim)), hn::Zero(d),
+                                       hn::IfThenElse(hn::Eq(x, x), y, x)));
+}
+
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V Silu(D d, V x) {
+  const V e = hn::Exp(d, hn::Min(hn::Neg(x), hn::Set(d, 88.0f)));
+  const V y = hn::Div(x, hn::Add(hn::Set(d, 1.0f), e));
+  return hn::IfThenElse(hn::Eq(x, x), y, x);
+}
+
+// silu'(x) = s·(1 + x·(1 - s)), s = 1/(1 + e), e = exp(-x), 1 - s as e·s;
+// 1 for x > 30, 0 for x < -30 (|silu' - those| < 3e-12 there).
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V SiluDerivative(D d, V x) {
+  const V lim = hn::Set(d, 30.0f), one = hn::Set(d, 1.0f);
+  const V xc = hn::Min(hn::Max(x, hn::Neg(lim)), lim);
+  const V e = hn::Exp(d, hn::Neg(xc));
+  const V s = hn::Div(one, hn::Add(one, e));
+  const V y = hn::Mul(s, hn::MulAdd(xc, hn::Mul(e, s), one));
   return hn::IfThenElse(hn::Gt(x, lim), one,
                         hn::IfThenElse(hn::Lt(x, hn::Neg(lim)), hn::Zero(d),
                                        hn::IfThenElse(hn::Eq(x, x), y, x)));

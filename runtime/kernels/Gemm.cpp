@@ -74,22 +74,5 @@ GemmKernelInfo gemmKernelInfo() {
   return info;
 }
 
-const char* activationName(Activation a) {
-  switch (a) {
-    case Activation::kNone: return "none";
-    case Activation::kRelu: return "relu";
-    case Activation::kGelu: return "gelu";
-    case Activation::kGeluTanh: return "gelu_tanh";
-  }
-  return "none";
-}
-
-std::optional<Activation> parseActivation(const std::string& name) {
-  for (Activation a : {Activation::kNone, Activation::kRelu, Activation::kGelu,
-                       Activation::kGeluTanh})
-    if (name == activationName(a)) return a;
-  return std::nullopt;
-}
-
 }  // namespace transfuse::kernels
 #endif  // HWY_ONCE

@@ -8,8 +8,8 @@
 //   B(k,j) = B[k·ldb + j]            (transB = false, ldb >= N)
 //   B(k,j) = B[j·ldb + k]            (transB = true:  B is stored as Bᵀ [N,K], ldb >= K)
 //   C(i,j) = C[i·ldc + j], residual(i,j) = residual[i·ldr + j]   (ldc, ldr >= N)
-// bias and residual are optional (null); act is none, relu, gelu (exact, with
-// the erf of Erf-inl.h) or gelu_tanh. Pointers need no alignment.
+// bias and residual are optional (null); act is an Activation (Activation.h:
+// none, relu, gelu exact with the erf of Erf-inl.h, gelu_tanh, silu). Pointers need no alignment.
 //
 // B is packed once (packB; weights are packed when a model loads) into panels of
 // NR columns (NR = two vectors of the best Highway target: 32 floats on AVX-512,
@@ -53,6 +53,8 @@
 #ifndef TRANSFUSE_RUNTIME_KERNELS_GEMM_H
 #define TRANSFUSE_RUNTIME_KERNELS_GEMM_H
 
+#include "runtime/kernels/Activation.h"
+
 #include <hwy/aligned_allocator.h>
 
 #include <cstddef>
@@ -66,8 +68,6 @@ class ThreadPool;
 }
 
 namespace transfuse::kernels {
-
-enum class Activation { kNone, kRelu, kGelu, kGeluTanh };
 
 // What is applied as C is stored (see the file comment).
 struct GemmEpilogue {
@@ -127,10 +127,6 @@ struct GemmKernelInfo {
   std::string target;
 };
 GemmKernelInfo gemmKernelInfo();
-
-// "none", "relu", "gelu", "gelu_tanh" <-> Activation.
-const char* activationName(Activation a);
-std::optional<Activation> parseActivation(const std::string& name);
 
 }  // namespace transfuse::kernels
 

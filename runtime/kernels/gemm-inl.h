@@ -237,6 +237,7 @@ HWY_NOINLINE void EpilogueRows(float* HWY_RESTRICT c, size_t ldc, size_t rows, s
     if constexpr (kAct == Activation::kRelu) return Relu(d, x);
     if constexpr (kAct == Activation::kGelu) return GeluErf(d, x);
     if constexpr (kAct == Activation::kGeluTanh) return GeluTanh(d, x);
+    if constexpr (kAct == Activation::kSilu) return Silu(d, x);
     return x;
   };
   for (size_t r = 0; r < rows; ++r) {
@@ -269,6 +270,8 @@ HWY_INLINE void Epilogue(Activation act, float* c, size_t ldc, size_t rows, size
       return EpilogueRows<Activation::kGelu>(c, ldc, rows, ncols, res, ldr);
     case Activation::kGeluTanh:
       return EpilogueRows<Activation::kGeluTanh>(c, ldc, rows, ncols, res, ldr);
+    case Activation::kSilu:
+      return EpilogueRows<Activation::kSilu>(c, ldc, rows, ncols, res, ldr);
   }
 }
 
@@ -285,6 +288,7 @@ HWY_NOINLINE void DerivativeRows(float* HWY_RESTRICT c, size_t ldc, size_t rows,
     if (scaled) x = hn::Mul(x, s);
     if constexpr (kAct == Activation::kRelu) return hn::Mul(x, ReluDerivative(d, p));
     if constexpr (kAct == Activation::kGelu) return hn::Mul(x, GeluErfDerivative(d, p));
+    if constexpr (kAct == Activation::kSilu) return hn::Mul(x, SiluDerivative(d, p));
     return hn::Mul(x, GeluTanhDerivative(d, p));
   };
   for (size_t r = 0; r < rows; ++r) {
@@ -312,6 +316,8 @@ HWY_INLINE void ApplyEpilogue(const GemmEpilogue& ep, size_t N, float* c, size_t
         return DerivativeRows<Activation::kRelu>(c, ldc, rows, ncols, pre, ldp, ep.scale);
       case Activation::kGelu:
         return DerivativeRows<Activation::kGelu>(c, ldc, rows, ncols, pre, ldp, ep.scale);
+      case Activation::kSilu:
+        return DerivativeRows<Activation::kSilu>(c, ldc, rows, ncols, pre, ldp, ep.scale);
       default:
         return DerivativeRows<Activation::kGeluTanh>(c, ldc, rows, ncols, pre, ldp, ep.scale);
     }

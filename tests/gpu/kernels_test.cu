@@ -232,6 +232,7 @@ void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::c
       if (act == transfuse::cuda::Activation::kRelu) v = tm::relu(v);
       if (act == transfuse::cuda::Activation::kGelu) v = tm::gelu(v);
       if (act == transfuse::cuda::Activation::kGeluTanh) v = tm::geluTanh(v);
+      if (act == transfuse::cuda::Activation::kSilu) v = tm::silu(v);
       if (residual) v += r[i * ldr + j];
       want[i * ldc + j] = v;
     }
@@ -742,6 +743,7 @@ int main() {
     testGemm(130, 65, 300, false, true, Activation::kGelu, false, rng, lt);
     testGemm(64, 128, 64, true, false, Activation::kGeluTanh, true, rng, lt);
     testGemm(64, 128, 64, true, true, Activation::kGeluTanh, false, rng, lt);
+    testGemm(70, 96, 130, false, true, Activation::kSilu, true, rng, lt);  // not in cuBLASLt: skipped there
     testGemm(200, 513, 512, true, true, Activation::kNone, true, rng, lt);
     testGemm(200, 513, 512, false, false, Activation::kNone, false, rng, lt);
     testGemm(5, 3, 0, true, true, Activation::kNone, true, rng, lt);  // K = 0: the epilogue alone

@@ -50,6 +50,7 @@ void testGemmBackward(size_t M, size_t N, size_t K, bool transA, bool transB,
       if (derivative == Activation::kRelu) v *= scale * tm::reluDerivative(x);
       if (derivative == Activation::kGelu) v *= scale * tm::geluDerivative(x);
       if (derivative == Activation::kGeluTanh) v *= scale * tm::geluTanhDerivative(x);
+      if (derivative == Activation::kSilu) v *= scale * tm::siluDerivative(x);
       want[i * ldc + j] = v;
     }
   const std::vector<float> c0(M * ldc, 7.0f);  // the columns past N stay 7
@@ -523,6 +524,7 @@ int main() {
   testGemmBackward(130, 65, 45, true, true, Activation::kRelu, 1.0f, rng);
   testGemmBackward(64, 128, 64, false, true, Activation::kGelu, 0.5f, rng);
   testGemmBackward(3, 200, 17, false, false, Activation::kGeluTanh, 1.0f, rng);
+  testGemmBackward(40, 33, 70, true, true, Activation::kSilu, 1.25f, rng);
   for (size_t n : {size_t(1), size_t(1000), size_t(100003)}) {
     testAdam(n, 0.0f, 1.0f, 1, rng);
     testAdam(n, 0.01f, 0.37f, 4000, rng);

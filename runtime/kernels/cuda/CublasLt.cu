@@ -182,6 +182,7 @@ cudaError_t runCublasLt(const GemmArgsOf<T>& g, cudaStream_t stream) {
     case Activation::kRelu: epilogue = g.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU; break;
     case Activation::kGeluTanh: epilogue = g.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU; break;
     case Activation::kGelu: return cudaErrorNotSupported;  // cuBLASLt has the tanh form only
+    case Activation::kSilu: return cudaErrorNotSupported;  // no SiLU epilogue in cuBLASLt
   }
   // D = act(A·B + bias + residual) would apply the activation to the
   // residual too: with an activation, a residual is not expressible.

@@ -24,6 +24,7 @@ __device__ float derivativeAt(Activation act, float x) {
     case Activation::kRelu: return tm::reluDerivative(x);
     case Activation::kGelu: return tm::geluDerivative(x);
     case Activation::kGeluTanh: return tm::geluTanhDerivative(x);
+    case Activation::kSilu: return tm::siluDerivative(x);
     default: return 1.0f;
   }
 }

@@ -7,8 +7,8 @@
 // A[k·lda + i] (a weight gradient's xᵀ); B(k,j) = B[k·ldb + j], or with
 // transB B[j·ldb + k] (a weight in PyTorch's [N,K] layout); C(i,j) =
 // C[i·ldc + j]; residual(i,j) = residual[i·ldr + j] (ldr 0: N). bias and
-// residual may be null; act is none, relu, gelu (exact) or gelu_tanh,
-// evaluated by runtime/kernels/ElementwiseMath.h's formulas. The backward's
+// residual may be null; act is an Activation (runtime/kernels/Activation.h,
+// the CPU kernels' enum), evaluated by ElementwiseMath.h's formulas. The backward's
 // epilogue, as on the CPU: with `derivative` set (and no bias, activation
 // or residual; one product), C = (scale·A·B)·f'(pre(i,j)), pre(i,j) =
 // pre[i·ldp + j] (ldp 0: N), f' ElementwiseMath.h's derivative.
@@ -25,6 +25,7 @@
 #ifndef TRANSFUSE_RUNTIME_KERNELS_CUDA_GEMM_CUH
 #define TRANSFUSE_RUNTIME_KERNELS_CUDA_GEMM_CUH
 
+#include "runtime/kernels/Activation.h"
 #include "runtime/kernels/ElementwiseMath.h"
 #include "runtime/kernels/cuda/Storage.cuh"
 
@@ -34,7 +35,7 @@
 
 namespace transfuse::cuda {
 
-enum class Activation { kNone, kRelu, kGelu, kGeluTanh };  // kernels::Activation's order
+using kernels::Activation;
 
 // T: the storage type of every operand (float, or bf16 with fp32
 // accumulation and epilogue: Storage.cuh).
@@ -70,6 +71,7 @@ __device__ inline float activate(Activation act, float x) {
     case Activation::kRelu: return tm::relu(x);
     case Activation::kGelu: return tm::gelu(x);
     case Activation::kGeluTanh: return tm::geluTanh(x);
+    case Activation::kSilu: return tm::silu(x);
     default: return x;
   }
 }

@@ -3,10 +3,19 @@
 // One case per verifier error of transfuse.linear_input_grad and of
 // tfk.gemm's derivative epilogue.
 
-// Tests that the kind is relu or gelu.
+// Tests that the activation is one (not none).
 func.func @f(%g: tensor<2x8xf32>, %w: tensor<8x4xf32>, %pre: tensor<2x4xf32>) -> tensor<2x4xf32> {
-  // expected-error @+1 {{kind must be relu or gelu, got 'tanh'}}
-  %0 = transfuse.linear_input_grad %g, %w, %pre {kind = "tanh"} : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  // expected-error @+1 {{needs an activation, not none}}
+  %0 = transfuse.linear_input_grad %g, %w, %pre {activation = #transfuse.activation<none>} : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+// Tests that activation_grad's activation is one (not none).
+func.func @f(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{needs an activation, not none}}
+  %0 = transfuse.activation_grad %x, %x {activation = #transfuse.activation<none>} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
 
@@ -15,7 +24,7 @@ func.func @f(%g: tensor<2x8xf32>, %w: tensor<8x4xf32>, %pre: tensor<2x4xf32>) ->
 // Tests that op(W) must map grad's N to pre's K (here the layout flag is wrong).
 func.func @f(%g: tensor<2x8xf32>, %w: tensor<8x4xf32>, %pre: tensor<2x4xf32>) -> tensor<2x4xf32> {
   // expected-error @+1 {{op(weight) 'tensor<8x4xf32>' transposed does not map grad 'tensor<2x8xf32>' to pre 'tensor<2x4xf32>'}}
-  %0 = transfuse.linear_input_grad %g, %w, %pre {kind = "relu", transpose_weight} : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %0 = transfuse.linear_input_grad %g, %w, %pre {activation = #transfuse.activation<relu>, transpose_weight} : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
 
@@ -24,7 +33,7 @@ func.func @f(%g: tensor<2x8xf32>, %w: tensor<8x4xf32>, %pre: tensor<2x4xf32>) ->
 // Tests that the result is pre's type.
 func.func @f(%g: tensor<2x8xf32>, %w: tensor<8x4xf32>, %pre: tensor<2x4xf32>) -> tensor<3x4xf32> {
   // expected-error @+1 {{expects grad [..., N], a rank-2 weight and pre [..., K] of grad's rank, the result pre's type}}
-  %0 = transfuse.linear_input_grad %g, %w, %pre {kind = "relu"} : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>) -> tensor<3x4xf32>
+  %0 = transfuse.linear_input_grad %g, %w, %pre {activation = #transfuse.activation<relu>} : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
 }
 
@@ -33,7 +42,7 @@ func.func @f(%g: tensor<2x8xf32>, %w: tensor<8x4xf32>, %pre: tensor<2x4xf32>) ->
 // Tests that grad and pre agree in their leading dimensions.
 func.func @f(%g: tensor<3x8xf32>, %w: tensor<8x4xf32>, %pre: tensor<2x4xf32>) -> tensor<2x4xf32> {
   // expected-error @+1 {{differ in leading dimension 0}}
-  %0 = transfuse.linear_input_grad %g, %w, %pre {kind = "relu"} : (tensor<3x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %0 = transfuse.linear_input_grad %g, %w, %pre {activation = #transfuse.activation<relu>} : (tensor<3x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
 

@@ -64,15 +64,15 @@ func.func @loss(%ids: tensor<?x?xi32> {transfuse.name = "ids"}, %labels: tensor<
 // CHECK: %[[D:.*]] = transfuse.dropout %[[H]]
 // CHECK: %[[G:.*]] = transfuse.linear %[[D]], %{{.*}} bias %{{.*}} {activation = #transfuse.activation<gelu>, transpose_weight}
 // CHECK: %[[R:.*]] = transfuse.relu %[[G]]
-// CHECK: %[[DR:.*]] = transfuse.activation_grad %[[R]], %{{.*}} {kind = "relu"}
+// CHECK: %[[DR:.*]] = transfuse.activation_grad %[[R]], %{{.*}} {activation = #transfuse.activation<relu>}
 // CHECK: %[[Z:.*]] = transfuse.matmul %[[D]], %{{.*}} {transpose_rhs = true}
 // CHECK: %[[ZB:.*]] = transfuse.add %[[Z]]
-// CHECK: %[[DZ2:.*]] = transfuse.activation_grad %[[ZB]], %[[DR]] {kind = "gelu"}
+// CHECK: %[[DZ2:.*]] = transfuse.activation_grad %[[ZB]], %[[DR]] {activation = #transfuse.activation<gelu>}
 // CHECK: %[[DD:.*]] = transfuse.matmul %[[DZ2]]
 // CHECK-NOT: transfuse.dropout %[[DD]]
 // CHECK: %[[DH:.*]] = transfuse.scale %[[DD]] {factor = 1.1111111111111112 : f64}
 // CHECK-NOT: transfuse.matmul %arg0
-// CHECK: %[[DZ1:.*]] = transfuse.activation_grad %[[D]], %[[DH]] {kind = "relu"}
+// CHECK: %[[DZ1:.*]] = transfuse.activation_grad %[[D]], %[[DH]] {activation = #transfuse.activation<relu>}
 // CHECK-NOT: transfuse.matmul %arg0
 // CHECK: %[[DW1:.*]] = transfuse.weight_grad %[[DZ1]], %arg0
 // CHECK: %[[DB1:.*]] = transfuse.reduce_sum %[[DZ1]] {axes = array<i64: 0, 1>}
@@ -88,6 +88,24 @@ func.func @loss(%x: tensor<?x?x4xf32> {transfuse.name = "x"}) -> (tensor<f32> {t
   %g = transfuse.linear %d, %w2 bias %b2 {activation = #transfuse.activation<gelu>, transpose_weight} : (tensor<?x?x6xf32>, tensor<5x6xf32>, tensor<5xf32>) -> tensor<?x?x5xf32>
   %r = transfuse.relu %g : tensor<?x?x5xf32>
   %l = transfuse.reduce_sum %r {axes = array<i64: 0, 1, 2>} : (tensor<?x?x5xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that silu's derivative is read from its input, alone and in a
+// linear layer's epilogue (the pre-activation recomputed, as for gelu).
+// CHECK-LABEL: func.func @loss_grad
+// CHECK: %[[S:.*]] = transfuse.silu %[[X:[^ ]*]]
+// CHECK: transfuse.activation_grad %[[X]], %{{.*}} {activation = #transfuse.activation<silu>}
+// CHECK: transfuse.activation_grad %{{.*}}, %{{.*}} {activation = #transfuse.activation<silu>}
+// CHECK: return
+func.func @loss(%x: tensor<?x4xf32> {transfuse.name = "x"}) -> (tensor<f32> {transfuse.name = "loss"})
+    attributes {transfuse.max_batch = 2 : i64, transfuse.max_seq_len = 3 : i64} {
+  %w = transfuse.param "w" {init = #transfuse.init<zeros>} : tensor<3x4xf32>
+  %h = transfuse.linear %x, %w {activation = #transfuse.activation<silu>, transpose_weight} : (tensor<?x4xf32>, tensor<3x4xf32>) -> tensor<?x3xf32>
+  %s = transfuse.silu %h : tensor<?x3xf32>
+  %l = transfuse.reduce_sum %s {axes = array<i64: 0, 1>} : (tensor<?x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
 

@@ -218,20 +218,20 @@ func.func @folds_then_cse(%x: tensor<?x512xf32>, %b: tensor<512xf32>) -> (tensor
 // CHECK: %[[D:.+]] = transfuse.dropout %[[H]] step %[[S]] {rate = 2.000000e-01 : f64, seed = 3 : i64, stream = 1 : i64}
 // CHECK: %[[B:.+]] = transfuse.dropout %[[G]] step %[[S]] {rate = 2.000000e-01 : f64, seed = 3 : i64, stream = 1 : i64}
 // CHECK: %[[K:.+]] = transfuse.scale %[[G]] {factor = 1.250000e+00 : f64}
-// CHECK: %[[R:.+]] = transfuse.activation_grad %[[D]], %[[K]] {kind = "relu"}
+// CHECK: %[[R:.+]] = transfuse.activation_grad %[[D]], %[[K]] {activation = #transfuse.activation<relu>}
 // CHECK: %[[O:.+]] = transfuse.dropout %[[G]] step %[[S]] {rate = 2.000000e-01 : f64, seed = 3 : i64, stream = 2 : i64}
-// CHECK: transfuse.activation_grad %[[D]], %[[O]] {kind = "relu"}
+// CHECK: transfuse.activation_grad %[[D]], %[[O]] {activation = #transfuse.activation<relu>}
 // CHECK: %[[T:.+]] = transfuse.dropout %[[G]] {rate = 2.000000e-01 : f64, seed = 3 : i64, stream = 1 : i64}
-// CHECK: transfuse.activation_grad %[[D]], %[[T]] {kind = "relu"}
-// CHECK: transfuse.activation_grad %[[D]], %[[B]] {kind = "gelu"}
+// CHECK: transfuse.activation_grad %[[D]], %[[T]] {activation = #transfuse.activation<relu>}
+// CHECK: transfuse.activation_grad %[[D]], %[[B]] {activation = #transfuse.activation<gelu>}
 func.func @relu_grad_through_dropout(%h: tensor<?x8xf32>, %g: tensor<?x8xf32>, %s: index) -> (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) {
   %d = transfuse.dropout %h step %s {rate = 2.0e-01 : f64, seed = 3 : i64, stream = 1 : i64} : tensor<?x8xf32>
   %back = transfuse.dropout %g step %s {rate = 2.0e-01 : f64, seed = 3 : i64, stream = 1 : i64} : tensor<?x8xf32>
-  %r = transfuse.activation_grad %d, %back {kind = "relu"} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %r = transfuse.activation_grad %d, %back {activation = #transfuse.activation<relu>} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
   %other = transfuse.dropout %g step %s {rate = 2.0e-01 : f64, seed = 3 : i64, stream = 2 : i64} : tensor<?x8xf32>
-  %r2 = transfuse.activation_grad %d, %other {kind = "relu"} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %r2 = transfuse.activation_grad %d, %other {activation = #transfuse.activation<relu>} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
   %nostep = transfuse.dropout %g {rate = 2.0e-01 : f64, seed = 3 : i64, stream = 1 : i64} : tensor<?x8xf32>
-  %r3 = transfuse.activation_grad %d, %nostep {kind = "relu"} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
-  %r4 = transfuse.activation_grad %d, %back {kind = "gelu"} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %r3 = transfuse.activation_grad %d, %nostep {activation = #transfuse.activation<relu>} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %r4 = transfuse.activation_grad %d, %back {activation = #transfuse.activation<gelu>} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
   return %r, %r2, %r3, %r4 : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
 }

@@ -11,8 +11,8 @@
 // CHECK-SAME: (%[[G:[^:]+]]: tensor<?x?x8xf32>, %[[H:[^:]+]]: tensor<?x?x4xf32>)
 // CHECK: %[[W:.+]] = transfuse.param "w2"
 // CHECK: %[[V:.+]] = transfuse.param "v"
-// CHECK-NEXT: %[[A:.+]] = transfuse.linear_input_grad %[[G]], %[[W]], %[[H]] {kind = "relu", scale = 1.250000e+00 : f64} : (tensor<?x?x8xf32>, tensor<8x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
-// CHECK-NEXT: %[[B:.+]] = transfuse.linear_input_grad %[[G]], %[[V]], %[[H]] {approximate = #transfuse.approximation<tanh>, kind = "gelu", transpose_weight}
+// CHECK-NEXT: %[[A:.+]] = transfuse.linear_input_grad %[[G]], %[[W]], %[[H]] {activation = #transfuse.activation<relu>, scale = 1.250000e+00 : f64} : (tensor<?x?x8xf32>, tensor<8x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+// CHECK-NEXT: %[[B:.+]] = transfuse.linear_input_grad %[[G]], %[[V]], %[[H]] {activation = #transfuse.activation<gelu_tanh>, transpose_weight}
 // CHECK-NEXT: return %[[A]], %[[B]]
 // KERNEL-LABEL: func.func @fused
 // KERNEL: tfk.gemm %{{.+}}, %{{.+}} derivative_of(%{{.+}} : memref<?x?x4xf32>) into %{{.+}} {derivative = #transfuse.activation<relu>, packed, scale = 1.250000e+00 : f64}
@@ -23,9 +23,9 @@ func.func @fused(%g: tensor<?x?x8xf32>, %h: tensor<?x?x4xf32>) -> (tensor<?x?x4x
   %v = transfuse.param "v" {init = #transfuse.init<zeros>} : tensor<4x8xf32>
   %p = transfuse.matmul %g, %w : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
   %s = transfuse.scale %p {factor = 1.25 : f64} : tensor<?x?x4xf32>
-  %a = transfuse.activation_grad %h, %s {kind = "relu"} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  %a = transfuse.activation_grad %h, %s {activation = #transfuse.activation<relu>} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
   %q = transfuse.matmul %g, %v {transpose_rhs = true} : (tensor<?x?x8xf32>, tensor<4x8xf32>) -> tensor<?x?x4xf32>
-  %b = transfuse.activation_grad %h, %q {kind = "gelu", approximate = #transfuse.approximation<tanh>} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  %b = transfuse.activation_grad %h, %q {activation = #transfuse.activation<gelu_tanh>} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
   return %a, %b : tensor<?x?x4xf32>, tensor<?x?x4xf32>
 }
 
@@ -38,11 +38,11 @@ func.func @fused(%g: tensor<?x?x8xf32>, %h: tensor<?x?x4xf32>) -> (tensor<?x?x4x
 // CHECK: return
 func.func @kept(%g: tensor<?x8xf32>, %h: tensor<?x4xf32>, %w: tensor<8x4xf32>, %m: tensor<2x?x8xf32>, %n: tensor<2x8x4xf32>, %hb: tensor<2x?x4xf32>) -> (tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<2x?x4xf32>) {
   %p = transfuse.matmul %g, %w : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
-  %a = transfuse.activation_grad %h, %p {kind = "relu"} : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %a = transfuse.activation_grad %h, %p {activation = #transfuse.activation<relu>} : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
   %q = transfuse.matmul %g, %w : (tensor<?x8xf32>, tensor<8x4xf32>) -> tensor<?x4xf32>
   %s = transfuse.scale %q {factor = 2.0 : f64} : tensor<?x4xf32>
-  %b = transfuse.activation_grad %h, %s {kind = "relu"} : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %b = transfuse.activation_grad %h, %s {activation = #transfuse.activation<relu>} : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
   %r = transfuse.matmul %m, %n : (tensor<2x?x8xf32>, tensor<2x8x4xf32>) -> tensor<2x?x4xf32>
-  %c = transfuse.activation_grad %hb, %r {kind = "relu"} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x?x4xf32>
+  %c = transfuse.activation_grad %hb, %r {activation = #transfuse.activation<relu>} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x?x4xf32>
   return %a, %p, %b, %s, %c : tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<2x?x4xf32>
 }

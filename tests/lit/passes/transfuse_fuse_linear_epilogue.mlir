@@ -2,7 +2,7 @@
 
 // --transfuse-fuse-linear-epilogue turns each matmul of activations by a
 // rank-2 weight into transfuse.linear and absorbs what follows it with one
-// use: a bias add ([N]), then relu / gelu / gelu_tanh, then a residual add
+// use: a bias add ([N]), then relu / gelu / gelu_tanh / silu, then a residual add
 // that no layer norm consumes. The remark of each site is reported at its
 // matmul.
 
@@ -78,6 +78,21 @@ func.func @bias_gelu_tanh(%x: tensor<?x?x64xf32>, %w: tensor<64x128xf32>, %b: te
   %1 = transfuse.add %0, %b : (tensor<?x?x128xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
   %2 = transfuse.gelu %1 {approximate = #transfuse.approximation<tanh>} : tensor<?x?x128xf32>
   return %2 : tensor<?x?x128xf32>
+}
+
+// -----
+
+// Tests that silu without a bias becomes activation = #transfuse.activation<silu>
+// (a SwiGLU gate's projection).
+// CHECK-LABEL: func.func @silu
+// CHECK-SAME: (%[[X:[^:]+]]: {{[^,]+}}, %[[W:[^:]+]]:
+// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] {activation = #transfuse.activation<silu>} : (tensor<?x?x64xf32>, tensor<64x128xf32>) -> tensor<?x?x128xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @silu(%x: tensor<?x?x64xf32>, %w: tensor<64x128xf32>) -> tensor<?x?x128xf32> {
+  // expected-remark@+1 {{linear_epilogue: fused}}
+  %0 = transfuse.matmul %x, %w : (tensor<?x?x64xf32>, tensor<64x128xf32>) -> tensor<?x?x128xf32>
+  %1 = transfuse.silu %0 : tensor<?x?x128xf32>
+  return %1 : tensor<?x?x128xf32>
 }
 
 // -----

@@ -173,6 +173,27 @@ TEST(Autodiff, BroadcastBinaryOpsAndActivations) {
                  {{"x", randomF32({3, 4}, rng)}, {"r", randomF32({3, 4}, rng)}});
 }
 
+// silu alone and in a linear layer's epilogue (fused: linear {silu}, and its
+// backward linear_input_grad {silu}).
+TEST(Autodiff, Silu) {
+  std::mt19937 rng(12);
+  checkGradients(lossFunc(R"(%x: tensor<?x4xf32> {transfuse.name = "x"}, %r: tensor<?x3xf32> {transfuse.name = "r"})",
+                          R"(
+  %w = transfuse.param "w" {init = #transfuse.init<zeros>} : tensor<4x3xf32>
+  %b = transfuse.param "b" {init = #transfuse.init<zeros>} : tensor<3xf32>
+  %v = transfuse.param "v" {init = #transfuse.init<zeros>} : tensor<3x3xf32>
+  %h = transfuse.matmul %x, %w : (tensor<?x4xf32>, tensor<4x3xf32>) -> tensor<?x3xf32>
+  %hb = transfuse.add %h, %b : (tensor<?x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+  %s = transfuse.silu %hb : tensor<?x3xf32>
+  %o = transfuse.matmul %s, %v : (tensor<?x3xf32>, tensor<3x3xf32>) -> tensor<?x3xf32>
+  %t = transfuse.silu %o : tensor<?x3xf32>
+  %m = transfuse.mul %t, %r : (tensor<?x3xf32>, tensor<?x3xf32>) -> tensor<?x3xf32>
+  %l = transfuse.reduce_sum %m {axes = array<i64: 0, 1>} : (tensor<?x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+)"),
+                 {{"x", randomF32({3, 4}, rng)}, {"r", randomF32({3, 3}, rng)}});
+}
+
 // Softmax over causally masked scores: with 3 queries and 2 keys query 0
 // sees no key, a fully masked row (zeros forward, zero gradient).
 TEST(Autodiff, MaskedSoftmaxWithAFullyMaskedRow) {

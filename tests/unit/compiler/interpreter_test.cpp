@@ -411,6 +411,21 @@ TEST(InterpreterTest, GeluExactAndTanh) {
                1e-14);
 }
 
+TEST(InterpreterTest, Silu) {
+  TinyFunc f;
+  ASSERT_TRUE(f.build({{"x", f.t({8}, f.f32())}}, [&](GraphBuilder &g, ArrayRef<Value> a) {
+    return SmallVector<Value>{g.activation(a[0], "silu")};
+  }));
+  auto out = f.run({{"x", f32Tensor({8}, {-30, -2, -0.5, 0, 0.5, 1, 2, 30})}});
+  ASSERT_TRUE(!!out) << llvm::toString(out.takeError());
+  // x · sigmoid(x).
+  expectValues(out->at("out0"), {8},
+               {-2.8072868906517896e-12, -0.2384058440442351, -0.1887703343990727, 0.0,
+                0.3112296656009273, 0.7310585786300049, 1.7615941559557646,
+                29.999999999997197},
+               1e-14);
+}
+
 /// f(x) = dropout(x) with the given attributes; x is [64, 64].
 struct DropoutFunc {
   TinyFunc f;

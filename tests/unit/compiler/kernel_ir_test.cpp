@@ -7,6 +7,7 @@
 
 #include "codegen/emit/Backend.h"
 #include "codegen/lowering/Lowering.h"
+#include "codegen/lowering/OpMath.h"
 #include "ir/KernelDialect.h"
 #include "models/Models.h"
 #include "passes/MemoryPlan.h"
@@ -108,6 +109,25 @@ void checkPlan(func::FuncOp f, const std::string &what) {
       bool together = fi <= lj && fj <= li, overlap = oi < ej && oj < ei;
       EXPECT_FALSE(together && overlap) << what << ": allocs " << i << " and " << j;
     }
+}
+
+// The dialect's activation attribute and the kernels' enum are one list: the
+// same cases, values and spellings (the compiler converts by value,
+// codegen/lowering/OpMath.cpp), and each has the formula its name says.
+TEST(KernelIR, ActivationsAreTheKernels) {
+  namespace tk = ::transfuse::kernels;
+  EXPECT_EQ(tk::kNumActivations, static_cast<int>(getMaxEnumValForActivation()) + 1);
+  for (uint32_t i = 0; i <= getMaxEnumValForActivation(); ++i) {
+    std::optional<Activation> a = symbolizeActivation(i);
+    ASSERT_TRUE(a.has_value()) << i;
+    EXPECT_EQ(stringifyActivation(*a).str(), tk::activationName(toKernels(*a))) << i;
+    EXPECT_EQ(tk::parseActivation(stringifyActivation(*a).str()), toKernels(*a)) << i;
+    std::optional<math::Kind> formula = activationKind(*a);
+    EXPECT_EQ(formula.has_value(), *a != Activation::None) << i;
+    if (formula)  // relu -> kRelu, gelu_tanh -> kGeluTanh, ...
+      EXPECT_STREQ(math::info(*formula).enumerator, tk::activationInfo(toKernels(*a)).enumerator)
+          << i;
+  }
 }
 
 TEST(KernelIR, EveryShippedConfigLowersVerifiesRoundTripsAndPlansSafely) {

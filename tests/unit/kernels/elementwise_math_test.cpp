@@ -2,7 +2,7 @@
 // on every Highway target compiled in: for each row, the Highway function it
 // names (the very tokens generated code prints) matches the row's scalar
 // template evaluated in double, over random inputs and a tail. Binary rows
-// and relu are one IEEE operation (exact); exp, tanh and the gelus are held
+// and relu are one IEEE operation (exact); exp, tanh, the gelus and silu are held
 // to the tolerances of elementwise_test.cpp. A new row needs no new test:
 // it is checked here, exactly unless it gets a tolerance below.
 #undef HWY_TARGET_INCLUDE
@@ -37,6 +37,7 @@ double tolerance(math::Kind kind, double x, double ref) {
     case math::Kind::kTanh: return 3e-7;
     case math::Kind::kGelu: return 3e-7 * std::max(1.0, std::fabs(x));
     case math::Kind::kGeluTanh: return 5e-7 * std::max(1.0, std::fabs(x));
+    case math::Kind::kSilu: return 3e-7 * std::max(1.0, std::fabs(x));
     default: return 0.0;
   }
 }

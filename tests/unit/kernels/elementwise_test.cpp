@@ -125,7 +125,8 @@ TEST_P(ElementwiseTest, Activations) {
 TEST_P(ElementwiseTest, ActivationGrads) {
   std::vector<float> grid;
   for (int i = -150000; i <= 150000; ++i) grid.push_back(i * 1e-4f);
-  for (float v : {-1e6f, -100.0f, -13.5f, -9.5f, 9.5f, 13.5f, 100.0f, 1e6f, 1e-20f, -1e-20f})
+  for (float v : {-1e6f, -100.0f, -30.5f, -13.5f, -9.5f, 9.5f, 13.5f, 30.5f, 100.0f, 1e6f, 1e-20f,
+                  -1e-20f})
     grid.push_back(v);
   const size_t n = grid.size();
   Buf x(n, 1), g(n, 2), out(n, 3);
@@ -139,7 +140,8 @@ TEST_P(ElementwiseTest, ActivationGrads) {
   };
   const Case cases[] = {{math::Kind::kRelu, math::reluDerivative<double>, 0.0},
                         {math::Kind::kGelu, math::geluDerivative<double>, 4e-7},
-                        {math::Kind::kGeluTanh, math::geluTanhDerivative<double>, 6e-7}};
+                        {math::Kind::kGeluTanh, math::geluTanhDerivative<double>, 6e-7},
+                        {math::Kind::kSilu, math::siluDerivative<double>, 6e-7}};
   for (const Case& c : cases) {
     double worst = 0;
     activationGrad(c.kind, x.data(), g.data(), out.data(), n);

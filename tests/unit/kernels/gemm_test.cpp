@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -70,6 +71,7 @@ double activation(Activation act, double x) {
     case Activation::kRelu: return math::relu(x);
     case Activation::kGelu: return math::gelu(x);
     case Activation::kGeluTanh: return math::geluTanh(x);
+    case Activation::kSilu: return math::silu(x);
   }
   return x;
 }
@@ -150,7 +152,8 @@ class GemmTest : public hwy::TestWithParamTarget {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(GemmTest);
 
 const Activation kActs[] = {Activation::kNone, Activation::kRelu, Activation::kGelu,
-                            Activation::kGeluTanh};
+                            Activation::kGeluTanh, Activation::kSilu};
+constexpr size_t kNumActs = std::size(kActs);
 
 // Every (M, N, K) of a sample of 0..33 in each dimension; the variant (transposes,
 // epilogue, misalignment, leading dimensions) rotates with the case index so that
@@ -168,7 +171,7 @@ TEST_P(GemmTest, SmallAndOddSizes) {
         c.transA = index & 1;
         c.transB = (index >> 1) & 1;
         c.offset = (index >> 2) & 1;
-        c.act = kActs[(index / 3) % 4];
+        c.act = kActs[(index / 3) % kNumActs];
         c.bias = (index % 5) != 0;
         c.residual = (index % 7) < 3;
         c.padA = index % 3;
@@ -243,7 +246,7 @@ TEST_P(GemmTest, LongKInChunks) {
       Case c{s[0], s[1], s[2]};
       c.transA = t & 1;
       c.transB = t >> 1;
-      c.act = kActs[index % 4];
+      c.act = kActs[index % kNumActs];
       c.bias = true;
       c.residual = index % 2 == 1;
       c.padC = (index % 3) * 5;
@@ -293,7 +296,8 @@ TEST_P(GemmTest, DerivativeEpilogueEqualsProductThenActivationGrad) {
   const size_t shapes[][3] = {{29, 47, 255}, {64, 63, 0}, {300, 257, 130}};
   const std::pair<Activation, math::Kind> kinds[] = {{Activation::kRelu, math::Kind::kRelu},
                                                      {Activation::kGelu, math::Kind::kGelu},
-                                                     {Activation::kGeluTanh, math::Kind::kGeluTanh}};
+                                                     {Activation::kGeluTanh, math::Kind::kGeluTanh},
+                                                     {Activation::kSilu, math::Kind::kSilu}};
   size_t index = 0;
   for (const auto& s : shapes)
     for (const auto& [act, kind] : kinds)
