@@ -8,6 +8,7 @@
 #ifndef TRANSFUSE_TOOLS_CLI_H
 #define TRANSFUSE_TOOLS_CLI_H
 
+#include "compiler/Compiler.h"
 #include "runtime/Status.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -99,6 +100,17 @@ double floatFlag(const std::map<std::string, std::string> &flags, const std::str
   if (llvm::StringRef(it->second).getAsDouble(v) || !ok(v))
     die("flag " + name + " expects " + what + ", got '" + it->second + "'");
   return v;
+}
+
+/// Weights for `mi` from a safetensors file (its warnings on stderr) or
+/// random from `seed` (compiler::loadWeights); exits with the error.
+inline reference::TensorMap loadWeights(const ModelInterface &mi, const std::string &path,
+                                        uint64_t seed) {
+  std::vector<std::string> warnings;
+  reference::TensorMap weights = orDie(compiler::loadWeights(mi, path, seed, &warnings));
+  for (const std::string &w : warnings)
+    llvm::errs() << "transfuse: warning: " << w << "\n";
+  return weights;
 }
 
 } // namespace mlir::transfuse::tools

@@ -5,7 +5,7 @@
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/Search.h"
 #include "tools/Cli.h"
-#include "tools/ModelTools.h"
+#include "compiler/Compiler.h"
 #include "tools/TrainCommands.h"
 #include "runtime/kernels/Targets.h"
 
@@ -303,7 +303,7 @@ int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &posit
         name != "--recompute" && name != "--fusion" && name != "--cxx" && name != "--isa" &&
         name != "--weights")
       die("flag " + name + " does not apply to 'bench decode'");
-  DecodeBenchOptions o;
+  compiler::DecodeBenchOptions o;
   o.batch = intFlag(flags, "--batch", 1, 1, 1 << 12);
   o.srcLen = intFlag(flags, "--src-len", 24, 1, 1 << 16);
   o.newTokens = intFlag(flags, "--new-tokens", 32, 1, 1 << 16);
@@ -315,7 +315,7 @@ int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &posit
   o.fusion = flag(flags, "--fusion", "all");
   o.weightsPath = flag(flags, "--weights");
   o.build.cxx = flag(flags, "--cxx");
-  DecodeBenchResult r = orDie(benchDecode(positional[1], o));
+  compiler::DecodeBenchResult r = orDie(compiler::benchDecode(positional[1], o));
   if (flags.count("--json")) {
     llvm::json::Object j{{"model", positional[1]},
                          {"batch", o.batch},

@@ -27,7 +27,7 @@
 #include "tools/Bleu.h"
 #include "tools/Cli.h"
 #include "tools/DecodeCommands.h"
-#include "tools/ModelTools.h"
+#include "compiler/Compiler.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -216,9 +216,9 @@ std::string decodeArtifact(const ModelConfig &config, const std::string &dir) {
     return out;
   MLIRContext context;
   auto module = orDie(buildModel(context, config, build));
-  auto tmp = orDie(TemporaryDirectory::create("transfuse-artifact"));
-  orDie(compileModule(*module, orDie(FusionStrategy::parse("all")), tmp.path(), Emit::kShared,
-                      emit::BuildOptions(), nullptr));
+  auto tmp = orDie(compiler::TemporaryDirectory::create("transfuse-artifact"));
+  orDie(compiler::compile(*module, tmp.path(),
+                          compiler::CompileOptions{orDie(FusionStrategy::parse("all"))}));
   // Into place in one rename (a concurrent or killed compile leaves none half-written).
   std::string staging = out + ".tmp-" + std::to_string(::getpid());
   llvm::sys::fs::remove_directories(staging);
@@ -518,18 +518,19 @@ int tools::runTrain(const std::vector<std::string> &positional,
   // (the same seeded draw as the reference's without --init-weights).
   func::FuncOp lossGrad;
   std::optional<reference::TrainState> state;
-  std::optional<TemporaryDirectory> artifact;
+  std::optional<compiler::TemporaryDirectory> artifact;
   std::unique_ptr<rt::CompiledModel> model;
   if (compiled) {
     FusionStrategy strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "all")));
-    artifact.emplace(orDie(TemporaryDirectory::create("transfuse-train")));
+    artifact.emplace(orDie(compiler::TemporaryDirectory::create("transfuse-train")));
     // --target cuda: the train step and Adam run on the GPU (docs/cuda.md).
     emit::BuildOptions artifactOptions;
     artifactOptions.target = targetName;
     if (llvm::Error e = target->available())
       die(llvm::toString(std::move(e)));
-    orDie(compileModule(*module, strategy, artifact->path(), Emit::kShared, artifactOptions, nullptr,
-                        /*train=*/true));
+    orDie(compiler::compile(*module, artifact->path(),
+                            compiler::CompileOptions{strategy, compiler::Emit::kShared,
+                                                     artifactOptions, /*train=*/true}));
     rt::LoadOptions load;
     load.weightsPath = initWeights;
     load.seed = seed;
@@ -607,10 +608,10 @@ int tools::runTrain(const std::vector<std::string> &positional,
   std::unique_ptr<rt::CompiledModel> decoder;
   std::unique_ptr<rt::Translator> translator;
   if (!validSrc.empty()) {
-    std::optional<TemporaryDirectory> scratch;
+    std::optional<compiler::TemporaryDirectory> scratch;
     std::string where = ckptDir;
     if (where.empty()) {
-      scratch.emplace(orDie(TemporaryDirectory::create("transfuse-valid")));
+      scratch.emplace(orDie(compiler::TemporaryDirectory::create("transfuse-valid")));
       where = scratch->path();
     }
     std::string dir = decodeArtifact(config, where);

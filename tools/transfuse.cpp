@@ -21,10 +21,10 @@
 #include "runtime/host/CompiledModel.h"
 #include "runtime/kernels/Targets.h"
 #include "tools/Cli.h"
+#include "compiler/Compiler.h"
+#include "compiler/Stress.h"
 #include "tools/DecodeCommands.h"
 #include "tools/TrainCommands.h"
-#include "tools/ModelTools.h"
-#include "tools/StressTest.h"
 #include "models/Models.h"
 #include "passes/Passes.h"
 #include "runtime/Safetensors.h"
@@ -103,70 +103,46 @@ int runCompile(const std::vector<std::string> &positional,
   std::string out = flag(flags, "-o");
   if (out.empty())
     die("compile needs an output directory: -o DIR");
-  std::string target = flag(flags, "--target", "cpu");
-  const emit::Backend *backend = emit::backendNamed(target);
-  if (!backend)
-    die("--target " + target + " is not one of " + llvm::join(emit::backendNames(), ", "));
-  if (llvm::Error e = backend->available())
-    die(llvm::toString(std::move(e)));
-  tools::Emit emit = orDie(tools::parseEmit(flag(flags, "--emit", "shared")));
-  bool verify = flags.count("--verify") != 0;
-  if (verify && emit != tools::Emit::kShared)
-    die("--verify runs the compiled library: use it with --emit shared (the default)");
-  double tolerance =
-      floatFlag(flags, "--tolerance", 1e-3, [](double v) { return v > 0; }, "a positive number");
-  FusionStrategy strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "none")));
-  emit::BuildOptions build;
-  build.cxx = flag(flags, "--cxx");
-  build.target = target;
-  const bool train = flags.count("--train") != 0;
+  compiler::CompileOptions options;
+  options.build.target = flag(flags, "--target", "cpu");
+  options.build.cxx = flag(flags, "--cxx");
   const std::string dtype = flag(flags, "--dtype", "f32");
   if (dtype != "f32" && dtype != "bf16")
     die("--dtype " + dtype + " is not one of f32, bf16");
-  build.bf16 = dtype == "bf16";
-  if (build.bf16 && !backend->takesBf16())
-    die("--dtype bf16 is an option of the cuda target (--target cuda)");
-  if (build.bf16 && train)
-    die("--dtype bf16 builds inference entries: train with f32 (the default)");
-  BuildOptions options = buildOptions(flags);
-  if (train) {
-    options.training = true;
-    options.decoding = false;
-  }
+  options.build.bf16 = dtype == "bf16";
+  options.train = flags.count("--train") != 0;
+  options.emit = orDie(compiler::parseEmit(flag(flags, "--emit", "shared")));
+  options.strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "none")));
+  if (llvm::Error e = compiler::checkOptions(options))
+    die(llvm::toString(std::move(e)));
+  bool verify = flags.count("--verify") != 0;
+  if (verify && options.emit != compiler::Emit::kShared)
+    die("--verify runs the compiled library: use it with --emit shared (the default)");
+  double tolerance =
+      floatFlag(flags, "--tolerance", 1e-3, [](double v) { return v > 0; }, "a positive number");
   MLIRContext context;
-  auto module = orDie(loadModelDefinition(context, positional[0], options));
-  if (train && !module->lookupSymbol<func::FuncOp>("loss"))
-    die("--train differentiates @loss, which '" + positional[0] + "' does not define");
+  auto module =
+      orDie(compiler::loadDefinition(context, positional[0], buildOptions(flags), options.train));
   // The reference runs the IR as built: the verification compares the
   // compiled code with the unfused fp64 semantics (with --train, the
   // gradient of the unfused loss).
-  OwningOpRef<ModuleOp> original = verify ? OwningOpRef<ModuleOp>(module->clone()) : nullptr;
-  if (original && train) {
-    PassManager pm(&context);
-    pm.addPass(createTransfuseAutodiff());
-    buildCleanupPipeline(pm);
-    if (failed(pm.run(*original)))
-      die("differentiating the loss of '" + positional[0] + "' failed");
-  }
-  FusionReport report;
-  auto result = tools::compileModule(*module, strategy, out, emit, build, &report, train);
+  OwningOpRef<ModuleOp> original;
+  if (verify)
+    original = orDie(compiler::referenceModule(*module, options.train));
+  auto result = compiler::compile(*module, out, options);
   if (!result)
     die("compiling " + positional[0] + " failed: " + llvm::toString(result.takeError()));
   if (flags.count("--report"))
-    llvm::outs() << report.format();
-  static const char *written[] = {"model.mlir", "kernels.mlir", "",
-                                  "libmodel.so", "libmodel.a", "model"};
-  std::string product =
-      emit == tools::Emit::kCpp ? backend->sourceFile().str() : written[(int)emit];
-  llvm::outs() << "compiled " << positional[0] << " (fusion " << strategy.str() << ", "
+    llvm::outs() << result->report.format();
+  llvm::outs() << "compiled " << positional[0] << " (fusion " << options.strategy.str() << ", "
                << llvm::format("%.1f", result->seconds) << " s): " << describe(*module, result->interface)
-               << " -> " << out << "/" << product << "\n";
+               << " -> " << out << "/" << result->product << "\n";
   if (!verify)
     return 0;
   uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
-  auto verified = orDie(tools::verifyArtifact(*original, result->interface, out, seed));
+  auto verified = orDie(compiler::verify(*original, result->interface, out, seed));
   bool ok = true;
-  for (const tools::VerifyCase &c : verified.cases) {
+  for (const compiler::VerifyCase &c : verified.cases) {
     double bound = tolerance * std::max(1.0, c.maxAbsReference);
     bool pass = c.maxAbsError <= bound;
     ok &= pass;
@@ -281,7 +257,7 @@ int runStress(const std::vector<std::string> &positional,
               const std::map<std::string, std::string> &flags) {
   if (positional.empty())
     die("stress expects compiled model directories or model definitions");
-  tools::StressOptions o;
+  compiler::StressOptions o;
   o.models = positional;
   o.threads = (int)intFlag(flags, "--threads", 8, 1, 256);
   o.runs = intFlag(flags, "--runs", 1000, 0, int64_t{1} << 30);
@@ -292,7 +268,7 @@ int runStress(const std::vector<std::string> &positional,
   o.maxBatch = intFlag(flags, "--max-batch", 4, 1, 1 << 16);
   o.maxSeqLen = intFlag(flags, "--max-seq-len", 16, 1, 1 << 20);
   o.build.cxx = flag(flags, "--cxx");
-  tools::StressResult r = orDie(tools::stressModels(o));
+  compiler::StressResult r = orDie(compiler::stressModels(o));
   llvm::outs() << "stress: " << o.models.size() << " model(s) loaded at once, " << r.cases
                << " input cases of mixed sizes\n";
   if (o.runs > 0)
@@ -332,7 +308,7 @@ int runBenchModel(const std::vector<std::string> &positional,
         name != "--isa" && name != "--keep-artifacts" &&
         !(train && (name == "--batch-tokens" || name == "--seq-len")))
       die("flag " + name + " does not apply to '" + command + "'");
-  tools::BenchOptions o;
+  compiler::BenchOptions o;
   o.train = train;
   o.batch = intFlag(flags, "--batch", 8, 1, 1 << 12);
   o.srcLen = intFlag(flags, "--src-len", 64, 1, 1 << 16);
@@ -365,7 +341,7 @@ int runBenchModel(const std::vector<std::string> &positional,
                                  "GFLOP/s", "compile s", train ? "  tokens/s" : "");
   llvm::json::Array rows;
   for (const FusionStrategy &strategy : strategies) {
-    tools::BenchRow r = orDie(tools::benchStrategy(positional[1], strategy, o));
+    compiler::BenchRow r = orDie(compiler::benchStrategy(positional[1], strategy, o));
     double gflops = r.gflop / (r.medianMs / 1e3);
     // Training throughput: target tokens (B·T, no padding) per second.
     double tokensPerSecond = double(o.batch * o.tgtLen) / (r.medianMs / 1e3);
@@ -568,7 +544,7 @@ int runDemo(const std::vector<std::string> &positional,
   // Random tokens; the last sequence of the batch ends in padding where the
   // model masks padding.
   reference::TensorMap inputs =
-      orDie(tools::randomInputs(*module, ep, batch, srcLen, tgtLen, seed, /*pad=*/true));
+      orDie(compiler::randomInputs(*module, ep, batch, srcLen, tgtLen, seed, /*pad=*/true));
   for (const auto &[name, t] : inputs)
     llvm::outs() << "input      " << name << " " << rt::dtypeName(t.dtype)
                  << rt::shapeToString(t.shape) << "\n";

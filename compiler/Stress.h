@@ -1,4 +1,4 @@
-//===- StressTest.h - compiled models under concurrent load ---------------===//
+//===- Stress.h - compiled models under concurrent load -------------------===//
 //
 // The steps behind `transfuse stress` (docs/reliability.md): several compiled
 // models loaded at once, many threads running them on inputs of mixed dynamic
@@ -10,8 +10,8 @@
 // after. Prints nothing; failures come back in the result.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TRANSFUSE_TOOLS_STRESSTEST_H
-#define TRANSFUSE_TOOLS_STRESSTEST_H
+#ifndef TRANSFUSE_COMPILER_STRESS_H
+#define TRANSFUSE_COMPILER_STRESS_H
 
 #include "codegen/emit/Backend.h"
 
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace mlir::transfuse::tools {
+namespace mlir::transfuse::compiler {
 
 struct StressOptions {
   /// Compiled model directories, or model definitions (.json, .mlir) that
@@ -49,6 +49,6 @@ struct StressResult {
 
 llvm::Expected<StressResult> stressModels(const StressOptions &options);
 
-} // namespace mlir::transfuse::tools
+} // namespace mlir::transfuse::compiler
 
-#endif // TRANSFUSE_TOOLS_STRESSTEST_H
+#endif // TRANSFUSE_COMPILER_STRESS_H

@@ -1,16 +1,21 @@
-//===- ModelTools.h - compile, verify and benchmark whole models ----------===//
+//===- Compiler.h - compile, verify and benchmark whole models ------------===//
 //
-// The steps behind `transfuse compile`, `compile --verify` and `bench model`,
-// kept out of the flag parsing in transfuse.cpp. They print nothing; results
-// come back as values and errors as llvm::Error.
+// The compiler library: a model definition through the front end, the
+// fusion strategy's passes, the lowering and a backend into an artifact
+// directory; the artifact checked against the reference backend; fusion
+// strategies timed side by side. The `transfuse` driver, the tests, the
+// benchmarks and the Python package call it. It prints nothing and parses no
+// flags: results come back as values (the fusion report as data), errors as
+// llvm::Error.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TRANSFUSE_TOOLS_MODELTOOLS_H
-#define TRANSFUSE_TOOLS_MODELTOOLS_H
+#ifndef TRANSFUSE_COMPILER_COMPILER_H
+#define TRANSFUSE_COMPILER_COMPILER_H
 
 #include "codegen/Interface.h"
 #include "codegen/emit/Backend.h"
 #include "codegen/reference/Interpreter.h"
+#include "models/Models.h"
 #include "passes/Passes.h"
 #include "runtime/Tensor.h"
 
@@ -21,7 +26,7 @@
 #include <string>
 #include <vector>
 
-namespace mlir::transfuse::tools {
+namespace mlir::transfuse::compiler {
 
 enum class Emit { kMlir, kKernels, kCpp, kShared, kStatic, kExecutable };
 
@@ -43,28 +48,59 @@ private:
   std::string path_;
 };
 
-/// Parses "mlir", "cpp", "shared" (libmodel.so), "static", "exe".
-/// Weights from a safetensors file (warnings to stderr) or random from a
-/// seed; exits with the error on failure.
-reference::TensorMap loadWeights(const ModelInterface &mi, const std::string &path, uint64_t seed);
-
+/// Parses "mlir", "kernels", "cpp", "shared" (libmodel.so), "static", "exe".
 llvm::Expected<Emit> parseEmit(llvm::StringRef name);
 
-struct CompileResult {
+/// Weights for `mi`: bound by name from a safetensors file (what binding
+/// noticed without refusing, such as an unused tensor, goes to `warnings`)
+/// or, with an empty path, drawn from `seed`.
+llvm::Expected<reference::TensorMap> loadWeights(const ModelInterface &mi, const std::string &path,
+                                                 uint64_t seed,
+                                                 std::vector<std::string> *warnings = nullptr);
+
+/// A model definition (.json config, .mlir) built at `model`'s maxima. With
+/// `train`, a training build, which must define @loss.
+llvm::Expected<OwningOpRef<ModuleOp>> loadDefinition(MLIRContext &context, llvm::StringRef path,
+                                                     BuildOptions model, bool train = false);
+
+/// What `verify` runs an artifact against: a copy of `module` as built
+/// (unfused; the reference backend computes in fp64), with `train` also
+/// @loss_grad, the gradient of the unfused loss.
+llvm::Expected<OwningOpRef<ModuleOp>> referenceModule(ModuleOp module, bool train);
+
+struct CompileOptions {
+  FusionStrategy strategy;
+  Emit emit = Emit::kShared;
+  /// The backend (target), the artifact's kind, bf16, the C++ compiler.
+  emit::BuildOptions build;
+  /// A training build: @loss is differentiated after fusion (@loss_grad,
+  /// what tf_model_train_step runs).
+  bool train = false;
+};
+
+/// An artifact directory and what the compile found out.
+struct Artifact {
+  std::string dir;
+  /// The file `emit` asked for, in `dir` (libmodel.so, model.cpp, ...).
+  std::string product;
   ModelInterface interface;
+  /// What fused and why the rest did not (also DIR/report.json).
+  FusionReport report;
   double seconds = 0; // the whole compile, C++ toolchain included
 };
 
-/// Runs the compile pipeline of `strategy` on `module` and writes the
-/// artifact directory: model.mlir, manifest.json, report.json, and for the
-/// cpu target model.cpp, model.h and the binary `emit` asks for. With
-/// `train`, @loss is differentiated after fusion (@loss_grad, what
-/// tf_model_train_step runs). On error, the files this call created are
+/// Whether `options` can be compiled here: a known target whose toolchain
+/// this machine has, bf16 only where the target takes it and only for
+/// inference. `compile` checks this first; drivers call it before loading a
+/// model to fail fast.
+llvm::Error checkOptions(const CompileOptions &options);
+
+/// Runs the compile pipeline on `module` (in place) and writes the artifact
+/// directory: model.mlir, manifest.json, report.json, and what
+/// `options.emit` asks for. On error, the files this call created are
 /// removed.
-llvm::Expected<CompileResult> compileModule(ModuleOp module, const FusionStrategy &strategy,
-                                            llvm::StringRef dir, Emit emit,
-                                            const emit::BuildOptions &build,
-                                            FusionReport *report, bool train = false);
+llvm::Expected<Artifact> compile(ModuleOp module, llvm::StringRef dir,
+                                 const CompileOptions &options);
 
 /// Random inputs for entry point `ep` of `module`: token ids in the
 /// vocabulary of the table they index (ids that equal a padding id are
@@ -92,12 +128,12 @@ struct VerifyResult {
   bool concurrentIdentical = true;
 };
 
-/// Runs DIR/libmodel.so and the reference backend on `module` (the IR the
-/// artifact was built from) with seeded random weights on random padded
-/// inputs of several sizes; returns the per-size errors of every output and
-/// checks that concurrent runs agree bit for bit.
-llvm::Expected<VerifyResult> verifyArtifact(ModuleOp module, const ModelInterface &mi,
-                                            llvm::StringRef dir, uint64_t seed);
+/// Runs DIR/libmodel.so and the reference backend on `reference` (see
+/// referenceModule) with seeded random weights on random padded inputs of
+/// several sizes; returns the per-size errors of every output and checks
+/// that concurrent runs agree bit for bit.
+llvm::Expected<VerifyResult> verify(ModuleOp reference, const ModelInterface &mi,
+                                    llvm::StringRef dir, uint64_t seed);
 
 struct BenchRow {
   std::string strategy;
@@ -156,6 +192,6 @@ struct DecodeBenchResult {
 llvm::Expected<DecodeBenchResult> benchDecode(llvm::StringRef modelPath,
                                               const DecodeBenchOptions &options);
 
-} // namespace mlir::transfuse::tools
+} // namespace mlir::transfuse::compiler
 
-#endif // TRANSFUSE_TOOLS_MODELTOOLS_H
+#endif // TRANSFUSE_COMPILER_COMPILER_H

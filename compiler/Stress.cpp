@@ -1,17 +1,18 @@
-//===- StressTest.cpp - compiled models under concurrent load -------------===//
+//===- Stress.cpp - compiled models under concurrent load -----------------===//
 //
-// See StressTest.h. The serial results are computed first, one call at a
+// See Stress.h. The serial results are computed first, one call at a
 // time; the threads then draw (model, case) pairs from their own seeded
 // generators, so a run is reproducible from --seed and the thread count.
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/StressTest.h"
+#include "compiler/Stress.h"
 
 #include "models/Models.h"
 #include "runtime/Safetensors.h"
 #include "runtime/host/CompiledModel.h"
-#include "tools/ModelTools.h"
+#include "compiler/Compiler.h"
+#include "compiler/Support.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
@@ -28,7 +29,7 @@
 
 using namespace mlir;
 using namespace mlir::transfuse;
-using namespace mlir::transfuse::tools;
+using namespace mlir::transfuse::compiler;
 namespace rt = ::transfuse::rt;
 
 namespace {
@@ -48,10 +49,6 @@ constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;
 #endif
-
-llvm::Error error(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
-}
 
 /// Inputs the model must refuse, and a word its error must contain.
 struct BadCase {
@@ -153,7 +150,7 @@ llvm::Error prepareModel(const std::string &path, const StressOptions &o, size_t
     auto strategy = FusionStrategy::parse("all");
     if (!strategy)
       return strategy.takeError();
-    auto compiled = compileModule(*module, *strategy, dir, Emit::kShared, o.build, nullptr);
+    auto compiled = compile(*module, dir, CompileOptions{*strategy, Emit::kShared, o.build});
     if (!compiled)
       return error("compiling " + path + ": " + llvm::toString(compiled.takeError()));
   }
@@ -203,7 +200,7 @@ llvm::Error prepareModel(const std::string &path, const StressOptions &o, size_t
 
 } // namespace
 
-llvm::Expected<StressResult> tools::stressModels(const StressOptions &o) {
+llvm::Expected<StressResult> compiler::stressModels(const StressOptions &o) {
   if (o.models.empty())
     return error("stress needs at least one model");
   std::vector<TemporaryDirectory> temps;
