@@ -1,0 +1,191 @@
+//===- GradOps.cpp - the reference backend's gradient ops -----------------===//
+//
+// The ops of TransfuseGradOps.td that take more than a line of the dispatch
+// in Interpreter.cpp: slice_grad, weight_grad, cross_entropy and its
+// gradient, layer_norm_grad, embedding_grad and attention_grad, each a
+// direct transcription of its definition in fp64.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/reference/InterpreterOps.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mlir::transfuse::reference::detail {
+
+LogicalResult Interpreter::evalSliceGrad(SliceGradOp op) {
+  const Buf &g = get(op.getGrad()), &like = get(op.getLike());
+  const int64_t axis = normalizedAxis(op.getAxis(), (int64_t)like.shape.size());
+  const int64_t start = op.getStart() + (op.getOffset() ? indices[op.getOffset()] : 0);
+  const int64_t size = g.shape.size() == like.shape.size() ? g.shape[axis] : -1;
+  if (size < 0 || start < 0 || start + size > like.shape[axis])
+    return fail(op, "grad " + str(g.shape) + " at " + std::to_string(start) +
+                        " does not fit axis " + std::to_string(axis) + " of " + str(like.shape));
+  Buf r{like.shape, std::vector<double>(like.data.size(), 0.0)};
+  const int64_t outer = numel(ArrayRef<int64_t>(like.shape).take_front(axis));
+  const int64_t inner = numel(ArrayRef<int64_t>(like.shape).drop_front(axis + 1));
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy_n(g.data.begin() + o * size * inner, size * inner,
+                r.data.begin() + (o * like.shape[axis] + start) * inner);
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalWeightGrad(WeightGradOp op) {
+  const Buf &x = get(op.getInput()), &g = get(op.getGrad());
+  const int64_t K = x.shape.back(), N = g.shape.back();
+  if (x.shape.size() != g.shape.size() ||
+      !std::equal(x.shape.begin(), x.shape.end() - 1, g.shape.begin()))
+    return fail(op, "input " + str(x.shape) + " and grad " + str(g.shape) +
+                        " differ in their leading dimensions");
+  const int64_t rows = K > 0 ? (int64_t)x.data.size() / K : 0;
+  Buf r{{K, N}, std::vector<double>(K * N, 0.0)};
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t k = 0; k < K; ++k) {
+      const double xv = x.data[i * K + k];
+      for (int64_t n = 0; n < N; ++n)
+        r.data[k * N + n] += xv * g.data[i * N + n];
+    }
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+/// cross_entropy (grad null) or cross_entropy_grad (grad: the loss's
+/// gradient, rank 0), as TransfuseGradOps.td defines them.
+LogicalResult Interpreter::evalCrossEntropy(Operation *op, Value logitsValue, Value labelsValue,
+                                            double eps, int64_t ignore, const Buf *grad) {
+  const Buf &logits = get(logitsValue), &labels = get(labelsValue);
+  const int64_t V = logits.shape.back(), rows = (int64_t)labels.data.size();
+  if (rows * V != (int64_t)logits.data.size())
+    return fail(op, "logits " + str(logits.shape) + " do not match labels " + str(labels.shape));
+  int64_t count = 0;
+  for (double y : labels.data) {
+    if ((int64_t)y == ignore)
+      continue;
+    if (y < 0 || y >= V)
+      return fail(op, "label " + std::to_string((int64_t)y) + " in " + nameOf(labelsValue) +
+                          " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    ++count;
+  }
+  Buf r;
+  if (grad) {
+    r.shape = logits.shape;
+    r.data.assign(logits.data.size(), 0.0);
+  } else {
+    r.data.assign(1, 0.0);
+  }
+  double total = 0.0;
+  for (int64_t t = 0; t < rows; ++t) {
+    const int64_t y = (int64_t)labels.data[t];
+    if (y == ignore)
+      continue;
+    const double *x = logits.data.data() + t * V;
+    double mx = -std::numeric_limits<double>::infinity(), sum = 0.0;
+    for (int64_t c = 0; c < V; ++c)
+      mx = std::max(mx, x[c]);
+    for (int64_t c = 0; c < V; ++c)
+      sum += std::exp(x[c] - mx);
+    const double lse = mx + std::log(sum);
+    if (grad) {
+      const double scale = grad->data[0] / (double)count;
+      for (int64_t c = 0; c < V; ++c)
+        r.data[t * V + c] = scale * (std::exp(x[c] - lse) - (c == y ? 1.0 - eps : 0.0) - eps / V);
+    } else {
+      double all = 0.0; // Σ_c -log p_c
+      for (int64_t c = 0; c < V; ++c)
+        all += lse - x[c];
+      total += (1.0 - eps) * (lse - x[y]) + eps / V * all;
+    }
+  }
+  if (!grad)
+    r.data[0] = count ? total / (double)count : 0.0;
+  set(op->getResult(0), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalLayerNormGrad(LayerNormGradOp op) {
+  const Buf &x = get(op.getInput()), &gamma = get(op.getGamma()), &dy = get(op.getGrad());
+  const int64_t axis = normalizedAxis(op.getAxis(), (int64_t)x.shape.size());
+  const int64_t n = numel(ArrayRef<int64_t>(x.shape).drop_front(axis));
+  const double eps = op.getEpsilon().convertToDouble();
+  if (dy.data.size() != x.data.size())
+    return fail(op, "grad " + str(dy.shape) + " is not the input's " + str(x.shape));
+  Buf dx{x.shape, std::vector<double>(x.data.size())};
+  Buf dg{gamma.shape, std::vector<double>(n, 0.0)}, db{gamma.shape, std::vector<double>(n, 0.0)};
+  std::vector<double> xhat(n), d(n);
+  for (int64_t base = 0; base < (int64_t)x.data.size(); base += n) {
+    auto [mean, r] = meanAndRstd(x.data.data() + base, n, eps);
+    double md = 0.0, mdx = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      xhat[i] = (x.data[base + i] - mean) * r;
+      d[i] = dy.data[base + i] * gamma.data[i];
+      md += d[i];
+      mdx += d[i] * xhat[i];
+      dg.data[i] += dy.data[base + i] * xhat[i];
+      db.data[i] += dy.data[base + i];
+    }
+    md /= n;
+    mdx /= n;
+    for (int64_t i = 0; i < n; ++i)
+      dx.data[base + i] = r * (d[i] - md - xhat[i] * mdx);
+  }
+  set(op.getInputGrad(), std::move(dx));
+  set(op.getGammaGrad(), std::move(dg));
+  set(op.getBetaGrad(), std::move(db));
+  return success();
+}
+
+LogicalResult Interpreter::evalEmbeddingGrad(EmbeddingGradOp op) {
+  const Buf &ids = get(op.getIds()), &g = get(op.getGrad());
+  auto type = cast<RankedTensorType>(op.getType());
+  const int64_t V = type.getDimSize(0), D = type.getDimSize(1);
+  if ((int64_t)(ids.data.size() * D) != (int64_t)g.data.size())
+    return fail(op, "grad " + str(g.shape) + " does not match ids " + str(ids.shape));
+  Buf r{Shape{V, D}, std::vector<double>(V * D, 0.0)};
+  for (size_t i = 0; i < ids.data.size(); ++i) {
+    const int64_t id = (int64_t)ids.data[i];
+    if (id < 0 || id >= V)
+      return fail(op, "token id " + std::to_string(id) + " in " + nameOf(op.getIds()) +
+                          " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    for (int64_t c = 0; c < D; ++c)
+      r.data[id * D + c] += g.data[i * D + c];
+  }
+  set(op.getResult(), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalAttentionGrad(AttentionGradOp op) {
+  const double scale = op.getScale().convertToDouble(), rate = op.getDropoutRate().convertToDouble();
+  Buf p;
+  if (failed(attentionProbs(op, op.getQuery(), op.getKey(), scale, Value(), op.getCausal(),
+                            op.getKeyPadding(), op.getMask(), p)))
+    return failure();
+  const Buf &g = get(op.getGrad());
+  Buf pd = p, dv, dp, dq, dk;
+  if (rate > 0.0)
+    dropoutInPlace(pd, rate, op.getDropoutSeed() + key.seed, key.step, op.getDropoutStream());
+  if (failed(matmul(op, pd, g, /*ta=*/true, false, dv)) ||
+      failed(matmul(op, g, get(op.getValue()), false, /*tb=*/true, dp)))
+    return failure();
+  if (rate > 0.0) // through the same mask and scale
+    dropoutInPlace(dp, rate, op.getDropoutSeed() + key.seed, key.step, op.getDropoutStream());
+  forEachRow(p.shape, 3, [&](int64_t base, int64_t stride, int64_t len) {
+    double dot = 0.0;
+    for (int64_t j = 0; j < len; ++j)
+      dot += dp.data[base + j * stride] * p.data[base + j * stride];
+    for (int64_t j = 0; j < len; ++j) { // dS, scaled: the scores were scale·Q·Kᵀ
+      double &d = dp.data[base + j * stride];
+      d = p.data[base + j * stride] * (d - dot) * scale;
+    }
+  });
+  if (failed(matmul(op, dp, get(op.getKey()), false, false, dq)) ||
+      failed(matmul(op, dp, get(op.getQuery()), /*ta=*/true, false, dk)))
+    return failure();
+  set(op.getQueryGrad(), std::move(dq));
+  set(op.getKeyGrad(), std::move(dk));
+  set(op.getValueGrad(), std::move(dv));
+  return success();
+}
+
+} // namespace mlir::transfuse::reference::detail
