@@ -10,12 +10,6 @@ using namespace mlir::transfuse;
 using namespace mlir::transfuse::reference;
 namespace rt = ::transfuse::rt;
 
-double reference::learningRate(const AdamOptions &o, int64_t step) {
-  const double s = (double)step;
-  return o.lrFactor / std::sqrt((double)o.dModel) *
-         std::min(1.0 / std::sqrt(s), s * std::pow((double)o.warmup, -1.5));
-}
-
 TrainState reference::startTraining(const TensorMap &weights) {
   TrainState state;
   for (const auto &[name, w] : weights) {
@@ -27,15 +21,6 @@ TrainState reference::startTraining(const TensorMap &weights) {
     state.weights.emplace(name, std::move(p));
   }
   return state;
-}
-
-double reference::microBatchWeight(const std::vector<MicroBatch> &batches, size_t i) {
-  if (batches.size() == 1)
-    return 1.0;
-  int64_t total = 0;
-  for (const MicroBatch &mb : batches)
-    total += mb.tokens;
-  return (double)batches[i].tokens / (double)std::max<int64_t>(total, 1);
 }
 
 llvm::Expected<StepResult> reference::trainStep(func::FuncOp lossGrad, TrainState &state,

@@ -1,6 +1,7 @@
 // Checkpoint directories: see Checkpoint.h.
 #include "runtime/host/Checkpoint.h"
 
+#include "runtime/Json.h"
 #include "runtime/Safetensors.h"
 
 #include <dirent.h>
@@ -208,6 +209,43 @@ std::vector<int64_t> listCheckpoints(const std::string& dir) {
   }
   std::sort(steps.begin(), steps.end());
   return steps;
+}
+
+std::string joinPath(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::vector<int64_t> wholeCheckpoints(const std::string& dir, std::vector<std::string>* skipped) {
+  std::vector<int64_t> steps = listCheckpoints(dir), whole;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    if (Status s = verifyDirectory(joinPath(dir, checkpointName(*it))); !s.isOk()) {
+      if (skipped) skipped->push_back(s.message());
+      continue;
+    }
+    whole.push_back(*it);
+  }
+  return whole;
+}
+
+StatusOr<int64_t> bestCheckpoint(const std::string& dir, const std::vector<int64_t>& steps) {
+  int64_t best = -1;
+  double bestLoss = 0;
+  for (int64_t step : steps) {
+    const std::string path = joinPath(joinPath(dir, checkpointName(step)), kStateFile);
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return sysError("cannot read", path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    StatusOr<JsonValue> state = JsonValue::parse(text.str());
+    if (!state.isOk()) return Status::error(path + ": " + state.status().message());
+    const JsonValue* loss = state->find("valid_loss");
+    if (loss && loss->isNumber() && (best < 0 || loss->asNumber() < bestLoss)) {
+      bestLoss = loss->asNumber();
+      best = step;
+    }
+  }
+  return best;
 }
 
 StatusOr<std::map<std::string, Tensor>> averageSafetensors(const std::vector<std::string>& paths) {

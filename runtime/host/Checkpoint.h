@@ -41,6 +41,26 @@ Status verifyDirectory(const std::string& path);
 std::string checkpointName(int64_t step);
 std::vector<int64_t> listCheckpoints(const std::string& dir);
 
+// What a run's directory holds besides its step-* checkpoints (the
+// resolved config, the tokenizer trained for it), and each checkpoint's files.
+inline constexpr const char* kConfigFile = "config.json";
+inline constexpr const char* kTokenizerFile = "tokenizer.model";
+inline constexpr const char* kStateFile = "state.json";
+inline constexpr const char* kWeightsFile = "model.safetensors";
+inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
+
+// `dir`/`name`.
+std::string joinPath(const std::string& dir, const std::string& name);
+
+// The step-* checkpoints of `dir` that verify, newest first; why each other
+// one was skipped goes to `skipped`.
+std::vector<int64_t> wholeCheckpoints(const std::string& dir,
+                                      std::vector<std::string>* skipped = nullptr);
+
+// Among `steps`, the checkpoint whose state.json has the lowest valid_loss
+// (-1 when none has one).
+StatusOr<int64_t> bestCheckpoint(const std::string& dir, const std::vector<int64_t>& steps);
+
 // Removes `path` and its files (a checkpoint directory: no subdirectories).
 Status removeDirectory(const std::string& path);
 
