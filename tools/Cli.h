@@ -9,6 +9,7 @@
 #define TRANSFUSE_TOOLS_CLI_H
 
 #include "compiler/Compiler.h"
+#include "runtime/Safetensors.h"
 #include "runtime/Status.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -100,6 +101,15 @@ double floatFlag(const std::map<std::string, std::string> &flags, const std::str
   if (llvm::StringRef(it->second).getAsDouble(v) || !ok(v))
     die("flag " + name + " expects " + what + ", got '" + it->second + "'");
   return v;
+}
+
+/// Writes `tensors` to the safetensors file `path`; exits with the error.
+inline void writeTensors(const std::string &path,
+                         const std::map<std::string, rt::Tensor> &tensors) {
+  std::vector<std::pair<std::string, const rt::Tensor *>> list;
+  for (const auto &[name, t] : tensors)
+    list.emplace_back(name, &t);
+  orDie(rt::writeSafetensors(path, list));
 }
 
 /// Weights for `mi` from a safetensors file (its warnings on stderr) or

@@ -35,6 +35,11 @@ struct CheckpointDir {
 };
 CheckpointDir openCheckpointDir(const std::string &dir, const std::string &which);
 
+/// A compiled decoding artifact of `config` for translation and validation,
+/// cached in DIR/artifact-<key> (the key hashes the config, the build
+/// options and this compiler); weights come from a checkpoint at load.
+std::string decodeArtifact(const ModelConfig &config, const std::string &dir);
+
 } // namespace mlir::transfuse::tools
 
 #endif // TRANSFUSE_TOOLS_TRAINCOMMANDS_H
