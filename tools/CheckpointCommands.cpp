@@ -13,6 +13,7 @@
 #include "models/Models.h"
 #include "runtime/host/Checkpoint.h"
 #include "tools/Cli.h"
+#include "tools/Commands.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringExtras.h"

@@ -1,7 +1,6 @@
 //===- Cli.h - the drivers' flags and errors -------------------------------===//
 //
-// What every command of the `transfuse` driver shares: its flag table, the
-// flag readers and the one way to fail (a message naming the flag or file,
+// What every command of the `transfuse` driver shares: the flag readers and the one way to fail (a message naming the flag or file,
 // exit code 1). Only tools/ includes this.
 //
 //===----------------------------------------------------------------------===//
@@ -26,22 +25,6 @@
 namespace mlir::transfuse::tools {
 
 namespace rt = ::transfuse::rt;
-
-/// A command's flags: name -> (takes a value, help text).
-struct FlagSpec {
-  const char *name;
-  const char *metavar; // nullptr: a boolean flag
-  const char *help;
-};
-
-struct Command {
-  const char *name;
-  const char *usage;
-  const char *summary;
-  std::vector<FlagSpec> flags;
-  int (*run)(const std::vector<std::string> &positional,
-             const std::map<std::string, std::string> &flags);
-};
 
 [[noreturn]] inline void die(const llvm::Twine &message) {
   llvm::outs().flush(); // what was printed comes before the error

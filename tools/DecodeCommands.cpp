@@ -5,6 +5,7 @@
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/Search.h"
 #include "tools/Cli.h"
+#include "tools/Commands.h"
 #include "compiler/Compiler.h"
 #include "tools/TrainCommands.h"
 #include "runtime/kernels/Targets.h"

@@ -3,8 +3,8 @@
 // The commands that decode with a compiled artifact's KV cache through the
 // runtime's Translator and Generator (runtime/host/Search.h): `transfuse
 // translate`, `transfuse generate`, `transfuse score` and `transfuse bench
-// decode`. Their flags are listed in
-// transfuse.cpp's command table.
+// decode` (declared in Commands.h, their flags in Commands.cpp), and what
+// they share with the other commands: lines of ids.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRANSFUSE_TOOLS_DECODECOMMANDS_H
@@ -24,16 +24,6 @@ namespace mlir::transfuse::tools {
 std::vector<std::vector<int32_t>> parseIdLines(llvm::StringRef text, const std::string &name);
 /// The id lines of `path` ("" or "-": stdin).
 std::vector<std::vector<int32_t>> readIdLines(const std::string &path);
-
-int runTranslate(const std::vector<std::string> &positional,
-                 const std::map<std::string, std::string> &flags);
-int runGenerate(const std::vector<std::string> &positional,
-                const std::map<std::string, std::string> &flags);
-int runScore(const std::vector<std::string> &positional,
-             const std::map<std::string, std::string> &flags);
-/// `bench decode MODEL`: positional[0] is "decode".
-int runBenchDecode(const std::vector<std::string> &positional,
-                   const std::map<std::string, std::string> &flags);
 
 } // namespace mlir::transfuse::tools
 

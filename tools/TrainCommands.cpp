@@ -25,6 +25,7 @@
 #include "runtime/host/Trainer.h"
 #include "tools/Bleu.h"
 #include "tools/Cli.h"
+#include "tools/Commands.h"
 #include "tools/DecodeCommands.h"
 
 #include "mlir/IR/MLIRContext.h"

@@ -1,8 +1,9 @@
-//===- TrainCommands.h - transfuse train and average-checkpoints ----------===//
+//===- TrainCommands.h - checkpoint directories for the commands ----------===//
 //
-// `transfuse train CONFIG.json` and `transfuse average-checkpoints DIR`:
-// their flags are listed in transfuse.cpp's command table;
-// docs/training.md says what they run and what a checkpoint directory holds.
+// What `transfuse train` (TrainCommands.cpp) writes and `translate` reads:
+// a training run's checkpoint directory opened as a model, and the decoding
+// artifact compiled for it (CheckpointCommands.cpp). docs/training.md says
+// what a checkpoint directory holds.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRANSFUSE_TOOLS_TRAINCOMMANDS_H
@@ -17,11 +18,6 @@
 #include <vector>
 
 namespace mlir::transfuse::tools {
-
-int runTrain(const std::vector<std::string> &positional,
-             const std::map<std::string, std::string> &flags);
-int runAverageCheckpoints(const std::vector<std::string> &positional,
-                          const std::map<std::string, std::string> &flags);
 
 /// A checkpoint directory opened for translation: its config, the weights
 /// of checkpoint `which` (best, last, averaged, or a checkpoint's name),

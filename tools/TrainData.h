@@ -9,6 +9,7 @@
 #define TRANSFUSE_TOOLS_TRAINDATA_H
 
 #include "models/ModelConfig.h"
+#include "tools/Commands.h"
 #include "runtime/host/Tokenizer.h"
 #include "runtime/host/Trainer.h"
 
@@ -23,7 +24,6 @@ namespace mlir::transfuse::tools {
 
 namespace rt = ::transfuse::rt;
 
-using Flags = std::map<std::string, std::string>;
 using IdLines = std::vector<std::vector<int32_t>>;
 
 /// What `transfuse train`'s flags and files resolve to before anything is
