@@ -6,8 +6,7 @@
 // compiled artifact's cached steps give the logits of recomputing the whole
 // prefix through the reference backend, for every fusion strategy.
 #include "codegen/Interface.h"
-#include "codegen/emit/Backend.h"
-#include "codegen/lowering/Lowering.h"
+#include "compiler/Compiler.h"
 #include "ir/State.h"
 #include "models/Models.h"
 #include "passes/Passes.h"
@@ -15,7 +14,6 @@
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/Search.h"
 
-#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 
 #include "tests/unit/compiler/TestHelpers.h"
@@ -185,26 +183,15 @@ std::string compileArtifact(MLIRContext &ctx, const std::string &config, const c
     return "";
   graph = std::move(*m);
   OwningOpRef<ModuleOp> compiled = graph->clone();
-  PassManager pm(&ctx);
-  buildCompilePipeline(pm, *FusionStrategy::parse(strategy), nullptr);
-  EXPECT_TRUE(succeeded(pm.run(*compiled)));
-  auto mi = extractInterface(*compiled);
-  auto kernels = lowerToKernels(*compiled, "cpu");
-  EXPECT_TRUE(!!mi && !!kernels);
-  if (!mi || !kernels) {
-    llvm::consumeError(mi.takeError());
-    ADD_FAILURE() << llvm::toString(kernels.takeError());
-    return "";
-  }
-  auto cpp = emit::generateSource(**kernels, *mi, strategy);
-  EXPECT_TRUE(!!cpp) << llvm::toString(cpp.takeError());
   llvm::SmallString<128> dir;
   EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("decoding-test", dir));
   artifactDirs().push_back(std::string(dir));
-  if (!cpp)
+  compiler::CompileOptions o;
+  o.strategy = *FusionStrategy::parse(strategy);
+  auto artifact = compiler::compile(*compiled, dir, o);
+  EXPECT_TRUE(!!artifact) << llvm::toString(artifact.takeError());
+  if (!artifact)
     return "";
-  llvm::Error built = emit::buildArtifact(dir, *cpp);
-  EXPECT_FALSE(!!built) << llvm::toString(std::move(built));
   return std::string(dir) + "/libmodel.so";
 }
 
