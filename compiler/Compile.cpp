@@ -47,6 +47,7 @@ struct Cleanup {
       llvm::sys::fs::remove(dir + "/" + f);
   }
 };
+
 /// Runs `pm` on `module`; the error carries the diagnostics reported.
 llvm::Error runPasses(PassManager &pm, ModuleOp module, const llvm::Twine &what) {
   std::string diagnostics;
@@ -98,15 +99,18 @@ llvm::Expected<OwningOpRef<ModuleOp>> compiler::loadDefinition(MLIRContext &cont
   return module;
 }
 
+llvm::Error compiler::differentiateLoss(ModuleOp module) {
+  PassManager pm(module.getContext());
+  pm.addPass(createTransfuseAutodiff());
+  buildCleanupPipeline(pm);
+  return runPasses(pm, module, "differentiating the loss");
+}
+
 llvm::Expected<OwningOpRef<ModuleOp>> compiler::referenceModule(ModuleOp module, bool train) {
   OwningOpRef<ModuleOp> copy(module.clone());
-  if (train) {
-    PassManager pm(module.getContext());
-    pm.addPass(createTransfuseAutodiff());
-    buildCleanupPipeline(pm);
-    if (llvm::Error e = runPasses(pm, *copy, "differentiating the loss"))
+  if (train)
+    if (llvm::Error e = differentiateLoss(*copy))
       return std::move(e);
-  }
   return copy;
 }
 

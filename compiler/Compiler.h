@@ -63,6 +63,10 @@ llvm::Expected<reference::TensorMap> loadWeights(const ModelInterface &mi, const
 llvm::Expected<OwningOpRef<ModuleOp>> loadDefinition(MLIRContext &context, llvm::StringRef path,
                                                      BuildOptions model, bool train = false);
 
+/// Adds @loss_grad to a training build (in place): the gradient of the
+/// unfused @loss, with the loss, per parameter (--transfuse-autodiff).
+llvm::Error differentiateLoss(ModuleOp module);
+
 /// What `verify` runs an artifact against: a copy of `module` as built
 /// (unfused; the reference backend computes in fp64), with `train` also
 /// @loss_grad, the gradient of the unfused loss.

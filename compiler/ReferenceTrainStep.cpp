@@ -1,10 +1,7 @@
 //===- ReferenceTrainStep.cpp - the fp64 train step as a Trainer's step ---===//
 
 #include "compiler/ReferenceTrainStep.h"
-
-#include "passes/Passes.h"
-
-#include "mlir/Pass/PassManager.h"
+#include "compiler/Compiler.h"
 
 using namespace mlir;
 using namespace mlir::transfuse;
@@ -29,11 +26,8 @@ reference::TensorMap toF32(const reference::TensorMap &tensors, const std::strin
 
 llvm::Expected<std::unique_ptr<ReferenceTrainStep>>
 ReferenceTrainStep::create(ModuleOp module, const reference::TensorMap &weights) {
-  PassManager pm(module.getContext());
-  pm.addPass(createTransfuseAutodiff());
-  buildCleanupPipeline(pm);
-  if (failed(pm.run(module)))
-    return llvm::createStringError("differentiating the loss failed");
+  if (llvm::Error e = differentiateLoss(module))
+    return std::move(e);
   auto lossGrad = module.lookupSymbol<func::FuncOp>("loss_grad");
   if (!lossGrad)
     return llvm::createStringError("the model has no @loss to differentiate");

@@ -75,6 +75,7 @@ void startRunDirectory(const TrainRun &run) {
 /// the reference's, or --init-weights), or the fp64 reference step.
 struct TrainBackend {
   MLIRContext context;
+  OwningOpRef<ModuleOp> module; // the training build (the reference step runs it)
   std::optional<compiler::TemporaryDirectory> artifact;
   std::unique_ptr<rt::CompiledModel> model;
   std::unique_ptr<rt::TrainStep> step;
@@ -89,14 +90,15 @@ void startBackend(TrainBackend &b, const TrainRun &run, const Flags &flags, int6
   build.maxSeqLen = run.maxLen;
   build.labelSmoothing = floatFlag(flags, "--label-smoothing", 0.1,
                                    [](double v) { return v >= 0 && v <= 1; }, "a value in [0, 1]");
-  auto module = orDie(buildModel(b.context, run.config, build));
+  b.module = orDie(buildModel(b.context, run.config, build));
+  ModuleOp module = *b.module;
   const std::string initWeights = flag(flags, "--init-weights");
   if (!run.compiled) {
-    ModelInterface mi = orDie(extractInterface(*module));
+    ModelInterface mi = orDie(extractInterface(module));
     reference::TensorMap weights = loadWeights(mi, initWeights, seed);
-    auto step = compiler::ReferenceTrainStep::create(module.release(), weights);
+    auto step = compiler::ReferenceTrainStep::create(module, weights);
     if (!step)
-      die("differentiating the loss of '" + run.configPath + "' failed");
+      die(run.configPath + ": " + llvm::toString(step.takeError()));
     b.step = std::move(*step);
     return;
   }
@@ -108,7 +110,7 @@ void startBackend(TrainBackend &b, const TrainRun &run, const Flags &flags, int6
   if (llvm::Error e = compiler::checkOptions(options))
     die(llvm::toString(std::move(e)));
   b.artifact.emplace(orDie(compiler::TemporaryDirectory::create("transfuse-train")));
-  orDie(compiler::compile(*module, b.artifact->path(), options));
+  orDie(compiler::compile(module, b.artifact->path(), options));
   rt::LoadOptions load;
   load.weightsPath = initWeights;
   load.seed = seed;

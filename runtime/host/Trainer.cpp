@@ -4,6 +4,8 @@
 #include "runtime/Safetensors.h"
 #include "runtime/host/Checkpoint.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -192,8 +194,8 @@ MicroBatch TrainingData::batch(const std::vector<int32_t>& rows) const {
   if (decoderOnly) {
     mb.inputs["tokens"] = padded(examples, rows, &Example::in, pad < 0 ? 0 : pad);
   } else {
-    mb.inputs["src_tokens"] = padded(examples, rows, &Example::src, pad);
-    mb.inputs["tgt_tokens"] = padded(examples, rows, &Example::in, pad);
+    mb.inputs["src_tokens"] = padded(examples, rows, &Example::src, pad < 0 ? 0 : pad);
+    mb.inputs["tgt_tokens"] = padded(examples, rows, &Example::in, pad < 0 ? 0 : pad);
   }
   mb.inputs["labels"] = padded(examples, rows, &Example::labels, pad);
   for (int32_t i : rows) mb.tokens += static_cast<int64_t>(examples[i].labels.size());
@@ -262,7 +264,22 @@ StatusOr<ResumePoint> Trainer::resume() {
 
 Status Trainer::run() {
   const TrainerOptions& o = options_;
+  // What a checkpoint could not hold, or where it could not go, is refused
+  // before the first step.
+  if (data_.examples.empty()) return Status::error("no examples to train on");
+  if (o.seed > static_cast<uint64_t>(INT64_MAX))
+    return Status::error("the seed " + std::to_string(o.seed) + " is over 2^63 - 1");
+  if (!o.checkpointDir.empty()) {
+    struct stat st;
+    if (::stat(o.checkpointDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return Status::error("the checkpoint directory '" + o.checkpointDir + "' does not exist");
+  }
   std::vector<std::vector<int32_t>> plan = epochPlan(data_, o.batching, epoch_);
+  if (position_ >= static_cast<int64_t>(plan.size()))
+    return Status::error("the run stands at batch " + std::to_string(position_) + " of epoch " +
+                         std::to_string(epoch_ + 1) + ", which has " +
+                         std::to_string(plan.size()) +
+                         " batches: the data or the batching differ from the run's");
   int64_t stepsThisRun = 0, tokensThisRun = 0;
   const Clock::time_point trainStart = Clock::now();
   auto minutesLeft = [&] { return o.timeLimitMinutes - secondsSince(o.started) / 60; };
@@ -302,9 +319,10 @@ Status Trainer::run() {
       report.etaSeconds = perStep *
                           (static_cast<double>(o.maxEpochs - epoch_) * plan.size() - position_) /
                           o.accumulate;
-    if (o.timeLimitMinutes > 0)
-      report.etaSeconds = report.etaSeconds < 0 ? minutesLeft() * 60
-                                                : std::min(report.etaSeconds, minutesLeft() * 60);
+    if (o.timeLimitMinutes > 0) {
+      const double left = std::max(0.0, minutesLeft() * 60);
+      report.etaSeconds = report.etaSeconds < 0 ? left : std::min(report.etaSeconds, left);
+    }
     if (callbacks_.onStep) callbacks_.onStep(report);
     savedLast = false;
     if (epochEnds) {
@@ -329,7 +347,9 @@ Status Trainer::run() {
       savedLast = true;
     }
   }
-  return savedLast ? Status::ok() : save(false);
+  // A run that was already at its limit (resumed again) leaves its last
+  // checkpoint as it is.
+  return savedLast || stepsThisRun == 0 ? Status::ok() : save(false);
 }
 
 Status Trainer::save(bool epochEnd) {

@@ -139,7 +139,8 @@ int64_t maxBatchRows(const TrainingData& data, const BatchingOptions& o);
 struct TrainerOptions {
   BatchingOptions batching;
   AdamOptions adam;
-  // The dropout key's seed (also the batches', in `batching`).
+  // The dropout key's seed (also the batches', in `batching`); at most
+  // 2^63 - 1, as a checkpoint's state.json holds it.
   uint64_t seed = 0;
   // Batches per step (micro-batches; an epoch's last step takes what is left).
   int64_t accumulate = 1;
@@ -149,7 +150,7 @@ struct TrainerOptions {
   int64_t maxSteps = 0, maxEpochs = 0;
   double timeLimitMinutes = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-  // The run's directory (empty: no checkpoints). A checkpoint at each
+  // The run's directory, which must exist (empty: no checkpoints). A checkpoint at each
   // epoch's end, every `saveEvery` steps (0: not), and at the last step;
   // with `keep` > 0 only the last `keep` and the best by validation loss.
   std::string checkpointDir;

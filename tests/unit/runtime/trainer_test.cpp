@@ -6,8 +6,8 @@
 // padding, the step and epoch limits and accumulation against epochPlan,
 // callbacks, checkpoints (where, what state.json holds, pruning), resume bit
 // for bit (also past a torn checkpoint), the schedule and the micro-batch
-// weights. The DISABLED_ tests show bugs of Trainer.cpp (each says which and
-// the fix); enable each with its fix.
+// weights, and the refusals (an unresumable seed, a finished run resumed
+// again, a data position past the plan).
 #include "runtime/host/Trainer.h"
 
 #include "runtime/Safetensors.h"
@@ -387,14 +387,9 @@ TEST(TrainerDataTest, BatchPadsDecoderOnlyWithoutPadIdWithZeroAndLabelsWithIt) {
   EXPECT_EQ(inputOf(mb, "labels", &shape), (std::vector<int32_t>{8, 9, 3, 3, 1, 1}));
 }
 
-// BUG (Trainer.cpp, TrainingData::batch): Trainer.h says "pad < 0: the model
-// has none (labels pad with it, inputs with 0)", but only decoder_only's
-// `tokens` pad with 0; encoder_decoder's src_tokens and tgt_tokens pad with
-// the negative id itself (-100), an id outside every vocabulary. Latent for
-// `transfuse train` (an encoder_decoder config requires a pad_id) but wrong
-// for any other caller of the library. Fix: pad the encoder_decoder inputs
-// with `pad < 0 ? 0 : pad` as decoder_only does. Enable when fixed.
-TEST(TrainerDataTest, DISABLED_BatchPadsEncoderDecoderInputsWithZeroWithoutPadId) {
+// Trainer.h: with pad < 0 the model has no padding id; labels pad with it,
+// every input (src_tokens and tgt_tokens too) with 0.
+TEST(TrainerDataTest, BatchPadsEncoderDecoderInputsWithZeroWithoutPadId) {
   const TrainingData d = twoByHand(false, -100);
   MicroBatch mb = d.batch({2, 0});
   std::vector<int64_t> shape;
@@ -619,12 +614,9 @@ TEST(TrainerTest, TimeLimitStops) {
                             }()));
 }
 
-// BUG (Trainer.cpp, Trainer::run): with a time limit, the ETA is the time
-// left, minutesLeft() * 60, taken after the step; the step that crosses the
-// limit (the last one of every run stopped by time) reports a negative ETA,
-// which Trainer.h keeps for "-1: none is set". Fix: clamp it at 0
-// (std::max(0.0, minutesLeft() * 60), in both branches). Enable when fixed.
-TEST(TrainerTest, DISABLED_TheEtaIsNeverNegativeUnderATimeLimit) {
+// With a time limit, the ETA is the time left, never negative: the step
+// that crosses the limit reports 0 (-1 means no limit is set).
+TEST(TrainerTest, TheEtaIsNeverNegativeUnderATimeLimit) {
   const TrainingData data = makeData();
   FakeStep fake;
   fake.sleep = std::chrono::milliseconds(300);  // one step outlasts the limit
@@ -1030,16 +1022,10 @@ TEST(TrainerTest, ResumeRejectsAnotherSeed) {
   EXPECT_EQ(t.step(), 0);
 }
 
-// BUG (Trainer.cpp, Trainer::save/resume): TrainerOptions::seed is a
-// uint64_t, but state.json's "seed" is a JSON number that JsonValue keeps as
-// an integer only up to INT64_MAX; a larger seed is written as a double
-// (rounded) and resume() then fails with "key 'seed' is missing or not an
-// integer": the run trains and checkpoints but can never be resumed.
-// `transfuse train` caps --seed at INT64_MAX, so only library callers hit it.
-// Fix: refuse a seed above INT64_MAX before the first step (run() returns an
-// error naming the seed, as the CLI does), or store it so that it reads back.
-// Either passes this test. Enable when fixed.
-TEST(TrainerTest, DISABLED_ASeedAboveInt64MaxIsRefusedOrResumes) {
+// state.json holds the seed as a JSON integer (up to 2^63 - 1): a larger
+// seed is refused before the first step, naming it, so that every run that
+// checkpoints can be resumed.
+TEST(TrainerTest, ASeedAboveInt64MaxIsRefusedOrResumes) {
   const TrainingData data = makeData();
   TempDir dir;
   TrainerOptions o = baseOptions();
@@ -1142,15 +1128,10 @@ TEST(TrainerTest, ResumeSkipsATornNewestCheckpoint) {
   EXPECT_TRUE(verifyDirectory(dir.file(checkpointName(6))).isOk());
 }
 
-// BUG (Trainer.cpp, Trainer::run): a run with nothing left to do (resumed
-// after it reached its limit: `transfuse train --resume` run again) takes no
-// step but ends with `save(false)`, rewriting the newest checkpoint as if it
-// were not an epoch's end: its state.json loses valid_loss, so with `keep`
-// the best checkpoint is no longer known and a later resumed run prunes it.
-// Fix: save at the end only when this run took a step (`stepsThisRun > 0`),
-// or mark the resumed checkpoint as saved (savedLast = true when step_ is
-// the resume point's). Enable when fixed.
-TEST(TrainerTest, DISABLED_ResumingAFinishedRunKeepsItsBestCheckpoint) {
+// A run resumed after it reached its limit takes no step and leaves its
+// checkpoints as they are: the newest keeps its valid_loss, so `keep` still
+// knows the best.
+TEST(TrainerTest, ResumingAFinishedRunKeepsItsBestCheckpoint) {
   const TrainingData data = makeData();
   TempDir dir;
   TrainerOptions o = baseOptions();
