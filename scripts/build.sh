@@ -4,6 +4,7 @@
 #   bash scripts/build.sh --sanitize address,undefined -> build-asan/ (clang-22, ASan +
 #        UBSan, libFuzzer coverage and the fuzz targets of tests/fuzz)
 #   bash scripts/build.sh --sanitize thread          -> build-tsan/ (clang-22, TSan)
+# Ninja targets may follow (default: all), e.g. what one test label needs.
 # Prints the build folder's name as its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,10 +21,14 @@ if [[ "${1:-}" == "--sanitize" ]]; then
     *) echo "build.sh: --sanitize expects address,undefined or thread, got '${2:-}'" >&2; exit 2 ;;
   esac
   args+=(-DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22)
-elif [[ $# -gt 0 ]]; then
-  echo "build.sh: unknown argument '$1'" >&2; exit 2
+  shift 2
 fi
+targets=()
+for t in "$@"; do
+  [[ "$t" == -* ]] && { echo "build.sh: unknown argument '$t'" >&2; exit 2; }
+  targets+=("$t")
+done
 mkdir -p "$dir" && cmake -G Ninja -S . -B "$dir" "${args[@]}" > "$dir/cmake.log" 2>&1 || {
   cat "$dir/cmake.log"; exit 1; }
-ninja -C "$dir" -j "${JOBS:-2}" >&2
+ninja -C "$dir" -j "${JOBS:-2}" "${targets[@]}" >&2
 echo "$dir"

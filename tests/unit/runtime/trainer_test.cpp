@@ -1165,7 +1165,8 @@ TEST(TrainerTest, ResumingAFinishedRunKeepsItsBestCheckpoint) {
   ASSERT_TRUE(t2.run().isOk());
   EXPECT_TRUE(f2.seen.empty());
   EXPECT_EQ(checkpoints, 0) << "a run without a step wrote a checkpoint";
-  const JsonValue* valid = readState(dir.file(checkpointName(best))).find("valid_loss");
+  const JsonValue bestState = readState(dir.file(checkpointName(best)));
+  const JsonValue* valid = bestState.find("valid_loss");
   ASSERT_NE(valid, nullptr) << "the best checkpoint lost its valid_loss";
   EXPECT_EQ(valid->asNumber(), 1.0);
 
