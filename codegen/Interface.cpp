@@ -81,6 +81,20 @@ static llvm::Expected<rt::TensorSpec> specOf(func::FuncOp func, Type type,
     spec.shape.push_back(-1);
     spec.maxShape.push_back(max);
   }
+  if (auto of = attrs ? attrs.getAs<IntegerAttr>(kSizesOfAttr) : IntegerAttr()) {
+    auto other = of.getInt() >= 0 && of.getInt() < index
+                     ? dyn_cast<RankedTensorType>(func.getArgument(of.getInt()).getType())
+                     : RankedTensorType();
+    if (!isInput || !other || other.getRank() != tensor.getRank() ||
+        llvm::any_of(llvm::seq<int64_t>(0, tensor.getRank()), [&](int64_t d) {
+          return tensor.isDynamicDim(d) != other.isDynamicDim(d);
+        }))
+      return errorAt(func, llvm::Twine(kSizesOfAttr) + " of '" + spec.name + "' in @" +
+                               func.getName() +
+                               " must name an earlier argument of the same rank and dynamic "
+                               "dimensions");
+    spec.sizesOf = static_cast<int32_t>(of.getInt());
+  }
   return spec;
 }
 
@@ -216,11 +230,15 @@ static llvm::Error writeFiles(llvm::StringRef dir,
 
 static llvm::json::Array specsToJson(const std::vector<rt::TensorSpec> &specs) {
   llvm::json::Array out;
-  for (const auto &s : specs)
-    out.push_back(llvm::json::Object{{"name", s.name},
-                                     {"dtype", rt::dtypeName(s.dtype)},
-                                     {"shape", llvm::json::Array(s.shape)},
-                                     {"max_shape", llvm::json::Array(s.maxShape)}});
+  for (const auto &s : specs) {
+    llvm::json::Object o{{"name", s.name},
+                         {"dtype", rt::dtypeName(s.dtype)},
+                         {"shape", llvm::json::Array(s.shape)},
+                         {"max_shape", llvm::json::Array(s.maxShape)}};
+    if (s.sizesOf >= 0)
+      o["sizes_of"] = specs[s.sizesOf].name;
+    out.push_back(std::move(o));
+  }
   return out;
 }
 

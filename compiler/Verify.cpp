@@ -39,7 +39,10 @@ compiler::randomInputs(ModuleOp module, const EntryPoint &ep, int64_t batch, int
     int64_t len = spec.name == "src_tokens" ? srcLen : tgtLen;
     std::vector<int64_t> shape;
     for (auto [d, size] : llvm::enumerate(spec.shape))
-      shape.push_back(size >= 0 ? size : d == 0 ? batch : len);
+      shape.push_back(size >= 0                ? size
+                      : spec.sizesOf >= 0      ? inputs[ep.inputs[spec.sizesOf].name].shape[d]
+                      : d == 0                 ? batch
+                                               : len);
     for (auto [d, size] : llvm::enumerate(shape))
       if (size > spec.maxShape[d])
         return error("input '" + spec.name + "': size " + llvm::Twine(size) + " of dimension " +

@@ -185,6 +185,12 @@ SizeExpr SizeAnalysis::derive(Value v, int64_t axis) {
     if (!parent || !block->isEntryBlock() || !isa<FunctionOpInterface>(parent))
       return SizeExpr();
     unsigned number = arg.getArgNumber();
+    // An argument with another's sizes (checked when a call starts).
+    if (auto fn = dyn_cast<FunctionOpInterface>(parent))
+      if (auto of = fn.getArgAttrOfType<IntegerAttr>(number, kSizesOfAttr);
+          of && of.getInt() >= 0 && of.getInt() < static_cast<int64_t>(number) &&
+          cast<ShapedType>(arg.getType()).isDynamicDim(axis))
+        return dim(block->getArgument(of.getInt()), axis);
     // The batch contract (docs/ir.md), checked when a call starts.
     if (axis == 0)
       for (BlockArgument first : block->getArguments())

@@ -16,6 +16,7 @@
 #include "mlir/IR/Value.h"
 #include "mlir/IR/ValueRange.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
 #include <memory>
@@ -73,9 +74,15 @@ private:
   std::shared_ptr<const std::vector<SizeExpr>> terms_;
 };
 
+/// An entry-point argument attribute: the index of an earlier argument whose
+/// dynamic sizes this one has (attention_mask beside input_ids), checked when
+/// a call starts, like the batch size.
+inline constexpr llvm::StringLiteral kSizesOfAttr = "transfuse.sizes_of";
+
 /// Derives the run-time sizes of the values of one function from the ops'
 /// shape rules, memoized. Entry-point arguments share one batch size
-/// (docs/ir.md): every dynamic dimension 0 of them is the first one's.
+/// (docs/ir.md): every dynamic dimension 0 of them is the first one's; an
+/// argument with kSizesOfAttr has that argument's sizes.
 class SizeAnalysis {
 public:
   /// Dimension `axis` of `v` (a constant when static).

@@ -1,6 +1,7 @@
 //===- Models.cpp - dispatch to the architectures, loading definitions ----===//
 
 #include "models/Models.h"
+#include "models/HuggingFace.h"
 #include "frontend/GraphBuilder.h"
 
 #include "ir/TransfuseDialect.h"
@@ -79,8 +80,6 @@ void mlir::transfuse::addLossEntry(OpBuilder &b, ModuleOp module, ArrayRef<Strin
 llvm::Expected<OwningOpRef<ModuleOp>>
 mlir::transfuse::buildModel(MLIRContext &context, const ModelConfig &config,
                             const BuildOptions &options) {
-  context.loadDialect<TransfuseDialect, func::FuncDialect>();
-  int64_t maxBatch = options.maxBatch ? options.maxBatch : kDefaultMaxBatch;
   int64_t maxSeqLen = options.maxSeqLen ? options.maxSeqLen : config.maxSeqLen;
   if (auto err = checkMaxima(options))
     return std::move(err);
@@ -88,17 +87,30 @@ mlir::transfuse::buildModel(MLIRContext &context, const ModelConfig &config,
     return makeError("--max-seq-len " + llvm::Twine(maxSeqLen) +
                      " exceeds the config's max_seq_len " + llvm::Twine(config.maxSeqLen) +
                      " (learned positions have that many rows)");
-
-  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+  OwningOpRef<ModuleOp> module = newModule(context);
   if (config.isDecoderOnly())
     buildDecoderOnly(*module, config, options);
   else
     buildEncoderDecoder(*module, config, options);
+  return finishModel(std::move(module), toJson(config), options, config.maxSeqLen);
+}
 
-  Builder b(&context);
+OwningOpRef<ModuleOp> mlir::transfuse::newModule(MLIRContext &context) {
+  context.loadDialect<TransfuseDialect, func::FuncDialect>();
+  return ModuleOp::create(UnknownLoc::get(&context));
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+mlir::transfuse::finishModel(OwningOpRef<ModuleOp> module, llvm::json::Object config,
+                             const BuildOptions &options, int64_t defaultMaxSeqLen) {
+  if (auto err = checkMaxima(options))
+    return std::move(err);
+  int64_t maxBatch = options.maxBatch ? options.maxBatch : kDefaultMaxBatch;
+  int64_t maxSeqLen = options.maxSeqLen ? options.maxSeqLen : defaultMaxSeqLen;
+  Builder b(module->getContext());
   std::string json;
   llvm::raw_string_ostream os(json);
-  os << llvm::json::Value(toJson(config));
+  os << llvm::json::Value(std::move(config));
   (*module)->setAttr(kConfigAttr, b.getStringAttr(json));
   int64_t maxBeam = options.maxBeam ? options.maxBeam : kDefaultMaxBeam;
   for (auto func : module->getOps<func::FuncOp>()) {
@@ -115,6 +127,8 @@ mlir::transfuse::buildModel(MLIRContext &context, const ModelConfig &config,
 llvm::Expected<OwningOpRef<ModuleOp>>
 mlir::transfuse::loadModelDefinition(MLIRContext &context, llvm::StringRef path,
                                      const BuildOptions &options) {
+  if (isHuggingFaceDirectory(path))
+    return loadHuggingFaceDirectory(context, path, options, options.warnings);
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer)
     return makeError("cannot read model definition '" + path + "': " +

@@ -31,6 +31,10 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/JSON.h"
+
+#include <string>
+#include <vector>
 
 namespace mlir::transfuse {
 
@@ -50,6 +54,9 @@ struct BuildOptions {
   double labelSmoothing = 0.1;
   /// Build the decoding entry points where the architecture has them.
   bool decoding = true;
+  /// Where a definition's warnings go (unknown keys of a Hugging Face
+  /// config.json, ...); null: dropped.
+  std::vector<std::string> *warnings = nullptr;
 };
 
 /// True when the model of `config` gets decoding entry points: every
@@ -75,8 +82,18 @@ void addLossEntry(OpBuilder &b, ModuleOp module, ArrayRef<StringRef> tokenInputs
 llvm::Expected<OwningOpRef<ModuleOp>>
 buildModel(MLIRContext &context, const ModelConfig &config, const BuildOptions &options);
 
+/// An empty module with the dialects loaded, and the last step of building
+/// any model: the resolved `config` (kConfigAttr), each entry's maxima
+/// (`options`', else 8 and `defaultMaxSeqLen`), verified.
+OwningOpRef<ModuleOp> newModule(MLIRContext &context);
+llvm::Expected<OwningOpRef<ModuleOp>> finishModel(OwningOpRef<ModuleOp> module,
+                                                  llvm::json::Object config,
+                                                  const BuildOptions &options,
+                                                  int64_t defaultMaxSeqLen);
+
 /// Loads a model definition: a JSON config of a built-in architecture
-/// (`.json`) or MLIR text of the dialect (anything else), verified. Maxima
+/// (`.json`), a Hugging Face model directory (HuggingFace.h) or MLIR text of
+/// the dialect (anything else), verified. Maxima
 /// given in `options` override those of MLIR functions.
 llvm::Expected<OwningOpRef<ModuleOp>>
 loadModelDefinition(MLIRContext &context, llvm::StringRef path, const BuildOptions &options);

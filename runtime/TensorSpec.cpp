@@ -67,6 +67,16 @@ Status validateInputs(const std::vector<TensorSpec>& specs, const TensorRef* inp
       batchName = s.name;
     }
   }
+  for (size_t si = 0; si < specs.size(); ++si) {
+    const int32_t of = specs[si].sizesOf;
+    if (of < 0 || static_cast<size_t>(of) >= specs.size()) continue;
+    const TensorRef &t = inputs[found[si]], &u = inputs[found[of]];
+    for (size_t d = 0; d < t.rank && d < u.rank; ++d)
+      if (specs[si].shape[d] < 0 && t.shape[d] != u.shape[d])
+        return Status::error("input '" + specs[si].name + "' has shape " + shapeOf(t) +
+                             ", but it must have the sizes of '" + specs[of].name + "' " +
+                             shapeOf(u));
+  }
   if (order) *order = std::move(found);
   return Status::ok();
 }

@@ -3,7 +3,9 @@
 // caller-supplied tensors against a list of specs. Convention: a dynamic
 // dimension 0 is the batch (bounded by max_batch); any other dynamic
 // dimension is a sequence length (bounded by max_seq_len). Every dynamic
-// dimension 0 of one call's inputs must agree.
+// dimension 0 of one call's inputs must agree, and an input with `sizesOf`
+// has every dynamic size of that earlier input (attention_mask beside
+// input_ids).
 #ifndef TRANSFUSE_RUNTIME_TENSORSPEC_H
 #define TRANSFUSE_RUNTIME_TENSORSPEC_H
 
@@ -23,10 +25,12 @@ struct TensorSpec {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;    // -1 marks a dynamic dimension
   std::vector<int64_t> maxShape; // the bound of every dimension
+  int32_t sizesOf = -1;          // inputs: the earlier input whose sizes it has
 };
 
 // Checks `inputs` against `specs`: no unknown or missing name, the dtype, the
-// rank, static sizes equal, dynamic sizes in [1, max], one batch size. The
+// rank, static sizes equal, dynamic sizes in [1, max], one batch size, the
+// sizes of `sizesOf`. The
 // first problem is returned as an error naming the tensor.
 Status validateInputs(const std::vector<TensorSpec>& specs,
                       const std::map<std::string, Tensor>& inputs);

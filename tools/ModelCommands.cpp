@@ -127,21 +127,28 @@ int tools::runCompile(const std::vector<std::string> &positional,
   double tolerance =
       floatFlag(flags, "--tolerance", 1e-3, [](double v) { return v > 0; }, "a positive number");
   MLIRContext context;
-  auto module =
-      orDie(compiler::loadDefinition(context, positional[0], buildOptions(flags), options.train));
+  BuildOptions maxima = buildOptions(flags);
+  std::vector<std::string> warnings;
+  maxima.warnings = &warnings;
+  auto module = compiler::loadDefinition(context, positional[0], maxima, options.train);
+  for (const std::string &w : warnings)
+    llvm::errs() << "transfuse: warning: " << w << "\n";
+  if (!module)
+    die(llvm::toString(module.takeError()));
   // The reference runs the IR as built: the verification compares the
   // compiled code with the unfused fp64 semantics (with --train, the
   // gradient of the unfused loss).
   OwningOpRef<ModuleOp> original;
   if (verify)
-    original = orDie(compiler::referenceModule(*module, options.train));
-  auto result = compiler::compile(*module, out, options);
+    original = orDie(compiler::referenceModule(**module, options.train));
+  auto result = compiler::compile(**module, out, options);
   if (!result)
     die("compiling " + positional[0] + " failed: " + llvm::toString(result.takeError()));
   if (flags.count("--report"))
     llvm::outs() << result->report.format();
   llvm::outs() << "compiled " << positional[0] << " (fusion " << options.strategy.str() << ", "
-               << llvm::format("%.1f", result->seconds) << " s): " << describe(*module, result->interface)
+               << llvm::format("%.1f", result->seconds)
+               << " s): " << describe(**module, result->interface)
                << " -> " << out << "/" << result->product << "\n";
   if (!verify)
     return 0;

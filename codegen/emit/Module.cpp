@@ -29,7 +29,8 @@ std::string tensorDesc(const rt::TensorSpec &s) {
     max += (i ? ", " : "") + std::to_string(s.maxShape[i]);
   }
   return "{" + quote(s.name) + ", " + std::to_string((int)s.dtype) + ", " +
-         std::to_string(s.shape.size()) + ", {" + shape + "}, {" + max + "}}";
+         std::to_string(s.shape.size()) + ", {" + shape + "}, {" + max + "}, " +
+         std::to_string(s.sizesOf) + "}";
 }
 
 std::string stringArray(const std::string &name, const std::vector<std::string> &items) {

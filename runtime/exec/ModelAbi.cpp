@@ -124,6 +124,7 @@ std::vector<rt::TensorSpec> specsOf(const TensorDesc* descs, int32_t n) {
     s.dtype = static_cast<rt::DType>(d.dtype);
     s.shape.assign(d.shape, d.shape + d.rank);
     s.maxShape.assign(d.maxShape, d.maxShape + d.rank);
+    s.sizesOf = d.sizesOf;
     specs.push_back(std::move(s));
   }
   return specs;

@@ -23,13 +23,15 @@ struct PackedB;
 namespace transfuse::exec {
 
 // An entry point's input or output. dtype is a tf_dtype (model.h) value;
-// shape has -1 for dynamic dimensions, maxShape the compiled maxima.
+// shape has -1 for dynamic dimensions, maxShape the compiled maxima; an
+// input's sizesOf is the earlier input whose sizes it has (-1: none).
 struct TensorDesc {
   const char* name;
   int32_t dtype;
   int32_t rank;
   int64_t shape[kMaxRank];
   int64_t maxShape[kMaxRank];
+  int32_t sizesOf = -1;
 };
 
 // A parameter (always F32). `init` is an initializer name of runtime/Init.h

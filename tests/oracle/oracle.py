@@ -11,6 +11,9 @@ Architectures (batch-first everywhere):
                    TokenEmbedding * sqrt(d) + positional encoding + generator Linear).
   decoder_only   : Hugging Face GPT-2 (Conv1D weights [in, out]); names may carry a
                    leading "transformer.".
+  bert           : Hugging Face BertModel (config["model_type"] == "bert"):
+                   bert(config, weights, input_ids, attention_mask, token_type_ids)
+                   -> last_hidden_state [B, S, hidden]; names may carry "bert.".
 Attention: scores = q k^T / sqrt(dh); masked scores are -inf; a query row whose keys
 are all masked yields 0 (never NaN).
 
@@ -212,6 +215,32 @@ def decoder_only(cfg, W, tokens):
         h = ln("ln_f")(h)
     head = wte if cfg["tie_output"] else W("lm_head.weight", (cfg["vocab_size"], d))
     return h @ head.T
+
+
+# ---------------------------------------------------------------- bert
+
+def bert(cfg, weights, ids, mask, types):
+    """post-LN encoder: LN(word + position + token type), then per layer
+    LN(h + attention(h)), LN(h + FFN(h)); keys where mask == 0 are masked."""
+    W = Weights(weights, strip_prefix="bert.")
+    d, H, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["layer_norm_eps"]
+    act = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_tanh"}[cfg["hidden_act"]]
+    S = ids.shape[1]
+    e = "embeddings."
+    h = (embed(W(e + "word_embeddings.weight"), ids, "input_ids")
+         + W(e + "position_embeddings.weight")[:S]
+         + embed(W(e + "token_type_embeddings.weight"), types, "token_type_ids"))
+    h = layer_norm(h, W(e + "LayerNorm.weight"), W(e + "LayerNorm.bias"), eps)
+    allowed = np.broadcast_to((mask != 0)[:, None, :], (ids.shape[0], S, S))
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"encoder.layer.{i}."
+        norm = lambda x, n: layer_norm(x, W(p + n + ".weight"), W(p + n + ".bias"), eps)
+        q, k, v = (linear(h, W, p + "attention.self." + n) for n in ("query", "key", "value"))
+        a = linear(attention(q, k, v, H, allowed), W, p + "attention.output.dense")
+        h = norm(h + a, "attention.output.LayerNorm")
+        f = linear(activation(linear(h, W, p + "intermediate.dense"), act), W, p + "output.dense")
+        h = norm(h + f, "output.LayerNorm")
+    return h
 
 
 def forward(config, weights, inputs):

@@ -5,6 +5,7 @@
 // two dynamic sizes, deterministically.
 #include "codegen/Interface.h"
 #include "codegen/reference/Interpreter.h"
+#include "ir/Sizes.h"
 #include "models/Models.h"
 #include "runtime/Init.h"
 #include "runtime/TensorSpec.h"
@@ -136,6 +137,49 @@ TEST(ValidateInputsTest, DifferentBatchSizes) {
   TensorMap in = goodInputs();
   in["mask"] = boolTensor({3, 3}, std::vector<int>(9, 1));
   EXPECT_EQ(check(in), "inputs 'tokens' and 'mask' have different batch sizes (2 vs 3)");
+}
+
+// An input with `sizesOf` must have every dynamic size of that input (a
+// BERT attention_mask beside input_ids); static sizes are checked as ever.
+TEST(ValidateInputsTest, SizesOfAnotherInput) {
+  std::vector<rt::TensorSpec> s = {{"ids", rt::DType::I32, {-1, -1}, {4, 16}},
+                                   {"mask", rt::DType::I32, {-1, -1}, {4, 16}, /*sizesOf=*/0}};
+  auto check2 = [&](TensorMap in) {
+    rt::Status st = rt::validateInputs(s, in);
+    return st.isOk() ? "" : st.message();
+  };
+  TensorMap in = {{"ids", i32Tensor({2, 5}, std::vector<int32_t>(10, 1))},
+                  {"mask", i32Tensor({2, 5}, std::vector<int32_t>(10, 1))}};
+  EXPECT_EQ(check2(in), "");
+  in["mask"] = i32Tensor({2, 4}, std::vector<int32_t>(8, 1));
+  EXPECT_EQ(check2(in), "input 'mask' has shape [2, 4], but it must have the sizes of 'ids' [2, 5]");
+  s[1].sizesOf = -1; // without the contract, sequence lengths are free
+  EXPECT_EQ(check2(in), "");
+}
+
+// A BERT directory's entry: attention_mask and token_type_ids carry
+// transfuse.sizes_of = 0, so every size of theirs is input_ids' (what lets
+// the fusion passes prove the embedding sum and the mask line up), and the
+// interface says so.
+TEST(ValidateInputsTest, BertInputsShareInputIdsSizes) {
+  MLIRContext context;
+  auto module = loadModelDefinition(context, TRANSFUSE_SOURCE_DIR "/tests/models/tiny-bert",
+                                    BuildOptions());
+  ASSERT_TRUE(!!module) << llvm::toString(module.takeError());
+  auto func = (**module).lookupSymbol<func::FuncOp>("encode");
+  ASSERT_TRUE(func);
+  SizeAnalysis sizes;
+  for (unsigned arg : {1u, 2u})
+    for (int64_t d : {0, 1})
+      EXPECT_TRUE(sizes.equal(func.getArgument(arg), d, func.getArgument(0), d)) << arg << " " << d;
+  auto interface = extractInterface(**module);
+  ASSERT_TRUE(!!interface) << llvm::toString(interface.takeError());
+  const EntryPoint &ep = interface->entryPoints[0];
+  ASSERT_EQ(ep.inputs.size(), 3u);
+  EXPECT_EQ(ep.inputs[0].sizesOf, -1);
+  EXPECT_EQ(ep.inputs[1].sizesOf, 0);
+  EXPECT_EQ(ep.inputs[2].sizesOf, 0);
+  EXPECT_EQ(ep.outputs[0].name, "last_hidden_state");
 }
 
 TEST(ValidateInputsTest, ReferenceRunReportsTheSameErrors) {

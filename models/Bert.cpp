@@ -1,0 +1,230 @@
+//===- Bert.cpp - the BERT family from Hugging Face directories -----------===//
+//
+// Semantics and weight names of Hugging Face's BertModel, batch-first:
+//   h = LN(word_embeddings[ids] + position_embeddings[:S]
+//          + token_type_embeddings[type_ids])            (embeddings.LayerNorm)
+//   per layer (post-LN):
+//     h = LN(h + dense(attention(h)))                     (attention.output)
+//     h = LN(h + dense(act(intermediate.dense(h))))       (output)
+//   last_hidden_state = h
+// Keys are masked where attention_mask is 0 (Hugging Face adds the dtype's
+// minimum instead; the two differ only on a row whose keys are all masked,
+// which gives zeros here: docs/ir.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/GraphBuilder.h"
+#include "models/HuggingFace.h"
+
+#include "ir/Sizes.h"
+#include "ir/TransfuseDialect.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+namespace {
+
+llvm::Error keyError(llvm::StringRef source, llvm::StringRef key, const llvm::Twine &what) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 (source + ": key '" + key + "': " + what).str());
+}
+
+/// config.json keys that do not change what the model computes: bookkeeping
+/// of the hub and of transformers, initialization, what a task head or the
+/// generation utilities read. Listed in docs/models.md.
+const char *const kIgnoredKeys[] = {
+    "_name_or_path", "architectures", "model_type", "torch_dtype", "transformers_version",
+    "initializer_range", "use_cache", "gradient_checkpointing", "classifier_dropout",
+    "id2label", "label2id", "num_labels", "problem_type", "finetuning_task", "return_dict",
+    "output_hidden_states", "output_attentions", "torchscript", "bos_token_id", "eos_token_id",
+    "sep_token_id", "cls_token_id", "tokenizer_class", "prefix", "task_specific_params",
+    "chunk_size_feed_forward", "_attn_implementation", "attn_implementation", "directionality",
+    "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers", "pooler_size_per_head",
+    "pooler_type", "tie_word_embeddings", "output_past", "pruned_heads", "dtype"};
+
+/// hidden_act values and the kernels' activation each one is.
+const std::pair<const char *, const char *> kActivations[] = {
+    {"gelu", "gelu"},       {"relu", "relu"},           {"gelu_new", "gelu_tanh"},
+    {"gelu_pytorch_tanh", "gelu_tanh"}, {"silu", "silu"}, {"swish", "silu"}};
+
+} // namespace
+
+llvm::Expected<BertConfig> mlir::transfuse::parseBertConfig(const llvm::json::Object &o,
+                                                            llvm::StringRef source,
+                                                            std::vector<std::string> *warnings) {
+  BertConfig c;
+  llvm::StringSet<> known;
+  for (const char *k : kIgnoredKeys)
+    known.insert(k);
+  auto readInt = [&](llvm::StringRef key, int64_t &out, int64_t min) -> llvm::Error {
+    known.insert(key);
+    const llvm::json::Value *v = o.get(key);
+    if (!v)
+      return llvm::Error::success();
+    std::optional<int64_t> i = v->getAsInteger();
+    constexpr int64_t kMax = int64_t{1} << 24;
+    if (!i || *i < min || *i > kMax)
+      return keyError(source, key, llvm::formatv("expected an integer in [{0}, {1}]", min, kMax));
+    out = *i;
+    return llvm::Error::success();
+  };
+  auto readDouble = [&](llvm::StringRef key, double &out) -> llvm::Error {
+    known.insert(key);
+    const llvm::json::Value *v = o.get(key);
+    if (!v)
+      return llvm::Error::success();
+    std::optional<double> d = v->getAsNumber();
+    if (!d || !std::isfinite(*d) || *d < 0)
+      return keyError(source, key, "expected a number >= 0");
+    out = *d;
+    return llvm::Error::success();
+  };
+  llvm::Error err = llvm::joinErrors(readInt("vocab_size", c.vocabSize, 1),
+                                     readInt("hidden_size", c.hidden, 1));
+  err = llvm::joinErrors(std::move(err), readInt("num_hidden_layers", c.layers, 1));
+  err = llvm::joinErrors(std::move(err), readInt("num_attention_heads", c.heads, 1));
+  err = llvm::joinErrors(std::move(err), readInt("intermediate_size", c.intermediate, 1));
+  err = llvm::joinErrors(std::move(err), readInt("max_position_embeddings", c.maxPositions, 1));
+  err = llvm::joinErrors(std::move(err), readInt("type_vocab_size", c.typeVocabSize, 1));
+  err = llvm::joinErrors(std::move(err), readDouble("layer_norm_eps", c.layerNormEps));
+  err = llvm::joinErrors(std::move(err), readDouble("hidden_dropout_prob", c.hiddenDropout));
+  err = llvm::joinErrors(std::move(err),
+                         readDouble("attention_probs_dropout_prob", c.attentionDropout));
+  if (err)
+    return std::move(err);
+  known.insert("pad_token_id");
+  if (const llvm::json::Value *v = o.get("pad_token_id")) {
+    if (v->getAsNull())
+      c.padTokenId.reset();
+    else if (std::optional<int64_t> i = v->getAsInteger(); i && *i >= 0 && *i < c.vocabSize)
+      c.padTokenId = *i;
+    else
+      return keyError(source, "pad_token_id", "expected null or an id in the vocabulary");
+  }
+  // Keys whose values change the computation: the supported value, or an
+  // error naming what is not supported.
+  known.insert("hidden_act");
+  if (const llvm::json::Value *v = o.get("hidden_act")) {
+    std::optional<llvm::StringRef> act = v->getAsString();
+    auto it = llvm::find_if(kActivations, [&](auto &p) { return act && *act == p.first; });
+    if (it == std::end(kActivations))
+      return keyError(source, "hidden_act",
+                      "not supported (supported: gelu, relu, gelu_new, gelu_pytorch_tanh, silu, "
+                      "swish)");
+    c.activation = it->second;
+  }
+  known.insert("position_embedding_type");
+  if (const llvm::json::Value *v = o.get("position_embedding_type"))
+    if (v->getAsString() != llvm::StringRef("absolute"))
+      return keyError(source, "position_embedding_type",
+                      "only \"absolute\" (learned positions) is supported");
+  for (const char *key : {"is_decoder", "add_cross_attention"}) {
+    known.insert(key);
+    if (const llvm::json::Value *v = o.get(key); v && v->getAsBoolean() != false)
+      return keyError(source, key,
+                      "a BERT decoder or cross-attention is not supported (an encoder only)");
+  }
+  if (c.hidden % c.heads != 0)
+    return keyError(source, "num_attention_heads",
+                    llvm::formatv("hidden_size {0} is not divisible by {1}", c.hidden, c.heads));
+  if (!(c.layerNormEps > 0))
+    return keyError(source, "layer_norm_eps", "must be > 0");
+  for (const auto &kv : o)
+    if (!known.contains(kv.first) && warnings)
+      warnings->push_back((source + ": unknown key '" + kv.first.str() + "' ignored").str());
+  return c;
+}
+
+llvm::json::Object mlir::transfuse::toJson(const BertConfig &c) {
+  llvm::json::Object o;
+  o["model_type"] = "bert";
+  o["vocab_size"] = c.vocabSize;
+  o["hidden_size"] = c.hidden;
+  o["num_hidden_layers"] = c.layers;
+  o["num_attention_heads"] = c.heads;
+  o["intermediate_size"] = c.intermediate;
+  o["hidden_act"] = c.activation;
+  o["max_position_embeddings"] = c.maxPositions;
+  o["type_vocab_size"] = c.typeVocabSize;
+  o["layer_norm_eps"] = c.layerNormEps;
+  o["hidden_dropout_prob"] = c.hiddenDropout;
+  o["attention_probs_dropout_prob"] = c.attentionDropout;
+  o["pad_token_id"] = c.padTokenId ? llvm::json::Value(*c.padTokenId) : llvm::json::Value(nullptr);
+  return o;
+}
+
+void mlir::transfuse::buildBert(ModuleOp module, const BertConfig &c, const BuildOptions &) {
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToEnd(module.getBody());
+  auto ids = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, b.getI32Type());
+  auto hiddenType = RankedTensorType::get(
+      {ShapedType::kDynamic, ShapedType::kDynamic, c.hidden}, b.getF32Type());
+  const StringRef inputs[] = {"input_ids", "attention_mask", "token_type_ids"};
+  auto func = func::FuncOp::create(b, b.getUnknownLoc(), "encode",
+                                   b.getFunctionType({ids, ids, ids}, {hiddenType}));
+  for (auto [i, name] : llvm::enumerate(inputs)) {
+    func.setArgAttr(i, kNameAttr, b.getStringAttr(name));
+    if (i > 0) // the mask and the token types have input_ids' sizes
+      func.setArgAttr(i, kSizesOfAttr, b.getI64IntegerAttr(0));
+  }
+  func.setResultAttr(0, kNameAttr, b.getStringAttr("last_hidden_state"));
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+
+  GraphBuilder g(b, NameLoc::get(b.getStringAttr("embeddings")));
+  const int64_t d = c.hidden;
+  Value tokens = entry->getArgument(0), mask = entry->getArgument(1),
+        types = entry->getArgument(2);
+  Value positions = g.sliceLeading(
+      g.param("embeddings.position_embeddings.weight", {c.maxPositions, d}, "normal_0.02"), 0,
+      g.dim(tokens, 1));
+  Value h = g.add(g.gather(g.param("embeddings.word_embeddings.weight", {c.vocabSize, d},
+                                   "normal_0.02"),
+                           tokens),
+                  positions);
+  h = g.add(h, g.gather(g.param("embeddings.token_type_embeddings.weight", {c.typeVocabSize, d},
+                                "normal_0.02"),
+                        types));
+  h = g.layerNorm(h, "embeddings.LayerNorm", c.layerNormEps);
+  // attention_mask != 0 keeps a key.
+  Value keep = g.keyPaddingMask(mask, 0);
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = "encoder.layer." + std::to_string(i) + ".";
+    g.setLocation(NameLoc::get(b.getStringAttr("encoder.layer." + std::to_string(i))));
+    auto linearWeights = [&](const std::string &name, int64_t out, int64_t in) {
+      return std::pair{g.param(p + name + ".weight", {out, in}, "normal_0.02"),
+                       g.param(p + name + ".bias", {out}, "zeros")};
+    };
+    AttentionWeights a;
+    std::tie(a.wq, a.bq) = linearWeights("attention.self.query", d, d);
+    std::tie(a.wk, a.bk) = linearWeights("attention.self.key", d, d);
+    std::tie(a.wv, a.bv) = linearWeights("attention.self.value", d, d);
+    std::tie(a.wo, a.bo) = linearWeights("attention.output.dense", d, d);
+    h = g.residual(h, p + "attention.output.LayerNorm", /*preNorm=*/false, c.layerNormEps,
+                   /*dropoutRate=*/0.0, [&](Value x) {
+                     return g.multiHeadAttention(x, x, a, c.heads, {keep}, 0.0);
+                   });
+    auto [w1, b1] = linearWeights("intermediate.dense", c.intermediate, d);
+    auto [w2, b2] = linearWeights("output.dense", d, c.intermediate);
+    h = g.residual(h, p + "output.LayerNorm", /*preNorm=*/false, c.layerNormEps, 0.0,
+                   [&](Value x) {
+                     return g.feedForward(x, w1, b1, w2, b2, c.activation, /*transposed=*/true,
+                                          0.0);
+                   });
+  }
+  func::ReturnOp::create(b, b.getUnknownLoc(), h);
+
+  // BertModel's state dict also holds the pooler; task models prefix the
+  // encoder with `bert.` and add their heads; old checkpoints keep the
+  // position_ids buffer.
+  module->setAttr(kWeightAliasesAttr, b.getDictionaryAttr({}));
+  module->setAttr(kIgnoredWeightsAttr,
+                  b.getStrArrayAttr({"embeddings.position_ids", "pooler.*", "cls.*",
+                                     "classifier.*"}));
+  module->setAttr(kWeightPrefixesAttr, b.getStrArrayAttr({"bert."}));
+}

@@ -1,0 +1,72 @@
+//===- HuggingFace.h - Hugging Face model directories as they are ---------===//
+//
+// A Hugging Face model directory (config.json beside model.safetensors) is a
+// model definition: `model_type` picks the family, the config's keys map to
+// the family's (docs/models.md lists every key: mapped, ignored because it
+// does not change the computation, or refused by name), and the weights keep
+// their Hugging Face names. No conversion step.
+//
+// Families: `bert` (BertModel: post-LN encoder, learned positions,
+// token-type embeddings):
+//   encode(input_ids: [B,S] i32, attention_mask: [B,S] i32,
+//          token_type_ids: [B,S] i32) -> last_hidden_state [B,S,hidden] f32
+// with weights named as BertModel saves them (`embeddings.word_embeddings.
+// weight`, `encoder.layer.N.attention.self.query.weight`, ...), with or
+// without the `bert.` prefix of the task models.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TRANSFUSE_MODELS_HUGGINGFACE_H
+#define TRANSFUSE_MODELS_HUGGINGFACE_H
+
+#include "models/Models.h"
+
+#include "llvm/Support/JSON.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::transfuse {
+
+/// True when `path` is a directory holding a config.json.
+bool isHuggingFaceDirectory(llvm::StringRef path);
+
+/// Builds the model of the Hugging Face directory `dir` at `options`'
+/// maxima (default maximum length: the config's max_position_embeddings).
+/// Keys of config.json that are not known go to `warnings`, naming them.
+/// Errors name the file and the key: a family not supported yet, a key whose
+/// value changes the computation in a way not supported, a directory with
+/// only pytorch_model.bin (pickle: save it as safetensors).
+llvm::Expected<OwningOpRef<ModuleOp>>
+loadHuggingFaceDirectory(MLIRContext &context, llvm::StringRef dir, const BuildOptions &options,
+                         std::vector<std::string> *warnings = nullptr);
+
+/// The BERT family's configuration, from config.json's keys.
+struct BertConfig {
+  int64_t vocabSize = 30522;
+  int64_t hidden = 768;
+  int64_t layers = 12;
+  int64_t heads = 12;
+  int64_t intermediate = 3072;
+  std::string activation = "gelu"; // the kernels' name (hidden_act mapped)
+  int64_t maxPositions = 512;
+  int64_t typeVocabSize = 2;
+  double layerNormEps = 1e-12;
+  double hiddenDropout = 0.1, attentionDropout = 0.1;
+  std::optional<int64_t> padTokenId = 0;
+};
+
+/// config.json of `model_type` bert; `source` names the file in messages.
+llvm::Expected<BertConfig> parseBertConfig(const llvm::json::Object &config,
+                                           llvm::StringRef source,
+                                           std::vector<std::string> *warnings);
+
+/// The resolved config in config.json's key names (manifest.json's
+/// "config"), `model_type` included.
+llvm::json::Object toJson(const BertConfig &config);
+
+/// Builds `encode` of a BERT model (see above) into `module`.
+void buildBert(ModuleOp module, const BertConfig &config, const BuildOptions &options);
+
+} // namespace mlir::transfuse
+
+#endif // TRANSFUSE_MODELS_HUGGINGFACE_H
