@@ -21,54 +21,28 @@ namespace {
 
 // ---------------------------------------------------------------- UTF-8
 
-// Decodes strict UTF-8 (no overlong forms, surrogates or values past
-// U+10FFFF); the error names the byte offset of the first bad sequence.
+// Decodes strict UTF-8 (utf8proc: no overlong forms, surrogates or values
+// past U+10FFFF); the error names the byte offset of the first bad sequence.
 StatusOr<std::u32string> decodeUtf8(std::string_view s, const char* what) {
   std::u32string out;
   out.reserve(s.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    unsigned char c = p[i];
-    if (c < 0x80) {
-      out.push_back(c);
-      ++i;
-      continue;
-    }
-    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-    bool ok = len != 0 && c <= 0xF4 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xC0) == 0x80;
-    if (ok && c == 0xE0 && p[i + 1] < 0xA0) ok = false;   // overlong
-    if (ok && c == 0xED && p[i + 1] >= 0xA0) ok = false;  // surrogate
-    if (ok && c == 0xF0 && p[i + 1] < 0x90) ok = false;   // overlong
-    if (ok && c == 0xF4 && p[i + 1] >= 0x90) ok = false;  // past U+10FFFF
-    if (!ok)
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
+  for (size_t i = 0; i < s.size();) {
+    utf8proc_int32_t cp = 0;
+    utf8proc_ssize_t len = utf8proc_iterate(p + i, static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
+    if (len <= 0 || cp < 0)
       return Status::error(std::string(what) + ": invalid UTF-8 at byte offset " +
                            std::to_string(i));
-    char32_t cp = c & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
-    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (p[i + k] & 0x3F);
-    out.push_back(cp);
-    i += len;
+    out.push_back(static_cast<char32_t>(cp));
+    i += static_cast<size_t>(len);
   }
   return out;
 }
 
 void appendUtf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
+  utf8proc_uint8_t buf[4];
+  utf8proc_ssize_t n = utf8proc_encode_char(static_cast<utf8proc_int32_t>(c), buf);
+  out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(n));
 }
 
 std::string toUtf8(std::u32string_view s) {
