@@ -39,9 +39,10 @@ Status validateInputs(const std::vector<TensorSpec>& specs, const TensorRef* inp
     if (at == numInputs) return Status::error("missing input '" + s.name + "'");
     found[si] = at;
     const TensorRef& t = inputs[at];
-    if (t.dtype != s.dtype)
+    if (t.dtype != s.dtype && !(s.dtype == DType::I32 && t.dtype == DType::I64))
       return Status::error("input '" + s.name + "' has dtype " + dtypeName(t.dtype) +
-                           ", expected " + dtypeName(s.dtype));
+                           ", expected " + dtypeName(s.dtype) +
+                           (s.dtype == DType::I32 ? " (or I64)" : ""));
     if (t.rank != s.shape.size())
       return Status::error("input '" + s.name + "' has rank " + std::to_string(t.rank) +
                            " (shape " + shapeOf(t) + "), expected rank " +
@@ -78,6 +79,16 @@ Status validateInputs(const std::vector<TensorSpec>& specs, const TensorRef* inp
                              shapeOf(u));
   }
   if (order) *order = std::move(found);
+  return Status::ok();
+}
+
+Status narrowIds(std::string_view name, const int64_t* ids, int64_t count, int32_t* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (ids[i] < INT32_MIN || ids[i] > INT32_MAX)
+      return Status::error("input '" + std::string(name) + "' holds " + std::to_string(ids[i]) +
+                           " at element " + std::to_string(i) + ", outside int32 (ids are)");
+    out[i] = static_cast<int32_t>(ids[i]);
+  }
   return Status::ok();
 }
 

@@ -28,12 +28,17 @@ struct TensorSpec {
   int32_t sizesOf = -1;          // inputs: the earlier input whose sizes it has
 };
 
-// Checks `inputs` against `specs`: no unknown or missing name, the dtype, the
-// rank, static sizes equal, dynamic sizes in [1, max], one batch size, the
-// sizes of `sizesOf`. The
+// Checks `inputs` against `specs`: no unknown or missing name, the dtype (an
+// I32 input, token ids, also takes I64, as PyTorch and Hugging Face pass
+// them: see narrowIds), the rank, static sizes equal, dynamic sizes in
+// [1, max], one batch size, the sizes of `sizesOf`. The
 // first problem is returned as an error naming the tensor.
 Status validateInputs(const std::vector<TensorSpec>& specs,
                       const std::map<std::string, Tensor>& inputs);
+
+// `count` I64 ids of input `name` as I32 into `out`; an id outside int32 is
+// an error naming the input and the element.
+Status narrowIds(std::string_view name, const int64_t* ids, int64_t count, int32_t* out);
 
 // A caller's tensor as validation sees it: a name, a dtype and a shape of
 // `rank` dimensions (borrowed; no data). The C ABI (runtime/exec) validates

@@ -284,12 +284,24 @@ llvm::Expected<TensorMap> Interpreter::run(func::FuncOp func, const TensorMap &i
   if (rt::Status s = rt::validateInputs(ep.inputs, inputs); !s.isOk())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), s.message());
   for (auto [arg, spec] : llvm::zip(func.getArguments(), ep.inputs)) {
-    const rt::Tensor &t = inputs.at(spec.name);
+    const rt::Tensor &given = inputs.at(spec.name);
+    // I64 ids (validateInputs takes them for I32) as the compiled code reads
+    // them: narrowed, an id outside int32 an error.
+    const bool narrow = given.dtype == rt::DType::I64 && spec.dtype == rt::DType::I32;
+    rt::Tensor narrowed;
+    if (narrow) {
+      narrowed = rt::Tensor::zeros(rt::DType::I32, given.shape);
+      if (rt::Status s = rt::narrowIds(spec.name, given.data<int64_t>(), given.numElements(),
+                                       narrowed.data<int32_t>());
+          !s.isOk())
+        return llvm::createStringError(llvm::inconvertibleErrorCode(), s.message());
+    }
+    const rt::Tensor &t = narrow ? narrowed : given;
     if (t.dtype != rt::DType::I32 && t.dtype != rt::DType::Bool &&
         t.dtype != rt::DType::F32 && t.dtype != rt::DType::F64)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "input '%s': the reference backend reads F32, F64, I32 "
-                                     "and BOOL inputs only", spec.name.c_str());
+                                     "(or I64 ids) and BOOL inputs only", spec.name.c_str());
     Buf b;
     b.shape.assign(t.shape.begin(), t.shape.end());
     int64_t n = t.numElements();

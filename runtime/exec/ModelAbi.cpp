@@ -710,6 +710,8 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
   if (!e.usesState && state)
     return rt::Status::error("entry point '" + str(e.name) + "' takes no state");
   std::vector<const void*> inData(e.numInputs);
+  std::vector<size_t> inBytes(e.numInputs);
+  std::vector<std::vector<int32_t>> narrowed(e.numInputs);  // I64 ids as the I32 the code reads
   std::vector<const int64_t*> inShapes = orderedShapes(inputs, inOrder);
   for (int32_t i = 0; i < e.numInputs; ++i) {
     const tf_tensor& t = inputs[inOrder[i]];
@@ -718,6 +720,19 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
     if (numel > 0 && !t.data) return rt::Status::error("input '" + str(t.name) + "' has no data");
     if (rt::Status d = checkDevice(model, t, "input"); !d) return d;
     inData[i] = t.data;
+    inBytes[i] = tensorBytes(t);
+    if (t.dtype == TF_I64 && e.inputs[i].dtype == TF_I32) {
+      if (t.device != TF_DEVICE_CPU)
+        return rt::Status::error("input '" + str(t.name) +
+                                 "': I64 ids are taken from host memory only (pass I32)");
+      narrowed[i].resize(static_cast<size_t>(numel));
+      if (rt::Status n = rt::narrowIds(t.name, static_cast<const int64_t*>(t.data), numel,
+                                       narrowed[i].data());
+          !n)
+        return n;
+      inData[i] = narrowed[i].data();
+      inBytes[i] = narrowed[i].size() * sizeof(int32_t);
+    }
   }
   auto shapes = outputShapes(e, inShapes);
   std::vector<size_t> outOrder;
@@ -743,7 +758,7 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
     for (int32_t i = 0; i < e.numInputs; ++i) {
       const tf_tensor& t = inputs[inOrder[i]];
       if (t.device == TF_DEVICE_CPU) {
-        if (rt::Status d = device->toDevice(staging, t.data, tensorBytes(t)); !d) {
+        if (rt::Status d = device->toDevice(staging, inData[i], inBytes[i]); !d) {
           (void)device->synchronize();  // nothing in flight when the arena is reused
           return d;
         }

@@ -142,6 +142,8 @@ def main():
     x = inputs(CONFIG, rng, 3, 9)
     in_path = os.path.join(args.workdir, "inputs.safetensors")
     safetensors_io.write(in_path, x)
+    in64_path = os.path.join(args.workdir, "inputs-int64.safetensors")  # the reference reads these
+    safetensors_io.write(in64_path, {k: v.astype(np.int64) for k, v in x.items()})
 
     try:
         import torch  # noqa: F401
@@ -179,10 +181,30 @@ def main():
                  "--weights", os.path.join(model, "model.safetensors"), "--outputs", got])
             ok &= check_close(f"{name} compiled, fusion {fusion}",
                               safetensors_io.read(got)["last_hidden_state"], exact, 1e-4)
+            if name == "f32" and fusion == "all":
+                # Ids as int64 (what PyTorch and Hugging Face pass): the same bits;
+                # an id outside int32 is refused, naming the input.
+                in64 = os.path.join(args.workdir, "inputs-big.safetensors")
+                got64 = os.path.join(out, "got64.safetensors")
+                run([args.transfuse, "run", out, "--entry", "encode", "--inputs", in64_path,
+                     "--weights", os.path.join(model, "model.safetensors"), "--outputs", got64])
+                same = np.array_equal(safetensors_io.read(got64)["last_hidden_state"],
+                                      safetensors_io.read(got)["last_hidden_state"])
+                print(f"int64 ids: {'the same bits as int32' if same else 'DIFFERENT from int32'}")
+                ok &= same
+                big = dict(x, input_ids=x["input_ids"].astype(np.int64))
+                big["input_ids"][1, 2] = 2**32 + 3
+                safetensors_io.write(in64, big)
+                p = run([args.transfuse, "run", out, "--entry", "encode", "--inputs", in64,
+                         "--outputs", got64], expect_ok=False)
+                refused = p.returncode != 0 and "input 'input_ids' holds 4294967299" in p.stderr
+                print(f"an id outside int32: {'refused' if refused else 'NOT REFUSED'}: "
+                      f"{p.stderr.strip()}")
+                ok &= refused
             if name == "f32" and fusion == "none":
                 ref = os.path.join(out, "ref.safetensors")
                 run([args.transfuse, "run", out, "--backend", "reference", "--entry", "encode",
-                     "--f64-outputs", "--inputs", in_path,
+                     "--f64-outputs", "--inputs", in64_path,
                      "--weights", os.path.join(model, "model.safetensors"), "--outputs", ref])
                 ok &= check_close(f"{name} reference", safetensors_io.read(ref)["last_hidden_state"],
                                   exact, 1e-6)

@@ -85,7 +85,7 @@ TEST(ValidateInputsTest, MissingInput) {
 TEST(ValidateInputsTest, WrongDType) {
   TensorMap in = goodInputs();
   in["tokens"] = f32Tensor({2, 5}, std::vector<double>(10, 1));
-  EXPECT_EQ(check(in), "input 'tokens' has dtype F32, expected I32");
+  EXPECT_EQ(check(in), "input 'tokens' has dtype F32, expected I32 (or I64)");
   in = goodInputs();
   in["mask"] = i32Tensor({2, 3}, std::vector<int32_t>(6, 1));
   EXPECT_EQ(check(in), "input 'mask' has dtype I32, expected BOOL");
@@ -155,6 +155,24 @@ TEST(ValidateInputsTest, SizesOfAnotherInput) {
   EXPECT_EQ(check2(in), "input 'mask' has shape [2, 4], but it must have the sizes of 'ids' [2, 5]");
   s[1].sizesOf = -1; // without the contract, sequence lengths are free
   EXPECT_EQ(check2(in), "");
+}
+
+// Token ids (I32 inputs) also come as I64, as PyTorch passes them; other
+// dtypes still must match, and narrowing names an id outside int32.
+TEST(ValidateInputsTest, IdsMayBeInt64) {
+  TensorMap in = goodInputs();
+  rt::Tensor ids = rt::Tensor::zeros(rt::DType::I64, {2, 5});
+  in["tokens"] = ids;
+  EXPECT_EQ(check(in), "");
+  in["scale"] = rt::Tensor::zeros(rt::DType::F64, {2});
+  EXPECT_EQ(check(in), "input 'scale' has dtype F64, expected F32");
+  int64_t wide[3] = {7, -1, int64_t{1} << 40};
+  int32_t narrow[3];
+  rt::Status s = rt::narrowIds("tokens", wide, 3, narrow);
+  EXPECT_EQ(s.message(), "input 'tokens' holds 1099511627776 at element 2, outside int32 (ids are)");
+  EXPECT_TRUE(rt::narrowIds("tokens", wide, 2, narrow).isOk());
+  EXPECT_EQ(narrow[0], 7);
+  EXPECT_EQ(narrow[1], -1);
 }
 
 // A BERT directory's entry: attention_mask and token_type_ids carry
