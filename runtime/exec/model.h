@@ -135,7 +135,9 @@ int32_t tf_model_output_shape(const tf_model* model, int32_t entry, const tf_ten
                               int32_t num_inputs, int32_t index, int64_t* shape,
                               tf_error* error);
 
-/* Runs an entry point; inputs and outputs are matched by name. */
+/* Runs an entry point; inputs and outputs are matched by name. A TF_I32
+ * input (token ids) may also be given as TF_I64 in host memory: narrowed per
+ * call, an id outside int32 an error naming the input. */
 int32_t tf_model_run(tf_model* model, int32_t entry, const tf_tensor* inputs,
                      int32_t num_inputs, const tf_tensor* outputs, int32_t num_outputs,
                      tf_error* error);
