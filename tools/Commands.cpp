@@ -16,7 +16,8 @@ namespace {
 const std::vector<Command> kCommands = {
   {"compile", "compile MODEL.json|MODEL.mlir -o DIR [options]",
    "Compiles a model definition into an artifact directory.",
-   "Builds or parses a model definition, runs the fusion strategy, and writes "
+   "Builds or parses a model definition (a built-in config, a Hugging Face directory or MLIR "
+   "text), runs the fusion strategy, and writes "
    "DIR/model.mlir, DIR/manifest.json and DIR/report.json.",
    {{"-o", "DIR", "output directory (created if missing)"},
     {"--target", "NAME", "cpu (default) or cuda (sm_80 and sm_90 with nvcc; "

@@ -105,7 +105,8 @@ reference::TensorMap readInputs(const rt::SafetensorsFile &file,
 int tools::runCompile(const std::vector<std::string> &positional,
                const std::map<std::string, std::string> &flags) {
   if (positional.size() != 1)
-    die("compile expects one model definition (MODEL.json or MODEL.mlir)");
+    die("compile expects one model definition (MODEL.json, a Hugging Face directory or "
+        "MODEL.mlir)");
   std::string out = flag(flags, "-o");
   if (out.empty())
     die("compile needs an output directory: -o DIR");
