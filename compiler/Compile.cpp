@@ -32,6 +32,7 @@ namespace {
 struct Cleanup {
   std::string dir;
   bool created = false;
+  bool carries = false; // the files a Hugging Face directory's artifact carries are ours
   bool keep = false;
   ~Cleanup() {
     if (keep)
@@ -45,6 +46,9 @@ struct Cleanup {
                           "model.o", "build.log", "model.mlir", "kernels.mlir", "manifest.json",
                           "report.json"})
       llvm::sys::fs::remove(dir + "/" + f);
+    for (const char *f : kCarriedFiles)
+      if (carries)
+        llvm::sys::fs::remove(dir + "/" + f);
   }
 };
 
@@ -156,12 +160,16 @@ llvm::Expected<Artifact> compiler::compile(ModuleOp module, StringRef dir,
     kernels = std::move(*lowered);
   }
   const bool existed = llvm::sys::fs::is_directory(dir);
+  if (!options.sourceDirectory.empty() && existed &&
+      llvm::sys::fs::equivalent(options.sourceDirectory, dir))
+    return error("the artifact directory '" + dir + "' is the model's own directory: choose "
+                 "another (-o)");
   std::error_code ec = llvm::sys::fs::create_directories(dir);
   if (ec)
     return error("cannot create '" + dir + "': " + ec.message());
   // The files of an earlier compile into DIR go: a stale libmodel.so must
   // not sit beside a new manifest.
-  Cleanup cleanup{dir.str(), /*created=*/!existed};
+  Cleanup cleanup{dir.str(), /*created=*/!existed, /*carries=*/!options.sourceDirectory.empty()};
   cleanup.removeAll();
   if (llvm::Error e = writeMlirArtifact(module, kernels ? *kernels : ModuleOp(), *mi, dir,
                                        options.strategy.str(), artifact.report.toJson()))
@@ -184,6 +192,15 @@ llvm::Expected<Artifact> compiler::compile(ModuleOp module, StringRef dir,
       if (llvm::Error e = emit::buildArtifact(dir, *source, binary))
         return std::move(e);
     }
+  }
+  for (const char *f : kCarriedFiles) {
+    if (options.sourceDirectory.empty())
+      break;
+    std::string from = options.sourceDirectory + "/" + f;
+    if (!llvm::sys::fs::exists(from))
+      continue;
+    if (std::error_code c = llvm::sys::fs::copy_file(from, dir + "/" + f))
+      return error("cannot copy '" + from + "' into '" + dir + "': " + c.message());
   }
   cleanup.keep = true;
   artifact.interface = std::move(*mi);

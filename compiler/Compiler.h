@@ -80,7 +80,16 @@ struct CompileOptions {
   /// A training build: @loss is differentiated after fusion (@loss_grad,
   /// what tf_model_train_step runs).
   bool train = false;
+  /// The Hugging Face directory the module was built from, if any: its
+  /// tokenizer files are copied into the artifact (kCarriedFiles), so that
+  /// an artifact alone can take text.
+  std::string sourceDirectory;
 };
+
+/// The files of a Hugging Face directory an artifact carries, as they are.
+inline constexpr const char *kCarriedFiles[] = {"config.json", "tokenizer.json",
+                                               "tokenizer_config.json", "vocab.txt",
+                                               "special_tokens_map.json"};
 
 /// An artifact directory and what the compile found out.
 struct Artifact {

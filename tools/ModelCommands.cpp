@@ -12,6 +12,7 @@
 #include "codegen/reference/Interpreter.h"
 #include "compiler/Compiler.h"
 #include "compiler/Stress.h"
+#include "models/HuggingFace.h"
 #include "models/Models.h"
 #include "runtime/Safetensors.h"
 #include "runtime/WeightBinding.h"
@@ -120,6 +121,8 @@ int tools::runCompile(const std::vector<std::string> &positional,
   options.train = flags.count("--train") != 0;
   options.emit = orDie(compiler::parseEmit(flag(flags, "--emit", "shared")));
   options.strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "none")));
+  if (isHuggingFaceDirectory(positional[0]))
+    options.sourceDirectory = positional[0];
   if (llvm::Error e = compiler::checkOptions(options))
     die(llvm::toString(std::move(e)));
   bool verify = flags.count("--verify") != 0;

@@ -29,6 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
 import safetensors_io  # noqa: E402
 
+TOKENIZERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tokenizers",
+                          "wordpiece")
+
 CONFIG = {
     "_name_or_path": "tiny-bert", "architectures": ["BertModel"], "model_type": "bert",
     "attention_probs_dropout_prob": 0.1, "classifier_dropout": None, "hidden_act": "gelu",
@@ -168,11 +171,18 @@ def main():
                                            ("f16", f16, "F16", "bert.", extra)):
         model = os.path.join(args.workdir, "model-" + name)
         write_dir(model, cfg, weights, dtype, prefix, more)
+        shutil.copy(os.path.join(TOKENIZERS, "tokenizer.json"), model)
+        shutil.copy(os.path.join(TOKENIZERS, "vocab.txt"), model)
         stored = safetensors_io.read(os.path.join(model, "model.safetensors"))
         exact = oracle.bert(CONFIG, stored, x["input_ids"], x["attention_mask"], x["token_type_ids"])
         for fusion in ("none", "all") if name == "f32" else ("all",):
             out = os.path.join(args.workdir, f"out-{name}-{fusion}")
             p = run([args.transfuse, "compile", model, "-o", out, "--fusion", fusion])
+            for f in ("config.json", "tokenizer.json", "vocab.txt"):  # an artifact takes text alone
+                with open(os.path.join(model, f), "rb") as a, open(os.path.join(out, f), "rb") as b:
+                    if a.read() != b.read():
+                        print(f"compile {name}: {f} not carried into the artifact as it is")
+                        ok = False
             if name == "f16" and "unknown key 'some_new_key'" not in p.stderr:
                 print(f"compile {name}: no warning naming the unknown key:\n{p.stderr}")
                 ok = False
@@ -208,6 +218,14 @@ def main():
                      "--weights", os.path.join(model, "model.safetensors"), "--outputs", ref])
                 ok &= check_close(f"{name} reference", safetensors_io.read(ref)["last_hidden_state"],
                                   exact, 1e-6)
+
+    # The artifact may not go into the model's own directory (its files would go).
+    model = os.path.join(args.workdir, "model-f32")
+    p = run([args.transfuse, "compile", model, "-o", model], expect_ok=False)
+    kept = os.path.exists(os.path.join(model, "config.json"))
+    fine = p.returncode != 0 and "is the model's own directory" in p.stderr and kept
+    print(f"-o the model's directory: {'refused' if fine else 'NOT REFUSED'}: {p.stderr.strip()}")
+    ok &= fine
 
     # Bad directories: one error naming the file and the key, no output.
     bad = [
