@@ -228,17 +228,24 @@ std::vector<int64_t> wholeCheckpoints(const std::string& dir, std::vector<std::s
   return whole;
 }
 
+StatusOr<JsonValue> readState(const std::string& checkpoint) {
+  const std::string path = joinPath(checkpoint, kStateFile);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return sysError("cannot read", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  StatusOr<JsonValue> state = JsonValue::parse(text.str());
+  if (!state.isOk()) return Status::error(path + ": " + state.status().message());
+  if (!state->isObject()) return Status::error(path + ": not a JSON object");
+  return state;
+}
+
 StatusOr<int64_t> bestCheckpoint(const std::string& dir, const std::vector<int64_t>& steps) {
   int64_t best = -1;
   double bestLoss = 0;
   for (int64_t step : steps) {
-    const std::string path = joinPath(joinPath(dir, checkpointName(step)), kStateFile);
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return sysError("cannot read", path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    StatusOr<JsonValue> state = JsonValue::parse(text.str());
-    if (!state.isOk()) return Status::error(path + ": " + state.status().message());
+    StatusOr<JsonValue> state = readState(joinPath(dir, checkpointName(step)));
+    if (!state.isOk()) return state.status();
     const JsonValue* loss = state->find("valid_loss");
     if (loss && loss->isNumber() && (best < 0 || loss->asNumber() < bestLoss)) {
       bestLoss = loss->asNumber();

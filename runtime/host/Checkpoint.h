@@ -10,6 +10,7 @@
 #ifndef TRANSFUSE_RUNTIME_HOST_CHECKPOINT_H
 #define TRANSFUSE_RUNTIME_HOST_CHECKPOINT_H
 
+#include "runtime/Json.h"
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
 
@@ -56,6 +57,10 @@ std::string joinPath(const std::string& dir, const std::string& name);
 // one was skipped goes to `skipped`.
 std::vector<int64_t> wholeCheckpoints(const std::string& dir,
                                       std::vector<std::string>* skipped = nullptr);
+
+// The state.json of checkpoint directory `checkpoint`, a JSON object; the
+// error names the file.
+StatusOr<JsonValue> readState(const std::string& checkpoint);
 
 // Among `steps`, the checkpoint whose state.json has the lowest valid_loss
 // (-1 when none has one).

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <sstream>
 
 namespace transfuse::rt {
 namespace {
@@ -36,17 +35,6 @@ StatusOr<std::map<std::string, Tensor>> readTensors(const std::string& path) {
     tensors.emplace(name, std::move(*t));
   }
   return tensors;
-}
-
-StatusOr<JsonValue> readJson(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::error("cannot read '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  StatusOr<JsonValue> value = JsonValue::parse(text.str());
-  if (!value.isOk()) return Status::error(path + ": " + value.status().message());
-  if (!value->isObject()) return Status::error(path + ": not a JSON object");
-  return value;
 }
 
 StatusOr<int64_t> intField(const JsonValue& o, const char* key, const std::string& path) {
@@ -234,7 +222,7 @@ StatusOr<ResumePoint> Trainer::resume() {
   if (whole.empty()) return point;
   point.checkpoint = joinPath(dir, checkpointName(whole.front()));
   const std::string statePath = joinPath(point.checkpoint, kStateFile);
-  StatusOr<JsonValue> state = readJson(statePath);
+  StatusOr<JsonValue> state = readState(point.checkpoint);
   if (!state.isOk()) return state.status();
   StatusOr<int64_t> step = intField(*state, "step", statePath),
                     epoch = intField(*state, "epoch", statePath),
