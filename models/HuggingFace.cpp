@@ -40,8 +40,7 @@ bool mlir::transfuse::isHuggingFaceDirectory(llvm::StringRef path) {
 
 llvm::Expected<OwningOpRef<ModuleOp>>
 mlir::transfuse::loadHuggingFaceDirectory(MLIRContext &context, llvm::StringRef dir,
-                                          const BuildOptions &options,
-                                          std::vector<std::string> *warnings) {
+                                          const BuildOptions &options) {
   const std::string configPath = join(dir, "config.json");
   if (!llvm::sys::fs::exists(join(dir, "model.safetensors")) &&
       !llvm::sys::fs::exists(join(dir, "model.safetensors.index.json")) &&
@@ -70,7 +69,7 @@ mlir::transfuse::loadHuggingFaceDirectory(MLIRContext &context, llvm::StringRef 
   }
   if (options.training)
     return fail(configPath + ": training a bert model needs a task head (none is supported yet)");
-  auto bert = parseBertConfig(*config, configPath, warnings);
+  auto bert = parseBertConfig(*config, configPath, options.warnings);
   if (!bert)
     return bert.takeError();
   if (options.maxSeqLen > bert->maxPositions)

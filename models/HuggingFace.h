@@ -32,13 +32,13 @@ bool isHuggingFaceDirectory(llvm::StringRef path);
 
 /// Builds the model of the Hugging Face directory `dir` at `options`'
 /// maxima (default maximum length: the config's max_position_embeddings).
-/// Keys of config.json that are not known go to `warnings`, naming them.
+/// Keys of config.json that are not known go to `options.warnings`, naming
+/// them.
 /// Errors name the file and the key: a family not supported yet, a key whose
 /// value changes the computation in a way not supported, a directory with
 /// only pytorch_model.bin (pickle: save it as safetensors).
 llvm::Expected<OwningOpRef<ModuleOp>>
-loadHuggingFaceDirectory(MLIRContext &context, llvm::StringRef dir, const BuildOptions &options,
-                         std::vector<std::string> *warnings = nullptr);
+loadHuggingFaceDirectory(MLIRContext &context, llvm::StringRef dir, const BuildOptions &options);
 
 /// The BERT family's configuration, from config.json's keys.
 struct BertConfig {

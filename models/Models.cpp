@@ -81,7 +81,7 @@ llvm::Expected<OwningOpRef<ModuleOp>>
 mlir::transfuse::buildModel(MLIRContext &context, const ModelConfig &config,
                             const BuildOptions &options) {
   int64_t maxSeqLen = options.maxSeqLen ? options.maxSeqLen : config.maxSeqLen;
-  if (auto err = checkMaxima(options))
+  if (auto err = checkMaxima(options)) // before building: bad maxima build nothing
     return std::move(err);
   if (config.positional == "learned" && maxSeqLen > config.maxSeqLen)
     return makeError("--max-seq-len " + llvm::Twine(maxSeqLen) +
@@ -128,7 +128,7 @@ llvm::Expected<OwningOpRef<ModuleOp>>
 mlir::transfuse::loadModelDefinition(MLIRContext &context, llvm::StringRef path,
                                      const BuildOptions &options) {
   if (isHuggingFaceDirectory(path))
-    return loadHuggingFaceDirectory(context, path, options, options.warnings);
+    return loadHuggingFaceDirectory(context, path, options);
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer)
     return makeError("cannot read model definition '" + path + "': " +
