@@ -213,7 +213,7 @@ llvm::Expected<reference::TensorMap> compiler::loadWeights(const ModelInterface 
                                                            std::vector<std::string> *warnings) {
   if (path.empty())
     return fromStatus(rt::randomWeights(mi.params, seed));
-  auto file = fromStatus(rt::SafetensorsFile::open(path));
+  auto file = fromStatus(rt::WeightFiles::open(path));
   if (!file)
     return file.takeError();
   std::vector<std::string> noticed;

@@ -11,9 +11,7 @@ namespace transfuse::rt {
 
 namespace {
 
-std::string filePrefix(const SafetensorsFile& file) {
-  return "weights file '" + file.path() + "': ";
-}
+std::string filePrefix(const std::string& path) { return "weights file '" + path + "': "; }
 
 // The name itself, then each prefix + name.
 std::vector<std::string> spellings(const std::string& name, const BindingRules& rules) {
@@ -23,19 +21,21 @@ std::vector<std::string> spellings(const std::string& name, const BindingRules& 
 }
 
 // Reads `fileName` as F32 after checking dtype and shape against the param.
-StatusOr<Tensor> readParam(const SafetensorsFile& file, const std::string& fileName,
+StatusOr<Tensor> readParam(const WeightFiles& files, const std::string& fileName,
                            const ParamSpec& param) {
+  const SafetensorsFile& file = *files.find(fileName);
+  const std::string pre = filePrefix(file.path());
   const SafetensorsFile::Info* info = file.info(fileName);
   if (info->dtype != DType::F32 && info->dtype != DType::F16 && info->dtype != DType::BF16)
-    return Status::error(filePrefix(file) + "tensor '" + fileName + "' has dtype " +
+    return Status::error(pre + "tensor '" + fileName + "' has dtype " +
                          dtypeName(info->dtype) + "; expected F32, F16 or BF16");
   if (info->shape != param.shape)
-    return Status::error(filePrefix(file) + "tensor '" + fileName + "' has shape " +
+    return Status::error(pre + "tensor '" + fileName + "' has shape " +
                          shapeToString(info->shape) + " but the model expects " +
                          shapeToString(param.shape) +
                          (fileName == param.name ? "" : " (for parameter '" + param.name + "')"));
   StatusOr<Tensor> t = file.readAsF32(fileName);
-  if (!t.isOk()) return Status::error(filePrefix(file) + t.status().message());
+  if (!t.isOk()) return Status::error(pre + t.status().message());
   return t;
 }
 
@@ -64,10 +64,10 @@ bool globMatch(std::string_view pattern, std::string_view name) {
 
 StatusOr<std::map<std::string, Tensor>> bindWeights(const std::vector<ParamSpec>& params,
                                                    const BindingRules& rules,
-                                                   const SafetensorsFile& file,
+                                                   const WeightFiles& file,
                                                    std::vector<std::string>* warnings) {
   if (Status s = checkParamsFit(params); !s) return s;
-  const std::string pre = filePrefix(file);
+  const std::string pre = filePrefix(file.path());
   std::map<std::string, Tensor> out;
   std::set<std::string> consumed;
   std::map<std::string, std::string> boundFrom;  // param name -> file tensor name
@@ -75,7 +75,7 @@ StatusOr<std::map<std::string, Tensor>> bindWeights(const std::vector<ParamSpec>
   for (const ParamSpec& param : params) {
     std::string found;
     for (const std::string& s : spellings(param.name, rules)) {
-      if (file.has(s)) {
+      if (file.find(s)) {
         found = s;
         break;
       }
@@ -84,7 +84,7 @@ StatusOr<std::map<std::string, Tensor>> bindWeights(const std::vector<ParamSpec>
       for (const auto& [alias, canonical] : rules.aliases) {
         if (canonical != param.name) continue;
         for (const std::string& s : spellings(alias, rules)) {
-          if (file.has(s)) {
+          if (file.find(s)) {
             found = s;
             break;
           }
@@ -116,7 +116,7 @@ StatusOr<std::map<std::string, Tensor>> bindWeights(const std::vector<ParamSpec>
       if (p.name == canonical) spec = &p;
     auto from = boundFrom.find(canonical);
     for (const std::string& s : spellings(alias, rules)) {
-      if (!file.has(s)) continue;
+      if (!file.find(s)) continue;
       consumed.insert(s);
       if (from != boundFrom.end() && from->second == s) continue;  // bound from it
       StatusOr<Tensor> t = readParam(file, s, *spec);
@@ -146,6 +146,7 @@ StatusOr<std::map<std::string, Tensor>> bindWeights(const std::vector<ParamSpec>
       }
     }
     if (!warnings) continue;
+    const std::string pre = filePrefix(file.find(name)->path());
     if (!pattern.empty())
       warnings->push_back(pre + "ignored buffer '" + name + "' (matches ignored pattern '" +
                           pattern + "')");

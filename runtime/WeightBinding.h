@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "runtime/Init.h"
-#include "runtime/Safetensors.h"
+#include "runtime/WeightFiles.h"
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
 
@@ -61,7 +61,7 @@ bool globMatch(std::string_view pattern, std::string_view name);
 //   "weights file 'F': tensor 'ALIAS' (alias of 'NAME') differs from tensor 'FOUND'"
 StatusOr<std::map<std::string, Tensor>> bindWeights(const std::vector<ParamSpec>& params,
                                                    const BindingRules& rules,
-                                                   const SafetensorsFile& file,
+                                                   const WeightFiles& file,
                                                    std::vector<std::string>* warnings);
 
 // F32 tensors for every param, each filled by initTensor(kind, fanIn, fanOut, seed,

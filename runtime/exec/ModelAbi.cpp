@@ -426,7 +426,7 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
   if (rt::Status s = checkMemory(*desc); !s) return s;
   std::map<std::string, rt::Tensor> weights;
   if (weightsPath) {
-    auto file = rt::SafetensorsFile::open(weightsPath);
+    auto file = rt::WeightFiles::open(weightsPath);
     if (!file) return file.status();
     rt::BindingRules rules;
     for (int32_t i = 0; i < desc->numAliases; ++i)

@@ -43,8 +43,10 @@ extern "C" {
 #endif
 
 /* 2: state and parameters; 3: devices (tf_tensor.device, tf_options.device_ordinal:
- * fields that change the structs' sizes, so version 2 artifacts are refused). */
-#define TF_ABI_VERSION 3
+ * fields that change the structs' sizes, so version 2 artifacts are refused);
+ * 4: tf_model_create's weights_path may name sharded weights (an index or a
+ * directory), which a version 3 artifact cannot read, so it is refused. */
+#define TF_ABI_VERSION 4
 
 /* Element types; the numbering is fixed by the ABI. */
 typedef enum tf_dtype {
@@ -104,8 +106,10 @@ typedef struct tf_model tf_model;
 /* TF_ABI_VERSION of the artifact; a runtime refuses versions it does not know. */
 uint32_t tf_abi_version(void);
 
-/* Loads weights (safetensors; NULL: seeded random weights, for benchmarks and
- * tests) and prepares the model. options may be NULL (defaults). */
+/* Loads weights and prepares the model. weights_path: a safetensors file; a
+ * Hugging Face index (model.safetensors.index.json) whose shards lie beside
+ * it; a directory holding model.safetensors or that index; or NULL: seeded
+ * random weights, for benchmarks and tests. options may be NULL (defaults). */
 int32_t tf_model_create(const char* weights_path, const tf_options* options, tf_model** model,
                         tf_error* error);
 void tf_model_destroy(tf_model* model);

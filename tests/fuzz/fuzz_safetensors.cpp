@@ -33,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                opened.status().message().c_str());
     return 0;
   }
-  const rt::SafetensorsFile& st = *opened;
+  const rt::WeightFiles weights(std::move(*opened));
+  const rt::SafetensorsFile& st = weights.files()[0];
   std::map<std::string, rt::Tensor> asInputs;
   for (const std::string& name : st.names()) {
     const rt::SafetensorsFile::Info* info = st.info(name);
@@ -63,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rules.aliases = {{"head", "emb"}};
   rules.ignored = {"*.mask"};
   std::vector<std::string> warnings;
-  auto bound = rt::bindWeights(params, rules, st, &warnings);
+  auto bound = rt::bindWeights(params, rules, weights, &warnings);
   if (bound.isOk()) {
     FUZZ_CHECK(bound->size() == params.size(), "%zu tensors bound", bound->size());
     for (const rt::ParamSpec& p : params)

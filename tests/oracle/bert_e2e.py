@@ -77,6 +77,71 @@ def write_dir(path, cfg, weights, dtype="F32", prefix="", extra=None):
                          dtypes={k: dtype for k in tensors})
 
 
+def write_sharded(path, cfg, weights, shards=2):
+    """config.json, the weights cut into `shards` files and their index, as
+    save_pretrained writes a model over max_shard_size."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    names = sorted(weights)
+    weight_map = {}
+    for i in range(shards):
+        shard = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: weights[n] for n in names[i::shards]}
+        safetensors_io.write(os.path.join(path, shard), part)
+        weight_map.update({n: shard for n in part})
+    with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": sum(w.nbytes for w in weights.values())},
+                   "weight_map": weight_map}, f, indent=2)
+
+
+def sharded_cases(args, weights, in_path, exact):
+    """A sharded directory compiled and run; bad shards and indexes refused."""
+    ok = True
+    model = os.path.join(args.workdir, "model-sharded")
+    write_sharded(model, CONFIG, weights)
+    out = os.path.join(args.workdir, "out-sharded")
+    run([args.transfuse, "compile", model, "-o", out])
+    got = os.path.join(out, "got.safetensors")
+    run([args.transfuse, "run", out, "--entry", "encode", "--inputs", in_path,
+         "--weights", model, "--outputs", got])
+    ok &= check_close("sharded F32 compiled", safetensors_io.read(got)["last_hidden_state"],
+                      exact, 1e-4)
+    index_path = os.path.join(model, "model.safetensors.index.json")
+    index = json.load(open(index_path))
+    first = "model-00001-of-00002.safetensors"
+    some = next(n for n, s in index["weight_map"].items() if s == first)
+    bad = {
+        "overlapping shards": (lambda d: safetensors_io.write(
+            os.path.join(d, "model-00002-of-00002.safetensors"),
+            dict(safetensors_io.read(os.path.join(d, "model-00002-of-00002.safetensors")),
+                 **{some: weights[some]})), "(shards overlap)"),
+        "a truncated shard": (lambda d: open(os.path.join(d, first), "r+b").truncate(100),
+                              f"shard '{first}'"),
+        "an index outside its folder": (lambda d: json.dump(
+            {"weight_map": dict(index["weight_map"], **{some: "../" + first})},
+            open(os.path.join(d, "model.safetensors.index.json"), "w")),
+            "which is not a file name beside the index"),
+        "a tensor not in its shard": (lambda d: json.dump(
+            {"weight_map": dict(index["weight_map"], **{some: "model-00002-of-00002.safetensors"})},
+            open(os.path.join(d, "model.safetensors.index.json"), "w")),
+            f"tensor '{some}' is not in its shard"),
+    }
+    for what, (spoil, expect) in bad.items():
+        write_sharded(model, CONFIG, weights)
+        spoil(model)
+        if os.path.exists(got):
+            os.remove(got)
+        p = run([args.transfuse, "run", out, "--entry", "encode", "--inputs", in_path,
+                 "--weights", model, "--outputs", got], expect_ok=False)
+        fine = (p.returncode != 0 and expect in p.stderr and p.stderr.count("error:") == 1
+                and not os.path.exists(got))
+        print(f"{what}: {'refused' if fine else 'NOT REFUSED AS EXPECTED'}: {p.stderr.strip()}")
+        ok &= fine
+    return ok
+
+
 def inputs(cfg, rng, batch, length):
     ids = rng.integers(1, cfg["vocab_size"], size=(batch, length)).astype(np.int32)
     mask = np.ones((batch, length), dtype=np.int32)
@@ -218,6 +283,9 @@ def main():
                      "--weights", os.path.join(model, "model.safetensors"), "--outputs", ref])
                 ok &= check_close(f"{name} reference", safetensors_io.read(ref)["last_hidden_state"],
                                   exact, 1e-6)
+
+    ok &= sharded_cases(args, weights, in_path, oracle.bert(
+        CONFIG, weights, x["input_ids"], x["attention_mask"], x["token_type_ids"]))
 
     # The artifact may not go into the model's own directory (its files would go).
     model = os.path.join(args.workdir, "model-f32")

@@ -22,7 +22,8 @@ namespace {
 const std::string kModel = TRANSFUSE_FAKE_MODEL;
 const std::string kV999 = TRANSFUSE_FAKE_ABI_V999;
 const std::string kV1 = TRANSFUSE_FAKE_ABI_V1;
-const std::string kV3Only = TRANSFUSE_FAKE_ABI_V3_ONLY;
+const std::string kV3 = TRANSFUSE_FAKE_ABI_V3;
+const std::string kCurrentOnly = TRANSFUSE_FAKE_ABI_CURRENT_ONLY;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -396,7 +397,7 @@ TEST(ModelAbi, UnknownAbiVersionIsRefused) {
   auto m = CompiledModel::load(kV999, {});
   ASSERT_FALSE(m.isOk());
   EXPECT_EQ(m.status().message(),
-            "artifact '" + kV999 + "' has ABI version 999; this runtime reads version 3");
+            "artifact '" + kV999 + "' has ABI version 999; this runtime reads version 4");
 }
 
 // An artifact compiled before state existed (ABI 1) is refused, named.
@@ -404,13 +405,21 @@ TEST(ModelAbi, AbiOneArtifactIsRefused) {
   auto m = CompiledModel::load(kV1, {});
   ASSERT_FALSE(m.isOk());
   EXPECT_EQ(m.status().message(),
-            "artifact '" + kV1 + "' has ABI version 1; this runtime reads version 3");
+            "artifact '" + kV1 + "' has ABI version 1; this runtime reads version 4");
+}
+
+// An artifact compiled before sharded weights (ABI 3) is refused, named.
+TEST(ModelAbi, AbiThreeArtifactIsRefused) {
+  auto m = CompiledModel::load(kV3, {});
+  ASSERT_FALSE(m.isOk());
+  EXPECT_EQ(m.status().message(),
+            "artifact '" + kV3 + "' has ABI version 3; this runtime reads version 4");
 }
 
 TEST(ModelAbi, MissingSymbolIsNamed) {
-  auto m = CompiledModel::load(kV3Only, {});
+  auto m = CompiledModel::load(kCurrentOnly, {});
   ASSERT_FALSE(m.isOk());
-  EXPECT_EQ(m.status().message(), "artifact '" + kV3Only +
+  EXPECT_EQ(m.status().message(), "artifact '" + kCurrentOnly +
                                       "' does not export symbol 'tf_model_create' of the "
                                       "model.h ABI");
 }

@@ -26,13 +26,13 @@ bool contains(const std::string& haystack, const std::string& needle) {
 class WeightBindingTest : public ::testing::Test {
 protected:
   // Writes the tensors and opens the file.
-  SafetensorsFile makeFile(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  WeightFiles makeFile(const std::vector<std::pair<std::string, Tensor>>& tensors) {
     path_ = dir_.file("w.safetensors");
     std::vector<std::pair<std::string, const Tensor*>> list;
     for (const auto& [n, t] : tensors) list.emplace_back(n, &t);
     Status s = writeSafetensors(path_, list);
     EXPECT_TRUE(s.isOk()) << s.message();
-    StatusOr<SafetensorsFile> f = SafetensorsFile::open(path_);
+    StatusOr<WeightFiles> f = WeightFiles::open(path_);
     EXPECT_TRUE(f.isOk()) << f.status().message();
     return std::move(*f);
   }
@@ -45,7 +45,7 @@ protected:
 };
 
 TEST_F(WeightBindingTest, BindsExactNames) {
-  SafetensorsFile f = makeFile({{"ln.bias", filled({2}, 1)}, {"wte.weight", filled({4, 2}, 3)}});
+  WeightFiles f = makeFile({{"ln.bias", filled({2}, 1)}, {"wte.weight", filled({4, 2}, 3)}});
   std::vector<std::string> warnings;
   auto r = bindWeights(params(), {}, f, &warnings);
   ASSERT_TRUE(r.isOk()) << r.status().message();
@@ -56,7 +56,7 @@ TEST_F(WeightBindingTest, BindsExactNames) {
 }
 
 TEST_F(WeightBindingTest, MissingTensor) {
-  SafetensorsFile f = makeFile({{"wte.weight", filled({4, 2}, 3)}});
+  WeightFiles f = makeFile({{"wte.weight", filled({4, 2}, 3)}});
   auto r = bindWeights(params(), {}, f, nullptr);
   ASSERT_FALSE(r.isOk());
   EXPECT_EQ(r.status().message(),
@@ -64,7 +64,7 @@ TEST_F(WeightBindingTest, MissingTensor) {
 }
 
 TEST_F(WeightBindingTest, ShapeMismatch) {
-  SafetensorsFile f = makeFile({{"wte.weight", filled({2, 4}, 3)}, {"ln.bias", filled({2}, 1)}});
+  WeightFiles f = makeFile({{"wte.weight", filled({2, 4}, 3)}, {"ln.bias", filled({2}, 1)}});
   auto r = bindWeights(params(), {}, f, nullptr);
   ASSERT_FALSE(r.isOk());
   const std::string& m = r.status().message();
@@ -76,7 +76,7 @@ TEST_F(WeightBindingTest, ShapeMismatch) {
 
 TEST_F(WeightBindingTest, WrongDtype) {
   Tensor ids = Tensor::zeros(DType::I32, {2});
-  SafetensorsFile f = makeFile({{"wte.weight", filled({4, 2}, 3)}, {"ln.bias", ids}});
+  WeightFiles f = makeFile({{"wte.weight", filled({4, 2}, 3)}, {"ln.bias", ids}});
   auto r = bindWeights(params(), {}, f, nullptr);
   ASSERT_FALSE(r.isOk());
   EXPECT_TRUE(contains(r.status().message(), "'ln.bias'")) << r.status().message();
@@ -90,7 +90,7 @@ TEST_F(WeightBindingTest, HalfTypesAreConverted) {
   for (int i = 0; i < 8; ++i) h.data<uint16_t>()[i] = floatToHalf(0.25f * i);
   b.data<uint16_t>()[0] = floatToBf16(-3.0f);
   b.data<uint16_t>()[1] = floatToBf16(0.5f);
-  SafetensorsFile f = makeFile({{"wte.weight", h}, {"ln.bias", b}});
+  WeightFiles f = makeFile({{"wte.weight", h}, {"ln.bias", b}});
   auto r = bindWeights(params(), {}, f, nullptr);
   ASSERT_TRUE(r.isOk()) << r.status().message();
   EXPECT_EQ(r->at("wte.weight").dtype, DType::F32);
@@ -99,7 +99,7 @@ TEST_F(WeightBindingTest, HalfTypesAreConverted) {
 }
 
 TEST_F(WeightBindingTest, PrefixAccepted) {
-  SafetensorsFile f = makeFile(
+  WeightFiles f = makeFile(
       {{"transformer.wte.weight", filled({4, 2}, 3)}, {"transformer.ln.bias", filled({2}, 1)}});
   BindingRules rules;
   rules.prefixes = {"model.", "transformer."};
@@ -115,7 +115,7 @@ TEST_F(WeightBindingTest, PrefixAccepted) {
 TEST_F(WeightBindingTest, OptionalAbsentIsZeros) {
   auto ps = params();
   ps[1].optional = true;
-  SafetensorsFile f = makeFile({{"wte.weight", filled({4, 2}, 3)}});
+  WeightFiles f = makeFile({{"wte.weight", filled({4, 2}, 3)}});
   auto r = bindWeights(ps, {}, f, nullptr);
   ASSERT_TRUE(r.isOk()) << r.status().message();
   EXPECT_EQ(r->at("ln.bias").bytes, Tensor::zeros(DType::F32, {2}).bytes);
@@ -123,7 +123,7 @@ TEST_F(WeightBindingTest, OptionalAbsentIsZeros) {
 }
 
 TEST_F(WeightBindingTest, AliasEqualIsAccepted) {
-  SafetensorsFile f = makeFile({{"wte.weight", filled({4, 2}, 3)},
+  WeightFiles f = makeFile({{"wte.weight", filled({4, 2}, 3)},
                                 {"ln.bias", filled({2}, 1)},
                                 {"lm_head.weight", filled({4, 2}, 3)}});
   BindingRules rules;
@@ -135,7 +135,7 @@ TEST_F(WeightBindingTest, AliasEqualIsAccepted) {
 }
 
 TEST_F(WeightBindingTest, AliasUnequalIsError) {
-  SafetensorsFile f = makeFile({{"wte.weight", filled({4, 2}, 3)},
+  WeightFiles f = makeFile({{"wte.weight", filled({4, 2}, 3)},
                                 {"ln.bias", filled({2}, 1)},
                                 {"lm_head.weight", filled({4, 2}, 4)}});
   BindingRules rules;
@@ -149,7 +149,7 @@ TEST_F(WeightBindingTest, AliasUnequalIsError) {
 }
 
 TEST_F(WeightBindingTest, AliasUsedWhenCanonicalAbsent) {
-  SafetensorsFile f =
+  WeightFiles f =
       makeFile({{"ln.bias", filled({2}, 1)}, {"transformer.lm_head.weight", filled({4, 2}, 9)}});
   BindingRules rules;
   rules.aliases = {{"lm_head.weight", "wte.weight"}};
@@ -162,7 +162,7 @@ TEST_F(WeightBindingTest, AliasUsedWhenCanonicalAbsent) {
 }
 
 TEST_F(WeightBindingTest, AliasWithWrongShapeIsError) {
-  SafetensorsFile f = makeFile({{"wte.weight", filled({4, 2}, 3)},
+  WeightFiles f = makeFile({{"wte.weight", filled({4, 2}, 3)},
                                 {"ln.bias", filled({2}, 1)},
                                 {"lm_head.weight", filled({8}, 3)}});
   BindingRules rules;
@@ -173,7 +173,7 @@ TEST_F(WeightBindingTest, AliasWithWrongShapeIsError) {
 }
 
 TEST_F(WeightBindingTest, UnusedTensorWarns) {
-  SafetensorsFile f = makeFile({{"wte.weight", filled({4, 2}, 3)},
+  WeightFiles f = makeFile({{"wte.weight", filled({4, 2}, 3)},
                                 {"extra", filled({3}, 0)},
                                 {"ln.bias", filled({2}, 1)}});
   std::vector<std::string> warnings;
@@ -184,7 +184,7 @@ TEST_F(WeightBindingTest, UnusedTensorWarns) {
 }
 
 TEST_F(WeightBindingTest, IgnoredPatternWarnsDifferently) {
-  SafetensorsFile f = makeFile({{"wte.weight", filled({4, 2}, 3)},
+  WeightFiles f = makeFile({{"wte.weight", filled({4, 2}, 3)},
                                 {"ln.bias", filled({2}, 1)},
                                 {"transformer.h.0.attn.bias", filled({2, 2}, 0)},
                                 {"h.11.attn.bias", filled({2, 2}, 0)},
