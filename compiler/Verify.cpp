@@ -65,6 +65,9 @@ compiler::randomInputs(ModuleOp module, const EntryPoint &ep, int64_t batch, int
           vocab = std::min(vocab, g.getTable().getType().getDimSize(0));
         if (auto k = dyn_cast<KeyPaddingMaskOp>(user))
           padId = k.getPadId();
+        if (auto c = dyn_cast<CrossEntropyOp>(user); c && c.getLabels() == arg)
+          vocab = std::min(vocab, c.getLogits().getType().getDimSize(
+                                      c.getLogits().getType().getRank() - 1));
       }
       if (vocab == INT32_MAX)
         vocab = 2;

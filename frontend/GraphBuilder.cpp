@@ -74,6 +74,8 @@ Value GraphBuilder::activation(Value x, StringRef kind) {
   return x;
 }
 
+Value GraphBuilder::tanh(Value x) { return TanhOp::create(b, loc, x); }
+
 Value GraphBuilder::softmax(Value x, int64_t axis) {
   return SoftmaxOp::create(b, loc, x, axis);
 }
@@ -157,10 +159,21 @@ Value GraphBuilder::positionalEncoding(Value length, int64_t dModel, Value offse
 }
 
 Value GraphBuilder::keyPaddingMask(Value tokens, int64_t padId) {
-  Value mask = KeyPaddingMaskOp::create(b, loc, tokens, padId);
   auto s = typeOf(tokens).getShape();
-  return reshape(mask, {s[0], 1, 1, s[1]});
+  return reshape(tokenMask(tokens, padId), {s[0], 1, 1, s[1]});
 }
+
+Value GraphBuilder::tokenMask(Value tokens, int64_t padId) {
+  return KeyPaddingMaskOp::create(b, loc, tokens, padId);
+}
+
+Value GraphBuilder::pool(Value x, Value keep, StringRef mode) {
+  std::optional<Pooling> p = symbolizePooling(mode);
+  assert(p && "unknown pooling");
+  return PoolOp::create(b, loc, x, keep, *p);
+}
+
+Value GraphBuilder::l2Normalize(Value x) { return L2NormalizeOp::create(b, loc, x); }
 
 Value GraphBuilder::causalMask(Value queryLen, Value keyLen) {
   auto type = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},

@@ -55,6 +55,7 @@ public:
   Value scale(Value x, double factor);
   /// relu, gelu (exact) or gelu_tanh.
   Value activation(Value x, StringRef kind);
+  Value tanh(Value x);
   Value softmax(Value x, int64_t axis);
   Value layerNorm(Value x, Value gamma, Value beta, double eps);
   Value select(Value cond, Value onTrue, Value onFalse);
@@ -73,6 +74,11 @@ public:
   /// The mean cross-entropy of logits [..., V] against labels [...]
   /// (transfuse.cross_entropy: PyTorch's label smoothing and ignore_index).
   Value crossEntropy(Value logits, Value labels, double labelSmoothing, int64_t ignoreIndex);
+  /// One vector per sequence of x [B, S, D] (transfuse.pool: mode "cls",
+  /// "mean" or "max" over the positions `keep` [B, S] keeps).
+  Value pool(Value x, Value keep, StringRef mode);
+  /// x / max(||x||₂, 1e-12) along the last axis.
+  Value l2Normalize(Value x);
 
   //--- nn-style helpers ------------------------------------------------------
   /// x·Wᵀ + b (PyTorch nn.Linear; weight [out, in]); `bias` may be null.
@@ -86,6 +92,8 @@ public:
   Value positionalEncoding(Value length, int64_t dModel, Value offset = Value());
   /// A [B, 1, 1, S] keep-mask from tokens [B, S] (tokens != padId).
   Value keyPaddingMask(Value tokens, int64_t padId);
+  /// tokens != padId as [B, S] (what pool keeps).
+  Value tokenMask(Value tokens, int64_t padId);
   /// A [Sq, Sk] causal keep-mask, bottom-right aligned.
   Value causalMask(Value queryLen, Value keyLen);
   /// Multi-head attention of `query` [B, Sq, D] over `memory` [B, Sk, D]:

@@ -168,6 +168,18 @@ LogicalResult vjp(SoftmaxOp op, OpBuilder &b, ValueRange g, Grads &out) {
   return success();
 }
 
+LogicalResult vjp(PoolOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = PoolGradOp::create(b, op.getLoc(), op.getInput().getType(), op.getInput(), op.getKeep(),
+                              g[0], op.getModeAttr());
+  return success();
+}
+
+LogicalResult vjp(L2NormalizeOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = L2NormalizeGradOp::create(b, op.getLoc(), op.getType(), op.getInput(), g[0],
+                                     op.getEpsilonAttr());
+  return success();
+}
+
 LogicalResult vjp(LayerNormOp op, OpBuilder &b, ValueRange g, Grads &out) {
   auto grads = LayerNormGradOp::create(
       b, op.getLoc(), TypeRange{op.getInput().getType(), op.getGamma().getType(), op.getBeta().getType()},
@@ -385,5 +397,5 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
 void mlir::transfuse::attachGradientRules(MLIRContext *ctx) {
   attach<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, SiluOp, ExpOp, TanhOp, SelectOp, SoftmaxOp,
          LayerNormOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp, SliceOp, ConcatOp,
-         SplitOp, CrossEntropyOp, LinearOp, AddLayerNormOp, AttentionOp>(ctx);
+         SplitOp, CrossEntropyOp, LinearOp, AddLayerNormOp, AttentionOp, PoolOp, L2NormalizeOp>(ctx);
 }

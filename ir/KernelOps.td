@@ -451,5 +451,14 @@ def TFK_WeightGradOp : TFK_CallOp<"weight_grad", "out [K, N] = inputᵀ · grad 
 def TFK_SliceGradOp : TFK_CallOp<"slice_grad",
     "zeros with the gradient at rows [start (+ an index operand), ..) of `axis`",
     1, 2, 1, (ins I64Attr:$axis, I64Attr:$start)>;
+def TFK_PoolOp : TFK_CallOp<"pool",
+    "out [B, D] from input [B, S, D] and keep [B, S] (cls, mean or max)", 2, 2, 1,
+    (ins TF_PoolingAttr:$mode)>;
+def TFK_PoolGradOp : TFK_CallOp<"pool_grad",
+    "the input's gradient of pool (input, keep, grad)", 3, 3, 1, (ins TF_PoolingAttr:$mode)>;
+def TFK_L2NormalizeOp : TFK_CallOp<"l2_normalize",
+    "rows over their Euclidean norm, clamped below at epsilon", 1, 1, 1, (ins F64Attr:$epsilon)>;
+def TFK_L2NormalizeGradOp : TFK_CallOp<"l2_normalize_grad",
+    "the input's gradient of l2_normalize (input, grad)", 2, 2, 1, (ins F64Attr:$epsilon)>;
 
 #endif // TRANSFUSE_KERNEL_OPS_TD

@@ -41,6 +41,20 @@ def TF_GeluApproximationAttr : EnumAttr<Transfuse_Dialect, TF_GeluApproximation,
   let assemblyFormat = "`<` $value `>`";
 }
 
+// How pool reduces a sequence to one vector (sentence-transformers' pooling
+// modes); the kernels take the same numbers (runtime/kernels/Norm.h).
+def TF_Pooling : I32EnumAttr<"Pooling", "a pooling over the sequence", [
+    I32EnumAttrCase<"Cls", 0, "cls">,   // the first token's vector
+    I32EnumAttrCase<"Mean", 1, "mean">, // the mean over the kept tokens
+    I32EnumAttrCase<"Max", 2, "max">    // the maximum over the kept tokens
+  ]> {
+  let cppNamespace = "::mlir::transfuse";
+  let genSpecializedAttr = 0;
+}
+def TF_PoolingAttr : EnumAttr<Transfuse_Dialect, TF_Pooling, "pooling"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 // How random weights are drawn when no weights file is given: runtime/Init.h
 // (rt::InitKind, same order and spellings).
 def TF_InitKind : I32EnumAttr<"InitKind", "how a parameter's random weights are drawn", [

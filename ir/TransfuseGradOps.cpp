@@ -29,6 +29,14 @@ SizeExpr LayerNormGradOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes
   return sizes.dim(getInput(), axis);  // only input_grad has dynamic dims
 }
 
+SizeExpr PoolGradOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getInput(), axis);
+}
+
+SizeExpr L2NormalizeGradOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getInput(), axis);
+}
+
 LogicalResult EmbeddingGradOp::verify() {
   auto ids = cast<RankedTensorType>(getIds().getType());
   auto grad = cast<RankedTensorType>(getGrad().getType());

@@ -184,6 +184,36 @@ def Transfuse_SliceGradOp : Transfuse_Op<"slice_grad", [TF_ShapeRule]> {
   }];
 }
 
+def Transfuse_PoolGradOp : Transfuse_Op<"pool_grad", [TF_ShapeOfFirst]> {
+  let summary = "the gradient of pool: grad spread back over the sequence";
+  let description = [{
+    The result has `input`'s shape [B, S, D]: `cls` puts `grad[b]` at
+    position 0; `mean` puts `keep[b, s]·grad[b] / Σ_s keep` at every
+    position; `max` puts `grad[b, d]` at the first kept position holding
+    the maximum of column d. Everything else is 0.
+
+    ```mlir
+    %dh = transfuse.pool_grad %h, %keep, %g {mode = #transfuse.pooling<max>} : (tensor<?x?x384xf32>, tensor<?x?xi1>, tensor<?x384xf32>) -> tensor<?x?x384xf32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$input, TF_MaskTensor:$keep, TF_FloatTensor:$grad,
+                       TF_PoolingAttr:$mode);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $keep `,` $grad attr-dict `:` functional-type(operands, results)";
+}
+
+def Transfuse_L2NormalizeGradOp : Transfuse_Op<"l2_normalize_grad", [TF_ShapeOfFirst]> {
+  let summary = "the gradient of l2_normalize";
+  let description = [{
+    Per row, with `n = ||x||₂` and `y = x / n`: `dx = (g - y·(y·g)) / n`
+    when `n > epsilon`, else `g / epsilon` (where the norm was clamped, the
+    op was a scale).
+  }];
+  let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$grad, F64Attr:$epsilon);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` functional-type(operands, results)";
+}
+
 def Transfuse_AttentionGradOp : Transfuse_Op<"attention_grad", [TF_ShapeRule,
     AttrSizedOperandSegments]> {
   let summary = "the gradients of attention: query, key, value";

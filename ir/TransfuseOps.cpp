@@ -212,6 +212,40 @@ LogicalResult SoftmaxOp::verify() {
   return normalizeAxis(getLoc(), axis, getType().getRank(), "softmax axis");
 }
 
+LogicalResult PoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto input = tensorOf(adaptor.getInput());
+  if (!input || input.getRank() != 3)
+    return emitOptionalError(loc, "pool: input must be [B, S, D], got ", adaptor.getInput().getType());
+  types.push_back(RankedTensorType::get({input.getDimSize(0), input.getDimSize(2)},
+                                        input.getElementType()));
+  return success();
+}
+
+LogicalResult PoolOp::verify() {
+  auto input = getInput().getType(), keep = getKeep().getType();
+  if (input.getRank() != 3)
+    return emitOpError("input must be [B, S, D], got ") << input;
+  if (keep.getRank() != 2)
+    return emitOpError("keep must be [B, S], got ") << keep;
+  for (int64_t d = 0; d < 2; ++d)
+    if (!input.isDynamicDim(d) && !keep.isDynamicDim(d) && input.getDimSize(d) != keep.getDimSize(d))
+      return emitOpError("keep ") << keep << " does not match the input " << input;
+  return success();
+}
+
+SizeExpr PoolOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getInput(), axis == 0 ? 0 : 2);
+}
+
+LogicalResult L2NormalizeOp::verify() {
+  if (getType().getRank() < 1)
+    return emitOpError("needs a rank of at least 1, got ") << getType();
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError("epsilon must be positive, got ") << getEpsilon().convertToDouble();
+  return success();
+}
+
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {

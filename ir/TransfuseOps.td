@@ -234,6 +234,44 @@ def Transfuse_LayerNormOp : Transfuse_Op<"layer_norm", [TF_Broadcasting,
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
 }
 
+def Transfuse_PoolOp : Transfuse_Op<"pool", [TF_ShapeRule, InferTypeOpAdaptor]> {
+  let summary = "one vector per sequence: its first token, or the mean or maximum of its kept tokens";
+  let description = [{
+    `input` [B, S, D], `keep` [B, S] (true: a token, false: padding) ->
+    [B, D], as sentence-transformers' Pooling module: `cls` takes
+    `input[b, 0]` (keep unread); `mean` is `Σ_s keep·input[b, s] / Σ_s keep`;
+    `max` the maximum over the kept positions. A sequence with no kept
+    token gives zeros for mean and max (sentence-transformers gives 0 and
+    -1e9).
+
+    ```mlir
+    %e = transfuse.pool %h, %keep {mode = #transfuse.pooling<mean>} : (tensor<?x?x384xf32>, tensor<?x?xi1>) -> tensor<?x384xf32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$input, TF_MaskTensor:$keep, TF_PoolingAttr:$mode);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $keep attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Transfuse_L2NormalizeOp : Transfuse_Op<"l2_normalize", [TF_Broadcasting,
+    SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "rows divided by their Euclidean norm";
+  let description = [{
+    `y = x / max(||x||₂, epsilon)` along the last axis, as PyTorch's
+    `F.normalize(x, p=2, dim=-1, eps=epsilon)` (sentence-transformers'
+    Normalize module).
+
+    ```mlir
+    %n = transfuse.l2_normalize %e {epsilon = 1.0e-12 : f64} : tensor<?x384xf32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$input, DefaultValuedAttr<F64Attr, "1e-12">:$epsilon);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 class Transfuse_ReduceOp<string mnemonic, string what>
     : Transfuse_Op<mnemonic, [TF_ShapeRule, InferTypeOpAdaptor]> {
   let summary = what # " over the given axes";

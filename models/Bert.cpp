@@ -6,7 +6,11 @@
 //   per layer (post-LN):
 //     h = LN(h + dense(attention(h)))                     (attention.output)
 //     h = LN(h + dense(act(intermediate.dense(h))))       (output)
-//   last_hidden_state = h
+//   last_hidden_state = h                                  (entry `encode`)
+// and, where the directory says so, the sentence embedding of
+// sentence-transformers (`embed`: pool(h) over the mask, L2-normalized when
+// a Normalize module is listed) and BertForSequenceClassification's logits
+// (`classify`: classifier(tanh(pooler.dense(h[:, 0])))).
 // Keys are masked where attention_mask is 0 (Hugging Face adds the dtype's
 // minimum instead; the two differ only on a row whose keys are all masked,
 // which gives zeros here: docs/ir.md).
@@ -39,7 +43,7 @@ llvm::Error keyError(llvm::StringRef source, llvm::StringRef key, const llvm::Tw
 /// generation utilities read. Listed in docs/models.md.
 const char *const kIgnoredKeys[] = {
     "_name_or_path", "architectures", "model_type", "torch_dtype", "transformers_version",
-    "initializer_range", "use_cache", "gradient_checkpointing", "classifier_dropout",
+    "initializer_range", "use_cache", "gradient_checkpointing",
     "id2label", "label2id", "num_labels", "problem_type", "finetuning_task", "return_dict",
     "output_hidden_states", "output_attentions", "torchscript", "bos_token_id", "eos_token_id",
     "sep_token_id", "cls_token_id", "tokenizer_class", "prefix", "task_specific_params",
@@ -97,6 +101,13 @@ llvm::Expected<BertConfig> mlir::transfuse::parseBertConfig(const llvm::json::Ob
                          readDouble("attention_probs_dropout_prob", c.attentionDropout));
   if (err)
     return std::move(err);
+  known.insert("classifier_dropout");
+  if (const llvm::json::Value *v = o.get("classifier_dropout"); v && !v->getAsNull()) {
+    std::optional<double> d = v->getAsNumber();
+    if (!d || !(*d >= 0 && *d < 1))
+      return keyError(source, "classifier_dropout", "expected null or a number in [0, 1)");
+    c.classifierDropout = *d;
+  }
   known.insert("pad_token_id");
   if (const llvm::json::Value *v = o.get("pad_token_id")) {
     if (v->getAsNull())
@@ -155,28 +166,26 @@ llvm::json::Object mlir::transfuse::toJson(const BertConfig &c) {
   o["hidden_dropout_prob"] = c.hiddenDropout;
   o["attention_probs_dropout_prob"] = c.attentionDropout;
   o["pad_token_id"] = c.padTokenId ? llvm::json::Value(*c.padTokenId) : llvm::json::Value(nullptr);
+  if (c.pooling) {
+    o["pooling"] = *c.pooling;
+    o["normalize"] = c.normalize;
+  }
+  if (c.numLabels > 0)
+    o["num_labels"] = c.numLabels;
+  if (c.classifierDropout)
+    o["classifier_dropout"] = *c.classifierDropout;
   return o;
 }
 
-void mlir::transfuse::buildBert(ModuleOp module, const BertConfig &c, const BuildOptions &) {
-  OpBuilder b(module.getContext());
-  b.setInsertionPointToEnd(module.getBody());
-  auto ids = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, b.getI32Type());
-  auto hiddenType = RankedTensorType::get(
-      {ShapedType::kDynamic, ShapedType::kDynamic, c.hidden}, b.getF32Type());
-  const StringRef inputs[] = {"input_ids", "attention_mask", "token_type_ids"};
-  auto func = func::FuncOp::create(b, b.getUnknownLoc(), "encode",
-                                   b.getFunctionType({ids, ids, ids}, {hiddenType}));
-  for (auto [i, name] : llvm::enumerate(inputs)) {
-    func.setArgAttr(i, kNameAttr, b.getStringAttr(name));
-    if (i > 0) // the mask and the token types have input_ids' sizes
-      func.setArgAttr(i, kSizesOfAttr, b.getI64IntegerAttr(0));
-  }
-  func.setResultAttr(0, kNameAttr, b.getStringAttr("last_hidden_state"));
-  Block *entry = func.addEntryBlock();
-  b.setInsertionPointToStart(entry);
+namespace {
 
-  GraphBuilder g(b, NameLoc::get(b.getStringAttr("embeddings")));
+/// BertModel's encoder over an entry's three inputs: last_hidden_state.
+/// With `training`, dropout where BertModel has it: after the embeddings'
+/// LayerNorm, on the attention probabilities, on each sublayer's output.
+Value buildEncoder(OpBuilder &b, GraphBuilder &g, const BertConfig &c, Block *entry,
+                   bool training) {
+  const double hiddenDrop = training ? c.hiddenDropout : 0.0;
+  const double attentionDrop = training ? c.attentionDropout : 0.0;
   const int64_t d = c.hidden;
   Value tokens = entry->getArgument(0), mask = entry->getArgument(1),
         types = entry->getArgument(2);
@@ -190,7 +199,7 @@ void mlir::transfuse::buildBert(ModuleOp module, const BertConfig &c, const Buil
   h = g.add(h, g.gather(g.param("embeddings.token_type_embeddings.weight", {c.typeVocabSize, d},
                                 "normal_0.02"),
                         types));
-  h = g.layerNorm(h, "embeddings.LayerNorm", c.layerNormEps);
+  h = g.dropout(g.layerNorm(h, "embeddings.LayerNorm", c.layerNormEps), hiddenDrop);
   // attention_mask != 0 keeps a key.
   Value keep = g.keyPaddingMask(mask, 0);
   for (int64_t i = 0; i < c.layers; ++i) {
@@ -206,22 +215,85 @@ void mlir::transfuse::buildBert(ModuleOp module, const BertConfig &c, const Buil
     std::tie(a.wv, a.bv) = linearWeights("attention.self.value", d, d);
     std::tie(a.wo, a.bo) = linearWeights("attention.output.dense", d, d);
     h = g.residual(h, p + "attention.output.LayerNorm", /*preNorm=*/false, c.layerNormEps,
-                   /*dropoutRate=*/0.0, [&](Value x) {
-                     return g.multiHeadAttention(x, x, a, c.heads, {keep}, 0.0);
+                   hiddenDrop, [&](Value x) {
+                     return g.multiHeadAttention(x, x, a, c.heads, {keep}, attentionDrop);
                    });
     auto [w1, b1] = linearWeights("intermediate.dense", c.intermediate, d);
     auto [w2, b2] = linearWeights("output.dense", d, c.intermediate);
-    h = g.residual(h, p + "output.LayerNorm", /*preNorm=*/false, c.layerNormEps, 0.0,
+    h = g.residual(h, p + "output.LayerNorm", /*preNorm=*/false, c.layerNormEps, hiddenDrop,
                    [&](Value x) {
                      return g.feedForward(x, w1, b1, w2, b2, c.activation, /*transposed=*/true,
                                           0.0);
                    });
   }
-  func::ReturnOp::create(b, b.getUnknownLoc(), h);
+  return h;
+}
 
-  // BertModel's state dict also holds the pooler; task models prefix the
-  // encoder with `bert.` and add their heads; old checkpoints keep the
-  // position_ids buffer.
+} // namespace
+
+void mlir::transfuse::buildBert(ModuleOp module, const BertConfig &c,
+                                const BuildOptions &options) {
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToEnd(module.getBody());
+  auto ids = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, b.getI32Type());
+  const int64_t dyn = ShapedType::kDynamic;
+  // One entry over the three inputs (and, for the loss, the labels [B]): its
+  // output named `output`, computed by `tail` from the encoder's
+  // last_hidden_state and the entry's block.
+  auto entry = [&](StringRef name, StringRef output, ArrayRef<int64_t> shape, bool labels,
+                   llvm::function_ref<Value(GraphBuilder &, Value, Block *)> tail) {
+    SmallVector<Type> inputTypes = {ids, ids, ids};
+    if (labels)
+      inputTypes.push_back(RankedTensorType::get({dyn}, b.getI32Type()));
+    auto func = func::FuncOp::create(b, b.getUnknownLoc(), name,
+                                     b.getFunctionType(inputTypes, {RankedTensorType::get(
+                                                                       shape, b.getF32Type())}));
+    const StringRef inputs[] = {"input_ids", "attention_mask", "token_type_ids", "labels"};
+    for (unsigned i = 0; i < inputTypes.size(); ++i) {
+      func.setArgAttr(i, kNameAttr, b.getStringAttr(inputs[i]));
+      if (i == 1 || i == 2) // the mask and the token types have input_ids' sizes
+        func.setArgAttr(i, kSizesOfAttr, b.getI64IntegerAttr(0));
+    }
+    func.setResultAttr(0, kNameAttr, b.getStringAttr(output));
+    Block *body = func.addEntryBlock();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(body);
+    GraphBuilder g(b, NameLoc::get(b.getStringAttr("embeddings")));
+    Value h = buildEncoder(b, g, c, body, /*training=*/labels);
+    g.setLocation(NameLoc::get(b.getStringAttr(name)));
+    func::ReturnOp::create(b, b.getUnknownLoc(), tail(g, h, body));
+  };
+  // BertPooler (tanh(dense(h[:, 0]))), dropout when training, the classifier.
+  auto classifier = [&](GraphBuilder &g, Value h, Block *body, double dropout) {
+    Value first = g.pool(h, g.tokenMask(body->getArgument(1), 0), "cls");
+    Value pooled = g.tanh(
+        g.linear(first, g.param("pooler.dense.weight", {c.hidden, c.hidden}, "normal_0.02"),
+                 g.param("pooler.dense.bias", {c.hidden}, "zeros")));
+    return g.linear(g.dropout(pooled, dropout),
+                    g.param("classifier.weight", {c.numLabels, c.hidden}, "normal_0.02"),
+                    g.param("classifier.bias", {c.numLabels}, "zeros"));
+  };
+  entry("encode", "last_hidden_state", {dyn, dyn, c.hidden}, false,
+        [](GraphBuilder &, Value h, Block *) { return h; });
+  if (c.pooling)
+    entry("embed", "sentence_embedding", {dyn, c.hidden}, false,
+          [&](GraphBuilder &g, Value h, Block *body) {
+            Value e = g.pool(h, g.tokenMask(body->getArgument(1), 0), *c.pooling);
+            return c.normalize ? g.l2Normalize(e) : e;
+          });
+  if (c.numLabels > 0)
+    entry("classify", "logits", {dyn, c.numLabels}, false,
+          [&](GraphBuilder &g, Value h, Block *body) { return classifier(g, h, body, 0.0); });
+  if (options.training) // the cross-entropy of the logits (label -100 ignored)
+    entry("loss", "loss", {}, true, [&](GraphBuilder &g, Value h, Block *body) {
+      return g.crossEntropy(
+          classifier(g, h, body, c.classifierDropout.value_or(c.hiddenDropout)),
+          body->getArgument(3), options.labelSmoothing, -100);
+    });
+
+  // BertModel's state dict also holds the pooler (used by classify); task
+  // models prefix the encoder with `bert.` and add their heads; old
+  // checkpoints keep the position_ids buffer.
   module->setAttr(kWeightAliasesAttr, b.getDictionaryAttr({}));
   module->setAttr(kIgnoredWeightsAttr,
                   b.getStrArrayAttr({"embeddings.position_ids", "pooler.*", "cls.*",

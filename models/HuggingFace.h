@@ -10,6 +10,8 @@
 // token-type embeddings):
 //   encode(input_ids: [B,S] i32, attention_mask: [B,S] i32,
 //          token_type_ids: [B,S] i32) -> last_hidden_state [B,S,hidden] f32
+//   embed(the same) -> sentence_embedding [B,hidden]   (sentence-transformers)
+//   classify(the same) -> logits [B,num_labels]        (a classifier head)
 // with weights named as BertModel saves them (`embeddings.word_embeddings.
 // weight`, `encoder.layer.N.attention.self.query.weight`, ...), with or
 // without the `bert.` prefix of the task models.
@@ -52,7 +54,16 @@ struct BertConfig {
   int64_t typeVocabSize = 2;
   double layerNormEps = 1e-12;
   double hiddenDropout = 0.1, attentionDropout = 0.1;
+  std::optional<double> classifierDropout; // unset: hiddenDropout
   std::optional<int64_t> padTokenId = 0;
+  /// A sentence-transformers directory (modules.json): the `embed` entry's
+  /// pooling ("cls", "mean" or "max") and whether a Normalize module follows.
+  std::optional<std::string> pooling;
+  bool normalize = false;
+  /// Rows of classifier.weight when the weights hold a
+  /// BertForSequenceClassification head (pooler and classifier): the
+  /// `classify` entry; 0: none.
+  int64_t numLabels = 0;
 };
 
 /// config.json of `model_type` bert; `source` names the file in messages.
@@ -64,7 +75,15 @@ llvm::Expected<BertConfig> parseBertConfig(const llvm::json::Object &config,
 /// "config"), `model_type` included.
 llvm::json::Object toJson(const BertConfig &config);
 
-/// Builds `encode` of a BERT model (see above) into `module`.
+/// Reads a sentence-transformers directory's modules.json and its Pooling
+/// module's config into `config` (nothing when `dir` has no modules.json).
+/// Errors name the file and the key: a module type other than Transformer,
+/// Pooling and Normalize, a pooling mode other than cls, mean or max, or
+/// several modes at once.
+llvm::Error readSentenceTransformers(llvm::StringRef dir, BertConfig &config);
+
+/// Builds `encode` of a BERT model (see above), and `embed` and `classify`
+/// where the config has them, into `module`.
 void buildBert(ModuleOp module, const BertConfig &config, const BuildOptions &options);
 
 } // namespace mlir::transfuse

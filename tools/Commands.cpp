@@ -53,6 +53,26 @@ const std::vector<Command> kCommands = {
     {"--entry", "NAME", "entry point (default forward)"},
     {"--f64-outputs", nullptr, "write float outputs as F64, as the reference backend computes them"}},
    runRun},
+  {"embed", "embed MODEL [--input FILE] [--out FILE.npy|FILE.safetensors] [options]",
+   "Sentence embeddings from text, one vector per line.",
+   "Runs a sentence-transformers model's `embed` entry (the BERT family: pooling and "
+   "normalization as the directory's modules.json says) on each line of --input (default: "
+   "stdin), tokenized by the model's own WordPiece tokenizer. MODEL is a Hugging Face "
+   "directory, compiled on first use into $XDG_CACHE_HOME/transfuse (~/.cache/transfuse) "
+   "and reused, or an artifact with --weights. Lines run in batches sorted by length; the "
+   "vectors come out in input order, as JSON lines on stdout unless --out is given.",
+   {{"--input", "FILE", "one text per line (default: stdin)"},
+    {"--out", "FILE", "write the vectors [lines, width] to FILE.npy (float32) or "
+                      "FILE.safetensors (tensor 'embeddings') instead of stdout"},
+    {"--weights", "PATH", "the weights (a safetensors file, an index or a directory); "
+                          "default: MODEL's own"},
+    {"--batch", "N", "lines per run (default 32; a directory's artifact is compiled for it)"},
+    {"--max-seq-len", "N", "a directory: the compiled maximum length (default: the config's "
+                           "max_position_embeddings)"},
+    {"--no-truncate", nullptr, "a line over the maximum length is an error, not truncated"},
+    {"--fusion", "STRATEGY", "a directory: the fusion strategy (default all)"},
+    {"--threads", "N", "threads (default: one per hardware thread)"}},
+   runEmbed},
   {"bench", "bench gemm|attention|model MODEL|train MODEL|decode MODEL [options]",
    "Times kernels, fusion strategies, training and decoding.",
    "Measures a kernel: GFLOP/s and the fraction of this machine's FMA peak, probed in "

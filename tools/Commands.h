@@ -44,6 +44,7 @@ int runCompile(const Positional &positional, const Flags &flags);
 int runRun(const Positional &positional, const Flags &flags);
 int runStress(const Positional &positional, const Flags &flags);
 int runDemo(const Positional &positional, const Flags &flags);
+int runEmbed(const Positional &positional, const Flags &flags);
 // BenchCommands.cpp (bench decode: DecodeCommands.cpp)
 int runBench(const Positional &positional, const Flags &flags);
 int runExportKernel(const Positional &positional, const Flags &flags);

@@ -32,7 +32,9 @@ void CpuPrinter::spell(Operation *, const emit::KernelCall &c, const std::string
   // on the calling thread, runtime/kernels' take the call's thread pool.
   static const llvm::StringMap<bool> kInKernels = {
       {"addLayerNorm", true},   {"stateWrite", false},         {"stateRead", false},
-      {"keyPaddingMask", false}, {"causalMask", false},        {"positionalEncoding", false}};
+      {"keyPaddingMask", false}, {"causalMask", false},        {"positionalEncoding", false},
+      {"pool", true},            {"poolGrad", true},           {"l2Normalize", true},
+      {"l2NormalizeGrad", true}};
   auto where = kInKernels.find(c.callee);
   assert(where != kInKernels.end() && "a shared kernel call the cpu backend does not place");
   const bool kernels = where != kInKernels.end() && where->second;

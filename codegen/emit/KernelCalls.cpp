@@ -98,6 +98,31 @@ std::optional<llvm::Error> EntryPrinter::printShared(Operation *op) {
          dims.product(out, 0, rank - rr) + "; ++b)");
     return spelled(c, "  ");
   }
+  if (auto p = dyn_cast<tfk::PoolOp>(op)) {
+    Value x = p.getIns()[0];
+    return spelled({"pool", {ptr(x), ptr(p.getIns()[1]), ptr(p.getOuts()[0]), dims.dim(x, 0),
+                             dims.dim(x, 1), dims.dim(x, 2),
+                             std::to_string(static_cast<int>(p.getMode()))}});
+  }
+  if (auto p = dyn_cast<tfk::PoolGradOp>(op)) {
+    Value x = p.getIns()[0];
+    return spelled({"poolGrad", {ptr(x), ptr(p.getIns()[1]), ptr(p.getIns()[2]),
+                                 ptr(p.getOuts()[0]), dims.dim(x, 0), dims.dim(x, 1),
+                                 dims.dim(x, 2), std::to_string(static_cast<int>(p.getMode()))}});
+  }
+  if (auto l = dyn_cast<tfk::L2NormalizeOp>(op)) {
+    Value x = l.getIns()[0];
+    return spelled({"l2Normalize", {ptr(x), ptr(l.getOuts()[0]), dims.product(x, 0, rankOf(x) - 1),
+                                    dims.dim(x, rankOf(x) - 1),
+                                    floatLit(l.getEpsilon().convertToDouble())}});
+  }
+  if (auto l = dyn_cast<tfk::L2NormalizeGradOp>(op)) {
+    Value x = l.getIns()[0];
+    return spelled({"l2NormalizeGrad",
+                    {ptr(x), ptr(l.getIns()[1]), ptr(l.getOuts()[0]),
+                     dims.product(x, 0, rankOf(x) - 1), dims.dim(x, rankOf(x) - 1),
+                     floatLit(l.getEpsilon().convertToDouble())}});
+  }
   if (auto k = dyn_cast<tfk::KeyPaddingMaskOp>(op))
     return spelled({"keyPaddingMask",
                     {ptr(k.getIns()[0]), dims.numel(k.getIns()[0]), std::to_string(k.getPadId()),

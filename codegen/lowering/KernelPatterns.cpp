@@ -237,6 +237,38 @@ LOWERING(ScaleOp) {
   return success();
 }
 
+LOWERING(PoolOp) {
+  Value out = dest(rw, op);
+  tfk::PoolOp::create(rw, op.getLoc(), ValueRange{a.getInput(), a.getKeep()}, ValueRange{out},
+                      op.getModeAttr());
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(PoolGradOp) {
+  Value out = dest(rw, op);
+  tfk::PoolGradOp::create(rw, op.getLoc(), ValueRange{a.getInput(), a.getKeep(), a.getGrad()},
+                          ValueRange{out}, op.getModeAttr());
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(L2NormalizeOp) {
+  Value out = dest(rw, op);
+  tfk::L2NormalizeOp::create(rw, op.getLoc(), ValueRange{a.getInput()}, ValueRange{out},
+                             op.getEpsilonAttr());
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(L2NormalizeGradOp) {
+  Value out = dest(rw, op);
+  tfk::L2NormalizeGradOp::create(rw, op.getLoc(), ValueRange{a.getInput(), a.getGrad()},
+                                 ValueRange{out}, op.getEpsilonAttr());
+  rw.replaceOp(op, out);
+  return success();
+}
+
 LOWERING(SelectOp) {
   Value out = dest(rw, op);
   tfk::SelectOp::create(rw, op.getLoc(), a.getOperands(), ValueRange{out});
@@ -493,7 +525,8 @@ void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patter
                DimOpLowering, ReshapeOpLowering, GatherOpLowering, CrossEntropyOpLowering,
                CrossEntropyGradOpLowering, EmbeddingGradOpLowering, ActivationGradOpLowering,
                LayerNormGradOpLowering, AttentionGradOpLowering, DropoutOpLowering,
-               ExpandOpLowering, SliceGradOpLowering, WeightGradOpLowering, LinearInputGradOpLowering, MatmulOpLowering,
+               ExpandOpLowering, SliceGradOpLowering, PoolOpLowering, PoolGradOpLowering,
+               L2NormalizeOpLowering, L2NormalizeGradOpLowering, WeightGradOpLowering, LinearInputGradOpLowering, MatmulOpLowering,
                LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering,
                SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,
                AttentionOpLowering, FusedElementwiseOpLowering, TransposeOpLowering,

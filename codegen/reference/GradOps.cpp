@@ -1,9 +1,9 @@
 //===- GradOps.cpp - the reference backend's gradient ops -----------------===//
 //
 // The ops of TransfuseGradOps.td that take more than a line of the dispatch
-// in Interpreter.cpp: slice_grad, weight_grad, cross_entropy and its
-// gradient, layer_norm_grad, embedding_grad and attention_grad, each a
-// direct transcription of its definition in fp64.
+// in Interpreter.cpp: slice_grad, weight_grad, cross_entropy, pool and
+// l2_normalize and their gradients, layer_norm_grad, embedding_grad and
+// attention_grad, each a direct transcription of its definition in fp64.
 //
 //===----------------------------------------------------------------------===//
 
@@ -133,6 +133,88 @@ LogicalResult Interpreter::evalLayerNormGrad(LayerNormGradOp op) {
   set(op.getInputGrad(), std::move(dx));
   set(op.getGammaGrad(), std::move(dg));
   set(op.getBetaGrad(), std::move(db));
+  return success();
+}
+
+LogicalResult Interpreter::evalPool(Operation *op, Value input, Value keepValue, Pooling mode,
+                                    const Buf *grad) {
+  const Buf &x = get(input), &keep = get(keepValue);
+  if (x.shape.size() != 3 || keep.shape != Shape{x.shape[0], x.shape[1]})
+    return fail(op, "keep " + str(keep.shape) + " does not match the input " + str(x.shape));
+  const int64_t B = x.shape[0], S = x.shape[1], D = x.shape[2];
+  if (grad && grad->shape != Shape{B, D})
+    return fail(op, "grad " + str(grad->shape) + " is not [B, D] of the input " + str(x.shape));
+  Buf r;
+  r.shape = grad ? x.shape : Shape{B, D};
+  r.data.assign(numel(r.shape), 0.0);
+  auto at = [&](int64_t b, int64_t s, int64_t d) { return (b * S + s) * D + d; };
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t kept = 0;
+    for (int64_t s = 0; s < S; ++s)
+      kept += keep.data[b * S + s] != 0.0;
+    for (int64_t d = 0; d < D; ++d) {
+      const double g = grad ? grad->data[b * D + d] : 0.0;
+      if (mode == Pooling::Cls) {
+        if (S == 0)
+          continue;
+        if (grad)
+          r.data[at(b, 0, d)] = g;
+        else
+          r.data[b * D + d] = x.data[at(b, 0, d)];
+      } else if (mode == Pooling::Mean) {
+        if (kept == 0)
+          continue;
+        double sum = 0.0;
+        for (int64_t s = 0; s < S; ++s)
+          if (keep.data[b * S + s] != 0.0) {
+            sum += x.data[at(b, s, d)];
+            if (grad)
+              r.data[at(b, s, d)] = g / kept;
+          }
+        if (!grad)
+          r.data[b * D + d] = sum / kept;
+      } else {
+        int64_t best = -1;
+        for (int64_t s = 0; s < S; ++s)
+          if (keep.data[b * S + s] != 0.0 && (best < 0 || x.data[at(b, s, d)] > x.data[at(b, best, d)]))
+            best = s;
+        if (best < 0)
+          continue;
+        if (grad)
+          r.data[at(b, best, d)] = g;
+        else
+          r.data[b * D + d] = x.data[at(b, best, d)];
+      }
+    }
+  }
+  set(op->getResult(0), std::move(r));
+  return success();
+}
+
+LogicalResult Interpreter::evalL2Normalize(Operation *op, Value input, double eps,
+                                           const Buf *grad) {
+  const Buf &x = get(input);
+  if (grad && grad->shape != x.shape)
+    return fail(op, "grad " + str(grad->shape) + " is not the input's " + str(x.shape));
+  const int64_t D = x.shape.empty() ? 0 : x.shape.back();
+  Buf r{x.shape, std::vector<double>(x.data.size())};
+  for (int64_t base = 0; D > 0 && base < (int64_t)x.data.size(); base += D) {
+    double squares = 0.0;
+    for (int64_t i = 0; i < D; ++i)
+      squares += x.data[base + i] * x.data[base + i];
+    const double norm = std::sqrt(squares), n = std::max(norm, eps);
+    double yg = 0.0;
+    for (int64_t i = 0; grad && i < D; ++i)
+      yg += x.data[base + i] / n * grad->data[base + i];
+    for (int64_t i = 0; i < D; ++i) {
+      const double y = x.data[base + i] / n;
+      if (!grad)
+        r.data[base + i] = y;
+      else
+        r.data[base + i] = norm > eps ? (grad->data[base + i] - y * yg) / n : grad->data[base + i] / eps;
+    }
+  }
+  set(op->getResult(0), std::move(r));
   return success();
 }
 

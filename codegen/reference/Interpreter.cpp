@@ -146,6 +146,19 @@ LogicalResult Interpreter::eval(Operation *op) {
                                 &get(c.getGrad()));
       })
       .Case([&](LayerNormGradOp l) { return evalLayerNormGrad(l); })
+      .Case([&](PoolOp p) {
+        return evalPool(op, p.getInput(), p.getKeep(), p.getMode(), nullptr);
+      })
+      .Case([&](PoolGradOp p) {
+        return evalPool(op, p.getInput(), p.getKeep(), p.getMode(), &get(p.getGrad()));
+      })
+      .Case([&](L2NormalizeOp l) {
+        return evalL2Normalize(op, l.getInput(), l.getEpsilon().convertToDouble(), nullptr);
+      })
+      .Case([&](L2NormalizeGradOp l) {
+        return evalL2Normalize(op, l.getInput(), l.getEpsilon().convertToDouble(),
+                               &get(l.getGrad()));
+      })
       .Case([&](EmbeddingGradOp e) { return evalEmbeddingGrad(e); })
       .Case([&](SliceGradOp s) { return evalSliceGrad(s); })
       .Case([&](WeightGradOp w) { return evalWeightGrad(w); })

@@ -138,6 +138,9 @@ private:
   LogicalResult evalCrossEntropy(Operation *op, Value logits, Value labels, double smoothing,
                                  int64_t ignore, const Buf *grad);
   LogicalResult evalLayerNormGrad(LayerNormGradOp op);
+  /// pool (grad null) or pool_grad; l2_normalize or l2_normalize_grad.
+  LogicalResult evalPool(Operation *op, Value input, Value keep, Pooling mode, const Buf *grad);
+  LogicalResult evalL2Normalize(Operation *op, Value input, double eps, const Buf *grad);
   LogicalResult evalEmbeddingGrad(EmbeddingGradOp op);
   LogicalResult evalSliceGrad(SliceGradOp op);
   LogicalResult evalWeightGrad(WeightGradOp op);

@@ -12,6 +12,8 @@
 #include "runtime/kernels/Norm.h"
 #include "runtime/kernels/Parallel.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -93,6 +95,117 @@ rt::Status crossEntropy(const float* x, const int32_t* labels, size_t rows, size
     fn(x, labels, width, smoothing, ignore, loss, grad, gradScale, r0, r1);
   });
   return rt::Status::ok();
+}
+
+// Pooling and L2 normalization: B·S·D adds against the encoder's B·S·D²
+// multiply-adds per layer, so plain loops (the inner one over the width,
+// which the compiler vectorizes) over batches or rows on the pool.
+void pool(const float* x, const uint8_t* keep, float* y, size_t batch, size_t seq, size_t width,
+          int32_t mode, rt::ThreadPool* threads) {
+  parallelFor(threads, batch, 1, [&](size_t b0, size_t b1) {
+    std::vector<double> acc(width);
+    for (size_t b = b0; b < b1; ++b) {
+      const float* xb = x + b * seq * width;
+      float* yb = y + b * width;
+      const uint8_t* kb = keep + b * seq;
+      if (mode == kPoolCls) {
+        for (size_t d = 0; d < width; ++d) yb[d] = seq ? xb[d] : 0.0f;
+        continue;
+      }
+      size_t kept = 0;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (size_t s = 0; s < seq; ++s) {
+        if (!kb[s]) continue;
+        const float* row = xb + s * width;
+        if (mode == kPoolMean) {
+          for (size_t d = 0; d < width; ++d) acc[d] += row[d];
+        } else if (kept == 0) {
+          for (size_t d = 0; d < width; ++d) acc[d] = row[d];
+        } else {
+          for (size_t d = 0; d < width; ++d) acc[d] = std::max<double>(acc[d], row[d]);
+        }
+        ++kept;
+      }
+      const double scale = mode == kPoolMean && kept ? 1.0 / static_cast<double>(kept) : 1.0;
+      for (size_t d = 0; d < width; ++d) yb[d] = static_cast<float>(acc[d] * scale);
+    }
+  });
+}
+
+void poolGrad(const float* x, const uint8_t* keep, const float* dy, float* dx, size_t batch,
+              size_t seq, size_t width, int32_t mode, rt::ThreadPool* threads) {
+  parallelFor(threads, batch, 1, [&](size_t b0, size_t b1) {
+    std::vector<size_t> best(width);
+    for (size_t b = b0; b < b1; ++b) {
+      const float* xb = x + b * seq * width;
+      const float* gb = dy + b * width;
+      const uint8_t* kb = keep + b * seq;
+      float* db = dx + b * seq * width;
+      std::fill(db, db + seq * width, 0.0f);
+      if (mode == kPoolCls) {
+        if (seq) std::copy(gb, gb + width, db);
+        continue;
+      }
+      size_t kept = 0;
+      for (size_t s = 0; s < seq; ++s) kept += kb[s] != 0;
+      if (kept == 0) continue;
+      if (mode == kPoolMean) {
+        const float inv = static_cast<float>(1.0 / static_cast<double>(kept));
+        for (size_t s = 0; s < seq; ++s)
+          if (kb[s])
+            for (size_t d = 0; d < width; ++d) db[s * width + d] = gb[d] * inv;
+        continue;
+      }
+      size_t first = 0;
+      while (!kb[first]) ++first;
+      std::fill(best.begin(), best.end(), first);
+      for (size_t s = first + 1; s < seq; ++s)
+        if (kb[s])
+          for (size_t d = 0; d < width; ++d)
+            if (xb[s * width + d] > xb[best[d] * width + d]) best[d] = s;
+      for (size_t d = 0; d < width; ++d) db[best[d] * width + d] = gb[d];
+    }
+  });
+}
+
+namespace {
+double squaredNorm(const float* x, size_t width) {
+  double sum = 0.0;
+  for (size_t d = 0; d < width; ++d) sum += static_cast<double>(x[d]) * x[d];
+  return sum;
+}
+}  // namespace
+
+void l2Normalize(const float* x, float* y, size_t rows, size_t width, float eps,
+                 rt::ThreadPool* threads) {
+  parallelFor(threads, rows, rowGrain(width), [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const double n = std::max(std::sqrt(squaredNorm(x + r * width, width)), double(eps));
+      const float inv = static_cast<float>(1.0 / n);
+      for (size_t d = 0; d < width; ++d) y[r * width + d] = x[r * width + d] * inv;
+    }
+  });
+}
+
+void l2NormalizeGrad(const float* x, const float* dy, float* dx, size_t rows, size_t width,
+                     float eps, rt::ThreadPool* threads) {
+  parallelFor(threads, rows, rowGrain(width), [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * width;
+      const float* gr = dy + r * width;
+      float* dr = dx + r * width;
+      const double norm = std::sqrt(squaredNorm(xr, width));
+      if (!(norm > eps)) {
+        for (size_t d = 0; d < width; ++d) dr[d] = gr[d] / eps;
+        continue;
+      }
+      double yg = 0.0;
+      for (size_t d = 0; d < width; ++d) yg += static_cast<double>(xr[d]) * gr[d];
+      yg /= norm * norm;  // c = (x·dy)/n², so that y·(y·dy) = x·c
+      const float inv = static_cast<float>(1.0 / norm), c = static_cast<float>(yg);
+      for (size_t d = 0; d < width; ++d) dr[d] = (gr[d] - xr[d] * c) * inv;
+    }
+  });
 }
 
 }  // namespace transfuse::kernels

@@ -87,6 +87,30 @@ void layerNormGrad(const float* x, const float* gamma, const float* dy, float* d
 void columnSums(const float* x, size_t rows, size_t cols, double divisor, float* out,
                 rt::ThreadPool* pool = nullptr);
 
+// Sentence pooling (transfuse.pool): x [batch, seq, width], keep [batch, seq]
+// (bytes, non-zero: a token) -> y [batch, width]. mode is TF_Pooling's
+// number (ir/TransfuseAttrs.td): 0 cls (x[b, 0]), 1 mean over the kept
+// positions, 2 max over them; a sequence with no kept position gives zeros
+// (mean, max). Sums in double in position order, rounded once, so the bits
+// do not depend on the pool. Batches split over the pool.
+enum PoolingMode : int32_t { kPoolCls = 0, kPoolMean = 1, kPoolMax = 2 };
+void pool(const float* x, const uint8_t* keep, float* y, size_t batch, size_t seq, size_t width,
+          int32_t mode, rt::ThreadPool* pool = nullptr);
+// Its gradient dx [batch, seq, width] from dy [batch, width]: cls: dy at
+// position 0; mean: keep·dy / kept; max: dy at the first kept position of
+// each column's maximum; 0 elsewhere.
+void poolGrad(const float* x, const uint8_t* keep, const float* dy, float* dx, size_t batch,
+              size_t seq, size_t width, int32_t mode, rt::ThreadPool* pool = nullptr);
+
+// y[r,:] = x[r,:] / max(||x[r,:]||₂, eps) (PyTorch's F.normalize); the
+// squares summed in double. y may alias x.
+void l2Normalize(const float* x, float* y, size_t rows, size_t width, float eps,
+                 rt::ThreadPool* pool = nullptr);
+// Its gradient: with n = ||x[r,:]|| and y = x/n, dx = (dy - y·(y·dy)) / n
+// when n > eps, else dy / eps (y·dy in double). dx may alias dy.
+void l2NormalizeGrad(const float* x, const float* dy, float* dx, size_t rows, size_t width,
+                     float eps, rt::ThreadPool* pool = nullptr);
+
 }  // namespace transfuse::kernels
 
 #endif  // TRANSFUSE_RUNTIME_KERNELS_NORM_H

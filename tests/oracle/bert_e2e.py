@@ -17,6 +17,7 @@ naming the file and key, and leave no output.
 usage: bert_e2e.py --transfuse BIN --workdir DIR
 """
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -142,6 +143,110 @@ def sharded_cases(args, weights, in_path, exact):
     return ok
 
 
+def write_sentence_transformers(path, pooling, normalize):
+    """modules.json and 1_Pooling/config.json as sentence-transformers saves them."""
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
+    with open(os.path.join(path, "modules.json"), "w") as f:
+        json.dump(modules, f, indent=2)
+    os.makedirs(os.path.join(path, "1_Pooling"), exist_ok=True)
+    with open(os.path.join(path, "1_Pooling", "config.json"), "w") as f:
+        json.dump({"word_embedding_dimension": CONFIG["hidden_size"],
+                   "pooling_mode_cls_token": pooling == "cls",
+                   "pooling_mode_mean_tokens": pooling == "mean",
+                   "pooling_mode_max_tokens": pooling == "max",
+                   "pooling_mode_mean_sqrt_len_tokens": False}, f, indent=2)
+
+
+def embed_oracle(cfg, weights, id_rows, pooling, normalize):
+    """sentence-transformers' Pooling (and Normalize) over oracle.bert, fp64."""
+    out = []
+    for ids in id_rows:
+        x = np.asarray([ids], np.int64)
+        h = oracle.bert(cfg, weights, x, np.ones_like(x), np.zeros_like(x))[0]
+        e = {"cls": h[0], "mean": h.mean(axis=0), "max": h.max(axis=0)}[pooling]
+        out.append(e / max(np.linalg.norm(e), 1e-12) if normalize else e)
+    return np.asarray(out)
+
+
+def embed_cases(args, rng):
+    """`transfuse embed` from text on sentence-transformers directories: the
+    tokenizer's ids (golden, from Hugging Face's tokenizers) through the
+    oracle, in every pooling mode; batching that does not change a vector;
+    the cache reused and nothing written into the model's directory."""
+    ok = True
+    with gzip.open(os.path.join(TOKENIZERS, "golden.jsonl.gz"), "rt") as f:
+        golden = [json.loads(line) for _, line in zip(range(400), f)]
+    golden = [g for g in golden if "\n" not in g["t"] and len(g["u"][0]) <= 48][::13][:23]
+    text = os.path.join(args.workdir, "lines.txt")
+    with open(text, "w") as f:
+        f.write("".join(g["t"] + "\n" for g in golden))
+    cfg = dict(CONFIG, vocab_size=3000, max_position_embeddings=64)
+    weights = bert_weights(cfg, rng)
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(args.workdir, "cache"))
+    shutil.rmtree(env["XDG_CACHE_HOME"], ignore_errors=True)
+    for pooling, normalize in (("mean", True), ("cls", False), ("max", True)):
+        model = os.path.join(args.workdir, f"st-{pooling}")
+        write_dir(model, cfg, weights)
+        shutil.copy(os.path.join(TOKENIZERS, "tokenizer.json"), model)
+        write_sentence_transformers(model, pooling, normalize)
+        before = sorted(os.listdir(model))
+        want = embed_oracle(cfg, weights, [g["u"][0] for g in golden], pooling, normalize)
+        got = {}
+        for batch in ("32", "5"):
+            out = os.path.join(args.workdir, f"embed-{pooling}-{batch}.npy")
+            p = subprocess.run([args.transfuse, "embed", model, "--input", text, "--out", out,
+                                "--batch", batch], capture_output=True, text=True, env=env)
+            if p.returncode != 0:
+                print(f"embed {pooling} --batch {batch} failed: {p.stderr}")
+                return False
+            got[batch] = np.load(out)
+        ok &= check_close(f"embed {pooling}{' + normalize' if normalize else ''}", got["32"], want,
+                          1e-4)
+        same = np.array_equal(got["32"], got["5"])
+        close = float(np.abs(got["32"] - got["5"]).max())
+        print(f"embed {pooling}: --batch 5 against 32: "
+              f"{'the same bits' if same else f'max |difference| {close:.3g}'}")
+        ok &= close <= 1e-6
+        if sorted(os.listdir(model)) != before:
+            print(f"embed {pooling}: files written into the model's directory")
+            ok = False
+    # JSON lines on stdout, the cache reused (one artifact per batch size and model).
+    model = os.path.join(args.workdir, "st-mean")
+    p = subprocess.run([args.transfuse, "embed", model, "--input", text], capture_output=True,
+                       text=True, env=env)
+    rows = [json.loads(line) for line in p.stdout.splitlines()]
+    reused = p.returncode == 0 and "compiled" not in p.stderr
+    ok &= check_close("embed as JSON lines", np.asarray(rows), np.load(
+        os.path.join(args.workdir, "embed-mean-32.npy")), 1e-7) and reused
+    cached = [d for d in os.listdir(os.path.join(env["XDG_CACHE_HOME"], "transfuse"))]
+    print(f"cache: {len(cached)} artifacts for 3 models x 2 batch sizes, "
+          f"{'reused' if reused else 'NOT REUSED'} on the third call")
+    ok &= len(cached) == 6
+    # Bad input: one clear error, no output.
+    bad = [
+        ([model, "--input", text, "--no-truncate", "--max-seq-len", "12", "--out", "x.npy"],
+         "tokens", "a line over --max-seq-len with --no-truncate"),
+        ([os.path.join(args.workdir, "model-f32"), "--input", text], "has no embed entry",
+         "a model without a Pooling module"),
+        ([model, "--input", os.path.join(args.workdir, "none.txt")], "none.txt", "a missing input"),
+    ]
+    for argv, expect, what in bad:
+        out = os.path.join(args.workdir, "x.npy")
+        if os.path.exists(out):
+            os.remove(out)
+        p = subprocess.run([args.transfuse, "embed"] + [a if a != "x.npy" else out for a in argv],
+                           capture_output=True, text=True, env=env)
+        fine = p.returncode != 0 and expect in p.stderr and not os.path.exists(out)
+        print(f"{what}: {'refused' if fine else 'NOT REFUSED AS EXPECTED'}: {p.stderr.strip()}")
+        ok &= fine
+    return ok
+
+
 def inputs(cfg, rng, batch, length):
     ids = rng.integers(1, cfg["vocab_size"], size=(batch, length)).astype(np.int32)
     mask = np.ones((batch, length), dtype=np.int32)
@@ -226,11 +331,11 @@ def main():
     else:
         print("torch is absent: oracle.bert not checked against torch")
 
-    # Task-model extras the encoder ignores, and an unknown key (a warning).
-    extra = {"bert.pooler.dense.weight": np.zeros((32, 32), np.float32),
-             "bert.pooler.dense.bias": np.zeros(32, np.float32),
-             "classifier.weight": np.zeros((2, 32), np.float32),
-             "classifier.bias": np.zeros(2, np.float32)}
+    # A BertForSequenceClassification's head (classify), and an unknown key (a warning).
+    extra = {"bert.pooler.dense.weight": (0.2 * rng.standard_normal((32, 32))).astype(np.float32),
+             "bert.pooler.dense.bias": (0.1 * rng.standard_normal(32)).astype(np.float32),
+             "classifier.weight": (0.3 * rng.standard_normal((3, 32))).astype(np.float32),
+             "classifier.bias": (0.1 * rng.standard_normal(3)).astype(np.float32)}
     f16 = dict(CONFIG, architectures=["BertForSequenceClassification"], some_new_key=1)
     for name, cfg, dtype, prefix, more in (("f32", CONFIG, "F32", "", None),
                                            ("f16", f16, "F16", "bert.", extra)):
@@ -256,7 +361,31 @@ def main():
                  "--weights", os.path.join(model, "model.safetensors"), "--outputs", got])
             ok &= check_close(f"{name} compiled, fusion {fusion}",
                               safetensors_io.read(got)["last_hidden_state"], exact, 1e-4)
+            if name == "f16":
+                # classify: the classifier over tanh(pooler(h[:, 0])), fp64 from the stored weights.
+                st = {k[5:] if k.startswith("bert.") else k: v.astype(np.float64)
+                      for k, v in stored.items()}
+                pooled = np.tanh(exact[:, 0] @ st["pooler.dense.weight"].T + st["pooler.dense.bias"])
+                logits = pooled @ st["classifier.weight"].T + st["classifier.bias"]
+                run([args.transfuse, "run", out, "--entry", "classify", "--inputs", in_path,
+                     "--weights", model, "--outputs", got])
+                ok &= check_close("f16 classify", safetensors_io.read(got)["logits"], logits, 1e-4)
+                # --train: the classifier's loss and its gradients, fused, against the reference.
+                p = run([args.transfuse, "compile", model, "-o", out + "-train", "--train",
+                         "--fusion", "all", "--verify", "--max-batch", "3", "--max-seq-len", "9"],
+                        expect_ok=False)
+                fine = p.returncode == 0 and "verify @loss_grad" in p.stdout
+                print(f"--train with a classifier head: {'verified' if fine else 'FAILED'}\n"
+                      f"{p.stdout.strip()}{p.stderr.strip()}")
+                ok &= fine
             if name == "f32" and fusion == "all":
+                p = run([args.transfuse, "compile", model, "-o", out + "-train", "--train"],
+                        expect_ok=False)
+                fine = (p.returncode != 0 and "training a bert model needs a task head" in p.stderr
+                        and not os.path.exists(out + "-train"))
+                print(f"--train without a head: {'refused' if fine else 'NOT REFUSED'}: "
+                      f"{p.stderr.strip()}")
+                ok &= fine
                 # Ids as int64 (what PyTorch and Hugging Face pass): the same bits;
                 # an id outside int32 is refused, naming the input.
                 in64 = os.path.join(args.workdir, "inputs-big.safetensors")
@@ -286,6 +415,8 @@ def main():
 
     ok &= sharded_cases(args, weights, in_path, oracle.bert(
         CONFIG, weights, x["input_ids"], x["attention_mask"], x["token_type_ids"]))
+
+    ok &= embed_cases(args, rng)
 
     # The artifact may not go into the model's own directory (its files would go).
     model = os.path.join(args.workdir, "model-f32")

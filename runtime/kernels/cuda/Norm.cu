@@ -1,4 +1,4 @@
-// CUDA add+layer_norm and softmax (Norm.cuh).
+// CUDA add+layer_norm, softmax, pooling and L2 normalization (Norm.cuh).
 
 #include "runtime/kernels/cuda/Norm.cuh"
 
@@ -101,7 +101,112 @@ cudaError_t runSoftmax(const T* x, T* y, size_t rows, size_t width, cudaStream_t
   return cudaGetLastError();
 }
 
+// One thread per (b, d): y[b, d] over the positions in order.
+__global__ void poolKernel(const float* __restrict__ x, const uint8_t* __restrict__ keep,
+                           float* __restrict__ y, size_t batch, size_t seq, size_t width,
+                           int32_t mode) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= batch * width) return;
+  const size_t b = i / width, d = i % width;
+  const float* xb = x + b * seq * width + d;
+  if (mode == 0) {
+    y[i] = seq ? xb[0] : 0.0f;
+    return;
+  }
+  double acc = 0.0;
+  size_t kept = 0;
+  for (size_t s = 0; s < seq; ++s) {
+    if (!keep[b * seq + s]) continue;
+    const double v = xb[s * width];
+    acc = mode == 1 ? acc + v : (kept == 0 ? v : fmax(acc, v));
+    ++kept;
+  }
+  y[i] = static_cast<float>(mode == 1 && kept ? acc / static_cast<double>(kept) : acc);
+}
+
+// One thread per (b, d): the column d of dx[b] over every position.
+__global__ void poolGradKernel(const float* __restrict__ x, const uint8_t* __restrict__ keep,
+                               const float* __restrict__ dy, float* __restrict__ dx, size_t batch,
+                               size_t seq, size_t width, int32_t mode) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= batch * width) return;
+  const size_t b = i / width, d = i % width;
+  const float* xb = x + b * seq * width + d;
+  float* db = dx + b * seq * width + d;
+  const uint8_t* kb = keep + b * seq;
+  size_t kept = 0, best = seq;
+  for (size_t s = 0; s < seq; ++s) {
+    db[s * width] = 0.0f;
+    if (!kb[s]) continue;
+    ++kept;
+    if (best == seq || xb[s * width] > xb[best * width]) best = s;
+  }
+  if (mode == 0) {
+    if (seq) db[0] = dy[i];
+  } else if (mode == 1) {
+    const float share = kept ? dy[i] * static_cast<float>(1.0 / static_cast<double>(kept)) : 0.0f;
+    for (size_t s = 0; s < seq; ++s)
+      if (kb[s]) db[s * width] = share;
+  } else if (best < seq) {
+    db[best * width] = dy[i];
+  }
+}
+
+// One block per row; dy null: the forward.
+__global__ void l2NormalizeKernel(const float* x, const float* dy, float* out, size_t width,
+                                  float eps) {
+  __shared__ double scratch[kThreads / 32];
+  const size_t r = blockIdx.x;
+  const float* xr = x + r * width;
+  double squares = 0.0, dot = 0.0;
+  for (size_t j = threadIdx.x; j < width; j += kThreads) {
+    squares += double(xr[j]) * xr[j];
+    if (dy) dot += double(xr[j]) * dy[r * width + j];
+  }
+  const double norm = sqrt(blockReduce<kThreads, false>(squares, scratch));
+  if (dy) dot = blockReduce<kThreads, false>(dot, scratch);
+  float* o = out + r * width;
+  if (!dy) {
+    const float inv = static_cast<float>(1.0 / fmax(norm, double(eps)));
+    for (size_t j = threadIdx.x; j < width; j += kThreads) o[j] = xr[j] * inv;
+  } else if (!(norm > eps)) {
+    for (size_t j = threadIdx.x; j < width; j += kThreads) o[j] = dy[r * width + j] / eps;
+  } else {
+    const float inv = static_cast<float>(1.0 / norm), c = static_cast<float>(dot / (norm * norm));
+    for (size_t j = threadIdx.x; j < width; j += kThreads)
+      o[j] = (dy[r * width + j] - xr[j] * c) * inv;
+  }
+}
+
+size_t blocksFor(size_t n) { return (n + kThreads - 1) / kThreads; }
+
 }  // namespace
+
+cudaError_t pool(const float* x, const uint8_t* keep, float* y, size_t batch, size_t seq,
+                 size_t width, int32_t mode, cudaStream_t stream) {
+  if (batch * width == 0) return cudaSuccess;
+  poolKernel<<<blocksFor(batch * width), kThreads, 0, stream>>>(x, keep, y, batch, seq, width, mode);
+  return cudaGetLastError();
+}
+cudaError_t poolGrad(const float* x, const uint8_t* keep, const float* dy, float* dx, size_t batch,
+                     size_t seq, size_t width, int32_t mode, cudaStream_t stream) {
+  if (batch * width == 0) return cudaSuccess;
+  poolGradKernel<<<blocksFor(batch * width), kThreads, 0, stream>>>(x, keep, dy, dx, batch, seq,
+                                                                    width, mode);
+  return cudaGetLastError();
+}
+cudaError_t l2Normalize(const float* x, float* y, size_t rows, size_t width, float eps,
+                        cudaStream_t stream) {
+  if (rows == 0 || width == 0) return cudaSuccess;
+  l2NormalizeKernel<<<rows, kThreads, 0, stream>>>(x, nullptr, y, width, eps);
+  return cudaGetLastError();
+}
+cudaError_t l2NormalizeGrad(const float* x, const float* dy, float* dx, size_t rows, size_t width,
+                            float eps, cudaStream_t stream) {
+  if (rows == 0 || width == 0) return cudaSuccess;
+  l2NormalizeKernel<<<rows, kThreads, 0, stream>>>(x, dy, dx, width, eps);
+  return cudaGetLastError();
+}
 
 cudaError_t addLayerNorm(const float* x, const float* residual, const float* gamma,
                          const float* beta, float* y, float* sum, size_t rows, size_t width,

@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace transfuse::cuda {
 
@@ -30,6 +31,20 @@ cudaError_t addLayerNorm(const float* x, const float* residual, const float* gam
 
 cudaError_t softmax(const float* x, float* y, size_t rows, size_t width,
                     cudaStream_t stream = nullptr);
+
+// Sentence pooling and L2 normalization with the contracts of their CPU
+// counterparts (runtime/kernels/Norm.h: pool, poolGrad, l2Normalize,
+// l2NormalizeGrad; mode 0 cls, 1 mean, 2 max), fp32: pooling one thread per
+// (batch, column), sums in double in position order; the norms one block
+// per row.
+cudaError_t pool(const float* x, const uint8_t* keep, float* y, size_t batch, size_t seq,
+                 size_t width, int32_t mode, cudaStream_t stream = nullptr);
+cudaError_t poolGrad(const float* x, const uint8_t* keep, const float* dy, float* dx, size_t batch,
+                     size_t seq, size_t width, int32_t mode, cudaStream_t stream = nullptr);
+cudaError_t l2Normalize(const float* x, float* y, size_t rows, size_t width, float eps,
+                        cudaStream_t stream = nullptr);
+cudaError_t l2NormalizeGrad(const float* x, const float* dy, float* dx, size_t rows, size_t width,
+                            float eps, cudaStream_t stream = nullptr);
 
 // bf16 storage (Storage.cuh): read into fp32, the statistics in fp32, each
 // result rounded once.

@@ -1129,3 +1129,36 @@ func.func @f(%x: tensor<4x8xf32>) {
   %0 = transfuse.slice %x {axis = 0 : i64, start = -1 : i64, size = 1 : i64} : (tensor<4x8xf32>) -> tensor<1x8xf32>
   return
 }
+
+// -----
+
+func.func @pool_rank(%h: tensor<2x8xf32>, %keep: tensor<2x3xi1>) {
+  // expected-error @+1 {{input must be [B, S, D], got 'tensor<2x8xf32>'}}
+  %p = transfuse.pool %h, %keep {mode = #transfuse.pooling<cls>} : (tensor<2x8xf32>, tensor<2x3xi1>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @pool_keep(%h: tensor<2x3x8xf32>, %keep: tensor<2x4xi1>) {
+  // expected-error @+1 {{keep 'tensor<2x4xi1>' does not match the input 'tensor<2x3x8xf32>'}}
+  %p = transfuse.pool %h, %keep {mode = #transfuse.pooling<max>} : (tensor<2x3x8xf32>, tensor<2x4xi1>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @pool_mode(%h: tensor<2x3x8xf32>, %keep: tensor<2x3xi1>) {
+  // expected-error @+2 {{expected ::mlir::transfuse::Pooling to be one of: cls, mean, max}}
+  // expected-error @+1 {{failed to parse TF_PoolingAttr parameter 'value'}}
+  %p = transfuse.pool %h, %keep {mode = #transfuse.pooling<sum>} : (tensor<2x3x8xf32>, tensor<2x3xi1>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @l2_epsilon(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{epsilon must be positive, got 0}}
+  %n = transfuse.l2_normalize %x {epsilon = 0.0 : f64} : tensor<2x8xf32>
+  return
+}

@@ -8,7 +8,8 @@
 // over causally masked scores with a fully masked row, layer norm,
 // embedding with repeated ids and a tied output projection, cross-entropy
 // with label smoothing and an ignored label, reshape and transpose,
-// split / concat, dropout (the regenerated mask), reductions.
+// split / concat, dropout (the regenerated mask), reductions, pooling in
+// every mode and l2_normalize.
 #include "models/Models.h"
 #include "passes/Passes.h"
 #include "tests/unit/compiler/TestHelpers.h"
@@ -230,6 +231,28 @@ TEST(Autodiff, LayerNorm) {
   return %l : tensor<f32>
 )"),
                  {{"r", randomF32({3, 5}, rng)}});
+}
+
+// Sentence pooling over a key-padding mask (a padded row, a row with one
+// kept token) in each mode, then l2_normalize: the embed entry's tail.
+TEST(Autodiff, PoolingAndL2Normalize) {
+  for (const char *mode : {"cls", "mean", "max"}) {
+    std::mt19937 rng(9);
+    rt::Tensor ids = rt::Tensor::zeros(rt::DType::I32, {3, 4});
+    const int32_t tokens[] = {5, 6, 7, 8, 5, 6, 0, 0, 9, 0, 0, 0};
+    std::copy(std::begin(tokens), std::end(tokens), ids.data<int32_t>());
+    checkGradients(lossFunc(R"(%ids: tensor<?x?xi32> {transfuse.name = "ids"}, %r: tensor<?x3xf32> {transfuse.name = "r"})",
+                            std::string(R"(
+  %x = transfuse.param "x" {init = #transfuse.init<zeros>} : tensor<3x4x3xf32>
+  %keep = transfuse.key_padding_mask %ids {pad_id = 0 : i64} : (tensor<?x?xi32>) -> tensor<?x?xi1>
+  %p = transfuse.pool %x, %keep {mode = #transfuse.pooling<)") + mode + R"(>} : (tensor<3x4x3xf32>, tensor<?x?xi1>) -> tensor<3x3xf32>
+  %n = transfuse.l2_normalize %p : tensor<3x3xf32>
+  %w = transfuse.mul %n, %r : (tensor<3x3xf32>, tensor<?x3xf32>) -> tensor<3x3xf32>
+  %l = transfuse.reduce_sum %w {axes = array<i64: 0, 1>} : (tensor<3x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+)"),
+                   {{"ids", ids}, {"r", randomF32({3, 3}, rng)}});
+  }
 }
 
 // An embedding read by gather (ids repeat) and, tied, as the output

@@ -1,4 +1,5 @@
-// layer_norm, add+layer_norm and softmax (runtime/kernels/Norm.h) against
+// layer_norm, add+layer_norm, softmax, pooling and l2 normalization
+// (runtime/kernels/Norm.h) against
 // scalar references with double accumulation, on every Highway target compiled
 // in, over sizes 0..33, odd and large widths and misaligned pointers.
 // Tolerances: |y - ref| <= 1e-5 · (1 + |ref|) for layer norm (fp32 rounding of
@@ -283,6 +284,109 @@ TEST_P(NormTest, ThreadedEqualsSingleThreaded) {
     softmax(x.data(), y1.data(), rows, w);
     softmax(x.data(), y2.data(), rows, w, &pool);
     for (size_t i = 0; i < rows * w; ++i) ASSERT_EQ(y1[i], y2[i]);
+  }
+}
+
+// Pooling (every mode) and its gradient against a double loop, over padded
+// rows, a row with one kept token and one with none; the bits equal on one
+// thread and two.
+void refPool(const Buf& x, const std::vector<uint8_t>& keep, size_t B, size_t S, size_t D,
+             int32_t mode, const Buf* dy, std::vector<double>& out) {
+  out.assign(dy ? B * S * D : B * D, 0.0);
+  for (size_t b = 0; b < B; ++b) {
+    size_t kept = 0;
+    for (size_t s = 0; s < S; ++s) kept += keep[b * S + s];
+    for (size_t d = 0; d < D; ++d) {
+      auto at = [&](size_t s) { return (b * S + s) * D + d; };
+      double acc = 0.0;
+      size_t best = S;
+      for (size_t s = 0; s < S; ++s)
+        if (keep[b * S + s]) {
+          acc += x[at(s)];
+          if (best == S || x[at(s)] > x[at(best)]) best = s;
+        }
+      if (mode == kPoolCls) {
+        if (dy) out[at(0)] = (*dy)[b * D + d]; else out[b * D + d] = x[at(0)];
+      } else if (mode == kPoolMean && kept) {
+        for (size_t s = 0; dy && s < S; ++s)
+          if (keep[b * S + s]) out[at(s)] = (*dy)[b * D + d] / kept;
+        if (!dy) out[b * D + d] = acc / kept;
+      } else if (mode == kPoolMax && best < S) {
+        if (dy) out[at(best)] = (*dy)[b * D + d]; else out[b * D + d] = x[at(best)];
+      }
+    }
+  }
+}
+
+TEST(PoolTest, EveryModeAndItsGradient) {
+  std::mt19937 rng(11);
+  rt::ThreadPool threads(2);
+  const size_t B = 5, S = 7;
+  const size_t keptPerRow[B] = {7, 3, 1, 0, 6};
+  for (size_t D : {1, 13, 384}) {
+    Buf x(B * S * D), dy(B * D), y(B * D), y2(B * D), dx(B * S * D), dx2(B * S * D);
+    x.fill(rng, -3, 3);
+    dy.fill(rng, -1, 1);
+    std::vector<uint8_t> keep(B * S, 0);
+    for (size_t b = 0; b < B; ++b)
+      for (size_t s = 0; s < keptPerRow[b]; ++s) keep[b * S + s] = 1;
+    for (int32_t mode : {kPoolCls, kPoolMean, kPoolMax}) {
+      SCOPED_TRACE("mode " + std::to_string(mode) + ", width " + std::to_string(D));
+      std::vector<double> ref;
+      refPool(x, keep, B, S, D, mode, nullptr, ref);
+      pool(x.data(), keep.data(), y.data(), B, S, D, mode);
+      pool(x.data(), keep.data(), y2.data(), B, S, D, mode, &threads);
+      for (size_t i = 0; i < B * D; ++i) {
+        ASSERT_NEAR(y[i], ref[i], 1e-6 * (1 + std::fabs(ref[i]))) << i;
+        ASSERT_EQ(y[i], y2[i]) << i;
+      }
+      refPool(x, keep, B, S, D, mode, &dy, ref);
+      dx.fill(rng, 5, 6);  // every element is written
+      poolGrad(x.data(), keep.data(), dy.data(), dx.data(), B, S, D, mode);
+      poolGrad(x.data(), keep.data(), dy.data(), dx2.data(), B, S, D, mode, &threads);
+      for (size_t i = 0; i < B * S * D; ++i) {
+        ASSERT_NEAR(dx[i], ref[i], 1e-6 * (1 + std::fabs(ref[i]))) << i;
+        ASSERT_EQ(dx[i], dx2[i]) << i;
+      }
+    }
+  }
+}
+
+// l2Normalize and its gradient against double formulas, a zero row (the
+// norm clamped at eps) included; in place; one thread and two alike.
+TEST(L2NormalizeTest, RowsAndGradient) {
+  std::mt19937 rng(12);
+  rt::ThreadPool threads(2);
+  const float eps = 1e-12f;
+  for (size_t D : {1, 7, 384, 1025}) {
+    const size_t rows = 9;
+    Buf x(rows * D), dy(rows * D), y(rows * D), y2(rows * D), dx(rows * D), dx2(rows * D);
+    x.fill(rng, -2, 2);
+    dy.fill(rng, -1, 1);
+    for (size_t j = 0; j < D; ++j) x[3 * D + j] = 0.0f;  // a zero row
+    l2Normalize(x.data(), y.data(), rows, D, eps);
+    l2Normalize(x.data(), y2.data(), rows, D, eps, &threads);
+    l2NormalizeGrad(x.data(), dy.data(), dx.data(), rows, D, eps);
+    l2NormalizeGrad(x.data(), dy.data(), dx2.data(), rows, D, eps, &threads);
+    for (size_t r = 0; r < rows; ++r) {
+      double n = 0.0, xg = 0.0;
+      for (size_t j = 0; j < D; ++j) {
+        n += double(x[r * D + j]) * x[r * D + j];
+        xg += double(x[r * D + j]) * dy[r * D + j];
+      }
+      n = std::sqrt(n);
+      for (size_t j = 0; j < D; ++j) {
+        const size_t i = r * D + j;
+        const double want = x[i] / std::max(n, double(eps));
+        const double wantGrad = n > eps ? (dy[i] - x[i] * xg / (n * n)) / n : dy[i] / eps;
+        ASSERT_NEAR(y[i], want, 1e-6 * (1 + std::fabs(want))) << r << ", " << j;
+        ASSERT_NEAR(dx[i], wantGrad, 1e-5 * (1 + std::fabs(wantGrad))) << r << ", " << j;
+        ASSERT_EQ(y[i], y2[i]);
+        ASSERT_EQ(dx[i], dx2[i]);
+      }
+    }
+    l2Normalize(x.data(), x.data(), rows, D, eps);  // in place
+    for (size_t i = 0; i < rows * D; ++i) ASSERT_EQ(x[i], y[i]);
   }
 }
 
