@@ -40,17 +40,25 @@ const std::vector<Command> kCommands = {
     {"--max-beam", "K", "decoding entries: beams per sentence the cache holds (default 4; "
                         "its rows are max-batch · max-beam)"}},
    runCompile},
-  {"run", "run DIR --inputs IN.safetensors --outputs OUT.safetensors [options]",
+  {"run", "run MODEL --inputs IN.safetensors --outputs OUT.safetensors [options]",
    "Runs an entry point of a compiled model.",
-   "Runs an entry point of a compiled model on named input tensors, or of its model.mlir on the reference backend.",
+   "Runs an entry point of a compiled model on named input tensors, or of its model.mlir on "
+   "the reference backend. MODEL is an artifact directory, or a Hugging Face directory "
+   "compiled on first use into $XDG_CACHE_HOME/transfuse (~/.cache/transfuse) and reused, "
+   "its weights its own.",
    {{"--inputs", "FILE", "input tensors (safetensors), named as in manifest.json"},
     {"--outputs", "FILE", "where to write the output tensors (safetensors)"},
     {"--backend", "NAME", "compiled (default): DIR/libmodel.so; reference: the fp64 interpreter"},
     {"--threads", "T", "compiled: threads (default: one per hardware thread)"},
     {"--device", "N", "a model compiled with --target cuda: the GPU it runs on (default 0)"},
-    {"--weights", "FILE", "weights (safetensors); random from --seed when absent"},
+    {"--weights", "PATH", "weights (a safetensors file, a shard index or a directory); "
+                          "random from --seed when absent"},
     {"--seed", "N", "seed of the random weights (default 0)"},
     {"--entry", "NAME", "entry point (default forward)"},
+    {"--max-batch", "N", "a Hugging Face directory: the compiled maximum batch (default 8)"},
+    {"--max-seq-len", "N", "a Hugging Face directory: the compiled maximum length (default: "
+                           "the config's)"},
+    {"--fusion", "STRATEGY", "a Hugging Face directory: the fusion strategy (default all)"},
     {"--f64-outputs", nullptr, "write float outputs as F64, as the reference backend computes them"}},
    runRun},
   {"embed", "embed MODEL [--input FILE] [--out FILE.npy|FILE.safetensors] [options]",

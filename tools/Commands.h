@@ -44,7 +44,18 @@ int runCompile(const Positional &positional, const Flags &flags);
 int runRun(const Positional &positional, const Flags &flags);
 int runStress(const Positional &positional, const Flags &flags);
 int runDemo(const Positional &positional, const Flags &flags);
+// EmbedCommands.cpp
 int runEmbed(const Positional &positional, const Flags &flags);
+
+/// The artifact a command runs and the weights it binds, from a MODEL
+/// argument: an artifact directory (manifest.json; weights from --weights,
+/// else none) or a Hugging Face directory compiled on first use into the
+/// cache at --max-batch `batch` and --max-seq-len, --fusion (default all),
+/// its weights its own unless --weights says otherwise.
+struct ModelArtifact {
+  std::string dir, weights;
+};
+ModelArtifact modelArtifact(const std::string &model, const Flags &flags, int64_t batch);
 // BenchCommands.cpp (bench decode: DecodeCommands.cpp)
 int runBench(const Positional &positional, const Flags &flags);
 int runExportKernel(const Positional &positional, const Flags &flags);

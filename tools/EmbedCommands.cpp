@@ -93,20 +93,12 @@ void writeNpy(const std::string &path, const std::vector<float> &data, int64_t r
   }
 }
 
-struct Model {
-  std::string artifact, weights;
-};
+} // namespace
 
-/// The artifact and weights of MODEL: an artifact directory (manifest.json)
-/// with --weights, or a Hugging Face directory compiled on first use.
-Model resolveModel(const std::string &path, const Flags &flags, int64_t batch) {
-  Model m{path, flag(flags, "--weights")};
-  if (llvm::sys::fs::exists(join(path, "manifest.json"))) {
-    if (m.weights.empty())
-      die("'" + path + "' is an artifact: give its weights with --weights (a safetensors file, "
-          "an index, or the model's Hugging Face directory)");
+ModelArtifact tools::modelArtifact(const std::string &path, const Flags &flags, int64_t batch) {
+  ModelArtifact m{path, flag(flags, "--weights")};
+  if (llvm::sys::fs::exists(join(path, "manifest.json")))
     return m;
-  }
   if (!isHuggingFaceDirectory(path))
     die("'" + path + "' is neither an artifact (no manifest.json) nor a Hugging Face directory "
         "(no config.json)");
@@ -124,13 +116,11 @@ Model resolveModel(const std::string &path, const Flags &flags, int64_t batch) {
   if (artifact.compiledNow)
     llvm::errs() << llvm::format("transfuse: compiled %s into %s (%.1f s; reused from now on)\n",
                                  path.c_str(), artifact.dir.c_str(), artifact.seconds);
-  m.artifact = artifact.dir;
+  m.dir = artifact.dir;
   if (m.weights.empty())
     m.weights = path;
   return m;
 }
-
-} // namespace
 
 int tools::runEmbed(const Positional &positional, const Flags &flags) {
   if (positional.size() != 1)
@@ -150,20 +140,23 @@ int tools::runEmbed(const Positional &positional, const Flags &flags) {
       lines.push_back(line);
   }
 
-  Model m = resolveModel(positional[0], flags, batch);
+  ModelArtifact m = modelArtifact(positional[0], flags, batch);
+  if (m.weights.empty())
+    die("'" + positional[0] + "' is an artifact: give its weights with --weights (a safetensors "
+        "file, an index, or the model's Hugging Face directory)");
   rt::LoadOptions load;
   load.weightsPath = m.weights;
   load.threads = static_cast<int>(intFlag(flags, "--threads", 0, 0, 1024));
-  auto model = orDie(rt::CompiledModel::load(join(m.artifact, "libmodel.so"), load));
+  auto model = orDie(rt::CompiledModel::load(join(m.dir, "libmodel.so"), load));
   auto specs = model->inputs("embed");
   if (!specs.isOk())
     die("'" + positional[0] + "' has no embed entry: a sentence-transformers directory "
         "(modules.json with a Pooling module) has one");
   const int64_t compiledBatch = (*specs)[0].maxShape[0];
   int64_t maxLength = (*specs)[0].maxShape[1];
-  if (int64_t s = sentenceMaxLength(m.artifact); s > 0)
+  if (int64_t s = sentenceMaxLength(m.dir); s > 0)
     maxLength = std::min(maxLength, s);
-  const rt::WordPieceTokenizer tokenizer = loadTokenizer(m.artifact);
+  const rt::WordPieceTokenizer tokenizer = loadTokenizer(m.dir);
   if (tokenizer.modelMaxLength() > 0)
     maxLength = std::min(maxLength, tokenizer.modelMaxLength());
 

@@ -186,7 +186,7 @@ int tools::runCompile(const std::vector<std::string> &positional,
 int tools::runRun(const std::vector<std::string> &positional,
            const std::map<std::string, std::string> &flags) {
   if (positional.size() != 1)
-    die("run expects one compiled model directory");
+    die("run expects one model: a compiled model directory or a Hugging Face directory");
   std::string backend = flag(flags, "--backend", "compiled");
   if (backend != "reference" && backend != "compiled")
     die("--backend " + backend + " is not one of compiled, reference");
@@ -197,16 +197,18 @@ int tools::runRun(const std::vector<std::string> &positional,
   uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
   rt::SafetensorsFile inputFile = orDie(rt::SafetensorsFile::open(inputsPath));
 
+  const ModelArtifact m =
+      modelArtifact(positional[0], flags, intFlag(flags, "--max-batch", 8, 1, 1 << 20));
   if (backend == "compiled") {
     if (flags.count("--f64-outputs"))
       die("--f64-outputs applies to --backend reference");
-    llvm::SmallString<256> lib(positional[0]);
+    llvm::SmallString<256> lib(m.dir);
     llvm::sys::path::append(lib, "libmodel.so");
     if (!llvm::sys::fs::exists(lib))
       die("'" + positional[0] + "' has no libmodel.so (compiled with --emit mlir or cpp?); "
           "compile it for the cpu target or run it with --backend reference");
     rt::LoadOptions load;
-    load.weightsPath = flag(flags, "--weights");
+    load.weightsPath = m.weights;
     load.seed = seed;
     load.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
     load.deviceOrdinal = (int)intFlag(flags, "--device", 0, 0, 1023);
@@ -217,7 +219,7 @@ int tools::runRun(const std::vector<std::string> &positional,
   }
   if (flags.count("--threads"))
     die("--threads applies to --backend compiled");
-  llvm::SmallString<256> mlirPath(positional[0]);
+  llvm::SmallString<256> mlirPath(m.dir);
   llvm::sys::path::append(mlirPath, "model.mlir");
   if (!llvm::sys::fs::exists(mlirPath))
     die("'" + positional[0] + "' is not a compiled model directory (no model.mlir)");
@@ -229,7 +231,7 @@ int tools::runRun(const std::vector<std::string> &positional,
   if (ep == mi.entryPoints.end())
     die("the model has no entry point '" + entry + "'");
   reference::TensorMap inputs = readInputs(inputFile, ep->inputs);
-  reference::TensorMap weights = loadWeights(mi, flag(flags, "--weights"), seed);
+  reference::TensorMap weights = loadWeights(mi, m.weights, seed);
   writeOutputs(outputsPath,
                orDie(reference::run(func, weights, inputs, flags.count("--f64-outputs") != 0)));
   return 0;

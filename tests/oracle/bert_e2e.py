@@ -109,6 +109,12 @@ def sharded_cases(args, weights, in_path, exact):
          "--weights", model, "--outputs", got])
     ok &= check_close("sharded F32 compiled", safetensors_io.read(got)["last_hidden_state"],
                       exact, 1e-4)
+    # `run` on the directory itself: compiled on first use, its own weights.
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(args.workdir, "cache-run"))
+    p = subprocess.run([args.transfuse, "run", model, "--entry", "encode", "--inputs", in_path,
+                        "--outputs", got], capture_output=True, text=True, env=env)
+    ok &= p.returncode == 0 and check_close(
+        "run on the sharded directory", safetensors_io.read(got)["last_hidden_state"], exact, 1e-4)
     index_path = os.path.join(model, "model.safetensors.index.json")
     index = json.load(open(index_path))
     first = "model-00001-of-00002.safetensors"
@@ -227,6 +233,17 @@ def embed_cases(args, rng):
     print(f"cache: {len(cached)} artifacts for 3 models x 2 batch sizes, "
           f"{'reused' if reused else 'NOT REUSED'} on the third call")
     ok &= len(cached) == 6
+    # The key covers the modules' folders and not the directory's path:
+    # st-mean's pooling turned to max is st-max's files, and gets its artifact.
+    write_sentence_transformers(model, "max", True)
+    out = os.path.join(args.workdir, "embed-mean-as-max.npy")
+    p = subprocess.run([args.transfuse, "embed", model, "--input", text, "--out", out],
+                       capture_output=True, text=True, env=env)
+    fine = (p.returncode == 0 and "compiled" not in p.stderr and
+            np.array_equal(np.load(out), np.load(os.path.join(args.workdir, "embed-max-32.npy"))))
+    print(f"a changed 1_Pooling/config.json: {'st-max artifact' if fine else 'NOT AS EXPECTED'}")
+    ok &= fine
+    write_sentence_transformers(model, "mean", True)
     # Bad input: one clear error, no output.
     bad = [
         ([model, "--input", text, "--no-truncate", "--max-seq-len", "12", "--out", "x.npy"],
