@@ -61,7 +61,7 @@ llvm::Expected<BenchRow> compiler::benchStrategy(StringRef modelPath, const Fusi
   auto model = fromStatus(rt::CompiledModel::load(dir + "/libmodel.so", load));
   if (!model)
     return model.takeError();
-  const std::string timed = options.train ? "loss_grad" : "forward";
+  const std::string timed = options.train ? "loss_grad" : options.entry;
   auto inputsOf = [&](StringRef name) -> llvm::Expected<std::map<std::string, rt::Tensor>> {
     for (const EntryPoint &e : compiled->interface.entryPoints)
       if (e.name == name)
@@ -84,7 +84,8 @@ llvm::Expected<BenchRow> compiler::benchStrategy(StringRef modelPath, const Fusi
   row.compileSeconds = compiled->seconds;
   row.arenaBytes = (*model)->arenaBytes(timed);
   row.kernelCalls = (*model)->kernelCalls(timed);
-  auto flops = fromStatus((*model)->flops("forward", forwardInputs ? *forwardInputs : *inputs));
+  auto flops = fromStatus(
+      (*model)->flops(options.train ? "forward" : timed, forwardInputs ? *forwardInputs : *inputs));
   if (!flops)
     return flops.takeError();
   row.gflop = (options.train ? 3.0 : 1.0) * *flops / 1e9;
@@ -96,7 +97,7 @@ llvm::Expected<BenchRow> compiler::benchStrategy(StringRef modelPath, const Fusi
   adam.learningRate = 1e-4;
   auto once = [&]() -> rt::Status {
     if (!options.train)
-      return (*model)->runInto("forward", *inputs, outputs);
+      return (*model)->runInto(timed, *inputs, outputs);
     auto loss = (*model)->accumulateGradients(timed, *inputs, 1.0, 1);
     if (!loss.isOk())
       return loss.status();

@@ -156,6 +156,8 @@ struct BenchRow {
 
 struct BenchOptions {
   int64_t batch = 8, srcLen = 64, tgtLen = 64;
+  /// The entry timed for inference (a BERT directory: encode, embed, ...).
+  std::string entry = "forward";
   int threads = 0;
   /// Time the compiled train step (a training build's loss_grad and the
   /// Adam update) instead of forward; gflop is then 3x forward's (the

@@ -44,7 +44,7 @@ int runBenchModel(const std::vector<std::string> &positional,
   for (const auto &[name, value] : flags)
     if (name != "--json" && name != "--threads" && name != "--min-seconds" && name != "--batch" &&
         name != "--src-len" && name != "--tgt-len" && name != "--fusion" && name != "--cxx" &&
-        name != "--isa" && name != "--keep-artifacts" &&
+        name != "--isa" && name != "--keep-artifacts" && !(!train && name == "--entry") &&
         !(train && (name == "--batch-tokens" || name == "--seq-len")))
       die("flag " + name + " does not apply to '" + command + "'");
   compiler::BenchOptions o;
@@ -52,6 +52,7 @@ int runBenchModel(const std::vector<std::string> &positional,
   o.batch = intFlag(flags, "--batch", 8, 1, 1 << 12);
   o.srcLen = intFlag(flags, "--src-len", 64, 1, 1 << 16);
   o.tgtLen = intFlag(flags, "--tgt-len", 64, 1, 1 << 16);
+  o.entry = flag(flags, "--entry", "forward");
   if (train) {  // a batch of --batch-tokens padded tokens of --seq-len each side
     if (flags.count("--batch") || flags.count("--src-len") || flags.count("--tgt-len"))
       die("bench train sizes its batch with --batch-tokens and --seq-len");

@@ -109,6 +109,8 @@ const std::vector<Command> kCommands = {
                          "none,attention,layernorm,epilogue,projections,all); decode: one "
                          "(default all)"},
     {"--cxx", "PATH", "model: C++ compiler for the artifacts"},
+    {"--entry", "NAME", "model: the entry point timed (default forward; a BERT directory: "
+                        "encode, embed or classify)"},
     {"--keep-artifacts", "DIR", "model, train: keep each strategy's artifact in DIR/STRATEGY "
                                 "(to profile what was timed)"},
     {"--batch-tokens", "N", "train: padded tokens per batch (default 3000)"},
