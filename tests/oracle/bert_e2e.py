@@ -135,6 +135,19 @@ def sharded_cases(args, weights, in_path, exact):
             open(os.path.join(d, "model.safetensors.index.json"), "w")),
             f"tensor '{some}' is not in its shard"),
     }
+    def rewrite_first(d, change):
+        path = os.path.join(d, first)
+        tensors = safetensors_io.read(path)
+        change(tensors)
+        safetensors_io.write(path, tensors)
+        index_map = {n: s for n, s in index["weight_map"].items() if s != first or n in tensors}
+        json.dump({"weight_map": index_map},
+                  open(os.path.join(d, "model.safetensors.index.json"), "w"))
+    bad["a missing weight"] = (lambda d: rewrite_first(d, lambda t: t.pop(some)),
+                               f"missing tensor '{some}'")
+    bad["a misshapen weight"] = (lambda d: rewrite_first(
+        d, lambda t: t.update({some: np.zeros((2, 3), np.float32)})),
+        f"tensor '{some}' has shape [2, 3]")
     for what, (spoil, expect) in bad.items():
         write_sharded(model, CONFIG, weights)
         spoil(model)

@@ -1,5 +1,5 @@
-// Helpers shared by the runtime unit tests: a self-deleting temporary directory and
-// writers for raw (possibly malformed) safetensors files.
+// Helpers shared by the runtime unit tests: filled tensors, a self-deleting
+// temporary directory and writers for raw (possibly malformed) safetensors files.
 #ifndef TRANSFUSE_TESTS_UNIT_RUNTIME_TESTUTIL_H
 #define TRANSFUSE_TESTS_UNIT_RUNTIME_TESTUTIL_H
 
@@ -10,7 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "runtime/Tensor.h"
+
 namespace transfuse::rt::testing {
+
+// An F32 tensor holding start, start + step, start + 2·step, ...
+inline Tensor filled(std::vector<int64_t> shape, float start, float step = 0.5f) {
+  Tensor t = Tensor::zeros(DType::F32, std::move(shape));
+  for (int64_t i = 0; i < t.numElements(); ++i) t.data<float>()[i] = start + step * i;
+  return t;
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
 
 class TempDir {
 public:

@@ -11,17 +11,9 @@
 namespace transfuse::rt {
 namespace {
 
+using testing::contains;
+using testing::filled;
 using testing::TempDir;
-
-Tensor filled(std::vector<int64_t> shape, float start) {
-  Tensor t = Tensor::zeros(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numElements(); ++i) t.data<float>()[i] = start + 0.25f * i;
-  return t;
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 class WeightFilesTest : public ::testing::Test {
 protected:
