@@ -12,7 +12,11 @@ reference within 1e-6 and compiled within 1e-4 of max(1, max |h|). Where
 Debian's torch is present, oracle.bert is itself checked against a BERT
 written here with torch.nn.functional (fp64). Bad directories (a pickle only,
 another family, an unsupported key value) must each fail with one error
-naming the file and key, and leave no output.
+naming the file and key, and leave no output. Sharded weights, the
+classify head and --train with it, `transfuse embed` from text, the
+compile cache, and golden outputs of Hugging Face's own modelling code
+(bert-golden/, make_bert_golden.py) for two tiny configs: encode, classify
+and embed within 1e-5 of max(1, max |output|).
 
 usage: bert_e2e.py --transfuse BIN --workdir DIR
 """
@@ -43,6 +47,35 @@ CONFIG = {
     "transformers_version": "4.46.0", "type_vocab_size": 2, "use_cache": True,
     "vocab_size": 50,
 }
+
+
+# The configs of the golden outputs of Hugging Face's modelling code
+# (make_bert_golden.py; bert-golden/NAME.safetensors).
+GOLDEN_CONFIGS = {
+    "gelu": dict(CONFIG, architectures=["BertForSequenceClassification"], num_labels=3,
+                 id2label={"0": "a", "1": "b", "2": "c"}, label2id={"a": 0, "b": 1, "c": 2}),
+    "gelu-tanh": dict(CONFIG, hidden_act="gelu_new", hidden_size=24, num_attention_heads=3,
+                      intermediate_size=40, layer_norm_eps=1e-5, type_vocab_size=3,
+                      architectures=["BertForSequenceClassification"], num_labels=2),
+}
+
+
+def golden_weights(cfg):
+    """The golden models' weights: BertForSequenceClassification's names,
+    drawn from a fixed seed (NumPy's PCG64 normal draws are stable)."""
+    rng = np.random.default_rng(2026)
+    w = {"bert." + k: v for k, v in bert_weights(cfg, rng).items()}
+    d, n = cfg["hidden_size"], cfg.get("num_labels", 2)
+    w["bert.pooler.dense.weight"] = (0.3 * rng.standard_normal((d, d))).astype(np.float32)
+    w["bert.pooler.dense.bias"] = (0.1 * rng.standard_normal(d)).astype(np.float32)
+    w["classifier.weight"] = (0.5 * rng.standard_normal((n, d))).astype(np.float32)
+    w["classifier.bias"] = (0.1 * rng.standard_normal(n)).astype(np.float32)
+    return w
+
+
+def golden_inputs(cfg):
+    return {k: v.astype(np.int64)
+            for k, v in inputs(dict(cfg, type_vocab_size=2), np.random.default_rng(5), 3, 9).items()}
 
 
 def bert_weights(cfg, rng):
@@ -162,7 +195,7 @@ def sharded_cases(args, weights, in_path, exact):
     return ok
 
 
-def write_sentence_transformers(path, pooling, normalize):
+def write_sentence_transformers(path, pooling, normalize, hidden=CONFIG["hidden_size"]):
     """modules.json and 1_Pooling/config.json as sentence-transformers saves them."""
     modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling",
@@ -174,7 +207,7 @@ def write_sentence_transformers(path, pooling, normalize):
         json.dump(modules, f, indent=2)
     os.makedirs(os.path.join(path, "1_Pooling"), exist_ok=True)
     with open(os.path.join(path, "1_Pooling", "config.json"), "w") as f:
-        json.dump({"word_embedding_dimension": CONFIG["hidden_size"],
+        json.dump({"word_embedding_dimension": hidden,
                    "pooling_mode_cls_token": pooling == "cls",
                    "pooling_mode_mean_tokens": pooling == "mean",
                    "pooling_mode_max_tokens": pooling == "max",
@@ -274,6 +307,40 @@ def embed_cases(args, rng):
         fine = p.returncode != 0 and expect in p.stderr and not os.path.exists(out)
         print(f"{what}: {'refused' if fine else 'NOT REFUSED AS EXPECTED'}: {p.stderr.strip()}")
         ok &= fine
+    return ok
+
+
+def golden_cases(args):
+    """encode, classify and embed against Hugging Face's BertModel,
+    BertForSequenceClassification and sentence-transformers' pooling
+    (bert-golden/, made by make_bert_golden.py), on a padded batch."""
+    ok = True
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(args.workdir, "cache-golden"))
+    for name, cfg in GOLDEN_CONFIGS.items():
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bert-golden",
+                            name + ".safetensors")
+        golden = safetensors_io.read(path)
+        if json.loads(safetensors_io.read_metadata(path)["config"]) != cfg:
+            print(f"golden {name}: {path} was made from another config: run make_bert_golden.py")
+            ok = False
+            continue
+        model = os.path.join(args.workdir, "golden-" + name)
+        write_dir(model, cfg, golden_weights(cfg))
+        write_sentence_transformers(model, "mean", True, cfg["hidden_size"])
+        feeds = os.path.join(args.workdir, f"golden-{name}-inputs.safetensors")
+        safetensors_io.write(feeds, {k: golden[k] for k in ("input_ids", "attention_mask",
+                                                           "token_type_ids")})
+        for entry, output in (("encode", "last_hidden_state"), ("classify", "logits"),
+                              ("embed", "sentence_embedding")):
+            got = os.path.join(args.workdir, f"golden-{name}-{entry}.safetensors")
+            p = subprocess.run([args.transfuse, "run", model, "--entry", entry, "--inputs", feeds,
+                                "--outputs", got], capture_output=True, text=True, env=env)
+            if p.returncode != 0:
+                print(f"golden {name} {entry}: {p.stderr.strip()}")
+                ok = False
+                continue
+            ok &= check_close(f"{name} {entry} against Hugging Face's",
+                              safetensors_io.read(got)[output], golden[output], 1e-5)
     return ok
 
 
@@ -447,6 +514,7 @@ def main():
         CONFIG, weights, x["input_ids"], x["attention_mask"], x["token_type_ids"]))
 
     ok &= embed_cases(args, rng)
+    ok &= golden_cases(args)
 
     # The artifact may not go into the model's own directory (its files would go).
     model = os.path.join(args.workdir, "model-f32")
