@@ -535,10 +535,31 @@ def main():
         ("heads", dict(CONFIG, num_attention_heads=5), "key 'num_attention_heads'"),
         ("type", None, "key 'model_type': missing"),
     ]
+    # sentence-transformers modules that are not supported, by name.
+    dense = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+             {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}]
+    modes = {"word_embedding_dimension": 32, "pooling_mode_mean_tokens": True}
+    bad += [
+        ("dense", ("modules.json", dense), "module type 'sentence_transformers.models.Dense'"),
+        ("sqrt", ("1_Pooling/config.json", dict(modes, pooling_mode_mean_tokens=False,
+                                                 pooling_mode_mean_sqrt_len_tokens=True)),
+         "key 'pooling_mode_mean_sqrt_len_tokens': not supported"),
+        ("two-modes", ("1_Pooling/config.json", dict(modes, pooling_mode_max_tokens=True)),
+         "exactly one pooling_mode_* must be true (2 are)"),
+        ("width", ("1_Pooling/config.json", dict(modes, word_embedding_dimension=31)),
+         "key 'word_embedding_dimension': 31 is not the model's hidden_size 32"),
+    ]
     for name, cfg, expect in bad:
         model = os.path.join(args.workdir, "bad-" + name)
         shutil.rmtree(model, ignore_errors=True)
         os.makedirs(model)
+        if isinstance(cfg, tuple):  # a sentence-transformers directory with one bad file
+            write_sentence_transformers(model, "mean", False)
+            os.makedirs(os.path.dirname(os.path.join(model, cfg[0])), exist_ok=True)
+            with open(os.path.join(model, cfg[0]), "w") as f:
+                json.dump(cfg[1], f)
+            cfg = CONFIG
         if name == "pickle":
             with open(os.path.join(model, "config.json"), "w") as f:
                 json.dump(CONFIG, f)
