@@ -70,8 +70,8 @@ llvm::Error hashDirectory(llvm::SHA256 &h, llvm::StringRef dir) {
   std::error_code ec;
   for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end; it != end && !ec;
        it.increment(ec)) {
-    if (it.level() > 1)
-      it.no_push();
+    if (it->type() == llvm::sys::fs::file_type::directory_file && it.level() >= 1)
+      it.no_push(); // folders two levels down (a .git's objects) are not read
     if (it->type() == llvm::sys::fs::file_type::regular_file)
       files.push_back(it->path());
   }

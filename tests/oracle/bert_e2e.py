@@ -290,8 +290,21 @@ def embed_cases(args, rng):
     print(f"a changed 1_Pooling/config.json: {'st-max artifact' if fine else 'NOT AS EXPECTED'}")
     ok &= fine
     write_sentence_transformers(model, "mean", True)
+    # An artifact compiled from the directory takes text alone (its tokenizer
+    # carried), with the weights named; without them it says so.
+    art = os.path.join(args.workdir, "st-mean-artifact")
+    run([args.transfuse, "compile", model, "-o", art, "--fusion", "all", "--max-batch", "32",
+         "--max-seq-len", "64"])
+    out = os.path.join(args.workdir, "embed-artifact.npy")
+    p = subprocess.run([args.transfuse, "embed", art, "--weights", model, "--input", text,
+                        "--out", out], capture_output=True, text=True)
+    ok &= p.returncode == 0 and check_close(
+        "embed from an artifact", np.load(out), np.load(os.path.join(args.workdir,
+                                                                      "embed-mean-32.npy")), 1e-6)
     # Bad input: one clear error, no output.
     bad = [
+        ([art, "--input", text, "--out", "x.npy"], "give its weights with --weights",
+         "an artifact without --weights"),
         ([model, "--input", text, "--no-truncate", "--max-seq-len", "12", "--out", "x.npy"],
          "tokens", "a line over --max-seq-len with --no-truncate"),
         ([os.path.join(args.workdir, "model-f32"), "--input", text], "has no embed entry",
