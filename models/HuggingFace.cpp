@@ -34,10 +34,14 @@ const char *const kNotYet[] = {"roberta", "xlm-roberta", "distilbert", "albert",
                                "deberta", "deberta-v2", "mpnet", "camembert", "vit", "llama",
                                "mistral", "qwen2", "gpt2", "marian", "t5", "bart"};
 
+/// A JSON file of the directory, under the definition limits (size,
+/// nesting: llvm::json::parse recurses) of checkDefinitionText.
 llvm::Expected<llvm::json::Value> readJson(const std::string &path) {
   auto text = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!text)
     return fail("cannot read '" + path + "': " + text.getError().message());
+  if (llvm::Error e = checkDefinitionText((*text)->getBuffer(), path))
+    return std::move(e);
   llvm::Expected<llvm::json::Value> json = llvm::json::parse((*text)->getBuffer());
   if (!json)
     return fail(path + ": invalid JSON: " + llvm::toString(json.takeError()));
@@ -146,14 +150,9 @@ mlir::transfuse::loadHuggingFaceDirectory(MLIRContext &context, llvm::StringRef 
     return fail(dir + ": the weights are pytorch_model.bin (a pickle, which Transfuse does not "
                       "read): save them as safetensors (model.save_pretrained(dir, "
                       "safe_serialization=True))");
-  auto text = llvm::MemoryBuffer::getFile(configPath, /*IsText=*/true);
-  if (!text)
-    return fail("cannot read '" + configPath + "': " + text.getError().message());
-  if (llvm::Error e = checkDefinitionText((*text)->getBuffer(), configPath))
-    return std::move(e);
-  llvm::Expected<llvm::json::Value> json = llvm::json::parse((*text)->getBuffer());
+  llvm::Expected<llvm::json::Value> json = readJson(configPath);
   if (!json)
-    return fail(configPath + ": invalid JSON: " + llvm::toString(json.takeError()));
+    return json.takeError();
   const llvm::json::Object *config = json->getAsObject();
   if (!config)
     return fail(configPath + ": not a JSON object");

@@ -21,6 +21,7 @@ and embed within 1e-5 of max(1, max |output|).
 usage: bert_e2e.py --transfuse BIN --workdir DIR
 """
 import argparse
+import functools
 import gzip
 import json
 import os
@@ -563,6 +564,8 @@ def main():
          "exactly one pooling_mode_* must be true (2 are)"),
         ("width", ("1_Pooling/config.json", dict(modes, word_embedding_dimension=31)),
          "key 'word_embedding_dimension': 31 is not the model's hidden_size 32"),
+        ("deep", ("modules.json", functools.reduce(lambda a, _: [a], range(200), [])),
+         "brackets nest deeper than"),
     ]
     for name, cfg, expect in bad:
         model = os.path.join(args.workdir, "bad-" + name)
