@@ -89,7 +89,8 @@ struct CompileOptions {
 /// The files of a Hugging Face directory an artifact carries, as they are.
 inline constexpr const char *kCarriedFiles[] = {
     "config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
-    "special_tokens_map.json", "sentence_bert_config.json", "modules.json"};
+    "special_tokens_map.json", "sentence_bert_config.json", "modules.json",
+    "preprocessor_config.json"};
 
 /// An artifact directory and what the compile found out.
 struct Artifact {

@@ -117,6 +117,14 @@ Value GraphBuilder::last(Value x, int64_t axis) {
                          b.getI64IntegerAttr(1));
 }
 
+Value GraphBuilder::concat(ValueRange xs, int64_t axis) {
+  return ConcatOp::create(b, loc, xs, axis);
+}
+
+Value GraphBuilder::first(Value x, int64_t axis) {
+  return SliceOp::create(b, loc, x, Value(), Value(), axis, /*start=*/0, b.getI64IntegerAttr(1));
+}
+
 Value GraphBuilder::gather(Value table, Value ids) {
   return GatherOp::create(b, loc, table, ids);
 }
@@ -174,6 +182,15 @@ Value GraphBuilder::pool(Value x, Value keep, StringRef mode) {
 }
 
 Value GraphBuilder::l2Normalize(Value x) { return L2NormalizeOp::create(b, loc, x); }
+
+Value GraphBuilder::unfold(Value x, int64_t patchH, int64_t patchW) {
+  return UnfoldOp::create(b, loc, x, b.getDenseI64ArrayAttr({patchH, patchW}));
+}
+
+Value GraphBuilder::expand(Value x, Value like) {
+  auto type = RankedTensorType::get(typeOf(like).getShape(), typeOf(x).getElementType());
+  return ExpandOp::create(b, loc, type, x, like);
+}
 
 Value GraphBuilder::causalMask(Value queryLen, Value keyLen) {
   auto type = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},

@@ -63,12 +63,15 @@ public:
   /// Reshapes to `shape` (dynamic sizes carried over in order).
   Value reshape(Value x, ArrayRef<int64_t> shape);
   SmallVector<Value> split(Value x, int64_t axis, ArrayRef<int64_t> sizes);
+  Value concat(ValueRange xs, int64_t axis);
   /// The first `length` rows along `axis` (a dynamic slice).
   Value sliceLeading(Value x, int64_t axis, Value length);
   /// Rows [offset, offset + length) along `axis`.
   Value sliceAt(Value x, int64_t axis, Value offset, Value length);
   /// The last row along `axis` (size 1).
   Value last(Value x, int64_t axis);
+  /// The first row along `axis` (size 1).
+  Value first(Value x, int64_t axis);
   Value gather(Value table, Value ids);
   Value dropout(Value x, double rate);
   /// The mean cross-entropy of logits [..., V] against labels [...]
@@ -79,6 +82,11 @@ public:
   Value pool(Value x, Value keep, StringRef mode);
   /// x / max(||x||₂, 1e-12) along the last axis.
   Value l2Normalize(Value x);
+  /// An image x [B, C, H, W] as its patches' rows [B, N, C·ph·pw]
+  /// (transfuse.unfold: a stride-`patch` convolution is unfold, then a GEMM).
+  Value unfold(Value x, int64_t patchH, int64_t patchW);
+  /// x broadcast to `like`'s shape (a learned token repeated over the batch).
+  Value expand(Value x, Value like);
 
   //--- nn-style helpers ------------------------------------------------------
   /// x·Wᵀ + b (PyTorch nn.Linear; weight [out, in]); `bias` may be null.

@@ -174,6 +174,19 @@ LogicalResult vjp(PoolOp op, OpBuilder &b, ValueRange g, Grads &out) {
   return success();
 }
 
+LogicalResult vjp(UnfoldOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = UnfoldGradOp::create(b, op.getLoc(), op.getInput().getType(), op.getInput(), g[0],
+                                op.getPatchAttr());
+  return success();
+}
+
+/// Expand in a forward graph (a learned token broadcast over the batch):
+/// the gradient summed back to the input's shape; `like` gives only sizes.
+LogicalResult vjp(ExpandOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  out[0] = unbroadcast(b, op.getLoc(), g[0], op.getInput().getType());
+  return success();
+}
+
 LogicalResult vjp(L2NormalizeOp op, OpBuilder &b, ValueRange g, Grads &out) {
   out[0] = L2NormalizeGradOp::create(b, op.getLoc(), op.getType(), op.getInput(), g[0],
                                      op.getEpsilonAttr());
@@ -397,5 +410,6 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
 void mlir::transfuse::attachGradientRules(MLIRContext *ctx) {
   attach<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, SiluOp, ExpOp, TanhOp, SelectOp, SoftmaxOp,
          LayerNormOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp, SliceOp, ConcatOp,
-         SplitOp, CrossEntropyOp, LinearOp, AddLayerNormOp, AttentionOp, PoolOp, L2NormalizeOp>(ctx);
+         SplitOp, CrossEntropyOp, LinearOp, AddLayerNormOp, AttentionOp, PoolOp, L2NormalizeOp,
+         UnfoldOp, ExpandOp>(ctx);
 }

@@ -456,6 +456,12 @@ def TFK_PoolOp : TFK_CallOp<"pool",
     (ins TF_PoolingAttr:$mode)>;
 def TFK_PoolGradOp : TFK_CallOp<"pool_grad",
     "the input's gradient of pool (input, keep, grad)", 3, 3, 1, (ins TF_PoolingAttr:$mode)>;
+def TFK_UnfoldOp : TFK_CallOp<"unfold",
+    "patch rows [B, N, C·ph·pw] of an image [B, C, H, W]", 1, 1, 1,
+    (ins DenseI64ArrayAttr:$patch)>;
+def TFK_UnfoldGradOp : TFK_CallOp<"unfold_grad",
+    "the image's gradient [B, C, H, W] from the patch rows' (grad)", 1, 1, 1,
+    (ins DenseI64ArrayAttr:$patch)>;
 def TFK_L2NormalizeOp : TFK_CallOp<"l2_normalize",
     "rows over their Euclidean norm, clamped below at epsilon", 1, 1, 1, (ins F64Attr:$epsilon)>;
 def TFK_L2NormalizeGradOp : TFK_CallOp<"l2_normalize_grad",

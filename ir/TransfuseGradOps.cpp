@@ -33,6 +33,10 @@ SizeExpr PoolGradOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
   return sizes.dim(getInput(), axis);
 }
 
+SizeExpr UnfoldGradOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getInput(), axis);
+}
+
 SizeExpr L2NormalizeGradOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
   return sizes.dim(getInput(), axis);
 }

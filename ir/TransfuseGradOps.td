@@ -202,6 +202,22 @@ def Transfuse_PoolGradOp : Transfuse_Op<"pool_grad", [TF_ShapeOfFirst]> {
   let assemblyFormat = "$input `,` $keep `,` $grad attr-dict `:` functional-type(operands, results)";
 }
 
+def Transfuse_UnfoldGradOp : Transfuse_Op<"unfold_grad", [TF_ShapeOfFirst]> {
+  let summary = "the gradient of unfold: patch rows put back in place";
+  let description = [{
+    The result has `input`'s shape [B, C, H, W]: each element of `grad`
+    [B, N, C·ph·pw] goes back to the pixel unfold read it from (patches do
+    not overlap, so nothing is summed). `input` gives only the shape.
+
+    ```mlir
+    %dx = transfuse.unfold_grad %x, %g {patch = array<i64: 16, 16>} : (tensor<?x3x224x224xf32>, tensor<?x196x768xf32>) -> tensor<?x3x224x224xf32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$grad, DenseI64ArrayAttr:$patch);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` functional-type(operands, results)";
+}
+
 def Transfuse_L2NormalizeGradOp : Transfuse_Op<"l2_normalize_grad", [TF_ShapeOfFirst]> {
   let summary = "the gradient of l2_normalize";
   let description = [{

@@ -238,6 +238,44 @@ SizeExpr PoolOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
   return sizes.dim(getInput(), axis == 0 ? 0 : 2);
 }
 
+LogicalResult UnfoldOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto input = tensorOf(adaptor.getInput());
+  ArrayRef<int64_t> patch = adaptor.getPatch();
+  if (!input || input.getRank() != 4 || patch.size() != 2 || patch[0] < 1 || patch[1] < 1)
+    return emitOptionalError(loc, "unfold: input must be [B, C, H, W] and patch [ph, pw], got ",
+                             adaptor.getInput().getType());
+  auto rows = [&](int64_t d, int64_t p) {
+    return ShapedType::isDynamic(d) ? ShapedType::kDynamic : d / p;
+  };
+  int64_t n = ShapedType::kDynamic, c = input.getDimSize(1);
+  if (!input.isDynamicDim(2) && !input.isDynamicDim(3))
+    n = rows(input.getDimSize(2), patch[0]) * rows(input.getDimSize(3), patch[1]);
+  types.push_back(RankedTensorType::get(
+      {input.getDimSize(0), n, ShapedType::isDynamic(c) ? c : c * patch[0] * patch[1]},
+      input.getElementType()));
+  return success();
+}
+
+LogicalResult UnfoldOp::verify() {
+  auto input = getInput().getType();
+  ArrayRef<int64_t> patch = getPatch();
+  for (int64_t d = 1; d < 4; ++d)
+    if (input.isDynamicDim(d))
+      return emitOpError("C, H and W must be static, got ") << input;
+  if (input.getDimSize(2) % patch[0] != 0 || input.getDimSize(3) % patch[1] != 0)
+    return emitOpError("the image ") << input.getDimSize(2) << "x" << input.getDimSize(3)
+                                     << " is not a whole number of " << patch[0] << "x"
+                                     << patch[1] << " patches";
+  return success();
+}
+
+SizeExpr UnfoldOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  if (axis == 0)
+    return sizes.dim(getInput(), 0);
+  return SizeExpr::constant(getType().getDimSize(axis));
+}
+
 LogicalResult L2NormalizeOp::verify() {
   if (getType().getRank() < 1)
     return emitOpError("needs a rank of at least 1, got ") << getType();

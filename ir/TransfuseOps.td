@@ -254,6 +254,26 @@ def Transfuse_PoolOp : Transfuse_Op<"pool", [TF_ShapeRule, InferTypeOpAdaptor]> 
   let hasVerifier = 1;
 }
 
+def Transfuse_UnfoldOp : Transfuse_Op<"unfold", [TF_ShapeRule, InferTypeOpAdaptor]> {
+  let summary = "non-overlapping image patches as rows (a patch embedding's GEMM input)";
+  let description = [{
+    `input` [B, C, H, W] -> [B, (H/ph)·(W/pw), C·ph·pw] for `patch` =
+    [ph, pw]: row p = i·(W/pw) + j holds patch (i, j), its columns in
+    (c, y, x) order, which is how a convolution weight [D, C, ph, pw]
+    flattens. A convolution of kernel and stride `patch` (the Vision
+    Transformer's patch embedding) is unfold followed by one GEMM. H and W
+    are static multiples of the patch; B may be dynamic.
+
+    ```mlir
+    %p = transfuse.unfold %x {patch = array<i64: 16, 16>} : (tensor<?x3x224x224xf32>) -> tensor<?x196x768xf32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$input, DenseI64ArrayAttr:$patch);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Transfuse_L2NormalizeOp : Transfuse_Op<"l2_normalize", [TF_Broadcasting,
     SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "rows divided by their Euclidean norm";

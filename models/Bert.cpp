@@ -23,7 +23,6 @@
 #include "ir/Sizes.h"
 #include "ir/TransfuseDialect.h"
 
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -33,28 +32,12 @@ using namespace mlir::transfuse;
 
 namespace {
 
-llvm::Error keyError(llvm::StringRef source, llvm::StringRef key, const llvm::Twine &what) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 (source + ": key '" + key + "': " + what).str());
-}
-
-/// config.json keys that do not change what the model computes: bookkeeping
-/// of the hub and of transformers, initialization, what a task head or the
-/// generation utilities read. Listed in docs/models.md.
+/// config.json keys of the BERT family that do not change what the model
+/// computes, beyond every family's (kCommonIgnoredKeys). Listed in
+/// docs/models.md.
 const char *const kIgnoredKeys[] = {
-    "_name_or_path", "architectures", "model_type", "torch_dtype", "transformers_version",
-    "initializer_range", "use_cache", "gradient_checkpointing",
-    "id2label", "label2id", "num_labels", "problem_type", "finetuning_task", "return_dict",
-    "output_hidden_states", "output_attentions", "torchscript", "bos_token_id", "eos_token_id",
-    "sep_token_id", "cls_token_id", "tokenizer_class", "prefix", "task_specific_params",
-    "chunk_size_feed_forward", "_attn_implementation", "attn_implementation", "directionality",
-    "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers", "pooler_size_per_head",
-    "pooler_type", "tie_word_embeddings", "output_past", "pruned_heads", "dtype"};
-
-/// hidden_act values and the kernels' activation each one is.
-const std::pair<const char *, const char *> kActivations[] = {
-    {"gelu", "gelu"},       {"relu", "relu"},           {"gelu_new", "gelu_tanh"},
-    {"gelu_pytorch_tanh", "gelu_tanh"}, {"silu", "silu"}, {"swish", "silu"}};
+    "directionality", "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers",
+    "pooler_size_per_head", "pooler_type"};
 
 } // namespace
 
@@ -62,92 +45,53 @@ llvm::Expected<BertConfig> mlir::transfuse::parseBertConfig(const llvm::json::Ob
                                                             llvm::StringRef source,
                                                             std::vector<std::string> *warnings) {
   BertConfig c;
-  llvm::StringSet<> known;
-  for (const char *k : kIgnoredKeys)
-    known.insert(k);
-  auto readInt = [&](llvm::StringRef key, int64_t &out, int64_t min) -> llvm::Error {
-    known.insert(key);
-    const llvm::json::Value *v = o.get(key);
-    if (!v)
-      return llvm::Error::success();
-    std::optional<int64_t> i = v->getAsInteger();
-    constexpr int64_t kMax = int64_t{1} << 24;
-    if (!i || *i < min || *i > kMax)
-      return keyError(source, key, llvm::formatv("expected an integer in [{0}, {1}]", min, kMax));
-    out = *i;
-    return llvm::Error::success();
-  };
-  auto readDouble = [&](llvm::StringRef key, double &out) -> llvm::Error {
-    known.insert(key);
-    const llvm::json::Value *v = o.get(key);
-    if (!v)
-      return llvm::Error::success();
-    std::optional<double> d = v->getAsNumber();
-    if (!d || !std::isfinite(*d) || *d < 0)
-      return keyError(source, key, "expected a number >= 0");
-    out = *d;
-    return llvm::Error::success();
-  };
-  llvm::Error err = llvm::joinErrors(readInt("vocab_size", c.vocabSize, 1),
-                                     readInt("hidden_size", c.hidden, 1));
-  err = llvm::joinErrors(std::move(err), readInt("num_hidden_layers", c.layers, 1));
-  err = llvm::joinErrors(std::move(err), readInt("num_attention_heads", c.heads, 1));
-  err = llvm::joinErrors(std::move(err), readInt("intermediate_size", c.intermediate, 1));
-  err = llvm::joinErrors(std::move(err), readInt("max_position_embeddings", c.maxPositions, 1));
-  err = llvm::joinErrors(std::move(err), readInt("type_vocab_size", c.typeVocabSize, 1));
-  err = llvm::joinErrors(std::move(err), readDouble("layer_norm_eps", c.layerNormEps));
-  err = llvm::joinErrors(std::move(err), readDouble("hidden_dropout_prob", c.hiddenDropout));
+  ConfigKeys keys(o, source);
+  keys.ignore({kCommonIgnoredKeys, kNumCommonIgnoredKeys});
+  keys.ignore(kIgnoredKeys);
+  llvm::Error err = llvm::joinErrors(keys.readInt("vocab_size", c.vocabSize, 1),
+                                     keys.readInt("hidden_size", c.hidden, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("num_hidden_layers", c.layers, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("num_attention_heads", c.heads, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("intermediate_size", c.intermediate, 1));
   err = llvm::joinErrors(std::move(err),
-                         readDouble("attention_probs_dropout_prob", c.attentionDropout));
+                         keys.readInt("max_position_embeddings", c.maxPositions, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("type_vocab_size", c.typeVocabSize, 1));
+  err = llvm::joinErrors(std::move(err), keys.readDouble("layer_norm_eps", c.layerNormEps));
+  err = llvm::joinErrors(std::move(err), keys.readDouble("hidden_dropout_prob", c.hiddenDropout));
+  err = llvm::joinErrors(std::move(err),
+                         keys.readDouble("attention_probs_dropout_prob", c.attentionDropout));
+  err = llvm::joinErrors(std::move(err), keys.readActivation("hidden_act", c.activation));
   if (err)
     return std::move(err);
-  known.insert("classifier_dropout");
-  if (const llvm::json::Value *v = o.get("classifier_dropout"); v && !v->getAsNull()) {
+  if (const llvm::json::Value *v = keys.get("classifier_dropout"); v && !v->getAsNull()) {
     std::optional<double> d = v->getAsNumber();
     if (!d || !(*d >= 0 && *d < 1))
-      return keyError(source, "classifier_dropout", "expected null or a number in [0, 1)");
+      return keys.error("classifier_dropout", "expected null or a number in [0, 1)");
     c.classifierDropout = *d;
   }
-  known.insert("pad_token_id");
-  if (const llvm::json::Value *v = o.get("pad_token_id")) {
+  if (const llvm::json::Value *v = keys.get("pad_token_id")) {
     if (v->getAsNull())
       c.padTokenId.reset();
     else if (std::optional<int64_t> i = v->getAsInteger(); i && *i >= 0 && *i < c.vocabSize)
       c.padTokenId = *i;
     else
-      return keyError(source, "pad_token_id", "expected null or an id in the vocabulary");
+      return keys.error("pad_token_id", "expected null or an id in the vocabulary");
   }
   // Keys whose values change the computation: the supported value, or an
   // error naming what is not supported.
-  known.insert("hidden_act");
-  if (const llvm::json::Value *v = o.get("hidden_act")) {
-    std::optional<llvm::StringRef> act = v->getAsString();
-    auto it = llvm::find_if(kActivations, [&](auto &p) { return act && *act == p.first; });
-    if (it == std::end(kActivations))
-      return keyError(source, "hidden_act",
-                      "not supported (supported: gelu, relu, gelu_new, gelu_pytorch_tanh, silu, "
-                      "swish)");
-    c.activation = it->second;
-  }
-  known.insert("position_embedding_type");
-  if (const llvm::json::Value *v = o.get("position_embedding_type"))
+  if (const llvm::json::Value *v = keys.get("position_embedding_type"))
     if (v->getAsString() != llvm::StringRef("absolute"))
-      return keyError(source, "position_embedding_type",
-                      "only \"absolute\" (learned positions) is supported");
-  for (const char *key : {"is_decoder", "add_cross_attention"}) {
-    known.insert(key);
-    if (const llvm::json::Value *v = o.get(key); v && v->getAsBoolean() != false)
-      return keyError(source, key,
-                      "a BERT decoder or cross-attention is not supported (an encoder only)");
-  }
+      return keys.error("position_embedding_type",
+                        "only \"absolute\" (learned positions) is supported");
+  for (const char *key : {"is_decoder", "add_cross_attention"})
+    if (const llvm::json::Value *v = keys.get(key); v && v->getAsBoolean() != false)
+      return keys.error(key, "a BERT decoder or cross-attention is not supported (an encoder only)");
   if (c.hidden % c.heads != 0)
-    return keyError(source, "num_attention_heads",
-                    llvm::formatv("hidden_size {0} is not divisible by {1}", c.hidden, c.heads));
+    return keys.error("num_attention_heads",
+                      llvm::formatv("hidden_size {0} is not divisible by {1}", c.hidden, c.heads));
   if (!(c.layerNormEps > 0))
-    return keyError(source, "layer_norm_eps", "must be > 0");
-  for (const auto &kv : o)
-    if (!known.contains(kv.first) && warnings)
-      warnings->push_back((source + ": unknown key '" + kv.first.str() + "' ignored").str());
+    return keys.error("layer_norm_eps", "must be > 0");
+  keys.warnUnread(warnings);
   return c;
 }
 

@@ -10,7 +10,10 @@
 
 #include "runtime/WeightFiles.h"
 
+#include <cmath>
+
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -31,7 +34,7 @@ std::string join(llvm::StringRef dir, llvm::StringRef name) {
 
 /// Families that Transfuse knows by name but does not compile yet.
 const char *const kNotYet[] = {"roberta", "xlm-roberta", "distilbert", "albert", "electra",
-                               "deberta", "deberta-v2", "mpnet", "camembert", "vit", "llama",
+                               "deberta", "deberta-v2", "mpnet", "camembert", "llama",
                                "mistral", "qwen2", "gpt2", "marian", "t5", "bart"};
 
 /// A JSON file of the directory, under the definition limits (size,
@@ -48,27 +51,132 @@ llvm::Expected<llvm::json::Value> readJson(const std::string &path) {
   return json;
 }
 
-/// The rows of a BertForSequenceClassification head's classifier when the
-/// directory's weights hold one (with its pooler), else 0. Weights that do
-/// not open are left to the load, which names what is wrong.
-int64_t classifierRows(llvm::StringRef dir, int64_t hidden) {
+/// The rows of a task head's classifier [rows, hidden] when the directory's
+/// weights hold one (with each tensor of `with`), under the name or with
+/// `prefix`; else 0. Weights that do not open are left to the load, which
+/// names what is wrong.
+int64_t classifierRows(llvm::StringRef dir, int64_t hidden, const std::string &prefix,
+                       llvm::ArrayRef<const char *> with) {
   auto files = ::transfuse::rt::WeightFiles::open(dir.str());
   if (!files.isOk())
     return 0;
   auto shape = [&](const std::string &name) -> std::vector<int64_t> {
-    for (const std::string &n : {name, "bert." + name})
+    for (const std::string &n : {name, prefix + name})
       if (const auto *f = files->find(n))
         return f->info(n)->shape;
     return {};
   };
   std::vector<int64_t> classifier = shape("classifier.weight");
-  if (classifier.size() != 2 || classifier[1] != hidden || classifier[0] < 1 ||
-      shape("pooler.dense.weight").empty())
+  if (classifier.size() != 2 || classifier[1] != hidden || classifier[0] < 1)
     return 0;
+  for (const char *name : with)
+    if (shape(name).empty())
+      return 0;
   return classifier[0];
 }
 
 } // namespace
+
+const char *const mlir::transfuse::kCommonIgnoredKeys[] = {
+    "_name_or_path", "architectures", "model_type", "torch_dtype", "dtype",
+    "transformers_version", "initializer_range", "use_cache", "gradient_checkpointing",
+    "id2label", "label2id", "num_labels", "problem_type", "finetuning_task", "return_dict",
+    "output_hidden_states", "output_attentions", "torchscript", "bos_token_id", "eos_token_id",
+    "sep_token_id", "cls_token_id", "tokenizer_class", "prefix", "task_specific_params",
+    "chunk_size_feed_forward", "_attn_implementation", "attn_implementation",
+    "tie_word_embeddings", "output_past", "pruned_heads"};
+const size_t mlir::transfuse::kNumCommonIgnoredKeys = std::size(kCommonIgnoredKeys);
+
+const llvm::json::Value *ConfigKeys::get(llvm::StringRef key) {
+  known.insert(key);
+  return config.get(key);
+}
+
+llvm::Error ConfigKeys::error(llvm::StringRef key, const llvm::Twine &what) const {
+  return fail(source + ": key '" + key + "': " + what);
+}
+
+llvm::Error ConfigKeys::readInt(llvm::StringRef key, int64_t &out, int64_t min) {
+  const llvm::json::Value *v = get(key);
+  if (!v)
+    return llvm::Error::success();
+  std::optional<int64_t> i = v->getAsInteger();
+  constexpr int64_t kMax = int64_t{1} << 24;
+  if (!i || *i < min || *i > kMax)
+    return error(key, llvm::formatv("expected an integer in [{0}, {1}]", min, kMax).str());
+  out = *i;
+  return llvm::Error::success();
+}
+
+llvm::Error ConfigKeys::readDouble(llvm::StringRef key, double &out) {
+  const llvm::json::Value *v = get(key);
+  if (!v)
+    return llvm::Error::success();
+  std::optional<double> d = v->getAsNumber();
+  if (!d || !std::isfinite(*d) || *d < 0)
+    return error(key, "expected a number >= 0");
+  out = *d;
+  return llvm::Error::success();
+}
+
+llvm::Error ConfigKeys::readBool(llvm::StringRef key, bool &out) {
+  const llvm::json::Value *v = get(key);
+  if (!v)
+    return llvm::Error::success();
+  std::optional<bool> b = v->getAsBoolean();
+  if (!b)
+    return error(key, "expected true or false");
+  out = *b;
+  return llvm::Error::success();
+}
+
+llvm::Error ConfigKeys::readPair(llvm::StringRef key, std::array<int64_t, 2> &out) {
+  const llvm::json::Value *v = get(key);
+  if (!v)
+    return llvm::Error::success();
+  constexpr int64_t kMax = int64_t{1} << 16;
+  auto in = [](std::optional<int64_t> i) { return i && *i >= 1 && *i <= kMax; };
+  if (std::optional<int64_t> i = v->getAsInteger(); in(i)) {
+    out = {*i, *i};
+    return llvm::Error::success();
+  }
+  const llvm::json::Array *a = v->getAsArray();
+  if (a && a->size() == 2 && in((*a)[0].getAsInteger()) && in((*a)[1].getAsInteger())) {
+    out = {*(*a)[0].getAsInteger(), *(*a)[1].getAsInteger()};
+    return llvm::Error::success();
+  }
+  return error(key, llvm::formatv("expected an integer in [1, {0}] or a list of two", kMax).str());
+}
+
+llvm::Error ConfigKeys::readActivation(llvm::StringRef key, std::string &out) {
+  // Each value and the kernels' activation it is.
+  static const std::pair<const char *, const char *> kActivations[] = {
+      {"gelu", "gelu"},           {"relu", "relu"},      {"gelu_new", "gelu_tanh"},
+      {"gelu_pytorch_tanh", "gelu_tanh"}, {"silu", "silu"}, {"swish", "silu"}};
+  const llvm::json::Value *v = get(key);
+  if (!v)
+    return llvm::Error::success();
+  std::optional<llvm::StringRef> act = v->getAsString();
+  auto it = llvm::find_if(kActivations, [&](auto &p) { return act && *act == p.first; });
+  if (it == std::end(kActivations))
+    return error(key, "not supported (supported: gelu, relu, gelu_new, gelu_pytorch_tanh, silu, "
+                      "swish)");
+  out = it->second;
+  return llvm::Error::success();
+}
+
+void ConfigKeys::ignore(llvm::ArrayRef<const char *> keys) {
+  for (const char *k : keys)
+    known.insert(k);
+}
+
+void ConfigKeys::warnUnread(std::vector<std::string> *warnings) const {
+  if (!warnings)
+    return;
+  for (const auto &kv : config)
+    if (!known.contains(kv.first))
+      warnings->push_back(source + ": unknown key '" + kv.first.str() + "' ignored");
+}
 
 llvm::Error mlir::transfuse::readSentenceTransformers(llvm::StringRef dir, BertConfig &config) {
   const std::string modulesPath = join(dir, "modules.json");
@@ -136,6 +244,32 @@ llvm::Error mlir::transfuse::readSentenceTransformers(llvm::StringRef dir, BertC
   return llvm::Error::success();
 }
 
+namespace {
+
+/// A `vit` directory: the encoder, and the classifier where its weights are.
+llvm::Expected<OwningOpRef<ModuleOp>> loadVit(MLIRContext &context, llvm::StringRef dir,
+                                              const llvm::json::Object &json,
+                                              const std::string &configPath,
+                                              const BuildOptions &options) {
+  auto vit = parseVitConfig(json, configPath, options.warnings);
+  if (!vit)
+    return vit.takeError();
+  vit->numLabels = classifierRows(dir, vit->hidden, "vit.", {});
+  if (options.training && vit->numLabels == 0)
+    return fail(dir + ": training a vit model needs a ViTForImageClassification's classifier "
+                      "weights (none in the directory)");
+  const int64_t tokens = vit->patches() + 1;
+  if (options.maxSeqLen != 0 && options.maxSeqLen != tokens)
+    return fail("--max-seq-len does not apply to a vit model: its sequence is the image's " +
+                llvm::Twine(tokens - 1) + " patches and the CLS token, from the config's "
+                "image_size");
+  OwningOpRef<ModuleOp> module = newModule(context);
+  buildVit(*module, *vit, options);
+  return finishModel(std::move(module), toJson(*vit), options, tokens);
+}
+
+} // namespace
+
 bool mlir::transfuse::isHuggingFaceDirectory(llvm::StringRef path) {
   return llvm::sys::fs::is_directory(path) && llvm::sys::fs::exists(join(path, "config.json"));
 }
@@ -159,17 +293,19 @@ mlir::transfuse::loadHuggingFaceDirectory(MLIRContext &context, llvm::StringRef 
   std::optional<llvm::StringRef> type = config->getString("model_type");
   if (!type)
     return fail(configPath + ": key 'model_type': missing (it names the model's family)");
+  if (*type == "vit")
+    return loadVit(context, dir, *config, configPath, options);
   if (*type != "bert") {
     bool known = llvm::is_contained(kNotYet, *type);
     return fail(configPath + ": key 'model_type': " + (known ? "'" : "unknown family '") + *type +
-                (known ? "' is not supported yet" : "'") + " (supported: bert)");
+                (known ? "' is not supported yet" : "'") + " (supported: bert, vit)");
   }
   auto bert = parseBertConfig(*config, configPath, options.warnings);
   if (!bert)
     return bert.takeError();
   if (llvm::Error e = readSentenceTransformers(dir, *bert))
     return std::move(e);
-  bert->numLabels = classifierRows(dir, bert->hidden);
+  bert->numLabels = classifierRows(dir, bert->hidden, "bert.", {"pooler.dense.weight"});
   if (options.training && bert->numLabels == 0)
     return fail(dir + ": training a bert model needs a task head: a BertForSequenceClassification's "
                       "pooler.dense and classifier weights (none in the directory)");

@@ -15,6 +15,12 @@
 // with weights named as BertModel saves them (`embeddings.word_embeddings.
 // weight`, `encoder.layer.N.attention.self.query.weight`, ...), with or
 // without the `bert.` prefix of the task models.
+// `vit` (ViTModel: pre-LN encoder over 16×16 patches, a CLS token, learned
+// positions, a final LayerNorm):
+//   encode(pixel_values: [B,C,H,W] f32) -> last_hidden_state [B,1+N,hidden]
+//   classify(the same) -> logits [B,num_labels]  (ViTForImageClassification)
+// at the config's image_size, weights named as ViTModel saves them, with or
+// without the `vit.` prefix.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRANSFUSE_MODELS_HUGGINGFACE_H
@@ -22,7 +28,10 @@
 
 #include "models/Models.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
+
+#include <array>
 
 #include <string>
 #include <vector>
@@ -41,6 +50,40 @@ bool isHuggingFaceDirectory(llvm::StringRef path);
 /// only pytorch_model.bin (pickle: save it as safetensors).
 llvm::Expected<OwningOpRef<ModuleOp>>
 loadHuggingFaceDirectory(MLIRContext &context, llvm::StringRef dir, const BuildOptions &options);
+
+/// config.json's keys as a family reads them: typed, range-checked reads
+/// whose errors name the file and the key, keys ignored by name (they do not
+/// change the computation), and a warning for each key nobody read.
+class ConfigKeys {
+public:
+  ConfigKeys(const llvm::json::Object &config, llvm::StringRef source)
+      : config(config), source(source) {}
+  /// The value of `key` (null when absent), marked as read.
+  const llvm::json::Value *get(llvm::StringRef key);
+  /// Each reads `key` into `out` when present, else leaves the default.
+  llvm::Error readInt(llvm::StringRef key, int64_t &out, int64_t min);
+  llvm::Error readDouble(llvm::StringRef key, double &out);
+  llvm::Error readBool(llvm::StringRef key, bool &out);
+  /// An integer, or a list of two (an image's or a patch's [height, width]).
+  llvm::Error readPair(llvm::StringRef key, std::array<int64_t, 2> &out);
+  /// hidden_act (or another activation key) as the kernels name it.
+  llvm::Error readActivation(llvm::StringRef key, std::string &out);
+  void ignore(llvm::ArrayRef<const char *> keys);
+  llvm::Error error(llvm::StringRef key, const llvm::Twine &what) const;
+  /// "SOURCE: unknown key 'K' ignored" for every key not read or ignored.
+  void warnUnread(std::vector<std::string> *warnings) const;
+
+private:
+  const llvm::json::Object &config;
+  std::string source;
+  llvm::StringSet<> known;
+};
+
+/// Keys of every family's config.json that do not change what a model
+/// computes (the hub's and transformers' bookkeeping, initialization, task
+/// and generation settings).
+extern const char *const kCommonIgnoredKeys[];
+extern const size_t kNumCommonIgnoredKeys;
 
 /// The BERT family's configuration, from config.json's keys.
 struct BertConfig {
@@ -85,6 +128,38 @@ llvm::Error readSentenceTransformers(llvm::StringRef dir, BertConfig &config);
 /// Builds `encode` of a BERT model (see above), and `embed` and `classify`
 /// where the config has them, into `module`.
 void buildBert(ModuleOp module, const BertConfig &config, const BuildOptions &options);
+
+/// The Vision Transformer's configuration (ViTModel,
+/// ViTForImageClassification), from config.json's keys.
+struct VitConfig {
+  int64_t hidden = 768;
+  int64_t layers = 12;
+  int64_t heads = 12;
+  int64_t intermediate = 3072;
+  std::string activation = "gelu";
+  double layerNormEps = 1e-12;
+  double hiddenDropout = 0.0, attentionDropout = 0.0;
+  std::array<int64_t, 2> imageSize = {224, 224};
+  std::array<int64_t, 2> patchSize = {16, 16};
+  int64_t channels = 3;
+  bool qkvBias = true;
+  /// Rows of classifier.weight when the weights hold a
+  /// ViTForImageClassification head: the `classify` entry; 0: none.
+  int64_t numLabels = 0;
+  /// Patches of the compiled image (and the positions beyond the CLS token).
+  int64_t patches() const {
+    return (imageSize[0] / patchSize[0]) * (imageSize[1] / patchSize[1]);
+  }
+};
+
+llvm::Expected<VitConfig> parseVitConfig(const llvm::json::Object &config, llvm::StringRef source,
+                                         std::vector<std::string> *warnings);
+llvm::json::Object toJson(const VitConfig &config);
+
+/// Builds `encode` (pixel_values [B, C, H, W] -> last_hidden_state
+/// [B, 1 + N, hidden]), `classify` (-> logits [B, num_labels]) with a head,
+/// and `loss` (+ labels [B]) in training builds, into `module`.
+void buildVit(ModuleOp module, const VitConfig &config, const BuildOptions &options);
 
 } // namespace mlir::transfuse
 

@@ -51,6 +51,14 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
       std::swap(x, r);
     if (x.getType() != add.getType())
       return rewriter.notifyMatchFailure(ln, "both operands of the add broadcast");
+    // A residual that broadcasts is a trailing block of the sum ([T, D] of
+    // [B, T, D]): none of its dimensions is a 1 stretched over the sum's.
+    auto rt = cast<RankedTensorType>(r.getType()), st = cast<RankedTensorType>(add.getType());
+    for (int64_t d = 0; r.getType() != add.getType() && d < rt.getRank(); ++d)
+      if (rt.getDimSize(d) == 1 && st.getDimSize(st.getRank() - rt.getRank() + d) != 1)
+        return rewriter.notifyMatchFailure(
+            ln, "the residual broadcasts along its dimension " + std::to_string(d) +
+                    " (size 1; a residual must be the sum's shape or its trailing dimensions)");
     // Place the fused op where every operand is available and the sum
     // dominates the add's other users: at the add if gamma and beta are
     // defined before it, else at the layer norm if no other user precedes it.

@@ -81,6 +81,21 @@ const std::vector<Command> kCommands = {
     {"--fusion", "STRATEGY", "a directory: the fusion strategy (default all)"},
     {"--threads", "N", "threads (default: one per hardware thread)"}},
    runEmbed},
+  {"classify", "classify MODEL IMAGE... [--top-k K] [options]",
+   "The top labels of images (PNG or JPEG) with their probabilities.",
+   "Runs an image classifier's `classify` entry (a ViTForImageClassification directory) on "
+   "each image, decoded and converted to RGB, resized and normalized as the directory's "
+   "preprocessor_config.json says, and prints each image's top-k labels (config.json's "
+   "id2label) with their probabilities. MODEL is a Hugging Face directory, compiled on first "
+   "use into $XDG_CACHE_HOME/transfuse (~/.cache/transfuse) and reused, or an artifact with "
+   "--weights. Every image is read before any runs: a bad one fails the command, naming it.",
+   {{"--top-k", "K", "labels printed per image (default 5)"},
+    {"--weights", "PATH", "the weights (a safetensors file, an index or a directory); "
+                          "default: MODEL's own"},
+    {"--batch", "N", "images per run (default 8; a directory's artifact is compiled for it)"},
+    {"--fusion", "STRATEGY", "a directory: the fusion strategy (default all)"},
+    {"--threads", "N", "threads (default: one per hardware thread)"}},
+   runClassify},
   {"bench", "bench gemm|attention|model MODEL|train MODEL|decode MODEL [options]",
    "Times kernels, fusion strategies, training and decoding.",
    "Measures a kernel: GFLOP/s and the fraction of this machine's FMA peak, probed in "

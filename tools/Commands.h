@@ -46,6 +46,8 @@ int runStress(const Positional &positional, const Flags &flags);
 int runDemo(const Positional &positional, const Flags &flags);
 // EmbedCommands.cpp
 int runEmbed(const Positional &positional, const Flags &flags);
+// ClassifyCommands.cpp
+int runClassify(const Positional &positional, const Flags &flags);
 
 /// The artifact a command runs and the weights it binds, from a MODEL
 /// argument: an artifact directory (manifest.json; weights from --weights,

@@ -34,7 +34,7 @@ void CpuPrinter::spell(Operation *, const emit::KernelCall &c, const std::string
       {"addLayerNorm", true},   {"stateWrite", false},         {"stateRead", false},
       {"keyPaddingMask", false}, {"causalMask", false},        {"positionalEncoding", false},
       {"pool", true},            {"poolGrad", true},           {"l2Normalize", true},
-      {"l2NormalizeGrad", true}};
+      {"l2NormalizeGrad", true}, {"unfold", false},           {"unfoldGrad", false}};
   auto where = kInKernels.find(c.callee);
   assert(where != kInKernels.end() && "a shared kernel call the cpu backend does not place");
   const bool kernels = where != kInKernels.end() && where->second;

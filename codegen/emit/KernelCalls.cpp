@@ -110,6 +110,18 @@ std::optional<llvm::Error> EntryPrinter::printShared(Operation *op) {
                                  ptr(p.getOuts()[0]), dims.dim(x, 0), dims.dim(x, 1),
                                  dims.dim(x, 2), std::to_string(static_cast<int>(p.getMode()))}});
   }
+  if (isa<tfk::UnfoldOp, tfk::UnfoldGradOp>(op)) {
+    // The image's sizes: the input of unfold, the output of its gradient.
+    auto call = cast<tfk::KernelCallInterface>(op);
+    const bool grad = isa<tfk::UnfoldGradOp>(op);
+    Value image = grad ? call.getOuts()[0] : call.getIns()[0];
+    ArrayRef<int64_t> patch = grad ? cast<tfk::UnfoldGradOp>(op).getPatch()
+                                   : cast<tfk::UnfoldOp>(op).getPatch();
+    return spelled({grad ? "unfoldGrad" : "unfold",
+                    {ptr(call.getIns()[0]), ptr(call.getOuts()[0]), dims.dim(image, 0),
+                     dims.dim(image, 1), dims.dim(image, 2), dims.dim(image, 3),
+                     std::to_string(patch[0]), std::to_string(patch[1])}});
+  }
   if (auto l = dyn_cast<tfk::L2NormalizeOp>(op)) {
     Value x = l.getIns()[0];
     return spelled({"l2Normalize", {ptr(x), ptr(l.getOuts()[0]), dims.product(x, 0, rankOf(x) - 1),

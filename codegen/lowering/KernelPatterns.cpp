@@ -253,6 +253,22 @@ LOWERING(PoolGradOp) {
   return success();
 }
 
+LOWERING(UnfoldOp) {
+  Value out = dest(rw, op);
+  tfk::UnfoldOp::create(rw, op.getLoc(), ValueRange{a.getInput()}, ValueRange{out},
+                        op.getPatchAttr());
+  rw.replaceOp(op, out);
+  return success();
+}
+
+LOWERING(UnfoldGradOp) {
+  Value out = dest(rw, op);
+  tfk::UnfoldGradOp::create(rw, op.getLoc(), ValueRange{a.getGrad()}, ValueRange{out},
+                            op.getPatchAttr());
+  rw.replaceOp(op, out);
+  return success();
+}
+
 LOWERING(L2NormalizeOp) {
   Value out = dest(rw, op);
   tfk::L2NormalizeOp::create(rw, op.getLoc(), ValueRange{a.getInput()}, ValueRange{out},
@@ -526,6 +542,7 @@ void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patter
                CrossEntropyGradOpLowering, EmbeddingGradOpLowering, ActivationGradOpLowering,
                LayerNormGradOpLowering, AttentionGradOpLowering, DropoutOpLowering,
                ExpandOpLowering, SliceGradOpLowering, PoolOpLowering, PoolGradOpLowering,
+               UnfoldOpLowering, UnfoldGradOpLowering,
                L2NormalizeOpLowering, L2NormalizeGradOpLowering, WeightGradOpLowering, LinearInputGradOpLowering, MatmulOpLowering,
                LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering,
                SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,

@@ -136,6 +136,35 @@ LogicalResult Interpreter::evalLayerNormGrad(LayerNormGradOp op) {
   return success();
 }
 
+LogicalResult Interpreter::evalUnfold(Operation *op, Value input, ArrayRef<int64_t> patch,
+                                      const Buf *grad) {
+  const Buf &x = get(input);
+  if (x.shape.size() != 4 || x.shape[2] % patch[0] != 0 || x.shape[3] % patch[1] != 0)
+    return fail(op, "the input " + str(x.shape) + " is not [B, C, H, W] of whole patches");
+  const int64_t B = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t ph = patch[0], pw = patch[1], rows = (H / ph) * (W / pw), cols = C * ph * pw;
+  if (grad && grad->shape != Shape{B, rows, cols})
+    return fail(op, "grad " + str(grad->shape) + " is not the patches of " + str(x.shape));
+  Buf r;
+  r.shape = grad ? x.shape : Shape{B, rows, cols};
+  r.data.assign(numel(r.shape), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t y = 0; y < H; ++y)
+        for (int64_t xx = 0; xx < W; ++xx) {
+          const int64_t pixel = ((b * C + c) * H + y) * W + xx;
+          const int64_t row = (y / ph) * (W / pw) + xx / pw;
+          const int64_t col = (c * ph + y % ph) * pw + xx % pw;
+          const int64_t element = (b * rows + row) * cols + col;
+          if (grad)
+            r.data[pixel] = grad->data[element];
+          else
+            r.data[element] = x.data[pixel];
+        }
+  set(op->getResult(0), std::move(r));
+  return success();
+}
+
 LogicalResult Interpreter::evalPool(Operation *op, Value input, Value keepValue, Pooling mode,
                                     const Buf *grad) {
   const Buf &x = get(input), &keep = get(keepValue);

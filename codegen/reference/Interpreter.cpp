@@ -152,6 +152,10 @@ LogicalResult Interpreter::eval(Operation *op) {
       .Case([&](PoolGradOp p) {
         return evalPool(op, p.getInput(), p.getKeep(), p.getMode(), &get(p.getGrad()));
       })
+      .Case([&](UnfoldOp u) { return evalUnfold(op, u.getInput(), u.getPatch(), nullptr); })
+      .Case([&](UnfoldGradOp u) {
+        return evalUnfold(op, u.getInput(), u.getPatch(), &get(u.getGrad()));
+      })
       .Case([&](L2NormalizeOp l) {
         return evalL2Normalize(op, l.getInput(), l.getEpsilon().convertToDouble(), nullptr);
       })

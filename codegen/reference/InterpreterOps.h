@@ -141,6 +141,9 @@ private:
   /// pool (grad null) or pool_grad; l2_normalize or l2_normalize_grad.
   LogicalResult evalPool(Operation *op, Value input, Value keep, Pooling mode, const Buf *grad);
   LogicalResult evalL2Normalize(Operation *op, Value input, double eps, const Buf *grad);
+  /// unfold's patches of `input` [B, C, H, W], or with `grad` (unfold_grad)
+  /// the patch rows put back into an image of input's shape.
+  LogicalResult evalUnfold(Operation *op, Value input, ArrayRef<int64_t> patch, const Buf *grad);
   LogicalResult evalEmbeddingGrad(EmbeddingGradOp op);
   LogicalResult evalSliceGrad(SliceGradOp op);
   LogicalResult evalWeightGrad(WeightGradOp op);

@@ -299,6 +299,40 @@ void concat(const void* const* inputs, const Shape* shapes, int n, int axis, voi
   }
 }
 
+namespace {
+
+// Each image row segment of one patch is `pw` contiguous floats on both
+// sides; `toRows` copies image -> patch rows, else back.
+void movePatches(const float* from, float* to, int64_t b, int64_t c, int64_t h, int64_t w,
+                 int64_t ph, int64_t pw, bool toRows) {
+  const int64_t across = w / pw, rows = (h / ph) * across, cols = c * ph * pw;
+  const size_t bytes = static_cast<size_t>(pw) * sizeof(float);
+  for (int64_t n = 0; n < b; ++n)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t j = 0; j < across; ++j) {
+          const int64_t pixel = ((n * c + ch) * h + y) * w + j * pw;
+          const int64_t row = (y / ph) * across + j;
+          const int64_t element = (n * rows + row) * cols + (ch * ph + y % ph) * pw;
+          if (toRows)
+            std::memcpy(to + element, from + pixel, bytes);
+          else
+            std::memcpy(to + pixel, from + element, bytes);
+        }
+}
+
+}  // namespace
+
+void unfold(const float* x, float* y, int64_t b, int64_t c, int64_t h, int64_t w, int64_t ph,
+            int64_t pw) {
+  movePatches(x, y, b, c, h, w, ph, pw, /*toRows=*/true);
+}
+
+void unfoldGrad(const float* g, float* dx, int64_t b, int64_t c, int64_t h, int64_t w,
+                int64_t ph, int64_t pw) {
+  movePatches(g, dx, b, c, h, w, ph, pw, /*toRows=*/false);
+}
+
 void slice(const void* x, const Shape& xs, int axis, int64_t start, int64_t length, void* y,
            size_t elemSize) {
   const int64_t outer = product(xs.dims, 0, axis);

@@ -93,6 +93,15 @@ void transpose(const void* x, const Shape& xs, const int64_t* perm, void* y, siz
 void concat(const void* const* inputs, const Shape* shapes, int n, int axis, void* out,
             size_t elemSize);
 
+// The patches of an image x [b, c, h, w] as rows y [b, (h/ph)·(w/pw),
+// c·ph·pw]: row i·(w/pw) + j holds patch (i, j) in (channel, y, x) order
+// (transfuse.unfold; h and w are multiples of the patch). unfoldGrad puts
+// the rows g back in place: dx [b, c, h, w] (patches do not overlap).
+void unfold(const float* x, float* y, int64_t b, int64_t c, int64_t h, int64_t w, int64_t ph,
+            int64_t pw);
+void unfoldGrad(const float* g, float* dx, int64_t b, int64_t c, int64_t h, int64_t w,
+                int64_t ph, int64_t pw);
+
 // y = x[..., start : start + length, ...] along `axis`.
 void slice(const void* x, const Shape& xs, int axis, int64_t start, int64_t length, void* y,
            size_t elemSize);

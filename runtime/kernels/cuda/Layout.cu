@@ -47,7 +47,46 @@ __global__ void causalKernel(size_t sq, size_t sk, uint8_t* out) {
   }
 }
 
+// One thread per image element: its place among the patch rows.
+// `toRows`: image -> rows (unfold), else rows -> image (its gradient).
+__global__ void patchKernel(const float* from, float* to, int64_t c, int64_t h, int64_t w,
+                            int64_t ph, int64_t pw, size_t total, bool toRows) {
+  const int64_t across = w / pw, rows = (h / ph) * across, cols = c * ph * pw;
+  for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int64_t x = static_cast<int64_t>(e % w), y = static_cast<int64_t>(e / w % h);
+    const int64_t ch = static_cast<int64_t>(e / (w * h) % c), n = static_cast<int64_t>(e / (w * h * c));
+    const int64_t row = (y / ph) * across + x / pw;
+    const int64_t element = (n * rows + row) * cols + (ch * ph + y % ph) * pw + x % pw;
+    if (toRows)
+      to[element] = from[e];
+    else
+      to[e] = from[element];
+  }
+}
+
+cudaError_t movePatches(const float* from, float* to, int64_t b, int64_t c, int64_t h, int64_t w,
+                        int64_t ph, int64_t pw, bool toRows, cudaStream_t stream) {
+  if (b < 0 || c < 0 || h < 0 || w < 0 || ph < 1 || pw < 1 || h % ph || w % pw)
+    return cudaErrorInvalidValue;
+  const size_t total = static_cast<size_t>(b * c * h * w);
+  if (total == 0) return cudaSuccess;
+  if (!from || !to) return cudaErrorInvalidValue;
+  patchKernel<<<blocksFor(total), kThreads, 0, stream>>>(from, to, c, h, w, ph, pw, total, toRows);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+cudaError_t unfold(const float* x, float* y, int64_t b, int64_t c, int64_t h, int64_t w,
+                   int64_t ph, int64_t pw, cudaStream_t stream) {
+  return movePatches(x, y, b, c, h, w, ph, pw, /*toRows=*/true, stream);
+}
+
+cudaError_t unfoldGrad(const float* g, float* dx, int64_t b, int64_t c, int64_t h, int64_t w,
+                       int64_t ph, int64_t pw, cudaStream_t stream) {
+  return movePatches(g, dx, b, c, h, w, ph, pw, /*toRows=*/false, stream);
+}
 
 cudaError_t transpose(const void* x, const int64_t* dims, int rank, const int64_t* perm, void* y,
                       size_t elemSize, cudaStream_t stream) {

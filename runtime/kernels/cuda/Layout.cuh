@@ -5,6 +5,8 @@
 //   transpose:  y = x with its dimensions permuted: y.dims[i] = x.dims[perm[i]]
 //               (rank <= 8; elements of 1, 2, 4 or 8 bytes)
 //   causalMask: out[i, j] = j <= i + sk - sq   (uint8 [sq, sk], bottom-right aligned)
+//   unfold:     image [b, c, h, w] -> patch rows [b, (h/ph)(w/pw), c·ph·pw];
+//               unfoldGrad the rows back (fp32; patches do not overlap)
 //
 // Device pointers, asynchronous on `stream`; the return value is the
 // launch's error.
@@ -24,6 +26,11 @@ cudaError_t transpose(const void* x, const int64_t* dims, int rank, const int64_
                       size_t elemSize, cudaStream_t stream = nullptr);
 
 cudaError_t causalMask(size_t sq, size_t sk, uint8_t* out, cudaStream_t stream = nullptr);
+
+cudaError_t unfold(const float* x, float* y, int64_t b, int64_t c, int64_t h, int64_t w,
+                   int64_t ph, int64_t pw, cudaStream_t stream = nullptr);
+cudaError_t unfoldGrad(const float* g, float* dx, int64_t b, int64_t c, int64_t h, int64_t w,
+                       int64_t ph, int64_t pw, cudaStream_t stream = nullptr);
 
 }  // namespace transfuse::cuda
 

@@ -143,6 +143,24 @@ func.func @both_operands_broadcast(%x: tensor<?x1x64xf32>, %r: tensor<1x?x64xf32
 
 // -----
 
+// Tests that a residual stretched along a dimension of size 1 ([1, S, D]
+// into [B, S, D], learned positions kept as [1, S, D]) is refused, while its
+// trailing block [S, D] fuses.
+// CHECK-LABEL: func.func @residual_broadcast
+// CHECK: transfuse.layer_norm
+// CHECK: transfuse.add_layer_norm
+func.func @residual_broadcast(%x: tensor<?x5x64xf32>, %r: tensor<1x5x64xf32>, %t: tensor<5x64xf32>, %g: tensor<64xf32>, %b: tensor<64xf32>) -> (tensor<?x5x64xf32>, tensor<?x5x64xf32>) {
+  %s = transfuse.add %x, %r : (tensor<?x5x64xf32>, tensor<1x5x64xf32>) -> tensor<?x5x64xf32>
+  // expected-remark@+1 {{add_layer_norm: not fused: the residual broadcasts along its dimension 0 (size 1; a residual must be the sum's shape or its trailing dimensions)}}
+  %y = transfuse.layer_norm %s, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f64} : (tensor<?x5x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<?x5x64xf32>
+  %s2 = transfuse.add %x, %t : (tensor<?x5x64xf32>, tensor<5x64xf32>) -> tensor<?x5x64xf32>
+  // expected-remark@+1 {{add_layer_norm: fused}}
+  %y2 = transfuse.layer_norm %s2, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f64} : (tensor<?x5x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<?x5x64xf32>
+  return %y, %y2 : tensor<?x5x64xf32>, tensor<?x5x64xf32>
+}
+
+// -----
+
 // Tests that exact counts hold on a chain of three pre-LN blocks plus a norm:
 // the first add feeds two layer norms; the first fuses, the second then sees
 // the fused op's sum and stays. Three add_layer_norm and one layer_norm.
