@@ -100,6 +100,13 @@ int tools::runClassify(const Positional &positional, const Flags &flags) {
       die(positional[i + 1] + ": " + s.message());
   }
 
+  if (std::string path = flag(flags, "--pixels-out"); !path.empty()) {
+    rt::Tensor t = rt::Tensor::zeros(rt::DType::F32, {static_cast<int64_t>(count), 3, pixels[2],
+                                                      pixels[3]});
+    std::copy(values.begin(), values.end(), t.data<float>());
+    writeTensors(path, {{"pixel_values", std::move(t)}});
+  }
+
   const int64_t rowsPerRun = std::min(batch, pixels[0]);
   std::vector<std::string> names;
   for (size_t start = 0; start < count; start += rowsPerRun) {

@@ -93,6 +93,8 @@ const std::vector<Command> kCommands = {
     {"--weights", "PATH", "the weights (a safetensors file, an index or a directory); "
                           "default: MODEL's own"},
     {"--batch", "N", "images per run (default 8; a directory's artifact is compiled for it)"},
+    {"--pixels-out", "FILE", "also write the preprocessed images to FILE.safetensors "
+                             "(tensor 'pixel_values' [images, 3, H, W])"},
     {"--fusion", "STRATEGY", "a directory: the fusion strategy (default all)"},
     {"--threads", "N", "threads (default: one per hardware thread)"}},
    runClassify},
@@ -142,15 +144,24 @@ const std::vector<Command> kCommands = {
                         "SSE4, ...; also $TRANSFUSE_ISA)"},
     {"--json", nullptr, "print one JSON object (with a gflops field)"}},
    runBench},
-  {"train", "train CONFIG.json --src-train F [--tgt-train F] [options]",
-   "Trains a built-in architecture on sentence pairs.",
+  {"train", "train CONFIG.json --src-train F [--tgt-train F] | train MODEL --images F [options]",
+   "Trains a built-in architecture on sentence pairs, or fine-tunes an image classifier.",
    "Trains a built-in architecture on sentence pairs (decoder_only: lines): text through "
    "a joint SentencePiece BPE vocabulary trained first, or lines of ids; plain or .gz. "
    "Batches of at most --batch-tokens padded tokens, bucketed by length and shuffled "
    "per epoch by the seed; cross-entropy with label smoothing, Adam at the paper's "
    "rate; compiled with the fusion strategy (or on the fp64 reference backend). "
-   "Validation and a checkpoint at each epoch's end; docs/training.md.",
+   "Validation and a checkpoint at each epoch's end; docs/training.md. With --images, "
+   "MODEL is a Hugging Face image classifier's directory (ViTForImageClassification) "
+   "fine-tuned from its weights on labelled images (cross-entropy, no label smoothing "
+   "unless asked), --batch images per batch; the run's directory ends as a Hugging Face "
+   "directory of the fine-tuned model; docs/vision.md.",
    {{"--src-train", "FILE", "sources (decoder_only: the lines), one sentence per line"},
+    {"--images", "FOLDER|CSV", "fine-tune an image classifier on a folder of class folders, "
+                               "or a CSV of path,label lines"},
+    {"--valid-images", "FOLDER|CSV", "--images: validation loss and accuracy at each "
+                                     "epoch's end"},
+    {"--batch", "N", "--images: images per batch (default 8)"},
     {"--tgt-train", "FILE", "targets, one per source (encoder_decoder)"},
     {"--src-valid", "FILE", "validation sources: loss and perplexity at each epoch's end"},
     {"--tgt-valid", "FILE", "validation targets, one per source"},

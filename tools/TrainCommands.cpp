@@ -11,9 +11,11 @@
 
 #include "tools/TrainCommands.h"
 #include "tools/TrainData.h"
+#include "tools/ImageData.h"
 
 #include "compiler/Compiler.h"
 #include "compiler/ReferenceTrainStep.h"
+#include "models/HuggingFace.h"
 #include "models/Models.h"
 #include "runtime/Json.h"
 #include "runtime/Safetensors.h"
@@ -235,8 +237,11 @@ public:
 
   void validation(int64_t epoch, int64_t step, const rt::Validation &v) {
     endBar();
-    llvm::outs() << llvm::formatv("epoch {0}: valid loss {1:f4} perplexity {2:f2}", epoch, v.loss,
-                                  std::exp(v.loss));
+    llvm::outs() << llvm::formatv("epoch {0}: valid loss {1:f4}", epoch, v.loss);
+    if (v.accuracy)
+      llvm::outs() << llvm::formatv(" accuracy {0:f2}%", 100 * *v.accuracy);
+    else
+      llvm::outs() << llvm::formatv(" perplexity {0:f2}", std::exp(v.loss));
     if (v.bleu)
       llvm::outs() << llvm::formatv(" BLEU {0:f2} (greedy)", *v.bleu);
     llvm::outs() << "\n";
@@ -244,6 +249,8 @@ public:
     llvm::json::Object row{{"epoch", epoch}, {"step", step}, {"valid_loss", v.loss}};
     if (v.bleu)
       row["valid_bleu"] = *v.bleu;
+    if (v.accuracy)
+      row["valid_accuracy"] = *v.accuracy;
     writeLog(std::move(row));
   }
 
@@ -265,18 +272,12 @@ private:
   std::unique_ptr<llvm::raw_fd_ostream> log_;
 };
 
-/// The Trainer's options from the flags.
-rt::TrainerOptions trainerOptions(const TrainRun &run, const Flags &flags, uint64_t seed) {
-  rt::TrainerOptions o;
+/// The optimizer's and the stopping flags (every kind of training run).
+void commonTrainerOptions(rt::TrainerOptions &o, const Flags &flags, uint64_t seed,
+                          int64_t dModel) {
   o.seed = seed;
   o.batching.seed = seed;
-  o.batching.batchTokens = intFlag(flags, "--batch-tokens", 4096, 1, INT64_MAX);
-  o.batching.maxRows = intFlag(flags, "--max-sentences", 0, 1, INT64_MAX);
-  const std::string batching = flag(flags, "--batching", "bucket");
-  if (batching != "bucket" && batching != "file")
-    die("--batching " + batching + " is not one of bucket, file");
-  o.batching.bucket = batching == "bucket";
-  o.adam.dModel = run.config.dModel;
+  o.adam.dModel = dModel;
   o.adam.warmup = intFlag(flags, "--warmup", 4000, 1, INT64_MAX);
   o.adam.lrFactor =
       floatFlag(flags, "--lr-factor", 1.0, [](double v) { return v > 0; }, "a number > 0");
@@ -292,26 +293,225 @@ rt::TrainerOptions trainerOptions(const TrainRun &run, const Flags &flags, uint6
   o.maxEpochs = intFlag(flags, "--epochs", 0, 1, INT64_MAX);
   o.timeLimitMinutes =
       floatFlag(flags, "--time-limit", 0.0, [](double v) { return v > 0; }, "minutes > 0");
+  o.firstStepGrads = flags.count("--grads-out") != 0;
+}
+
+/// The checkpointing flags, for a run in `dir`.
+void checkpointOptions(rt::TrainerOptions &o, const Flags &flags, const std::string &dir) {
+  o.checkpointDir = dir;
+  o.keep = intFlag(flags, "--keep", 0, 1, INT64_MAX);
+  o.saveEvery = intFlag(flags, "--save-every", 0, 1, INT64_MAX);
+}
+
+/// The Trainer's options from the flags.
+rt::TrainerOptions trainerOptions(const TrainRun &run, const Flags &flags, uint64_t seed) {
+  rt::TrainerOptions o;
+  commonTrainerOptions(o, flags, seed, run.config.dModel);
+  o.batching.batchTokens = intFlag(flags, "--batch-tokens", 4096, 1, INT64_MAX);
+  o.batching.maxRows = intFlag(flags, "--max-sentences", 0, 1, INT64_MAX);
+  const std::string batching = flag(flags, "--batching", "bucket");
+  if (batching != "bucket" && batching != "file")
+    die("--batching " + batching + " is not one of bucket, file");
+  o.batching.bucket = batching == "bucket";
   // Checkpoints are the compiled step's (the reference backend writes its
   // final weights only).
-  if (run.compiled) {
-    o.checkpointDir = run.ckptDir;
-    o.keep = intFlag(flags, "--keep", 0, 1, INT64_MAX);
-    o.saveEvery = intFlag(flags, "--save-every", 0, 1, INT64_MAX);
-  }
+  if (run.compiled)
+    checkpointOptions(o, flags, run.ckptDir);
   std::string config;
   llvm::raw_string_ostream os(config);
   os << configJson(run.config);
   o.runInfo = rt::JsonValue::object();
   o.runInfo.set("tokenizer", run.tokenizer ? rt::kTokenizerFile : "ids");
   o.runInfo.set("config", orDie(rt::JsonValue::parse(config)));
-  o.firstStepGrads = flags.count("--grads-out") != 0;
   return o;
 }
 
 } // namespace
 
+namespace {
+
+/// config.json's label2id (empty when it has none).
+std::map<std::string, int32_t> labelIds(const std::string &configPath) {
+  auto text = llvm::MemoryBuffer::getFile(configPath, /*IsText=*/true);
+  if (!text)
+    die("cannot read '" + configPath + "': " + text.getError().message());
+  rt::JsonValue json = orDie(rt::JsonValue::parse((*text)->getBuffer().str()));
+  std::map<std::string, int32_t> ids;
+  if (const rt::JsonValue *m = json.find("label2id"); m && m->isObject())
+    for (const auto &[name, id] : m->members()) {
+      if (!id.isInteger())
+        die(configPath + ": key 'label2id': '" + name + "' is not an integer id");
+      ids[name] = static_cast<int32_t>(id.asInt64());
+    }
+  return ids;
+}
+
+/// Validation of an image classifier: the mean cross-entropy of its
+/// `classify` logits (no label smoothing) and the fraction labelled right,
+/// on the training model itself (its weights are the step's).
+rt::Validation validateImages(rt::CompiledModel &model, const ImageData &valid, int64_t batch) {
+  double nll = 0;
+  int64_t right = 0;
+  for (size_t first = 0; first < valid.size(); first += batch) {
+    std::vector<int32_t> rows;
+    for (size_t i = first; i < std::min(valid.size(), first + batch); ++i)
+      rows.push_back(static_cast<int32_t>(i));
+    rt::MicroBatch mb = valid.batch(rows);
+    auto out = orDie(model.run("classify", {{"pixel_values", mb.inputs.at("pixel_values")}}));
+    const rt::Tensor &logits = out.at("logits");
+    const int64_t labels = logits.shape[1];
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const float *row = logits.data<float>() + r * labels;
+      const int64_t best = std::max_element(row, row + labels) - row;
+      double sum = 0;
+      for (int64_t j = 0; j < labels; ++j)
+        sum += std::exp(static_cast<double>(row[j]) - row[best]);
+      const int32_t label = valid.label(rows[r]);
+      nll += std::log(sum) - (static_cast<double>(row[label]) - row[best]);
+      right += best == label;
+    }
+  }
+  rt::Validation v;
+  v.loss = nll / valid.size();
+  v.accuracy = static_cast<double>(right) / valid.size();
+  return v;
+}
+
+/// `train VIT_DIR --images FOLDER|CSV`: a Hugging Face image classifier
+/// fine-tuned from its own weights, by the same Trainer, checkpoints,
+/// progress and logs as text training. The run's directory is itself a
+/// Hugging Face directory at the end (config.json, preprocessor_config.json,
+/// model.safetensors with ViTForImageClassification's names).
+int runTrainImages(const std::vector<std::string> &positional, const Flags &flags) {
+  const auto started = Clock::now();
+  if (positional.size() != 1 || !isHuggingFaceDirectory(positional[0]))
+    die("train --images expects one model: a Hugging Face image classifier's directory");
+  for (const char *f : {"--src-train", "--tgt-train", "--src-valid", "--tgt-valid", "--valid-bleu",
+                        "--tokenizer", "--vocab-size", "--skip-long", "--batch-tokens",
+                        "--max-sentences", "--batching", "--dropout", "--backend"})
+    if (flags.count(f))
+      die(llvm::Twine(f) + " applies to training on text, not on --images");
+  const std::string dir = positional[0];
+  const std::string prepPath = joinPath(dir, "preprocessor_config.json");
+  if (!llvm::sys::fs::exists(prepPath))
+    die("'" + dir + "' has no preprocessor_config.json (how its images are resized and "
+        "normalized)");
+  const rt::ImagePreprocessing prep = orDie(rt::readPreprocessorConfig(prepPath));
+  const int64_t batch = intFlag(flags, "--batch", 8, 1, 4096);
+  const uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
+  const std::string ckptDir = flag(flags, "--checkpoint-dir");
+  const bool resume = flags.count("--resume") != 0;
+  for (const char *f : {"--resume", "--keep", "--save-every"})
+    if (flags.count(f) && ckptDir.empty())
+      die(llvm::Twine(f) + " needs --checkpoint-dir");
+
+  // The training build of the directory, at --batch images.
+  MLIRContext context;
+  BuildOptions build;
+  build.training = true;
+  build.decoding = false;
+  build.maxBatch = batch;
+  build.labelSmoothing = floatFlag(flags, "--label-smoothing", 0.0,
+                                   [](double v) { return v >= 0 && v <= 1; }, "a value in [0, 1]");
+  std::vector<std::string> warnings;
+  build.warnings = &warnings;
+  OwningOpRef<ModuleOp> module = orDie(loadModelDefinition(context, dir, build));
+  for (const std::string &w : warnings)
+    llvm::errs() << "transfuse: warning: " << w << "\n";
+  auto config = cast<StringAttr>((*module)->getAttr(kConfigAttr)).getValue();
+  rt::JsonValue configJson = orDie(rt::JsonValue::parse(config.str()));
+  const rt::JsonValue *labels = configJson.find("num_labels"), *hidden = configJson.find("hidden_size");
+  if (!labels || !hidden)
+    die("'" + dir + "' is not an image classifier (no classifier head)");
+
+  // Every image read before anything compiles.
+  const std::map<std::string, int32_t> label2id = labelIds(joinPath(dir, "config.json"));
+  const ImageData data =
+      ImageData::read(flag(flags, "--images"), prep, label2id, labels->asInt64());
+  std::optional<ImageData> valid;
+  if (std::string v = flag(flags, "--valid-images"); !v.empty())
+    valid = ImageData::read(v, prep, label2id, labels->asInt64());
+
+  const bool resuming = resume && llvm::sys::fs::exists(joinPath(ckptDir, rt::kConfigFile));
+  if (!ckptDir.empty() && !resuming) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(ckptDir))
+      die("cannot create '" + ckptDir + "': " + ec.message());
+    if (!rt::listCheckpoints(ckptDir).empty())
+      die("'" + ckptDir + "' holds checkpoints of another run: --resume continues it");
+    for (const char *f : {"config.json", "preprocessor_config.json"})
+      if (std::error_code ec = llvm::sys::fs::copy_file(joinPath(dir, f), joinPath(ckptDir, f)))
+        die("cannot write '" + joinPath(ckptDir, f) + "': " + ec.message());
+  }
+
+  compiler::CompileOptions options;
+  options.strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "all")));
+  options.build.target = flag(flags, "--target", "cpu");
+  options.train = true;
+  if (llvm::Error e = compiler::checkOptions(options))
+    die(llvm::toString(std::move(e)));
+  auto artifact = orDie(compiler::TemporaryDirectory::create("transfuse-train"));
+  orDie(compiler::compile(*module, artifact.path(), options));
+  rt::LoadOptions load;
+  load.weightsPath = flag(flags, "--init-weights", dir);
+  load.seed = seed;
+  load.threads = (int)intFlag(flags, "--threads", 0, 0, 1024);
+  load.deviceOrdinal = (int)intFlag(flags, "--device", 0, 0, 1023);
+  auto model = orDie(rt::CompiledModel::load(artifact.path() + "/libmodel.so", load));
+  rt::CompiledTrainStep step(*model);
+
+  rt::TrainerOptions o;
+  commonTrainerOptions(o, flags, seed, hidden->asInt64());
+  o.started = started;
+  o.batching.batchTokens = batch; // every image counts 1
+  o.batching.maxRows = batch;
+  checkpointOptions(o, flags, ckptDir);
+  o.runInfo = rt::JsonValue::object();
+  o.runInfo.set("images", flag(flags, "--images"));
+  o.runInfo.set("config", configJson);
+
+  TrainReporter reporter(flags, resuming);
+  const std::string gradsOut = flag(flags, "--grads-out");
+  rt::TrainerCallbacks callbacks;
+  callbacks.onStep = [&](const rt::StepReport &r) {
+    if (r.step == 1 && !gradsOut.empty())
+      writeTensors(gradsOut, r.result->grads);
+    reporter.step(r);
+  };
+  if (valid) {
+    callbacks.validate = [&]() -> rt::StatusOr<rt::Validation> {
+      return validateImages(*model, *valid, batch);
+    };
+    callbacks.onValidation = [&](int64_t epoch, int64_t s, const rt::Validation &v) {
+      reporter.validation(epoch, s, v);
+    };
+  }
+  rt::Trainer trainer(step, data, o, std::move(callbacks));
+  if (resume) {
+    rt::ResumePoint point = orDie(trainer.resume());
+    for (const std::string &why : point.skipped)
+      llvm::errs() << "transfuse: skipping a checkpoint that is not whole: " << why << "\n";
+    if (!point.checkpoint.empty())
+      llvm::errs() << "train: resumed from " << point.checkpoint << " (step " << point.step
+                   << ", epoch " << point.epoch + 1 << ")\n";
+  }
+  orDie(trainer.run());
+  reporter.endBar();
+  if (ckptDir.empty())
+    return 0;
+  // The run's directory as a Hugging Face directory: the final weights with
+  // ViTForImageClassification's names (the encoder under `vit.`).
+  std::map<std::string, rt::Tensor> named;
+  for (auto &[name, w] : orDie(step.weights()))
+    named[llvm::StringRef(name).starts_with("classifier.") ? name : "vit." + name] = w;
+  writeTensors(joinPath(ckptDir, rt::kWeightsFile), named);
+  return 0;
+}
+
+} // namespace
+
 int tools::runTrain(const std::vector<std::string> &positional, const Flags &flags) {
+  if (flags.count("--images"))
+    return runTrainImages(positional, flags);
   const auto started = Clock::now();
   TrainRun run = readTrainFlags(positional, flags);
   readCorpus(run, flags);

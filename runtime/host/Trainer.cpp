@@ -190,12 +190,12 @@ MicroBatch TrainingData::batch(const std::vector<int32_t>& rows) const {
   return mb;
 }
 
-std::vector<std::vector<int32_t>> epochPlan(const TrainingData& data, const BatchingOptions& o,
+std::vector<std::vector<int32_t>> epochPlan(const Dataset& data, const BatchingOptions& o,
                                             int64_t epoch) {
   return epochBatches(data.lengths(), o.batchTokens, o.maxRows, o.seed, epoch, o.bucket);
 }
 
-int64_t maxBatchRows(const TrainingData& data, const BatchingOptions& o) {
+int64_t maxBatchRows(const Dataset& data, const BatchingOptions& o) {
   if (o.bucket) return maxBatchRows(data.lengths(), o.batchTokens, o.maxRows);
   int64_t rows = 1;
   for (const auto& b : epochPlan(data, o, 0)) rows = std::max<int64_t>(rows, b.size());
@@ -206,7 +206,7 @@ int64_t maxBatchRows(const TrainingData& data, const BatchingOptions& o) {
 // The loop
 //===----------------------------------------------------------------------===//
 
-Trainer::Trainer(TrainStep& step, const TrainingData& data, TrainerOptions options,
+Trainer::Trainer(TrainStep& step, const Dataset& data, TrainerOptions options,
                  TrainerCallbacks callbacks)
     : trainStep_(step), data_(data), options_(std::move(options)),
       callbacks_(std::move(callbacks)), bestLoss_(INFINITY) {
@@ -254,7 +254,7 @@ Status Trainer::run() {
   const TrainerOptions& o = options_;
   // What a checkpoint could not hold, or where it could not go, is refused
   // before the first step.
-  if (data_.examples.empty()) return Status::error("no examples to train on");
+  if (data_.size() == 0) return Status::error("no examples to train on");
   if (o.seed > static_cast<uint64_t>(INT64_MAX))
     return Status::error("the seed " + std::to_string(o.seed) + " is over 2^63 - 1");
   if (!o.checkpointDir.empty()) {

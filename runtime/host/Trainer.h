@@ -111,16 +111,30 @@ struct Example {
   int64_t line = 0;  // in the files, from 1
 };
 
-struct TrainingData {
+// What the Trainer trains on: examples, the sizes each takes in a batch
+// (what batching by tokens counts), and the inputs of a batch of them.
+// TrainingData holds token sequences; a caller may hold anything else (the
+// driver's labelled images).
+class Dataset {
+public:
+  virtual ~Dataset() = default;
+  virtual size_t size() const = 0;
+  virtual std::vector<ExampleLength> lengths() const = 0;
+  // The inputs of examples `rows`, and the labels the loss averages over.
+  virtual MicroBatch batch(const std::vector<int32_t>& rows) const = 0;
+};
+
+struct TrainingData : Dataset {
   std::vector<Example> examples;
   bool decoderOnly = false;
   // The padding id; < 0: the model has none (labels pad with it, inputs with 0).
   int32_t pad = -100;
 
-  std::vector<ExampleLength> lengths() const;
+  size_t size() const override { return examples.size(); }
+  std::vector<ExampleLength> lengths() const override;
   // The inputs of examples `rows`, padded to the longest: src_tokens and
   // tgt_tokens (or tokens), and labels.
-  MicroBatch batch(const std::vector<int32_t>& rows) const;
+  MicroBatch batch(const std::vector<int32_t>& rows) const override;
 };
 
 struct BatchingOptions {
@@ -132,9 +146,9 @@ struct BatchingOptions {
 
 // The batches of epoch `epoch` (Corpus.h's epochBatches), and the most rows
 // any of them can have (the compiled model's maximum batch).
-std::vector<std::vector<int32_t>> epochPlan(const TrainingData& data, const BatchingOptions& o,
+std::vector<std::vector<int32_t>> epochPlan(const Dataset& data, const BatchingOptions& o,
                                             int64_t epoch);
-int64_t maxBatchRows(const TrainingData& data, const BatchingOptions& o);
+int64_t maxBatchRows(const Dataset& data, const BatchingOptions& o);
 
 struct TrainerOptions {
   BatchingOptions batching;
@@ -173,8 +187,9 @@ struct StepReport {
 };
 
 struct Validation {
-  double loss = 0;  // mean negative log-likelihood per token
+  double loss = 0;  // mean negative log-likelihood per token (or per example)
   std::optional<double> bleu;
+  std::optional<double> accuracy;  // a classifier's: the fraction labelled right
 };
 
 struct TrainerCallbacks {
@@ -194,7 +209,7 @@ struct ResumePoint {
 
 class Trainer {
 public:
-  Trainer(TrainStep& step, const TrainingData& data, TrainerOptions options,
+  Trainer(TrainStep& step, const Dataset& data, TrainerOptions options,
           TrainerCallbacks callbacks = {});
   // Continues from the newest whole checkpoint of the run's directory (torn
   // ones skipped): the step's state, the data stream's place, the best
@@ -211,7 +226,7 @@ private:
   Status prune();
 
   TrainStep& trainStep_;
-  const TrainingData& data_;
+  const Dataset& data_;
   TrainerOptions options_;
   TrainerCallbacks callbacks_;
   int64_t step_ = 0, epoch_ = 0, position_ = 0;
