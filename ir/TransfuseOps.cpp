@@ -260,6 +260,8 @@ LogicalResult UnfoldOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 LogicalResult UnfoldOp::verify() {
   auto input = getInput().getType();
   ArrayRef<int64_t> patch = getPatch();
+  if (input.getRank() != 4 || patch.size() != 2 || patch[0] < 1 || patch[1] < 1)
+    return emitOpError("input must be [B, C, H, W] and patch [ph, pw] >= 1, got ") << input;
   for (int64_t d = 1; d < 4; ++d)
     if (input.isDynamicDim(d))
       return emitOpError("C, H and W must be static, got ") << input;

@@ -243,6 +243,47 @@ def bert(cfg, weights, ids, mask, types):
     return h
 
 
+def vit(cfg, weights, pixels):
+    """ViTModel: patches (a convolution of kernel and stride patch_size, by its
+    definition), [CLS; patches] + positions, pre-LN layers, a final LN;
+    pixels [B, C, H, W] -> last_hidden_state [B, 1 + N, d]."""
+    W = Weights(weights, strip_prefix="vit.")
+    d, H, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["layer_norm_eps"]
+    act = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh",
+           "gelu_pytorch_tanh": "gelu_tanh"}[cfg.get("hidden_act", "gelu")]
+    p = cfg["patch_size"]
+    B, C, Hi, Wi = pixels.shape
+    kernel = W("embeddings.patch_embeddings.projection.weight")  # [d, C, p, p]
+    rows, cols = Hi // p, Wi // p
+    patches = np.zeros((B, rows * cols, d))
+    for i in range(rows):
+        for j in range(cols):
+            window = pixels[:, :, i * p:(i + 1) * p, j * p:(j + 1) * p]  # [B, C, p, p]
+            patches[:, i * cols + j] = np.einsum("bcyx,dcyx->bd", window, kernel)
+    patches += W("embeddings.patch_embeddings.projection.bias")
+    cls = np.broadcast_to(W("embeddings.cls_token").reshape(1, 1, d), (B, 1, d))
+    h = np.concatenate([cls, patches], axis=1) + W("embeddings.position_embeddings")
+    S = h.shape[1]
+    allowed = np.ones((B, S, S), dtype=bool)
+    bias = cfg.get("qkv_bias", True)
+    for i in range(cfg["num_hidden_layers"]):
+        q_ = f"encoder.layer.{i}."
+        norm = lambda x, n: layer_norm(x, W(q_ + n + ".weight"), W(q_ + n + ".bias"), eps)
+        x = norm(h, "layernorm_before")
+        q, k, v = (linear(x, W, q_ + "attention.attention." + n, bias) for n in ("query", "key", "value"))
+        h = h + linear(attention(q, k, v, H, allowed), W, q_ + "attention.output.dense")
+        x = norm(h, "layernorm_after")
+        h = h + linear(activation(linear(x, W, q_ + "intermediate.dense"), act), W, q_ + "output.dense")
+    return layer_norm(h, W("layernorm.weight"), W("layernorm.bias"), eps)
+
+
+def vit_logits(cfg, weights, pixels):
+    """ViTForImageClassification: the classifier on the CLS token's state."""
+    h = vit(cfg, weights, pixels)
+    W = Weights(weights)
+    return h[:, 0] @ W("classifier.weight").T + W("classifier.bias")
+
+
 def forward(config, weights, inputs):
     arch = config["architecture"]
     def tok(n):

@@ -1162,3 +1162,27 @@ func.func @l2_epsilon(%x: tensor<2x8xf32>) {
   %n = transfuse.l2_normalize %x {epsilon = 0.0 : f64} : tensor<2x8xf32>
   return
 }
+
+// -----
+
+func.func @unfold_partial_patches(%x: tensor<2x3x10x8xf32>) {
+  // expected-error @+1 {{the image 10x8 is not a whole number of 4x4 patches}}
+  %p = transfuse.unfold %x {patch = array<i64: 4, 4>} : (tensor<2x3x10x8xf32>) -> tensor<2x4x48xf32>
+  return
+}
+
+// -----
+
+func.func @unfold_dynamic_image(%x: tensor<2x3x?x8xf32>) {
+  // expected-error @+1 {{C, H and W must be static, got 'tensor<2x3x?x8xf32>'}}
+  %p = transfuse.unfold %x {patch = array<i64: 4, 4>} : (tensor<2x3x?x8xf32>) -> tensor<2x?x48xf32>
+  return
+}
+
+// -----
+
+func.func @unfold_rank(%x: tensor<3x8x8xf32>) {
+  // expected-error @+1 {{input must be [B, C, H, W] and patch [ph, pw] >= 1, got 'tensor<3x8x8xf32>'}}
+  %p = transfuse.unfold %x {patch = array<i64: 4, 4>} : (tensor<3x8x8xf32>) -> tensor<3x4x16xf32>
+  return
+}

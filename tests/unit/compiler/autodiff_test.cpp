@@ -255,6 +255,28 @@ TEST(Autodiff, PoolingAndL2Normalize) {
   }
 }
 
+// The Vision Transformer's embedding: an image unfolded into patches (2x3
+// patches of a 4x6 image, 2 channels) through a linear projection, a learned
+// CLS token expanded over the batch and concatenated in front.
+TEST(Autodiff, UnfoldExpandAndConcat) {
+  std::mt19937 rng(11);
+  checkGradients(lossFunc(R"(%r: tensor<?x5x5xf32> {transfuse.name = "r"})", R"(
+  %img = transfuse.param "img" {init = #transfuse.init<zeros>} : tensor<2x2x4x6xf32>
+  %w = transfuse.param "w" {init = #transfuse.init<zeros>} : tensor<5x12xf32>
+  %cls = transfuse.param "cls" {init = #transfuse.init<zeros>} : tensor<1x1x5xf32>
+  %p = transfuse.unfold %img {patch = array<i64: 2, 3>} : (tensor<2x2x4x6xf32>) -> tensor<2x4x12xf32>
+  %e = transfuse.matmul %p, %w {transpose_rhs = true} : (tensor<2x4x12xf32>, tensor<5x12xf32>) -> tensor<2x4x5xf32>
+  %first = transfuse.slice %e {axis = 1 : i64, start = 0 : i64, size = 1 : i64} : (tensor<2x4x5xf32>) -> tensor<2x1x5xf32>
+  %c = transfuse.expand %cls, %first : (tensor<1x1x5xf32>, tensor<2x1x5xf32>) -> tensor<2x1x5xf32>
+  %h = transfuse.concat %c, %e {axis = 1 : i64} : (tensor<2x1x5xf32>, tensor<2x4x5xf32>) -> tensor<2x5x5xf32>
+  %t = transfuse.tanh %h : tensor<2x5x5xf32>
+  %m = transfuse.mul %t, %r : (tensor<2x5x5xf32>, tensor<?x5x5xf32>) -> tensor<2x5x5xf32>
+  %l = transfuse.reduce_sum %m {axes = array<i64: 0, 1, 2>} : (tensor<2x5x5xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+)"),
+                 {{"r", randomF32({2, 5, 5}, rng)}});
+}
+
 // An embedding read by gather (ids repeat) and, tied, as the output
 // projection: one parameter whose gradient sums both uses; cross-entropy
 // with label smoothing 0.1 over the vocabulary, label 0 ignored.

@@ -392,6 +392,42 @@ TEST(OpsSlice, MatchesScalarReference) {
   }
 }
 
+// ---- unfold -------------------------------------------------------------------
+
+// unfold against its definition element by element (image pixel (b, c, y, x)
+// goes to row (y / ph)·(w / pw) + x / pw, column (c·ph + y % ph)·pw + x % pw),
+// and unfoldGrad back to the image bit for bit; a guard element after each
+// output stays untouched.
+TEST(OpsUnfold, MatchesDefinitionAndGradInverts) {
+  struct Case {
+    int64_t b, c, h, w, ph, pw;
+  };
+  const Case cases[] = {{1, 1, 2, 2, 1, 1}, {2, 3, 8, 8, 4, 4}, {1, 2, 6, 9, 2, 3},
+                        {3, 3, 16, 16, 16, 16}, {2, 1, 4, 10, 4, 5}, {0, 3, 4, 4, 2, 2}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::to_string(k.b) + "x" + std::to_string(k.c) + "x" + std::to_string(k.h) +
+                 "x" + std::to_string(k.w) + " patch " + std::to_string(k.ph) + "x" +
+                 std::to_string(k.pw));
+    const int64_t n = k.b * k.c * k.h * k.w, across = k.w / k.pw;
+    const int64_t rows = (k.h / k.ph) * across, cols = k.c * k.ph * k.pw;
+    const std::vector<float> x = randoms(n, 21);
+    std::vector<float> y = outBuf(n), back = outBuf(n);
+    exec::unfold(x.data(), y.data(), k.b, k.c, k.h, k.w, k.ph, k.pw);
+    for (int64_t b = 0; b < k.b; ++b)
+      for (int64_t c = 0; c < k.c; ++c)
+        for (int64_t yy = 0; yy < k.h; ++yy)
+          for (int64_t xx = 0; xx < k.w; ++xx) {
+            const int64_t row = (yy / k.ph) * across + xx / k.pw;
+            const int64_t col = (c * k.ph + yy % k.ph) * k.pw + xx % k.pw;
+            ASSERT_EQ(y[(b * rows + row) * cols + col], x[((b * k.c + c) * k.h + yy) * k.w + xx]);
+          }
+    EXPECT_TRUE(std::isnan(y[n])) << "wrote past the end";
+    exec::unfoldGrad(y.data(), back.data(), k.b, k.c, k.h, k.w, k.ph, k.pw);
+    EXPECT_EQ(0, std::memcmp(back.data(), x.data(), n * sizeof(float)));
+    EXPECT_TRUE(std::isnan(back[n])) << "wrote past the end";
+  }
+}
+
 // ---- reduce -------------------------------------------------------------------
 
 TEST(OpsReduce, MatchesScalarReference) {
