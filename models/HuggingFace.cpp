@@ -258,14 +258,13 @@ llvm::Expected<OwningOpRef<ModuleOp>> loadVit(MLIRContext &context, llvm::String
   if (options.training && vit->numLabels == 0)
     return fail(dir + ": training a vit model needs a ViTForImageClassification's classifier "
                       "weights (none in the directory)");
-  const int64_t tokens = vit->patches() + 1;
-  if (options.maxSeqLen != 0 && options.maxSeqLen != tokens)
-    return fail("--max-seq-len does not apply to a vit model: its sequence is the image's " +
-                llvm::Twine(tokens - 1) + " patches and the CLS token, from the config's "
-                "image_size");
+  // The sequence is static (the patches of image_size and the CLS token):
+  // a maximum length has nothing to bound.
+  BuildOptions maxima = options;
+  maxima.maxSeqLen = vit->patches() + 1;
   OwningOpRef<ModuleOp> module = newModule(context);
-  buildVit(*module, *vit, options);
-  return finishModel(std::move(module), toJson(*vit), options, tokens);
+  buildVit(*module, *vit, maxima);
+  return finishModel(std::move(module), toJson(*vit), maxima, maxima.maxSeqLen);
 }
 
 } // namespace
