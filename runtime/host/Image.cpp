@@ -320,8 +320,18 @@ StatusOr<Image> readImage(const std::string& path) {
 Image resize(const Image& image, int64_t width, int64_t height, Resample filter) {
   if (width == image.width && height == image.height) return image;
   if (filter == Resample::kNearest) return nearest(image, width, height);
-  Image rows = width == image.width ? image : pass(image, width, filter, /*horizontal=*/true);
-  return height == image.height ? rows : pass(rows, height, filter, /*horizontal=*/false);
+  // Pillow 13's order: columns first when the height shrinks by more than
+  // twice as many pixels as the width does, else rows first. (Each pass
+  // rounds to 8 bits, so the order can change a pixel by one level.)
+  const int64_t shrinkY = image.height - height, shrinkX = image.width - width;
+  const bool columnsFirst = shrinkY > 0 && shrinkY > 2 * shrinkX;
+  auto rows = [&](const Image& in) {
+    return width == in.width ? in : pass(in, width, filter, /*horizontal=*/true);
+  };
+  auto columns = [&](const Image& in) {
+    return height == in.height ? in : pass(in, height, filter, /*horizontal=*/false);
+  };
+  return columnsFirst ? rows(columns(image)) : columns(rows(image));
 }
 
 StatusOr<ImagePreprocessing> readPreprocessorConfig(const std::string& path) {

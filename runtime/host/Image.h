@@ -10,10 +10,11 @@
 // 16-bit greyscale PNG is scaled to 8 bits here (its high byte) where Pillow
 // clips its values at 255 (a white image for most photographs).
 //
-// Resizing is Pillow's Image.resize: a separable convolution, rows first,
-// then columns, with the filter stretched by the scale when shrinking
-// (antialiasing), coefficients in 22-bit fixed point and each pass rounded
-// to 8 bits; nearest-neighbour samples the centre of each output pixel.
+// Resizing is Pillow's Image.resize (Pillow 13): a separable convolution,
+// rows then columns (columns first when the height shrinks by more than
+// twice as many pixels as the width), with the filter stretched by the scale
+// when shrinking (antialiasing), coefficients in 22-bit fixed point and each
+// pass rounded to 8 bits; nearest-neighbour samples each pixel's centre.
 // docs/vision.md gives what was measured against Hugging Face's processors.
 #ifndef TRANSFUSE_RUNTIME_HOST_IMAGE_H
 #define TRANSFUSE_RUNTIME_HOST_IMAGE_H

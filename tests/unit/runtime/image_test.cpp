@@ -75,6 +75,22 @@ TEST(Image, BilinearDoublingInterpolates) {
   for (int64_t x = 0; x < 6; ++x) EXPECT_EQ(at(r, x, 0, 0), want[x]) << x;
 }
 
+// Each pass rounds to 8 bits, so the order of the passes shows: columns
+// first when the height shrinks by more than twice as many pixels as the
+// width (Pillow 13), rows first otherwise.
+TEST(Image, PassOrderFollowsPillow) {
+  const Image tall = make(24, 40, [](int64_t x, int64_t y, int c) { return uint8_t((x * 53 + y * 29 + c * 71) % 256); });
+  const Image wide = make(40, 24, [](int64_t x, int64_t y, int c) { return uint8_t((x * 29 + y * 53 + c * 71) % 256); });
+  for (Resample f : {Resample::kBilinear, Resample::kBicubic, Resample::kLanczos}) {
+    const Image columnsFirst = resize(resize(tall, 24, 32, f), 32, 32, f);
+    const Image rowsFirst = resize(resize(tall, 32, 40, f), 32, 32, f);
+    ASSERT_NE(columnsFirst.rgb, rowsFirst.rgb) << "the orders should differ on this image";
+    EXPECT_EQ(resize(tall, 32, 32, f).rgb, columnsFirst.rgb) << "filter " << int(f);
+    EXPECT_EQ(resize(wide, 32, 32, f).rgb, resize(resize(wide, 32, 24, f), 32, 32, f).rgb)
+        << "filter " << int(f);
+  }
+}
+
 TEST(Image, PreprocessRescalesAndNormalizesIntoChw) {
   const Image im = make(2, 2, [](int64_t x, int64_t y, int c) { return uint8_t(10 * (x + 2 * y) + 100 * c); });
   ImagePreprocessing p;
