@@ -330,6 +330,42 @@ rt::TrainerOptions trainerOptions(const TrainRun &run, const Flags &flags, uint6
 
 namespace {
 
+/// The Trainer over `step` and `data`, reporting each step and validation
+/// (TrainReporter), --grads-out written at step 1, resumed first with
+/// --resume; exits with the error of a failed step.
+void trainWithReports(rt::TrainStep &step, const rt::Dataset &data,
+                      const rt::TrainerOptions &options, const Flags &flags, bool resume,
+                      bool resuming, const std::string &ckptDir,
+                      std::function<rt::StatusOr<rt::Validation>()> validate) {
+  TrainReporter reporter(flags, resuming);
+  const std::string gradsOut = flag(flags, "--grads-out");
+  rt::TrainerCallbacks callbacks;
+  callbacks.onStep = [&](const rt::StepReport &r) {
+    if (r.step == 1 && !gradsOut.empty())
+      writeTensors(gradsOut, r.result->grads);
+    reporter.step(r);
+  };
+  if (validate) {
+    callbacks.validate = std::move(validate);
+    callbacks.onValidation = [&](int64_t epoch, int64_t s, const rt::Validation &v) {
+      reporter.validation(epoch, s, v);
+    };
+  }
+  rt::Trainer trainer(step, data, options, std::move(callbacks));
+  if (resume) {
+    rt::ResumePoint point = orDie(trainer.resume());
+    for (const std::string &why : point.skipped)
+      llvm::errs() << "transfuse: skipping a checkpoint that is not whole: " << why << "\n";
+    if (point.checkpoint.empty())
+      llvm::errs() << "train: --resume: no checkpoint in '" << ckptDir << "' yet; starting\n";
+    else
+      llvm::errs() << "train: resumed from " << point.checkpoint << " (step " << point.step
+                   << ", epoch " << point.epoch + 1 << ")\n";
+  }
+  orDie(trainer.run());
+  reporter.endBar();
+}
+
 /// config.json's label2id (empty when it has none).
 std::map<std::string, int32_t> labelIds(const std::string &configPath) {
   auto text = llvm::MemoryBuffer::getFile(configPath, /*IsText=*/true);
@@ -469,33 +505,12 @@ int runTrainImages(const std::vector<std::string> &positional, const Flags &flag
   o.runInfo.set("images", flag(flags, "--images"));
   o.runInfo.set("config", configJson);
 
-  TrainReporter reporter(flags, resuming);
-  const std::string gradsOut = flag(flags, "--grads-out");
-  rt::TrainerCallbacks callbacks;
-  callbacks.onStep = [&](const rt::StepReport &r) {
-    if (r.step == 1 && !gradsOut.empty())
-      writeTensors(gradsOut, r.result->grads);
-    reporter.step(r);
-  };
-  if (valid) {
-    callbacks.validate = [&]() -> rt::StatusOr<rt::Validation> {
+  std::function<rt::StatusOr<rt::Validation>()> validate;
+  if (valid)
+    validate = [&]() -> rt::StatusOr<rt::Validation> {
       return validateImages(*model, *valid, batch);
     };
-    callbacks.onValidation = [&](int64_t epoch, int64_t s, const rt::Validation &v) {
-      reporter.validation(epoch, s, v);
-    };
-  }
-  rt::Trainer trainer(step, data, o, std::move(callbacks));
-  if (resume) {
-    rt::ResumePoint point = orDie(trainer.resume());
-    for (const std::string &why : point.skipped)
-      llvm::errs() << "transfuse: skipping a checkpoint that is not whole: " << why << "\n";
-    if (!point.checkpoint.empty())
-      llvm::errs() << "train: resumed from " << point.checkpoint << " (step " << point.step
-                   << ", epoch " << point.epoch + 1 << ")\n";
-  }
-  orDie(trainer.run());
-  reporter.endBar();
+  trainWithReports(step, data, o, flags, resume, resuming, ckptDir, std::move(validate));
   if (ckptDir.empty())
     return 0;
   // The run's directory as a Hugging Face directory: the final weights with
@@ -525,33 +540,11 @@ int tools::runTrain(const std::vector<std::string> &positional, const Flags &fla
   std::optional<Validator> validator;
   if (!run.validSrc.empty())
     validator.emplace(run, flags);
-  TrainReporter reporter(flags, run.resuming);
-  const std::string gradsOut = flag(flags, "--grads-out");
-  rt::TrainerCallbacks callbacks;
-  callbacks.onStep = [&](const rt::StepReport &r) {
-    if (r.step == 1 && !gradsOut.empty())
-      writeTensors(gradsOut, r.result->grads);
-    reporter.step(r);
-  };
-  if (validator) {
-    callbacks.validate = [&] { return (*validator)(*backend.step); };
-    callbacks.onValidation = [&](int64_t epoch, int64_t step, const rt::Validation &v) {
-      reporter.validation(epoch, step, v);
-    };
-  }
-  rt::Trainer trainer(*backend.step, run.data, options, std::move(callbacks));
-  if (run.resume) {
-    rt::ResumePoint point = orDie(trainer.resume());
-    for (const std::string &why : point.skipped)
-      llvm::errs() << "transfuse: skipping a checkpoint that is not whole: " << why << "\n";
-    if (point.checkpoint.empty())
-      llvm::errs() << "train: --resume: no checkpoint in '" << run.ckptDir << "' yet; starting\n";
-    else
-      llvm::errs() << "train: resumed from " << point.checkpoint << " (step " << point.step
-                   << ", epoch " << point.epoch + 1 << ")\n";
-  }
-  orDie(trainer.run());
-  reporter.endBar();
+  std::function<rt::StatusOr<rt::Validation>()> validate;
+  if (validator)
+    validate = [&] { return (*validator)(*backend.step); };
+  trainWithReports(*backend.step, run.data, options, flags, run.resume, run.resuming, run.ckptDir,
+                   std::move(validate));
   if (run.compiled || run.ckptDir.empty())
     return 0;
   // The reference backend writes the final weights (F32) only.
