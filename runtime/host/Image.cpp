@@ -352,16 +352,20 @@ StatusOr<ImagePreprocessing> readPreprocessorConfig(const std::string& path) {
     }
     return Status::ok();
   };
+  // A number for every channel, or one number for all three.
   auto triple = [&](const char* key, std::array<double, 3>& out, bool positive) -> Status {
     const JsonValue* v = json->find(key);
     if (!v) return Status::ok();
-    if (v->isNumber()) v = nullptr;
-    if (v && (!v->isArray() || v->size() != 3)) return keyError(key, "expected 3 numbers (RGB)");
+    std::array<const JsonValue*, 3> items = {v, v, v};
+    if (v->isArray() && v->size() == 3)
+      items = {&v->asArray()[0], &v->asArray()[1], &v->asArray()[2]};
+    else if (!v->isNumber())
+      return keyError(key, "expected 3 numbers (RGB) or one");
     for (int i = 0; i < 3; ++i) {
-      const JsonValue& e = v ? v->asArray()[i] : *json->find(key);
-      if (!e.isNumber() || !std::isfinite(e.asNumber()) || (positive && !(e.asNumber() > 0)))
+      const double x = items[i]->asNumber();
+      if (!items[i]->isNumber() || !std::isfinite(x) || (positive && !(x > 0)))
         return keyError(key, positive ? "expected numbers > 0" : "expected numbers");
-      out[i] = e.asNumber();
+      out[i] = x;
     }
     return Status::ok();
   };

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 
 namespace transfuse::rt {
 namespace {
@@ -121,6 +122,42 @@ TEST(Image, BadBytesAreRefusedNamingTheImage) {
     ASSERT_FALSE(r.isOk()) << expect;
     EXPECT_NE(r.status().message().find("pic.x: " + expect), std::string::npos)
         << r.status().message();
+  }
+}
+
+// preprocessor_config.json: what ViTImageProcessor writes is read; each key
+// that would change the pixels in a way not supported is refused by name.
+TEST(Image, PreprocessorConfigKeysAreReadOrRefusedByName) {
+  const std::string path = ::testing::TempDir() + "/preprocessor_config.json";
+  auto read = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    return readPreprocessorConfig(path);
+  };
+  auto p = read(R"({"do_normalize": true, "do_rescale": true, "do_resize": true,
+                    "image_mean": [0.485, 0.456, 0.406], "image_std": 0.25, "resample": 3,
+                    "rescale_factor": 0.00392156862745098, "size": {"height": 384, "width": 320},
+                    "image_processor_type": "ViTImageProcessor"})");
+  ASSERT_TRUE(p.isOk()) << p.status().message();
+  EXPECT_EQ(p->height, 384);
+  EXPECT_EQ(p->width, 320);
+  EXPECT_EQ(p->resample, Resample::kBicubic);
+  EXPECT_EQ(p->mean[2], 0.406);
+  EXPECT_EQ(p->std[1], 0.25);
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"do_center_crop": true})", "key 'do_center_crop': not supported"},
+      {R"({"do_pad": true})", "key 'do_pad': not supported"},
+      {R"({"size": {"shortest_edge": 224}})", "key 'size': expected"},
+      {R"({"image_std": [0.5, 0, 0.5]})", "key 'image_std': expected numbers > 0"},
+      {R"({"image_mean": [0.5, 0.5]})", "key 'image_mean': expected 3 numbers"},
+      {R"({"resample": 9})", "key 'resample': expected one of Pillow's filters"},
+      {R"({"do_resize": "yes"})", "key 'do_resize': expected true or false"},
+      {R"([1, 2])", "not a JSON object"},
+  };
+  for (const auto& [text, expect] : bad) {
+    auto r = read(text);
+    ASSERT_FALSE(r.isOk()) << text;
+    EXPECT_NE(r.status().message().find(path + ": "), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(expect), std::string::npos) << r.status().message();
   }
 }
 
