@@ -423,7 +423,7 @@ TEST(OpsUnfold, MatchesDefinitionAndGradInverts) {
           }
     EXPECT_TRUE(std::isnan(y[n])) << "wrote past the end";
     exec::unfoldGrad(y.data(), back.data(), k.b, k.c, k.h, k.w, k.ph, k.pw);
-    EXPECT_EQ(0, std::memcmp(back.data(), x.data(), n * sizeof(float)));
+    EXPECT_TRUE(n == 0 || std::memcmp(back.data(), x.data(), n * sizeof(float)) == 0);
     EXPECT_TRUE(std::isnan(back[n])) << "wrote past the end";
   }
 }
