@@ -17,7 +17,8 @@ of ViTImageProcessorPil and 2e-2 of the torchvision ViTImageProcessor, and
 the same top-1 label as Hugging Face. Bad images (truncated, not an image,
 empty, zero-sized, CMYK) each fail with one error naming the file and print
 nothing. A classifier fine-tuned from the command line on a folder of class
-folders and on a CSV: its loss falls, its run directory classifies.
+folders and on a CSV: its loss falls, its run directory classifies, and a
+run resumed from a checkpoint on one thread ends with the same bits.
 
 usage: vit_e2e.py --transfuse BIN --workdir DIR
 """
@@ -379,6 +380,22 @@ def train_cases(args):
         fine = c.returncode == 0 and c.stdout.split("\n")[1].split()[1] == "dog"
         print(f"classify with the run's directory: {c.stdout.strip()} {'ok' if fine else 'FAILED'}")
         ok &= fine
+    # Resumed from its step-6 checkpoint on one thread, a run ends with the
+    # same bits as the run above that went through on every thread.
+    resumed = os.path.join(args.workdir, "run-resumed")
+    shutil.rmtree(resumed, ignore_errors=True)
+    common = [args.transfuse, "train", model, "--images", folder, "--batch", "6", "--epochs", "4",
+              "--warmup", "4", "--lr-factor", "0.5", "--checkpoint-dir", resumed, "--no-progress"]
+    first = subprocess.run(common + ["--steps", "6"], capture_output=True, text=True, env=env)
+    second = subprocess.run(common + ["--resume", "--threads", "1"], capture_output=True, text=True,
+                            env=env)
+    whole = open(os.path.join(args.workdir, "run-train-images", "model.safetensors"), "rb").read()
+    fine = (first.returncode == 0 and second.returncode == 0 and "resumed from" in second.stderr
+            and open(os.path.join(resumed, "model.safetensors"), "rb").read() == whole)
+    print(f"train --images resumed at step 6 on one thread: "
+          f"{'the same bits' if fine else 'NOT THE SAME'}: "
+          f"{second.stderr.strip()}")
+    ok &= fine
     # A label that is not the model's: refused, naming the line.
     with open(csv, "a") as f:
         f.write("cat/0.png,horse\n")
