@@ -141,15 +141,21 @@ def export_onnx(model_dir, config):
     return fused, {op: stats.get(op, 0) for op in FUSED_OPS}
 
 
-def ort_peer(model_dir, config, feeds, threads):
-    """Returns a call computing the embeddings with ONNX Runtime, and the fusion statistics."""
-    path, stats = export_onnx(model_dir, config)
+def ort_session(path, threads):
+    """An ONNX Runtime CPU session as the benchmarks run it: `threads` intra-op, one inter-op,
+    every graph optimization, sequential execution."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def ort_peer(model_dir, config, feeds, threads):
+    """Returns a call computing the embeddings with ONNX Runtime, and the fusion statistics."""
+    path, stats = export_onnx(model_dir, config)
+    session = ort_session(path, threads)
 
     def call():
         (hidden,) = session.run(["last_hidden_state"], feeds)

@@ -45,7 +45,7 @@ import transformers
 from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bert_peers import measure  # noqa: E402
+from bert_peers import measure, ort_session  # noqa: E402
 
 logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
 transformers.logging.set_verbosity_error()
@@ -99,12 +99,7 @@ def export_onnx(model_dir, config):
 
 def ort_peer(model_dir, config, x, threads):
     path, stats = export_onnx(model_dir, config)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    session = ort_session(path, threads)
     return (lambda: session.run(["logits"], {"pixel_values": x})[0]), stats
 
 

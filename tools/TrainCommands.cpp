@@ -83,6 +83,29 @@ struct TrainBackend {
   std::unique_ptr<rt::TrainStep> step;
 };
 
+/// A training build compiled with --fusion for --target (cuda: the train
+/// step and Adam on the GPU, docs/cuda.md) into a temporary artifact that
+/// `artifact` holds, loaded with `weights` (empty: the seeded draw),
+/// --threads and --device.
+std::unique_ptr<rt::CompiledModel>
+compileForTraining(ModuleOp module, const Flags &flags, const std::string &weights, uint64_t seed,
+                   std::optional<compiler::TemporaryDirectory> &artifact) {
+  compiler::CompileOptions options;
+  options.strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "all")));
+  options.build.target = flag(flags, "--target", "cpu");
+  options.train = true;
+  if (llvm::Error e = compiler::checkOptions(options))
+    die(llvm::toString(std::move(e)));
+  artifact.emplace(orDie(compiler::TemporaryDirectory::create("transfuse-train")));
+  orDie(compiler::compile(module, artifact->path(), options));
+  rt::LoadOptions load;
+  load.weightsPath = weights;
+  load.seed = seed;
+  load.threads = (int)intFlag(flags, "--threads", 0, 0, 1024);
+  load.deviceOrdinal = (int)intFlag(flags, "--device", 0, 0, 1023);
+  return orDie(rt::CompiledModel::load(artifact->path() + "/libmodel.so", load));
+}
+
 void startBackend(TrainBackend &b, const TrainRun &run, const Flags &flags, int64_t maxBatch,
                   uint64_t seed) {
   BuildOptions build;
@@ -104,21 +127,7 @@ void startBackend(TrainBackend &b, const TrainRun &run, const Flags &flags, int6
     b.step = std::move(*step);
     return;
   }
-  // --target cuda: the train step and Adam run on the GPU (docs/cuda.md).
-  compiler::CompileOptions options;
-  options.strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "all")));
-  options.build.target = flag(flags, "--target", "cpu");
-  options.train = true;
-  if (llvm::Error e = compiler::checkOptions(options))
-    die(llvm::toString(std::move(e)));
-  b.artifact.emplace(orDie(compiler::TemporaryDirectory::create("transfuse-train")));
-  orDie(compiler::compile(module, b.artifact->path(), options));
-  rt::LoadOptions load;
-  load.weightsPath = initWeights;
-  load.seed = seed;
-  load.threads = (int)intFlag(flags, "--threads", 0, 0, 1024);
-  load.deviceOrdinal = (int)intFlag(flags, "--device", 0, 0, 1023);
-  b.model = orDie(rt::CompiledModel::load(b.artifact->path() + "/libmodel.so", load));
+  b.model = compileForTraining(module, flags, initWeights, seed, b.artifact);
   b.step = std::make_unique<rt::CompiledTrainStep>(*b.model);
 }
 
@@ -479,20 +488,8 @@ int runTrainImages(const std::vector<std::string> &positional, const Flags &flag
         die("cannot write '" + joinPath(ckptDir, f) + "': " + ec.message());
   }
 
-  compiler::CompileOptions options;
-  options.strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "all")));
-  options.build.target = flag(flags, "--target", "cpu");
-  options.train = true;
-  if (llvm::Error e = compiler::checkOptions(options))
-    die(llvm::toString(std::move(e)));
-  auto artifact = orDie(compiler::TemporaryDirectory::create("transfuse-train"));
-  orDie(compiler::compile(*module, artifact.path(), options));
-  rt::LoadOptions load;
-  load.weightsPath = flag(flags, "--init-weights", dir);
-  load.seed = seed;
-  load.threads = (int)intFlag(flags, "--threads", 0, 0, 1024);
-  load.deviceOrdinal = (int)intFlag(flags, "--device", 0, 0, 1023);
-  auto model = orDie(rt::CompiledModel::load(artifact.path() + "/libmodel.so", load));
+  std::optional<compiler::TemporaryDirectory> artifact;
+  auto model = compileForTraining(*module, flags, flag(flags, "--init-weights", dir), seed, artifact);
   rt::CompiledTrainStep step(*model);
 
   rt::TrainerOptions o;
