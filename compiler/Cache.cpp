@@ -140,7 +140,8 @@ llvm::Expected<CachedArtifact> compiler::cachedArtifact(llvm::StringRef modelDir
                std::to_string(options.train));
   field(h, "batch " + std::to_string(maxima.maxBatch) + " seq " + std::to_string(maxima.maxSeqLen) +
                " beam " + std::to_string(maxima.maxBeam) + " decoding " +
-               std::to_string(maxima.decoding));
+               std::to_string(maxima.decoding) + " image " +
+               std::to_string(maxima.imageSize[0]) + "x" + std::to_string(maxima.imageSize[1]));
   if (llvm::Error e = hashDirectory(h, modelDir))
     return std::move(e);
   std::string key = llvm::toHex(h.final(), /*LowerCase=*/true).substr(0, 32);

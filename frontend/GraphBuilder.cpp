@@ -41,6 +41,11 @@ Value GraphBuilder::scalar(double value) {
   return ConstantOp::create(b, loc, DenseElementsAttr::get(type, (float)value));
 }
 
+Value GraphBuilder::constant(ArrayRef<float> values, ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, b.getF32Type());
+  return ConstantOp::create(b, loc, DenseElementsAttr::get(type, values));
+}
+
 Value GraphBuilder::dim(Value tensor, int64_t axis) {
   return DimOp::create(b, loc, tensor, axis);
 }
@@ -121,8 +126,10 @@ Value GraphBuilder::concat(ValueRange xs, int64_t axis) {
   return ConcatOp::create(b, loc, xs, axis);
 }
 
-Value GraphBuilder::first(Value x, int64_t axis) {
-  return SliceOp::create(b, loc, x, Value(), Value(), axis, /*start=*/0, b.getI64IntegerAttr(1));
+Value GraphBuilder::first(Value x, int64_t axis) { return slice(x, axis, 0, 1); }
+
+Value GraphBuilder::slice(Value x, int64_t axis, int64_t start, int64_t size) {
+  return SliceOp::create(b, loc, x, Value(), Value(), axis, start, b.getI64IntegerAttr(size));
 }
 
 Value GraphBuilder::gather(Value table, Value ids) {

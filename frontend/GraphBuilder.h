@@ -44,6 +44,8 @@ public:
               std::optional<int64_t> fanIn = std::nullopt, bool optional = false);
   /// A scalar f32 constant (tensor<f32>).
   Value scalar(double value);
+  /// An f32 constant of `shape` holding `values` (row-major).
+  Value constant(ArrayRef<float> values, ArrayRef<int64_t> shape);
   /// The size of `axis` of `tensor`, as an index.
   Value dim(Value tensor, int64_t axis);
 
@@ -72,6 +74,8 @@ public:
   Value last(Value x, int64_t axis);
   /// The first row along `axis` (size 1).
   Value first(Value x, int64_t axis);
+  /// Rows [start, start + size) along `axis` (static).
+  Value slice(Value x, int64_t axis, int64_t start, int64_t size);
   Value gather(Value table, Value ids);
   Value dropout(Value x, double rate);
   /// The mean cross-entropy of logits [..., V] against labels [...]

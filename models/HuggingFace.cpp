@@ -255,6 +255,19 @@ llvm::Expected<OwningOpRef<ModuleOp>> loadVit(MLIRContext &context, llvm::String
   if (!vit)
     return vit.takeError();
   vit->numLabels = classifierRows(dir, vit->hidden, "vit.", {});
+  if (options.imageSize[0] != 0 && options.imageSize != vit->imageSize) {
+    const auto [h, w] = options.imageSize;
+    const auto [ph, pw] = vit->patchSize;
+    if (h % ph != 0 || w % pw != 0)
+      return fail("--image-size " + llvm::Twine(h) + "x" + llvm::Twine(w) +
+                  " is not a whole number of the model's " + llvm::Twine(ph) + "x" +
+                  llvm::Twine(pw) + " patches");
+    if (vit->imageSize[0] != vit->imageSize[1] || ph != pw)
+      return fail(configPath + ": interpolating positions to --image-size needs a square "
+                               "image_size and patch_size, as Hugging Face's "
+                               "interpolate_pos_encoding does");
+    vit->inputSize = options.imageSize;
+  }
   if (options.training && vit->numLabels == 0)
     return fail(dir + ": training a vit model needs a ViTForImageClassification's classifier "
                       "weights (none in the directory)");
@@ -299,6 +312,8 @@ mlir::transfuse::loadHuggingFaceDirectory(MLIRContext &context, llvm::StringRef 
     return fail(configPath + ": key 'model_type': " + (known ? "'" : "unknown family '") + *type +
                 (known ? "' is not supported yet" : "'") + " (supported: bert, vit)");
   }
+  if (options.imageSize[0] != 0)
+    return fail("--image-size applies to a vision model, not to '" + dir + "' (bert)");
   auto bert = parseBertConfig(*config, configPath, options.warnings);
   if (!bert)
     return bert.takeError();

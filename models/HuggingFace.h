@@ -146,8 +146,14 @@ struct VitConfig {
   /// Rows of classifier.weight when the weights hold a
   /// ViTForImageClassification head: the `classify` entry; 0: none.
   int64_t numLabels = 0;
-  /// Patches of the compiled image (and the positions beyond the CLS token).
-  int64_t patches() const {
+  /// The size pixel_values has: image_size, or another size whose patches
+  /// take positions interpolated from the stored ones (BuildOptions::imageSize).
+  std::array<int64_t, 2> inputSize = {0, 0}; // {0, 0}: imageSize
+  std::array<int64_t, 2> input() const { return inputSize[0] ? inputSize : imageSize; }
+  /// Patches of the compiled image, and the positions stored (beyond the
+  /// CLS token's), which differ when the positions are interpolated.
+  int64_t patches() const { return (input()[0] / patchSize[0]) * (input()[1] / patchSize[1]); }
+  int64_t storedPatches() const {
     return (imageSize[0] / patchSize[0]) * (imageSize[1] / patchSize[1]);
   }
 };

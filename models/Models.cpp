@@ -129,6 +129,9 @@ mlir::transfuse::loadModelDefinition(MLIRContext &context, llvm::StringRef path,
                                      const BuildOptions &options) {
   if (isHuggingFaceDirectory(path))
     return loadHuggingFaceDirectory(context, path, options);
+  if (options.imageSize[0] != 0)
+    return makeError("--image-size applies to a vision model's Hugging Face directory, not to '" +
+                     path + "'");
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer)
     return makeError("cannot read model definition '" + path + "': " +

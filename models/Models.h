@@ -33,6 +33,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/JSON.h"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ struct BuildOptions {
   double labelSmoothing = 0.1;
   /// Build the decoding entry points where the architecture has them.
   bool decoding = true;
+  /// A vision model's input [height, width]; {0, 0}: the config's
+  /// image_size. A ViT's learned positions are interpolated to it as Hugging
+  /// Face's interpolate_pos_encoding does (docs/vision.md).
+  std::array<int64_t, 2> imageSize = {0, 0};
   /// Where a definition's warnings go (unknown keys of a Hugging Face
   /// config.json, ...); null: dropped.
   std::vector<std::string> *warnings = nullptr;

@@ -10,10 +10,10 @@
 //     h = h + output.dense(act(intermediate.dense(LN(h)))) (layernorm_after)
 //   last_hidden_state = LN(h)                             (layernorm; `encode`)
 // and ViTForImageClassification's logits: classifier(last_hidden_state[:, 0])
-// (`classify`). The model is compiled at the config's image_size, so the
-// learned positions are used as stored (Hugging Face's
-// interpolate_pos_encoding is not needed; other sizes are refused where
-// pixel_values are checked).
+// (`classify`). The model is compiled at the config's image_size, with the
+// learned positions as stored, or at another size (BuildOptions::imageSize)
+// with the positions interpolated as Hugging Face's interpolate_pos_encoding
+// does; pixel_values of any other size are refused where they are checked.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +23,9 @@
 #include "ir/TransfuseDialect.h"
 
 #include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::transfuse;
@@ -92,12 +95,52 @@ llvm::json::Object mlir::transfuse::toJson(const VitConfig &c) {
   o["patch_size"] = llvm::json::Array{c.patchSize[0], c.patchSize[1]};
   o["num_channels"] = c.channels;
   o["qkv_bias"] = c.qkvBias;
+  if (c.input() != c.imageSize)
+    o["interpolated_to"] = llvm::json::Array{c.input()[0], c.input()[1]};
   if (c.numLabels > 0)
     o["num_labels"] = c.numLabels;
   return o;
 }
 
 namespace {
+
+/// PyTorch's bicubic weights (upsample_bicubic2d: A = -0.75,
+/// align_corners false, edge indices clamped; float arithmetic as its CPU
+/// kernel's) of `out` samples from `in`: [out, in].
+std::vector<float> bicubic(int64_t in, int64_t out) {
+  constexpr float A = -0.75f;
+  auto near = [&](float x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };  // |x| <= 1
+  auto far = [&](float x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }; // 1 < |x| < 2
+  std::vector<float> m(out * in, 0.0f);
+  const float scale = static_cast<float>(in) / static_cast<float>(out);
+  for (int64_t o = 0; o < out; ++o) {
+    const float src = scale * (static_cast<float>(o) + 0.5f) - 0.5f;
+    const float floor = std::floor(src), t = src - floor;
+    const float w[4] = {far(t + 1), near(t), near(1 - t), far(2 - t)};
+    for (int k = 0; k < 4; ++k) {
+      const int64_t at = std::clamp<int64_t>(static_cast<int64_t>(floor) - 1 + k, 0, in - 1);
+      m[o * in + at] += w[k];
+    }
+  }
+  return m;
+}
+
+/// Hugging Face's interpolate_pos_encoding as a matrix [N, N_stored]: the
+/// stored patch positions, a square grid, resampled bicubically to the
+/// compiled image's grid of patches (rows y, then x).
+std::vector<float> interpolation(const VitConfig &c) {
+  const int64_t grid = c.imageSize[0] / c.patchSize[0];
+  const int64_t rows = c.input()[0] / c.patchSize[0], cols = c.input()[1] / c.patchSize[1];
+  const std::vector<float> my = bicubic(grid, rows), mx = bicubic(grid, cols);
+  std::vector<float> m;
+  m.reserve(rows * cols * grid * grid);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t p = 0; p < grid; ++p)
+        for (int64_t q = 0; q < grid; ++q)
+          m.push_back(my[i * grid + p] * mx[j * grid + q]);
+  return m;
+}
 
 /// ViTModel over pixel_values: last_hidden_state. With `training`, dropout
 /// where ViTModel has it: after the embeddings, on the attention
@@ -117,9 +160,18 @@ Value buildEncoder(OpBuilder &b, GraphBuilder &g, const VitConfig &c, Value pixe
   Value cls = g.param("embeddings.cls_token", {1, 1, d}, "normal_0.02");
   Value h = g.concat({g.expand(cls, g.first(patches, 1)), patches}, 1);
   // The positions [1, 1 + N, hidden] as stored, added as [1 + N, hidden]
-  // (a trailing block of h, which the fused residual LayerNorm takes).
-  Value positions = g.param("embeddings.position_embeddings", {1, n + 1, d}, "normal_0.02");
-  h = g.add(h, g.reshape(positions, {n + 1, d}));
+  // (a trailing block of h, which the fused residual LayerNorm takes);
+  // interpolated to another image's patches by a constant matrix.
+  const int64_t stored = c.storedPatches();
+  Value positions = g.reshape(
+      g.param("embeddings.position_embeddings", {1, stored + 1, d}, "normal_0.02"),
+      {stored + 1, d});
+  if (stored != n || c.input() != c.imageSize)
+    positions = g.concat({g.first(positions, 0),
+                          g.matmul(g.constant(interpolation(c), {n, stored}),
+                                   g.slice(positions, 0, 1, stored))},
+                         0);
+  h = g.add(h, positions);
   h = g.dropout(h, hiddenDrop);
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string p = "encoder.layer." + std::to_string(i) + ".";
@@ -155,7 +207,7 @@ void mlir::transfuse::buildVit(ModuleOp module, const VitConfig &c, const BuildO
   OpBuilder b(module.getContext());
   b.setInsertionPointToEnd(module.getBody());
   const int64_t dyn = ShapedType::kDynamic;
-  auto pixels = RankedTensorType::get({dyn, c.channels, c.imageSize[0], c.imageSize[1]},
+  auto pixels = RankedTensorType::get({dyn, c.channels, c.input()[0], c.input()[1]},
                                       b.getF32Type());
   // One entry over pixel_values (and, for the loss, the labels [B]): its
   // output named `output`, computed by `tail` from last_hidden_state.

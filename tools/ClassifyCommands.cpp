@@ -63,7 +63,16 @@ int tools::runClassify(const Positional &positional, const Flags &flags) {
     die("classify expects a model and at least one image");
   const int64_t topK = intFlag(flags, "--top-k", 5, 1, 1 << 20);
   const int64_t batch = intFlag(flags, "--batch", 8, 1, 4096);
-  ModelArtifact m = modelArtifact(positional[0], flags, batch);
+  // A directory is compiled for its preprocessor's image size (positions
+  // interpolated when it is not the config's image_size).
+  std::array<int64_t, 2> size = {0, 0};
+  const std::string dirPreprocessor = positional[0] + "/preprocessor_config.json";
+  if (!llvm::sys::fs::exists(positional[0] + "/manifest.json") &&
+      llvm::sys::fs::exists(dirPreprocessor)) {
+    rt::ImagePreprocessing p = orDie(rt::readPreprocessorConfig(dirPreprocessor));
+    size = {p.height, p.width};
+  }
+  ModelArtifact m = modelArtifact(positional[0], flags, batch, size);
   if (m.weights.empty())
     die("'" + positional[0] + "' is an artifact: give its weights with --weights (a safetensors "
         "file, an index, or the model's Hugging Face directory)");
@@ -86,9 +95,9 @@ int tools::runClassify(const Positional &positional, const Flags &flags) {
     die("'" + positional[0] + "': the classify entry does not take RGB images [B, 3, H, W]");
   if (prep.height != pixels[2] || prep.width != pixels[3])
     die(preprocessorPath + ": key 'size': " + std::to_string(prep.height) + "x" +
-        std::to_string(prep.width) + " is not the model's image_size " +
+        std::to_string(prep.width) + " is not the image size " +
         std::to_string(pixels[2]) + "x" + std::to_string(pixels[3]) +
-        " (interpolated positions are not supported)");
+        " it was compiled for");
 
   // Every image decoded and preprocessed first.
   const int64_t plane = 3 * pixels[2] * pixels[3];

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -51,6 +52,23 @@ inline std::string flag(const std::map<std::string, std::string> &flags, const s
                         const std::string &fallback = "") {
   auto it = flags.find(name);
   return it == flags.end() ? fallback : it->second;
+}
+
+/// --image-size as [height, width] from "S" (square) or "HxW"; `fallback`
+/// when absent.
+inline std::array<int64_t, 2> imageSizeFlag(const std::map<std::string, std::string> &flags,
+                                            std::array<int64_t, 2> fallback = {0, 0}) {
+  auto it = flags.find("--image-size");
+  if (it == flags.end())
+    return fallback;
+  auto [h, w] = llvm::StringRef(it->second).split('x');
+  int64_t height, width;
+  if (w.empty())
+    w = h;
+  if (h.getAsInteger(10, height) || w.getAsInteger(10, width) || height < 1 || width < 1 ||
+      height > 65536 || width > 65536)
+    die("flag --image-size expects SIZE or HEIGHTxWIDTH in [1, 65536], got '" + it->second + "'");
+  return {height, width};
 }
 
 template <typename T>

@@ -38,7 +38,10 @@ const std::vector<Command> kCommands = {
     {"--max-batch", "N", "maximum batch size (default 8; MLIR input: its own)"},
     {"--max-seq-len", "N", "maximum sequence length (default: the config's max_seq_len)"},
     {"--max-beam", "K", "decoding entries: beams per sentence the cache holds (default 4; "
-                        "its rows are max-batch · max-beam)"}},
+                        "its rows are max-batch · max-beam)"},
+    {"--image-size", "HxW", "a ViT directory: the images' size (default: the config's "
+                            "image_size); positions interpolated as Hugging Face's "
+                            "interpolate_pos_encoding"}},
    runCompile},
   {"run", "run MODEL --inputs IN.safetensors --outputs OUT.safetensors [options]",
    "Runs an entry point of a compiled model.",

@@ -10,6 +10,8 @@
 #ifndef TRANSFUSE_TOOLS_COMMANDS_H
 #define TRANSFUSE_TOOLS_COMMANDS_H
 
+#include <array>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,7 +59,8 @@ int runClassify(const Positional &positional, const Flags &flags);
 struct ModelArtifact {
   std::string dir, weights;
 };
-ModelArtifact modelArtifact(const std::string &model, const Flags &flags, int64_t batch);
+ModelArtifact modelArtifact(const std::string &model, const Flags &flags, int64_t batch,
+                            std::array<int64_t, 2> imageSize = {0, 0});
 // BenchCommands.cpp (bench decode: DecodeCommands.cpp)
 int runBench(const Positional &positional, const Flags &flags);
 int runExportKernel(const Positional &positional, const Flags &flags);

@@ -95,7 +95,8 @@ void writeNpy(const std::string &path, const std::vector<float> &data, int64_t r
 
 } // namespace
 
-ModelArtifact tools::modelArtifact(const std::string &path, const Flags &flags, int64_t batch) {
+ModelArtifact tools::modelArtifact(const std::string &path, const Flags &flags, int64_t batch,
+                                   std::array<int64_t, 2> imageSize) {
   ModelArtifact m{path, flag(flags, "--weights")};
   if (llvm::sys::fs::exists(join(path, "manifest.json")))
     return m;
@@ -107,6 +108,7 @@ ModelArtifact tools::modelArtifact(const std::string &path, const Flags &flags, 
   BuildOptions maxima;
   maxima.maxBatch = batch;
   maxima.maxSeqLen = intFlag(flags, "--max-seq-len", 0, 0, 1 << 20);
+  maxima.imageSize = imageSize;
   std::vector<std::string> warnings;
   maxima.warnings = &warnings;
   auto cached = compiler::cachedArtifact(path, maxima, options);

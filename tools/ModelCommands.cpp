@@ -55,6 +55,7 @@ BuildOptions buildOptions(const std::map<std::string, std::string> &flags) {
   o.maxBatch = intFlag(flags, "--max-batch", 0, 1, 1 << 16);
   o.maxSeqLen = intFlag(flags, "--max-seq-len", 0, 1, 1 << 20);
   o.maxBeam = intFlag(flags, "--max-beam", 0, 1, 1 << 10);
+  o.imageSize = imageSizeFlag(flags);
   return o;
 }
 

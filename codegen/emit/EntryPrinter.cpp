@@ -93,15 +93,20 @@ std::string EntryPrinter::constantArray(const std::string &name, DenseElementsAt
 
 std::string EntryPrinter::constantValues(DenseElementsAttr attr) {
   Type e = attr.getElementType();
+  // `perLine` values a line, separated by commas across lines too.
   std::string s;
   int64_t i = 0;
+  auto next = [&](int64_t perLine) {
+    const char *sep = i == 0 ? "\n    " : i % perLine ? ", " : ",\n    ";
+    ++i;
+    return sep;
+  };
   if (isa<FloatType>(e)) {
     for (const APFloat &v : attr.getValues<APFloat>())
-      s += (i++ % 8 ? ", " : "\n    ") + floatLit(v.convertToDouble());
+      s += next(8) + floatLit(v.convertToDouble());
   } else {
     for (const APInt &v : attr.getValues<APInt>())
-      s += (i++ % 16 ? ", " : "\n    ") +
-           std::to_string(e.isInteger(1) ? (int64_t)v.getBoolValue() : v.getSExtValue());
+      s += next(16) + std::to_string(e.isInteger(1) ? (int64_t)v.getBoolValue() : v.getSExtValue());
   }
   return s;
 }

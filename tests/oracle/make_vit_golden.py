@@ -110,9 +110,13 @@ def main():
         with torch.inference_mode():
             h = model.vit(torch.tensor(x)).last_hidden_state
             logits = model(torch.tensor(x)).logits
-        safetensors_io.write(os.path.join(out_dir, name + ".safetensors"),
-                             {"last_hidden_state": h.numpy(),
-                              "logits": logits.numpy()},
+        tensors = {"last_hidden_state": h.numpy(), "logits": logits.numpy()}
+        if name == "gelu":  # square: interpolate_pos_encoding to 48x48 images
+            with torch.inference_mode():
+                tensors["interpolated_logits"] = model(
+                    torch.tensor(vit_e2e.golden_pixels(cfg, vit_e2e.INTERPOLATED)),
+                    interpolate_pos_encoding=True).logits.numpy()
+        safetensors_io.write(os.path.join(out_dir, name + ".safetensors"), tensors,
                              metadata=dict(meta, config=json.dumps(cfg)))
         print(f"wrote {name}")
     size = {"height": 32, "width": 32}

@@ -243,10 +243,28 @@ def bert(cfg, weights, ids, mask, types):
     return h
 
 
+def bicubic(n_in, n_out):
+    """PyTorch's bicubic resampling (A = -0.75, align_corners False, edges
+    clamped) of n_in samples to n_out, as a matrix [n_out, n_in]."""
+    A = -0.75
+    near = lambda x: ((A + 2) * x - (A + 3)) * x * x + 1
+    far = lambda x: ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+    m = np.zeros((n_out, n_in))
+    for o in range(n_out):
+        src = n_in / n_out * (o + 0.5) - 0.5
+        x0 = math.floor(src)
+        t = src - x0
+        for k, w in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
+            m[o, min(max(x0 - 1 + k, 0), n_in - 1)] += w
+    return m
+
+
 def vit(cfg, weights, pixels):
     """ViTModel: patches (a convolution of kernel and stride patch_size, by its
     definition), [CLS; patches] + positions, pre-LN layers, a final LN;
-    pixels [B, C, H, W] -> last_hidden_state [B, 1 + N, d]."""
+    pixels [B, C, H, W] -> last_hidden_state [B, 1 + N, d]; pixels of
+    another size than image_size take positions interpolated bicubically
+    (Hugging Face's interpolate_pos_encoding)."""
     W = Weights(weights, strip_prefix="vit.")
     d, H, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["layer_norm_eps"]
     act = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh",
@@ -262,7 +280,13 @@ def vit(cfg, weights, pixels):
             patches[:, i * cols + j] = np.einsum("bcyx,dcyx->bd", window, kernel)
     patches += W("embeddings.patch_embeddings.projection.bias")
     cls = np.broadcast_to(W("embeddings.cls_token").reshape(1, 1, d), (B, 1, d))
-    h = np.concatenate([cls, patches], axis=1) + W("embeddings.position_embeddings")
+    positions = W("embeddings.position_embeddings")[0]
+    if positions.shape[0] != rows * cols + 1:  # interpolate_pos_encoding
+        g = int(round((positions.shape[0] - 1) ** 0.5))
+        grid = positions[1:].reshape(g, g, d)
+        grid = np.einsum("ip,jq,pqd->ijd", bicubic(g, rows), bicubic(g, cols), grid)
+        positions = np.concatenate([positions[:1], grid.reshape(rows * cols, d)])
+    h = np.concatenate([cls, patches], axis=1) + positions
     S = h.shape[1]
     allowed = np.ones((B, S, S), dtype=bool)
     bias = cfg.get("qkv_bias", True)

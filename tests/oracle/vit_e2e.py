@@ -113,9 +113,14 @@ def golden_weights(cfg):
     return vit_weights(cfg, np.random.default_rng(2026))
 
 
-def golden_pixels(cfg):
-    (ih, iw) = pair(cfg["image_size"])
+def golden_pixels(cfg, size=None):
+    (ih, iw) = pair(size or cfg["image_size"])
     return np.random.default_rng(7).standard_normal((2, cfg["num_channels"], ih, iw)).astype(np.float32)
+
+
+# The interpolated golden: the "gelu" model on 48x48 images (6x6 patches
+# whose positions come from the stored 4x4).
+INTERPOLATED = 48
 
 
 def write_vit_dir(path, cfg, weights, preprocessor=PREPROCESSOR):
@@ -143,7 +148,14 @@ def torch_vit(cfg, weights, pixels):
                  W[e + "patch_embeddings.projection.bias"], stride=pair(cfg["patch_size"]))
     h = h.flatten(2).transpose(1, 2)
     B = h.shape[0]
-    h = torch.cat([W[e + "cls_token"].expand(B, -1, -1), h], 1) + W[e + "position_embeddings"]
+    pos = W[e + "position_embeddings"]
+    if pos.shape[1] != h.shape[1] + 1:  # interpolate_pos_encoding, as ViTEmbeddings does it
+        g, (ph, pw) = int((pos.shape[1] - 1) ** 0.5), pair(cfg["patch_size"])
+        grid = pos[:, 1:].reshape(1, g, g, d).permute(0, 3, 1, 2)
+        grid = F.interpolate(grid, size=(x.shape[2] // ph, x.shape[3] // pw), mode="bicubic",
+                             align_corners=False)
+        pos = torch.cat([pos[:, :1], grid.permute(0, 2, 3, 1).reshape(1, -1, d)], 1)
+    h = torch.cat([W[e + "cls_token"].expand(B, -1, -1), h], 1) + pos
     S = h.shape[1]
     lin = lambda t, p: F.linear(t, W[p + ".weight"], W.get(p + ".bias"))
     heads = lambda t: t.view(B, S, H, d // H).transpose(1, 2)
@@ -207,6 +219,38 @@ def oracle_cases(args):
                                     extra=["--weights", model, "--backend", "reference",
                                            "--f64-outputs"])
                 ok &= got is not None and check_close(f"{entry} reference", got[name], want, 1e-6)
+    # Compiled for 48x48 images: positions interpolated from the stored 4x4
+    # grid, against the oracle (itself against torch's F.interpolate).
+    x48 = np.random.default_rng(5).standard_normal((2, 3, 48, 48)).astype(np.float32)
+    want = oracle.vit_logits(CONFIG, weights, x48.astype(np.float64))
+    try:
+        import torch  # noqa: F401
+        ok &= check_close("oracle.vit interpolated against torch", want,
+                          torch_vit(CONFIG, weights, x48)[1], 1e-10)
+    except ImportError:
+        pass
+    out48 = os.path.join(args.workdir, "out-48")
+    run([args.transfuse, "compile", model, "-o", out48, "--fusion", "all", "--image-size", "48"])
+    got = transfuse_run(args, out48, "classify", x48, extra=["--weights", model])
+    ok &= got is not None and check_close("classify at 48x48, positions interpolated",
+                                          got["logits"], want, 1e-4)
+    p = run([args.transfuse, "compile", model, "-o", out48 + "-bad", "--image-size", "44"],
+            expect_ok=False)
+    fine = p.returncode != 0 and "is not a whole number of the model's 8x8 patches" in p.stderr
+    print(f"--image-size 44: {'refused' if fine else 'NOT REFUSED'}: {p.stderr.strip()}")
+    ok &= fine
+    # classify compiles a directory for its preprocessor's size: 48x48 here.
+    model48 = os.path.join(args.workdir, "model-48")
+    write_vit_dir(model48, CONFIG, weights, dict(PREPROCESSOR, size={"height": 48, "width": 48}))
+    pixels = os.path.join(args.workdir, "pixels-48.safetensors")
+    p = subprocess.run([args.transfuse, "classify", model48, os.path.join(IMAGES, "rgb.jpg"),
+                        "--pixels-out", pixels], capture_output=True, text=True,
+                       env=dict(os.environ, XDG_CACHE_HOME=os.path.join(args.workdir, "cache-48")))
+    fine = (p.returncode == 0 and
+            list(safetensors_io.read(pixels)["pixel_values"].shape) == [1, 3, 48, 48])
+    print(f"classify with a 48x48 preprocessor: {'compiled for 48x48' if fine else 'FAILED'} "
+          f"{p.stderr.strip()}")
+    ok &= fine
     # Another image size than the compiled one is refused, naming the input.
     got = transfuse_run(args, os.path.join(args.workdir, "out-all"), "encode",
                         np.zeros((1, 3, 48, 48), np.float32), extra=["--weights", model])
@@ -231,6 +275,14 @@ def golden_cases(args):
             got = transfuse_run(args, model, entry, golden_pixels(cfg), env=env)
             ok &= got is not None and check_close(f"{name} {entry} against Hugging Face's",
                                                   got[output], golden[output], 1e-5)
+        if "interpolated_logits" in golden:
+            out = os.path.join(args.workdir, f"golden-{name}-{INTERPOLATED}")
+            run([args.transfuse, "compile", model, "-o", out, "--image-size", str(INTERPOLATED)])
+            got = transfuse_run(args, out, "classify", golden_pixels(cfg, INTERPOLATED),
+                                extra=["--weights", model])
+            ok &= got is not None and check_close(
+                f"{name} classify at {INTERPOLATED}x{INTERPOLATED} against Hugging Face's "
+                "interpolate_pos_encoding", got["logits"], golden["interpolated_logits"], 1e-5)
     return ok
 
 
