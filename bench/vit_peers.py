@@ -24,7 +24,7 @@ What is timed, per call: pixel_values [B, 3, 224, 224] (fixed random) -> logits 
       inter_op_num_threads=1, ORT_ENABLE_ALL, sequential).
   transfuse: `transfuse bench model DIR --entry classify --fusion all` (random pixels: the same
       work), its median and min per round, the GFLOP it counts per call and their rate (the
-      fraction of the FMA peak: against `transfuse bench gemm`'s probe in the same session).
+      fraction of the FMA peak: against `transfuse bench gemm`'s probe run beside it).
 Protocol: as bench/bert_peers.py (alternating rounds, 3 warm-up calls, at least 5 calls and
 --min-seconds per round, the best round's median).
 """

@@ -166,7 +166,7 @@ Value buildEncoder(OpBuilder &b, GraphBuilder &g, const VitConfig &c, Value pixe
   Value positions = g.reshape(
       g.param("embeddings.position_embeddings", {1, stored + 1, d}, "normal_0.02"),
       {stored + 1, d});
-  if (stored != n || c.input() != c.imageSize)
+  if (c.input() != c.imageSize)
     positions = g.concat({g.first(positions, 0),
                           g.matmul(g.constant(interpolation(c), {n, stored}),
                                    g.slice(positions, 0, 1, stored))},

@@ -39,8 +39,10 @@ std::vector<std::string> labelNames(const std::string &configPath, int64_t count
     names[i] = "LABEL_" + std::to_string(i);
   std::ifstream in(configPath);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  rt::JsonValue json = orDie(rt::JsonValue::parse(text));
-  const rt::JsonValue *map = json.find("id2label");
+  auto json = rt::JsonValue::parse(text);
+  if (!json.isOk())
+    die(configPath + ": " + json.status().message());
+  const rt::JsonValue *map = json->find("id2label");
   if (!map)
     return names;
   if (!map->isObject())
@@ -63,24 +65,21 @@ int tools::runClassify(const Positional &positional, const Flags &flags) {
     die("classify expects a model and at least one image");
   const int64_t topK = intFlag(flags, "--top-k", 5, 1, 1 << 20);
   const int64_t batch = intFlag(flags, "--batch", 8, 1, 4096);
-  // A directory is compiled for its preprocessor's image size (positions
-  // interpolated when it is not the config's image_size).
-  std::array<int64_t, 2> size = {0, 0};
-  const std::string dirPreprocessor = positional[0] + "/preprocessor_config.json";
-  if (!llvm::sys::fs::exists(positional[0] + "/manifest.json") &&
-      llvm::sys::fs::exists(dirPreprocessor)) {
-    rt::ImagePreprocessing p = orDie(rt::readPreprocessorConfig(dirPreprocessor));
-    size = {p.height, p.width};
-  }
-  ModelArtifact m = modelArtifact(positional[0], flags, batch, size);
-  if (m.weights.empty())
-    die("'" + positional[0] + "' is an artifact: give its weights with --weights (a safetensors "
-        "file, an index, or the model's Hugging Face directory)");
-  const std::string preprocessorPath = m.dir + "/preprocessor_config.json";
+  // A directory and an artifact (which carries it) both hold the
+  // preprocessor's config; a directory is compiled for its image size
+  // (positions interpolated when it is not the config's image_size).
+  const std::string preprocessorPath = positional[0] + "/preprocessor_config.json";
   if (!llvm::sys::fs::exists(preprocessorPath))
     die("'" + positional[0] + "' has no preprocessor_config.json (how its images are resized "
         "and normalized)");
-  rt::ImagePreprocessing prep = orDie(rt::readPreprocessorConfig(preprocessorPath));
+  const rt::ImagePreprocessing prep = orDie(rt::readPreprocessorConfig(preprocessorPath));
+  const bool artifact = llvm::sys::fs::exists(positional[0] + "/manifest.json");
+  ModelArtifact m = modelArtifact(positional[0], flags, batch,
+                                  artifact ? std::array<int64_t, 2>{0, 0}
+                                           : std::array<int64_t, 2>{prep.height, prep.width});
+  if (m.weights.empty())
+    die("'" + positional[0] + "' is an artifact: give its weights with --weights (a safetensors "
+        "file, an index, or the model's Hugging Face directory)");
 
   rt::LoadOptions load;
   load.weightsPath = m.weights;

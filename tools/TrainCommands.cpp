@@ -380,9 +380,11 @@ std::map<std::string, int32_t> labelIds(const std::string &configPath) {
   auto text = llvm::MemoryBuffer::getFile(configPath, /*IsText=*/true);
   if (!text)
     die("cannot read '" + configPath + "': " + text.getError().message());
-  rt::JsonValue json = orDie(rt::JsonValue::parse((*text)->getBuffer().str()));
+  auto json = rt::JsonValue::parse((*text)->getBuffer().str());
+  if (!json.isOk())
+    die(configPath + ": " + json.status().message());
   std::map<std::string, int32_t> ids;
-  if (const rt::JsonValue *m = json.find("label2id"); m && m->isObject())
+  if (const rt::JsonValue *m = json->find("label2id"); m && m->isObject())
     for (const auto &[name, id] : m->members()) {
       if (!id.isInteger())
         die(configPath + ": key 'label2id': '" + name + "' is not an integer id");
