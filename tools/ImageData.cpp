@@ -49,8 +49,13 @@ ImageData ImageData::read(const std::string &path, const rt::ImagePreprocessing 
   // (file, label) pairs first, then every image decoded.
   std::vector<std::pair<std::string, int32_t>> files;
   auto labelOf = [&](const std::string &name, const std::string &where) -> int32_t {
-    if (auto it = label2id.find(name); it != label2id.end())
+    if (auto it = label2id.find(name); it != label2id.end()) {
+      if (it->second < 0 || it->second >= numLabels)
+        die(where + ": label '" + name + "' has id " + std::to_string(it->second) +
+            " in config.json's label2id, outside the model's " + std::to_string(numLabels) +
+            " labels");
       return it->second;
+    }
     int64_t id = -1;
     if (label2id.empty() || llvm::all_of(name, llvm::isDigit))
       if (!llvm::StringRef(name).getAsInteger(10, id) && id >= 0 && id < numLabels)
