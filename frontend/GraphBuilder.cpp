@@ -85,10 +85,10 @@ Value GraphBuilder::softmax(Value x, int64_t axis) {
   return SoftmaxOp::create(b, loc, x, axis);
 }
 
-Value GraphBuilder::layerNorm(Value x, Value gamma, Value beta, double eps) {
+Value GraphBuilder::layerNorm(Value x, Value gamma, Value beta, double eps, bool rms) {
   int64_t axis = typeOf(x).getRank() - 1;
   return LayerNormOp::create(b, loc, x, gamma, beta, b.getI64IntegerAttr(axis),
-                             b.getF64FloatAttr(eps));
+                             b.getF64FloatAttr(eps), rms ? b.getUnitAttr() : UnitAttr());
 }
 
 Value GraphBuilder::select(Value cond, Value onTrue, Value onFalse) {
@@ -168,6 +168,11 @@ Value GraphBuilder::layerNorm(Value x, StringRef prefix, double eps) {
   return layerNorm(x, gamma, beta, eps);
 }
 
+Value GraphBuilder::rmsNorm(Value x, StringRef prefix, double eps) {
+  int64_t d = typeOf(x).getShape().back();
+  return layerNorm(x, param((prefix + ".weight").str(), {d}, "ones"), Value(), eps, /*rms=*/true);
+}
+
 Value GraphBuilder::positionalEncoding(Value length, int64_t dModel, Value offset) {
   auto type = RankedTensorType::get({ShapedType::kDynamic, dModel}, b.getF32Type());
   return PositionalEncodingOp::create(b, loc, type, length, offset);
@@ -207,9 +212,26 @@ Value GraphBuilder::causalMask(Value queryLen, Value keyLen) {
 
 Value GraphBuilder::projectHeads(Value x, Value weight, Value bias, bool transposed,
                                  int64_t numHeads) {
-  Value y = transposed ? linear(x, weight, bias) : conv1d(x, weight, bias);
+  return splitHeads(transposed ? linear(x, weight, bias) : conv1d(x, weight, bias), numHeads);
+}
+
+Value GraphBuilder::splitHeads(Value y, int64_t numHeads) {
   auto s = typeOf(y).getShape(); // [B, S, H·dh] -> [B, H, S, dh]
   return transpose(reshape(y, {s[0], s[1], numHeads, s[2] / numHeads}), {0, 2, 1, 3});
+}
+
+Value GraphBuilder::repeatHeads(Value x, int64_t times) {
+  if (times == 1)
+    return x;
+  auto s = typeOf(x).getShape(); // [B, Hkv, S, dh] -> [B, Hkv, times, S, dh] -> [B, H, S, dh]
+  Value one = reshape(x, {s[0], s[1], 1, s[2], s[3]});
+  SmallVector<Value> copies(times, one);
+  return reshape(concat(copies, 2), {s[0], s[1] * times, s[2], s[3]});
+}
+
+Value GraphBuilder::rotary(Value x, Value invFreq, Value offset, int64_t headDim) {
+  return RotaryOp::create(b, loc, x.getType(), x, invFreq, offset,
+                          b.getI64IntegerAttr(headDim), UnitAttr());
 }
 
 Value GraphBuilder::multiHeadAttention(Value query, Value memory,

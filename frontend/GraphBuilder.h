@@ -59,7 +59,8 @@ public:
   Value activation(Value x, StringRef kind);
   Value tanh(Value x);
   Value softmax(Value x, int64_t axis);
-  Value layerNorm(Value x, Value gamma, Value beta, double eps);
+  /// LayerNorm over the last dimension (`beta` may be null); RMSNorm with `rms`.
+  Value layerNorm(Value x, Value gamma, Value beta, double eps, bool rms = false);
   Value select(Value cond, Value onTrue, Value onFalse);
   Value transpose(Value x, ArrayRef<int64_t> permutation);
   /// Reshapes to `shape` (dynamic sizes carried over in order).
@@ -99,6 +100,8 @@ public:
   Value conv1d(Value x, Value weight, Value bias);
   /// LayerNorm over the last dimension with params `prefix.weight`/`.bias`.
   Value layerNorm(Value x, StringRef prefix, double eps);
+  /// RMSNorm over the last dimension with param `prefix.weight` (Llama's).
+  Value rmsNorm(Value x, StringRef prefix, double eps);
   /// Interleaved sinusoidal positions [length, dModel] of positions
   /// offset..offset+length (`offset` null: 0).
   Value positionalEncoding(Value length, int64_t dModel, Value offset = Value());
@@ -116,6 +119,14 @@ public:
   /// x [B, S, D] projected by `weight` and `bias` and split into heads
   /// [B, H, S, D/H] (Linear layout when `transposed`, else Conv1D).
   Value projectHeads(Value x, Value weight, Value bias, bool transposed, int64_t numHeads);
+  /// y [B, S, H·dh] split into heads [B, H, S, dh].
+  Value splitHeads(Value y, int64_t numHeads);
+  /// Heads [B, Hkv, S, dh] repeated `times` each, [B, Hkv·times, S, dh]
+  /// (head h reads head h / times: grouped-query attention's K and V).
+  Value repeatHeads(Value x, int64_t times);
+  /// The rotary embedding of x [B, S, heads·headDim] at positions offset..
+  /// (transfuse.rotary; `offset` null: 0).
+  Value rotary(Value x, Value invFreq, Value offset, int64_t headDim);
   /// softmax(q·kᵀ/√dh, masked)·v over heads q [B, H, Sq, dh], k and v
   /// [B, H, Sk, dh], merged back to [B, Sq, H·dh] and projected by wo, bo.
   /// Each mask is a boolean keep-mask broadcastable to [B, H, Sq, Sk];

@@ -193,13 +193,21 @@ LogicalResult vjp(L2NormalizeOp op, OpBuilder &b, ValueRange g, Grads &out) {
   return success();
 }
 
+LogicalResult vjp(RotaryOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // A rotation's transpose is the rotation by -θ; inv_freq is a constant.
+  out[0] = RotaryOp::create(b, op.getLoc(), op.getType(), g[0], op.getInvFreq(), op.getOffset(),
+                            op.getHeadDimAttr(), op.getInverse() ? UnitAttr() : b.getUnitAttr());
+  return success();
+}
+
 LogicalResult vjp(LayerNormOp op, OpBuilder &b, ValueRange g, Grads &out) {
   auto grads = LayerNormGradOp::create(
-      b, op.getLoc(), TypeRange{op.getInput().getType(), op.getGamma().getType(), op.getBeta().getType()},
-      op.getInput(), op.getGamma(), g[0], op.getAxisAttr(), op.getEpsilonAttr());
+      b, op.getLoc(), TypeRange{op.getInput().getType(), op.getGamma().getType(), op.getGamma().getType()},
+      op.getInput(), op.getGamma(), g[0], op.getAxisAttr(), op.getEpsilonAttr(), op.getRmsAttr());
   out[0] = grads.getInputGrad();
   out[1] = grads.getGammaGrad();
-  out[2] = grads.getBetaGrad();
+  if (op.getBeta())
+    out[2] = grads.getBetaGrad();
   return success();
 }
 
@@ -262,11 +270,12 @@ LogicalResult vjp(AddLayerNormOp op, OpBuilder &b, ValueRange g, Grads &out) {
   if (g[0]) {
     int64_t axis = tensorType(sum).getRank() - 1;
     auto grads = LayerNormGradOp::create(
-        b, loc, TypeRange{sum.getType(), op.getGamma().getType(), op.getBeta().getType()}, sum,
-        op.getGamma(), g[0], b.getI64IntegerAttr(axis), op.getEpsilonAttr());
+        b, loc, TypeRange{sum.getType(), op.getGamma().getType(), op.getGamma().getType()}, sum,
+        op.getGamma(), g[0], b.getI64IntegerAttr(axis), op.getEpsilonAttr(), op.getRmsAttr());
     dsum = dsum ? AddOp::create(b, loc, grads.getInputGrad(), dsum).getResult() : grads.getInputGrad();
     out[2] = grads.getGammaGrad();
-    out[3] = grads.getBetaGrad();
+    if (op.getBeta())
+      out[3] = grads.getBetaGrad();
   }
   out[0] = unbroadcast(b, loc, dsum, op.getInput().getType());
   out[1] = unbroadcast(b, loc, dsum, op.getResidual().getType());
@@ -409,7 +418,7 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
 
 void mlir::transfuse::attachGradientRules(MLIRContext *ctx) {
   attach<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, SiluOp, ExpOp, TanhOp, SelectOp, SoftmaxOp,
-         LayerNormOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp, SliceOp, ConcatOp,
+         LayerNormOp, RotaryOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp, SliceOp, ConcatOp,
          SplitOp, CrossEntropyOp, LinearOp, AddLayerNormOp, AttentionOp, PoolOp, L2NormalizeOp,
          UnfoldOp, ExpandOp>(ctx);
 }

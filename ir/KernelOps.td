@@ -311,7 +311,7 @@ def TFK_AttentionOp : TFK_Op<"attention", [AttrSizedOperandSegments]> {
   }];
 }
 
-def TFK_AddLayerNormOp : TFK_Op<"add_layer_norm"> {
+def TFK_AddLayerNormOp : TFK_Op<"add_layer_norm", [AttrSizedOperandSegments]> {
   let summary = "kernels::addLayerNorm: out = layer_norm(input + residual), sum = the sum";
   let description = [{
     Over the last dimension. `input` has the output's sizes; `residual`
@@ -319,22 +319,22 @@ def TFK_AddLayerNormOp : TFK_Op<"add_layer_norm"> {
     which the printer runs as one call per block.
   }];
   let arguments = (ins AnyMemRef:$input, AnyMemRef:$residual, AnyMemRef:$gamma,
-                   AnyMemRef:$beta, AnyMemRef:$out, Optional<AnyMemRef>:$sum,
-                   F64Attr:$epsilon);
+                   Optional<AnyMemRef>:$beta, AnyMemRef:$out, Optional<AnyMemRef>:$sum,
+                   F64Attr:$epsilon, UnitAttr:$rms);
   let assemblyFormat = [{
-    $input `,` $residual `,` $gamma `,` $beta `into` $out (`sum` $sum^)? attr-dict `:`
-    type($input) `,` type($residual) `,` type($gamma) `,` type($beta) `into` type($out)
+    $input `,` $residual `,` $gamma (`,` $beta^)? `into` $out (`sum` $sum^)? attr-dict `:`
+    type($input) `,` type($residual) `,` type($gamma) (`,` type($beta)^)? `into` type($out)
     (`,` type($sum)^)?
   }];
 }
 
 def TFK_LayerNormOp : TFK_Op<"layer_norm"> {
-  let summary = "kernels::layerNorm over dimensions [axis, rank)";
-  let arguments = (ins AnyMemRef:$input, AnyMemRef:$gamma, AnyMemRef:$beta, AnyMemRef:$out,
-                   I64Attr:$axis, F64Attr:$epsilon);
+  let summary = "kernels::layerNorm (or rmsNorm with `rms`) over dimensions [axis, rank)";
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$gamma, Optional<AnyMemRef>:$beta,
+                   AnyMemRef:$out, I64Attr:$axis, F64Attr:$epsilon, UnitAttr:$rms);
   let assemblyFormat = [{
-    $input `,` $gamma `,` $beta `into` $out attr-dict `:` type($input) `,` type($gamma) `,`
-    type($beta) `into` type($out)
+    $input `,` $gamma (`,` $beta^)? `into` $out attr-dict `:` type($input) `,` type($gamma)
+    (`,` type($beta)^)? `into` type($out)
   }];
 }
 
@@ -422,6 +422,9 @@ def TFK_CausalMaskOp : TFK_CallOp<"causal_mask",
     "the [Sq, Sk] causal keep-mask (bottom-right aligned) from two index operands", 2, 2, 1>;
 def TFK_PositionalEncodingOp : TFK_CallOp<"positional_encoding",
     "the sinusoidal table's rows [offset, offset + length) (index operands)", 1, 2, 1>;
+def TFK_RotaryOp : TFK_CallOp<"rotary",
+    "the rotary embedding of transfuse.rotary (input, inv_freq, an optional offset)", 2, 3, 1,
+    (ins I64Attr:$head_dim, UnitAttr:$inverse)>;
 def TFK_CopyOp : TFK_CallOp<"copy", "out = input, byte for byte", 1, 1, 1>;
 def TFK_DropoutOp : TFK_CallOp<"dropout",
     "Philox dropout keyed by seed + the call's seed, the call's step (+ an index operand), stream",
@@ -439,8 +442,8 @@ def TFK_ActivationGradOp : TFK_CallOp<"activation_grad", "out = grad · f'(input
   let hasVerifier = 1;
 }
 def TFK_LayerNormGradOp : TFK_CallOp<"layer_norm_grad",
-    "dx, dgamma, dbeta of layer_norm over [axis, rank) (input, gamma, grad)",
-    3, 3, 3, (ins I64Attr:$axis, F64Attr:$epsilon)>;
+    "dx, dgamma, dbeta of layer_norm (RMSNorm with `rms`) over [axis, rank) (input, gamma, grad)",
+    3, 3, 3, (ins I64Attr:$axis, F64Attr:$epsilon, UnitAttr:$rms)>;
 def TFK_AttentionGradOp : TFK_CallOp<"attention_grad",
     "dQ, dK, dV of tfk.attention (Q, K, V, dO and an optional key padding)",
     4, 5, 3, (ins F64Attr:$scale, UnitAttr:$causal, F64Attr:$dropout_rate,

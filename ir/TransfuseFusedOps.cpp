@@ -88,8 +88,10 @@ LogicalResult AddLayerNormOp::verify() {
   if (!broadcastsTo(res.getShape(), x.getShape()))
     return emitOpError("residual ") << res << " does not broadcast to the input " << x;
   int64_t d = x.getShape().back();
-  for (auto [name, t] : {std::pair{"gamma", getGamma().getType()},
-                         std::pair{"beta", getBeta().getType()}})
+  SmallVector<std::pair<const char *, TensorType>, 2> params = {{"gamma", getGamma().getType()}};
+  if (getBeta())
+    params.push_back({"beta", getBeta().getType()});
+  for (auto [name, t] : params)
     if (t.getRank() != 1 || t.getDimSize(0) != d || t.getElementType() != x.getElementType())
       return emitOpError(name) << " must be [" << d << "] of the input's element type, got " << t;
   if (getResult().getType() != x || getSum().getType() != x)

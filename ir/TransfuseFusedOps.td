@@ -50,7 +50,8 @@ def Transfuse_AddLayerNormOp : Transfuse_Op<"add_layer_norm", [TF_Broadcasting]>
     `sum = input + residual` (residual broadcasts to input's shape) and
     `result = layer_norm(sum, gamma, beta, epsilon)` over the last dimension.
     `sum` is the residual stream of pre-LN models; a backend skips storing it
-    when it has no use.
+    when it has no use. `beta` is optional; `rms` makes the norm RMSNorm
+    (transfuse.layer_norm's `rms`).
 
     ```mlir
     %y, %s = transfuse.add_layer_norm %x, %r, %g, %b {epsilon = 1.0e-05 : f64}
@@ -58,10 +59,11 @@ def Transfuse_AddLayerNormOp : Transfuse_Op<"add_layer_norm", [TF_Broadcasting]>
     ```
   }];
   let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$residual,
-                       TF_FloatTensor:$gamma, TF_FloatTensor:$beta, F64Attr:$epsilon);
+                       TF_FloatTensor:$gamma, Optional<TF_FloatTensor>:$beta, F64Attr:$epsilon,
+                       UnitAttr:$rms);
   let results = (outs TF_FloatTensor:$result, TF_FloatTensor:$sum);
   let assemblyFormat = [{
-    $input `,` $residual `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)
+    $input `,` $residual `,` $gamma (`,` $beta^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

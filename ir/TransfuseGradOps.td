@@ -54,14 +54,15 @@ def Transfuse_LayerNormGradOp : Transfuse_Op<"layer_norm_grad", [TF_ShapeOfFirst
     dimensions [axis, rank) (n elements): with `d = dy·γ`,
     `dx = r·(d - mean(d) - x̂·mean(d·x̂))`, `dγ = Σ dy·x̂` and `dβ = Σ dy`
     summed over the leading dimensions. The mean and r are recomputed from
-    `input`, not saved.
+    `input`, not saved. With `rms` (RMSNorm): `x̂ = x·r`, `r = 1/sqrt(mean(x²)
+    + ε)`, `dx = r·(d - x̂·mean(d·x̂))`.
 
     ```mlir
     %dx, %dg, %db = transfuse.layer_norm_grad %x, %g, %dy {axis = 2 : i64, epsilon = 1.0e-05 : f64} : (tensor<?x?x512xf32>, tensor<512xf32>, tensor<?x?x512xf32>) -> (tensor<?x?x512xf32>, tensor<512xf32>, tensor<512xf32>)
     ```
   }];
   let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$gamma, TF_FloatTensor:$grad,
-                       I64Attr:$axis, F64Attr:$epsilon);
+                       I64Attr:$axis, F64Attr:$epsilon, UnitAttr:$rms);
   let results = (outs TF_FloatTensor:$input_grad, TF_FloatTensor:$gamma_grad,
                       TF_FloatTensor:$beta_grad);
   let assemblyFormat = "$input `,` $gamma `,` $grad attr-dict `:` functional-type(operands, results)";

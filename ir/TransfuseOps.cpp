@@ -291,8 +291,7 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                             SmallVectorImpl<Type> &types) {
   auto input = tensorOf(adaptor.getInput());
   auto gamma = tensorOf(adaptor.getGamma());
-  auto beta = tensorOf(adaptor.getBeta());
-  if (!input || !gamma || !beta)
+  if (!input || !gamma)
     return failure();
   int64_t axis = adaptor.getAxis();
   if (failed(normalizeAxis(loc, axis, input.getRank(), "layer_norm axis")))
@@ -301,7 +300,12 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   if (ShapedType::isDynamicShape(normalized))
     return emitOptionalError(loc, "normalized dimensions ", fmt(normalized),
                              " must be static");
-  for (auto [name, t] : {std::pair{"gamma", gamma}, std::pair{"beta", beta}}) {
+  SmallVector<std::pair<const char *, RankedTensorType>, 2> params = {{"gamma", gamma}};
+  if (adaptor.getBeta())
+    params.push_back({"beta", tensorOf(adaptor.getBeta())});
+  for (auto [name, t] : params) {
+    if (!t)
+      return failure();
     if (t.getShape() != normalized)
       return emitOptionalError(loc, name, " has shape ", fmt(t.getShape()),
                                ", expected the normalized shape ", fmt(normalized));
@@ -668,6 +672,26 @@ LogicalResult PositionalEncodingOp::verify() {
 
 SizeExpr PositionalEncodingOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
   return axis == 0 ? sizes.index(getLength()) : SizeExpr();
+}
+
+LogicalResult RotaryOp::verify() {
+  auto x = getInput().getType(), freq = getInvFreq().getType();
+  int64_t headDim = getHeadDim();
+  if (getType() != x)
+    return emitOpError("result must have the input's type ") << x;
+  if (x.getRank() < 2 || x.isDynamicDim(x.getRank() - 1))
+    return emitOpError("input must be [..., S, N] with a static N, got ") << x;
+  if (headDim <= 0 || x.getShape().back() % headDim != 0)
+    return emitOpError("head_dim ") << headDim << " does not divide the input's last dimension "
+                                    << x.getShape().back();
+  if (freq.getRank() != 1 || freq.isDynamicDim(0) || 2 * freq.getDimSize(0) > headDim ||
+      !freq.getElementType().isF32())
+    return emitOpError("inv_freq must be f32 [R] with 2R <= head_dim, got ") << freq;
+  return success();
+}
+
+SizeExpr RotaryOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getInput(), axis);
 }
 
 #define GET_OP_CLASSES

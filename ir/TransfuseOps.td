@@ -218,20 +218,24 @@ def Transfuse_SoftmaxOp : Transfuse_Op<"softmax", [TF_Broadcasting,
 
 def Transfuse_LayerNormOp : Transfuse_Op<"layer_norm", [TF_Broadcasting,
     InferTypeOpAdaptor]> {
-  let summary = "layer normalization over the trailing dimensions from axis";
+  let summary = "layer normalization (or RMSNorm) over the trailing dimensions from axis";
   let description = [{
     `y = (x - mean) / sqrt(var + epsilon) * gamma + beta`, mean and biased
     variance over dimensions [axis, rank); gamma and beta have the shape of
-    those dimensions, which must be static.
+    those dimensions, which must be static. `beta` is optional (0).
+    With `rms` (RMSNorm, Llama's): no centering, `y = x / sqrt(mean(x²) +
+    epsilon) * gamma (+ beta)`.
 
     ```mlir
     %y = transfuse.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f64} : (tensor<?x?x512xf32>, tensor<512xf32>, tensor<512xf32>) -> tensor<?x?x512xf32>
+    %z = transfuse.layer_norm %x, %g {axis = 2 : i64, epsilon = 1.0e-06 : f64, rms} : (tensor<?x?x512xf32>, tensor<512xf32>) -> tensor<?x?x512xf32>
     ```
   }];
   let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$gamma,
-                       TF_FloatTensor:$beta, I64Attr:$axis, F64Attr:$epsilon);
+                       Optional<TF_FloatTensor>:$beta, I64Attr:$axis, F64Attr:$epsilon,
+                       UnitAttr:$rms);
   let results = (outs TF_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$input `,` $gamma (`,` $beta^)? attr-dict `:` functional-type(operands, results)";
 }
 
 def Transfuse_PoolOp : Transfuse_Op<"pool", [TF_ShapeRule, InferTypeOpAdaptor]> {
@@ -459,6 +463,36 @@ def Transfuse_PositionalEncodingOp : Transfuse_Op<"positional_encoding", [TF_Sha
   let arguments = (ins Index:$length, Optional<Index>:$offset);
   let results = (outs TF_FloatTensor:$result);
   let assemblyFormat = "$length (`offset` $offset^)? attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Transfuse_RotaryOp : Transfuse_Op<"rotary", [TF_ShapeRule]> {
+  let summary = "rotary position embedding of each head (Hugging Face's rotate-half)";
+  let description = [{
+    `input` [..., S, N] holds heads of `head_dim` columns (N a multiple of
+    it), row s at position `p = offset + s` (`offset` defaults to 0;
+    decoding passes the cache length). With `inv_freq` [R] (R <= head_dim/2
+    frequencies), the first 2R columns of each head are rotated in pairs
+    (i, i + R), the rest pass through:
+
+      θ = fp32(p · inv_freq[i])            (rounded as Hugging Face forms it)
+      out[i]     = x[i]·cos θ - x[i + R]·sin θ
+      out[i + R] = x[i + R]·cos θ + x[i]·sin θ
+
+    `inverse` rotates by -θ (the gradient). Llama, Mistral and Qwen2 apply
+    it to the Q and K projections before the heads are split.
+
+    ```mlir
+    %r = transfuse.rotary %q, %inv_freq offset %len {head_dim = 64 : i64}
+        : (tensor<?x?x512xf32>, tensor<32xf32>, index) -> tensor<?x?x512xf32>
+    ```
+  }];
+  let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$inv_freq, Optional<Index>:$offset,
+                       I64Attr:$head_dim, UnitAttr:$inverse);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $inv_freq (`offset` $offset^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 

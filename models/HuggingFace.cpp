@@ -34,8 +34,8 @@ std::string join(llvm::StringRef dir, llvm::StringRef name) {
 
 /// Families that Transfuse knows by name but does not compile yet.
 const char *const kNotYet[] = {"roberta", "xlm-roberta", "distilbert", "albert", "electra",
-                               "deberta", "deberta-v2", "mpnet", "camembert", "llama",
-                               "mistral", "qwen2", "gpt2", "marian", "t5", "bart"};
+                               "deberta", "deberta-v2", "mpnet", "camembert", "gemma",
+                               "phi3", "gpt_neox", "marian", "t5", "bart"};
 
 /// A JSON file of the directory, under the definition limits (size,
 /// nesting: llvm::json::parse recurses) of checkDefinitionText.
@@ -280,7 +280,109 @@ llvm::Expected<OwningOpRef<ModuleOp>> loadVit(MLIRContext &context, llvm::String
   return finishModel(std::move(module), toJson(*vit), maxima, maxima.maxSeqLen);
 }
 
+/// A maximum length within the model's positions and its attention window.
+llvm::Error checkDecoderLength(const BuildOptions &options, int64_t maxPositions,
+                               std::optional<int64_t> window, const std::string &configPath) {
+  const int64_t length = options.maxSeqLen ? options.maxSeqLen : maxPositions;
+  if (length > maxPositions)
+    return fail("--max-seq-len " + llvm::Twine(length) + " exceeds the config's " +
+                "max_position_embeddings " + llvm::Twine(maxPositions));
+  if (window && length > *window)
+    return fail(configPath + ": key 'sliding_window': the window of " + llvm::Twine(*window) +
+                " positions is shorter than the compiled maximum length " + llvm::Twine(length) +
+                ", and a banded attention mask is not supported: compile with --max-seq-len " +
+                llvm::Twine(*window) + " or less, where the window changes nothing");
+  return llvm::Error::success();
+}
+
+/// A `llama`, `mistral` or `qwen2` directory.
+llvm::Expected<OwningOpRef<ModuleOp>> loadLlama(MLIRContext &context,
+                                                const llvm::json::Object &json,
+                                                const std::string &configPath,
+                                                const BuildOptions &options) {
+  auto llama = parseLlamaConfig(json, configPath, options.warnings);
+  if (!llama)
+    return llama.takeError();
+  if (llvm::Error e = checkDecoderLength(options, llama->maxPositions, llama->slidingWindow,
+                                         configPath))
+    return std::move(e);
+  OwningOpRef<ModuleOp> module = newModule(context);
+  buildLlama(*module, *llama, options);
+  return finishModel(std::move(module), toJson(*llama), options, llama->maxPositions);
+}
+
 } // namespace
+
+llvm::Expected<ModelConfig> mlir::transfuse::parseGpt2Config(const llvm::json::Object &o,
+                                                             llvm::StringRef source,
+                                                             std::vector<std::string> *warnings) {
+  // GPT-2's own keys that change nothing computed here: the sequence
+  // summary head of GPT2DoubleHeadsModel, attention upcasting (fp32
+  // already), the context size (n_positions bounds the positions), and the
+  // embedding's and attention's dropout (training uses resid_pdrop's rate,
+  // decoder_only's one `dropout`).
+  static const char *const kIgnored[] = {
+      "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+      "summary_first_dropout", "reorder_and_upcast_attn", "n_ctx", "attn_pdrop", "embd_pdrop"};
+  ModelConfig c;
+  c.architecture = Architecture::DecoderOnly;
+  c.normPosition = "pre";
+  c.positional = "learned";
+  c.tieOutput = true;
+  c.activation = "gelu_tanh";
+  c.dModel = 768, c.numHeads = 12, c.numDecoderLayers = 12, c.tgtVocabSize = 50257;
+  c.maxSeqLen = 1024, c.layerNormEps = 1e-5, c.dropout = 0.1;
+  c.padId = c.unkId = std::nullopt;
+  c.bosId = c.eosId = 50256;
+  ConfigKeys keys(o, source);
+  keys.ignore({kCommonIgnoredKeys, kNumCommonIgnoredKeys});
+  keys.ignore(kIgnored);
+  int64_t inner = 0;
+  llvm::Error err = llvm::joinErrors(keys.readInt("n_embd", c.dModel, 1),
+                                     keys.readInt("n_head", c.numHeads, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("n_layer", c.numDecoderLayers, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("vocab_size", c.tgtVocabSize, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("n_positions", c.maxSeqLen, 1));
+  if (const llvm::json::Value *v = keys.get("n_inner"); v && v->kind() != llvm::json::Value::Null)
+    err = llvm::joinErrors(std::move(err), keys.readInt("n_inner", inner, 1));
+  err = llvm::joinErrors(std::move(err), keys.readDouble("layer_norm_epsilon", c.layerNormEps));
+  err = llvm::joinErrors(std::move(err), keys.readDouble("resid_pdrop", c.dropout));
+  err = llvm::joinErrors(std::move(err), keys.readActivation("activation_function", c.activation));
+  bool tie = true;
+  err = llvm::joinErrors(std::move(err), keys.readBool("tie_word_embeddings", tie));
+  c.tieOutput = tie;
+  // Variants of the attention that GPT-2 checkpoints do not use.
+  for (auto [key, expected] : {std::pair{"scale_attn_weights", true},
+                               {"scale_attn_by_inverse_layer_idx", false},
+                               {"add_cross_attention", false}}) {
+    bool value = expected;
+    err = llvm::joinErrors(std::move(err), keys.readBool(key, value));
+    if (!err && value != expected)
+      err = keys.error(key, llvm::Twine(value ? "true" : "false") + " is not supported");
+  }
+  for (auto [key, id] : {std::pair{"bos_token_id", &c.bosId}, {"eos_token_id", &c.eosId}}) {
+    const llvm::json::Value *v = keys.get(key);
+    if (!v)
+      continue;
+    std::optional<int64_t> i = v->getAsInteger();
+    if (v->kind() == llvm::json::Value::Null)
+      *id = std::nullopt;
+    else if (!i || *i < 0)
+      err = llvm::joinErrors(std::move(err), keys.error(key, "expected a token id >= 0 or null"));
+    else
+      *id = *i;
+  }
+  if (err)
+    return std::move(err);
+  if (c.dModel % c.numHeads != 0)
+    return keys.error("n_head", llvm::formatv("n_embd {0} is not divisible by {1}", c.dModel,
+                                              c.numHeads));
+  if (c.dropout >= 1)
+    return keys.error("resid_pdrop", "must be < 1");
+  c.dFF = inner ? inner : 4 * c.dModel;
+  keys.warnUnread(warnings);
+  return c;
+}
 
 bool mlir::transfuse::isHuggingFaceDirectory(llvm::StringRef path) {
   return llvm::sys::fs::is_directory(path) && llvm::sys::fs::exists(join(path, "config.json"));
@@ -307,13 +409,23 @@ mlir::transfuse::loadHuggingFaceDirectory(MLIRContext &context, llvm::StringRef 
     return fail(configPath + ": key 'model_type': missing (it names the model's family)");
   if (*type == "vit")
     return loadVit(context, dir, *config, configPath, options);
-  if (*type != "bert") {
+  if (*type != "bert" && *type != "llama" && *type != "mistral" && *type != "qwen2" &&
+      *type != "gpt2") {
     bool known = llvm::is_contained(kNotYet, *type);
     return fail(configPath + ": key 'model_type': " + (known ? "'" : "unknown family '") + *type +
-                (known ? "' is not supported yet" : "'") + " (supported: bert, vit)");
+                (known ? "' is not supported yet" : "'") +
+                " (supported: bert, vit, llama, mistral, qwen2, gpt2)");
   }
   if (options.imageSize[0] != 0)
-    return fail("--image-size applies to a vision model, not to '" + dir + "' (bert)");
+    return fail("--image-size applies to a vision model, not to '" + dir + "' (" + *type + ")");
+  if (*type == "gpt2") {
+    auto gpt2 = parseGpt2Config(*config, configPath, options.warnings);
+    if (!gpt2)
+      return gpt2.takeError();
+    return buildModel(context, *gpt2, options);
+  }
+  if (*type != "bert")
+    return loadLlama(context, *config, configPath, options);
   auto bert = parseBertConfig(*config, configPath, options.warnings);
   if (!bert)
     return bert.takeError();

@@ -21,6 +21,8 @@
 //   classify(the same) -> logits [B,num_labels]  (ViTForImageClassification)
 // at the config's image_size, weights named as ViTModel saves them, with or
 // without the `vit.` prefix.
+// `llama`, `mistral`, `qwen2` (Llama.cpp) and `gpt2` (GPT2LMHeadModel, as
+// decoder_only): decoder_only's entries (Models.h), with the KV cache.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TRANSFUSE_MODELS_HUGGINGFACE_H
@@ -166,6 +168,52 @@ llvm::json::Object toJson(const VitConfig &config);
 /// [B, 1 + N, hidden]), `classify` (-> logits [B, num_labels]) with a head,
 /// and `loss` (+ labels [B]) in training builds, into `module`.
 void buildVit(ModuleOp module, const VitConfig &config, const BuildOptions &options);
+
+/// The decoder LLM families Llama, Mistral and Qwen2 (their ForCausalLM
+/// models), from config.json's keys.
+struct LlamaConfig {
+  std::string family = "llama"; // model_type: llama, mistral or qwen2
+  int64_t vocabSize = 32000;
+  int64_t hidden = 4096;
+  int64_t layers = 32;
+  int64_t heads = 32;
+  int64_t kvHeads = 32; // num_key_value_heads (grouped-query attention)
+  int64_t headDim = 0;  // 0 until parsed: hidden / heads
+  int64_t intermediate = 11008;
+  int64_t maxPositions = 2048;
+  std::string activation = "silu";
+  double rmsNormEps = 1e-6;
+  double ropeTheta = 10000.0;
+  /// rope_scaling: "default", "linear" (positions / factor) or "llama3".
+  std::string ropeType = "default";
+  double ropeFactor = 1.0, ropeLowFreqFactor = 1.0, ropeHighFreqFactor = 4.0;
+  int64_t ropeOriginalMax = 8192;
+  bool tieEmbeddings = false;
+  bool attentionBias = false; // biases of q/k/v_proj (Qwen2: always)
+  bool outputBias = false;    // o_proj's bias (Llama's attention_bias)
+  bool mlpBias = false;
+  double attentionDropout = 0.0;
+  /// Mistral's (and Qwen2's, with use_sliding_window) attention window.
+  std::optional<int64_t> slidingWindow;
+  std::optional<int64_t> bosId, eosId, padId;
+
+  /// The rotary frequencies [headDim / 2], rope_scaling applied.
+  std::vector<float> inverseFrequencies() const;
+};
+
+llvm::Expected<LlamaConfig> parseLlamaConfig(const llvm::json::Object &config,
+                                             llvm::StringRef source,
+                                             std::vector<std::string> *warnings);
+llvm::json::Object toJson(const LlamaConfig &config);
+
+/// Builds decoder_only's entries (Models.h: forward, prefill and
+/// decode_step, loss in training builds) of a Llama-family model.
+void buildLlama(ModuleOp module, const LlamaConfig &config, const BuildOptions &options);
+
+/// GPT-2's config.json (GPT2LMHeadModel) as decoder_only's ModelConfig.
+llvm::Expected<ModelConfig> parseGpt2Config(const llvm::json::Object &config,
+                                            llvm::StringRef source,
+                                            std::vector<std::string> *warnings);
 
 } // namespace mlir::transfuse
 

@@ -63,7 +63,8 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
     // dominates the add's other users: at the add if gamma and beta are
     // defined before it, else at the layer norm if no other user precedes it.
     Operation *at = add;
-    if (!availableBefore(ln.getGamma(), add) || !availableBefore(ln.getBeta(), add)) {
+    if (!availableBefore(ln.getGamma(), add) ||
+        (ln.getBeta() && !availableBefore(ln.getBeta(), add))) {
       at = ln;
       for (Operation *user : add->getUsers())
         if (user != ln && (user->getBlock() != ln->getBlock() || user->isBeforeInBlock(ln)))
@@ -73,7 +74,7 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
     rewriter.setInsertionPoint(at);
     auto fused = AddLayerNormOp::create(rewriter, rewriter.getFusedLoc({add.getLoc(), ln.getLoc()}),
                                         TypeRange{type, type}, x, r, ln.getGamma(),
-                                        ln.getBeta(), ln.getEpsilon());
+                                        ln.getBeta(), ln.getEpsilon(), ln.getRms());
     rewriter.replaceOp(ln, fused.getResult());
     rewriter.replaceOp(add, fused.getSum());
     return success();

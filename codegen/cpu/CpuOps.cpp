@@ -31,10 +31,12 @@ void CpuPrinter::spell(Operation *, const emit::KernelCall &c, const std::string
   // Where each shared call lives on the CPU: runtime/exec's generic ops run
   // on the calling thread, runtime/kernels' take the call's thread pool.
   static const llvm::StringMap<bool> kInKernels = {
-      {"addLayerNorm", true},   {"stateWrite", false},         {"stateRead", false},
+      {"addLayerNorm", true},   {"addRmsNorm", true},          {"stateWrite", false},
+      {"stateRead", false},
       {"keyPaddingMask", false}, {"causalMask", false},        {"positionalEncoding", false},
       {"pool", true},            {"poolGrad", true},           {"l2Normalize", true},
-      {"l2NormalizeGrad", true}, {"unfold", false},           {"unfoldGrad", false}};
+      {"l2NormalizeGrad", true}, {"unfold", false},           {"unfoldGrad", false},
+      {"rotary", false}};
   auto where = kInKernels.find(c.callee);
   assert(where != kInKernels.end() && "a shared kernel call the cpu backend does not place");
   const bool kernels = where != kInKernels.end() && where->second;
@@ -64,7 +66,7 @@ llvm::Error CpuPrinter::printKernel(Operation *op) {
       .Case([&](tfk::LayerNormOp l) {
         Value x = l.getInput();
         int64_t axis = l.getAxis();
-        call("kernels::layerNorm(" + ptr(x) + ", " + ptr(l.getGamma()) + ", " + ptr(l.getBeta()) +
+        call(std::string(l.getRms() ? "kernels::rmsNorm(" : "kernels::layerNorm(") + ptr(x) + ", " + ptr(l.getGamma()) + ", " + ptr(l.getBeta()) +
              ", " + ptr(l.getOut()) + ", " + dims.product(x, 0, axis) + ", " +
              dims.product(x, axis, rankOf(x)) + ", " + floatLit(l.getEpsilon().convertToDouble()) +
              ", c.pool);");
@@ -112,7 +114,7 @@ llvm::Error CpuPrinter::printKernel(Operation *op) {
       .Case([&](tfk::LayerNormGradOp e) {
         Value x = e.getIns()[0];
         int64_t axis = e.getAxis();
-        call("kernels::layerNormGrad(" + ptr(x) + ", " + ptr(e.getIns()[1]) + ", " +
+        call(std::string(e.getRms() ? "kernels::rmsNormGrad(" : "kernels::layerNormGrad(") + ptr(x) + ", " + ptr(e.getIns()[1]) + ", " +
              ptr(e.getIns()[2]) + ", " + ptr(e.getOuts()[0]) + ", " + ptr(e.getOuts()[1]) + ", " +
              ptr(e.getOuts()[2]) + ", " + dims.product(x, 0, axis) + ", " +
              dims.product(x, axis, rankOf(x)) + ", " +

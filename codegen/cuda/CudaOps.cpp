@@ -98,7 +98,8 @@ llvm::Error CudaPrinter::printKernel(Operation *op) {
         Value x = l.getInput();
         int64_t axis = l.getAxis();
         launch(l, "layer_norm",
-               "tc::addLayerNorm(" + ptr(x) + ", nullptr, " + ptr(l.getGamma()) + ", " +
+               std::string(l.getRms() ? "tc::addRmsNorm(" : "tc::addLayerNorm(") + ptr(x) +
+                   ", nullptr, " + ptr(l.getGamma()) + ", " +
                    ptr(l.getBeta()) + ", " + ptr(l.getOut()) + ", nullptr, " +
                    dims.product(x, 0, axis) + ", " + dims.product(x, axis, rankOf(x)) + ", " +
                    floatLit(l.getEpsilon().convertToDouble()) + ", tx::stream())");
@@ -297,7 +298,8 @@ std::optional<llvm::Error> CudaPrinter::printTrainKernel(Operation *op) {
         line("{");
         scratch("2 * " + rows + " * sizeof(float)", "layer_norm_grad");
         launch(e, "layer_norm_grad",
-               "tc::layerNormGrad(" + ptr(x) + ", " + ptr(e.getIns()[1]) + ", " +
+               std::string(e.getRms() ? "tc::rmsNormGrad(" : "tc::layerNormGrad(") + ptr(x) +
+                   ", " + ptr(e.getIns()[1]) + ", " +
                    ptr(e.getIns()[2]) + ", " + ptr(e.getOuts()[0]) + ", " + ptr(e.getOuts()[1]) +
                    ", " + ptr(e.getOuts()[2]) + ", " + rows + ", " +
                    dims.product(x, axis, rankOf(x)) + ", " +

@@ -41,6 +41,8 @@ std::string EntryPrinter::storageBytes(Value v) const {
 }
 
 std::string EntryPrinter::ptr(Value v) {
+  if (!v)
+    return "nullptr"; // an optional operand left out
   std::string t = storageType(cast<MemRefType>(v.getType()).getElementType());
   Operation *def = v.getDefiningOp();
   std::string p = llvm::TypeSwitch<Operation *, std::string>(def)

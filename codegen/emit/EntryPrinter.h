@@ -100,6 +100,7 @@ protected:
   //===--- What backends print with ------------------------------------===//
   llvm::Error fail(Operation *op, const llvm::Twine &message) const;
   /// A typed pointer expression to the first element of the view `v`.
+  /// "nullptr" for a null value (an optional operand left out).
   std::string ptr(Value v);
   /// The bytes an element of `v` is stored in, as text.
   std::string storageBytes(Value v) const;

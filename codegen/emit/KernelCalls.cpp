@@ -88,7 +88,7 @@ std::optional<llvm::Error> EntryPrinter::printShared(Operation *op) {
     std::string rows = dims.product(r, 0, rr - 1);
     std::string sum = l.getSum() ? ptr(l.getSum()) : "nullptr";
     std::string block = same ? "" : " + b * n";
-    KernelCall c{"addLayerNorm",
+    KernelCall c{l.getRms() ? "addRmsNorm" : "addLayerNorm",
                  {ptr(x) + block, ptr(r), ptr(l.getGamma()), ptr(l.getBeta()), ptr(out) + block,
                   sum == "nullptr" ? sum : sum + block, rows, width,
                   floatLit(l.getEpsilon().convertToDouble())}};
@@ -142,6 +142,18 @@ std::optional<llvm::Error> EntryPrinter::printShared(Operation *op) {
   if (auto m = dyn_cast<tfk::CausalMaskOp>(op))
     return spelled({"causalMask",
                     {dims.index(m.getIns()[0]), dims.index(m.getIns()[1]), ptr(m.getOuts()[0])}});
+  if (auto r = dyn_cast<tfk::RotaryOp>(op)) {
+    // x [..., S, N]: rows of S positions, each of N / head_dim heads.
+    Value x = r.getIns()[0], freq = r.getIns()[1];
+    int64_t rank = rankOf(x);
+    return spelled({"rotary",
+                    {ptr(x), ptr(r.getOuts()[0]), dims.product(x, 0, rank - 2), dims.dim(x, rank - 2),
+                     std::to_string(cast<MemRefType>(x.getType()).getDimSize(rank - 1)),
+                     std::to_string(r.getHeadDim()), ptr(freq),
+                     std::to_string(cast<MemRefType>(freq.getType()).getDimSize(0)),
+                     r.getIns().size() > 2 ? dims.index(r.getIns()[2]) : "0",
+                     r.getInverse() ? "true" : "false"}});
+  }
   if (auto p = dyn_cast<tfk::PositionalEncodingOp>(op)) {
     Value out = p.getOuts()[0];
     return spelled({"positionalEncoding",

@@ -118,7 +118,7 @@ LOWERING(LayerNormGradOp) {
   int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
   tfk::LayerNormGradOp::create(rw, op.getLoc(), ValueRange{a.getInput(), a.getGamma(), a.getGrad()},
                                ValueRange{dx, dg, db}, rw.getI64IntegerAttr(axis),
-                               op.getEpsilonAttr());
+                               op.getEpsilonAttr(), op.getRmsAttr());
   rw.replaceOp(op, {dx, dg, db});
   return success();
 }
@@ -305,7 +305,7 @@ LOWERING(LayerNormOp) {
   Value out = dest(rw, op);
   int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
   tfk::LayerNormOp::create(rw, op.getLoc(), a.getInput(), a.getGamma(), a.getBeta(), out, axis,
-                           op.getEpsilon());
+                           op.getEpsilon(), op.getRms());
   rw.replaceOp(op, out);
   return success();
 }
@@ -318,7 +318,7 @@ LOWERING(AddLayerNormOp) {
   Value out = dest(rw, op, 0);
   Value sum = op.getSum().use_empty() ? Value() : dest(rw, op, 1);
   tfk::AddLayerNormOp::create(rw, op.getLoc(), x, r, a.getGamma(), a.getBeta(), out, sum,
-                              op.getEpsilon());
+                              op.getEpsilon(), op.getRms());
   rw.replaceOp(op, ValueRange{out, sum});
   return success();
 }
@@ -458,6 +458,17 @@ LOWERING(CausalMaskOp) {
   return success();
 }
 
+LOWERING(RotaryOp) {
+  Value out = dest(rw, op);
+  SmallVector<Value> ins{a.getInput(), a.getInvFreq()};
+  if (a.getOffset())
+    ins.push_back(a.getOffset());
+  tfk::RotaryOp::create(rw, op.getLoc(), ins, ValueRange{out}, op.getHeadDimAttr(),
+                        op.getInverseAttr());
+  rw.replaceOp(op, out);
+  return success();
+}
+
 LOWERING(PositionalEncodingOp) {
   Value out = dest(rw, op);
   SmallVector<Value> ins{a.getLength()};
@@ -550,6 +561,7 @@ void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patter
                ConcatOpLowering, SplitOpLowering, SliceOpLowering, ReduceLowering<ReduceSumOp>,
                ReduceLowering<ReduceMeanOp>, ReduceLowering<ReduceMaxOp>,
                KeyPaddingMaskOpLowering, CausalMaskOpLowering, PositionalEncodingOpLowering,
+               RotaryOpLowering,
                StateLengthOpLowering, CacheAppendOpLowering, StateWriteOpLowering,
                StateReadOpLowering, ReturnOpLowering>(types, patterns.getContext(), entry);
 }

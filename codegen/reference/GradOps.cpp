@@ -115,7 +115,7 @@ LogicalResult Interpreter::evalLayerNormGrad(LayerNormGradOp op) {
   Buf dg{gamma.shape, std::vector<double>(n, 0.0)}, db{gamma.shape, std::vector<double>(n, 0.0)};
   std::vector<double> xhat(n), d(n);
   for (int64_t base = 0; base < (int64_t)x.data.size(); base += n) {
-    auto [mean, r] = meanAndRstd(x.data.data() + base, n, eps);
+    auto [mean, r] = meanAndRstd(x.data.data() + base, n, eps, op.getRms());
     double md = 0.0, mdx = 0.0;
     for (int64_t i = 0; i < n; ++i) {
       xhat[i] = (x.data[base + i] - mean) * r;
@@ -125,7 +125,7 @@ LogicalResult Interpreter::evalLayerNormGrad(LayerNormGradOp op) {
       dg.data[i] += dy.data[base + i] * xhat[i];
       db.data[i] += dy.data[base + i];
     }
-    md /= n;
+    md = op.getRms() ? 0.0 : md / n; // RMSNorm does not center
     mdx /= n;
     for (int64_t i = 0; i < n; ++i)
       dx.data[base + i] = r * (d[i] - md - xhat[i] * mdx);

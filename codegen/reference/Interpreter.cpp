@@ -106,9 +106,9 @@ LogicalResult Interpreter::eval(Operation *op) {
       .Case([&](LayerNormOp l) {
         Buf r = get(l.getInput());
         int64_t axis = normalizedAxis(l.getAxis(), (int64_t)r.shape.size());
-        layerNormInPlace(r, get(l.getGamma()), get(l.getBeta()),
+        layerNormInPlace(r, get(l.getGamma()), l.getBeta() ? &get(l.getBeta()) : nullptr,
                          numel(ArrayRef<int64_t>(r.shape).drop_front(axis)),
-                         l.getEpsilon().convertToDouble());
+                         l.getEpsilon().convertToDouble(), l.getRms());
         set(l.getResult(), std::move(r));
         return success();
       })
@@ -117,8 +117,8 @@ LogicalResult Interpreter::eval(Operation *op) {
         if (failed(binary(op, get(l.getInput()), get(l.getResidual()), std::plus<>(), sum)))
           return failure();
         Buf r = sum;
-        layerNormInPlace(r, get(l.getGamma()), get(l.getBeta()), r.shape.back(),
-                         l.getEpsilon().convertToDouble());
+        layerNormInPlace(r, get(l.getGamma()), l.getBeta() ? &get(l.getBeta()) : nullptr,
+                         r.shape.back(), l.getEpsilon().convertToDouble(), l.getRms());
         set(l.getResult(), std::move(r));
         set(l.getSum(), std::move(sum));
         return success();
@@ -209,6 +209,28 @@ LogicalResult Interpreter::eval(Operation *op) {
       .Case([&](KeyPaddingMaskOp k) {
         double pad = (double)k.getPadId();
         unary(op, k.getTokens(), [pad](double t) { return t != pad ? 1.0 : 0.0; });
+        return success();
+      })
+      .Case([&](RotaryOp r) {
+        Buf x = get(r.getInput());
+        const Buf &freq = get(r.getInvFreq());
+        const int64_t n = x.shape.back(), seq = x.shape[x.shape.size() - 2];
+        const int64_t hd = r.getHeadDim(), half = (int64_t)freq.data.size();
+        const int64_t offset = r.getOffset() ? indices[r.getOffset()] : 0;
+        for (int64_t row = 0; row < (int64_t)x.data.size() / n; ++row) {
+          const float pos = (float)(offset + row % seq);
+          for (int64_t h = 0; h < n / hd; ++h) {
+            double *v = x.data.data() + row * n + h * hd;
+            for (int64_t i = 0; i < half; ++i) {
+              const double angle = (float)(pos * (float)freq.data[i]); // as Hugging Face rounds it
+              const double c = std::cos(angle), sn = r.getInverse() ? -std::sin(angle) : std::sin(angle);
+              const double a = v[i], b = v[i + half];
+              v[i] = a * c - b * sn;
+              v[i + half] = b * c + a * sn;
+            }
+          }
+        }
+        set(r.getResult(), std::move(x));
         return success();
       })
       .Case([&](PositionalEncodingOp p) {

@@ -200,10 +200,10 @@ void forEachRow(ArrayRef<int64_t> shape, int64_t axis, F f) {
 void softmaxInPlace(Buf &r, int64_t axis);
 
 /// The mean of `n` values and 1/sqrt(biased variance + eps).
-std::pair<double, double> meanAndRstd(const double *x, int64_t n, double eps);
+std::pair<double, double> meanAndRstd(const double *x, int64_t n, double eps, bool rms);
 
 /// Layer norm over the trailing `n` elements of each row: biased variance.
-void layerNormInPlace(Buf &r, const Buf &g, const Buf &b, int64_t n, double eps);
+void layerNormInPlace(Buf &r, const Buf &g, const Buf *b, int64_t n, double eps, bool rms);
 
 /// Inverted dropout with the Philox draw of transfuse.dropout.
 void dropoutInPlace(Buf &r, double rate, uint64_t seed, uint64_t step, uint64_t stream);

@@ -87,9 +87,9 @@ void softmaxInPlace(Buf &r, int64_t axis) {
   });
 }
 
-std::pair<double, double> meanAndRstd(const double *x, int64_t n, double eps) {
+std::pair<double, double> meanAndRstd(const double *x, int64_t n, double eps, bool rms) {
   double mean = 0.0, var = 0.0;
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < n && !rms; ++i)
     mean += x[i];
   mean /= n;
   for (int64_t i = 0; i < n; ++i)
@@ -98,11 +98,11 @@ std::pair<double, double> meanAndRstd(const double *x, int64_t n, double eps) {
   return {mean, 1.0 / std::sqrt(var + eps)};
 }
 
-void layerNormInPlace(Buf &r, const Buf &g, const Buf &b, int64_t n, double eps) {
+void layerNormInPlace(Buf &r, const Buf &g, const Buf *b, int64_t n, double eps, bool rms) {
   for (int64_t base = 0; base < (int64_t)r.data.size(); base += n) {
-    auto [mean, inv] = meanAndRstd(r.data.data() + base, n, eps);
+    auto [mean, inv] = meanAndRstd(r.data.data() + base, n, eps, rms);
     for (int64_t i = 0; i < n; ++i)
-      r.data[base + i] = (r.data[base + i] - mean) * inv * g.data[i] + b.data[i];
+      r.data[base + i] = (r.data[base + i] - mean) * inv * g.data[i] + (b ? b->data[i] : 0.0);
   }
 }
 

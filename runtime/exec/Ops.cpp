@@ -656,6 +656,31 @@ void positionalEncoding(int64_t length, int64_t offset, int64_t dim, float* out)
   }
 }
 
+void rotary(const float* x, float* out, int64_t outer, int64_t seq, int64_t width,
+            int64_t headDim, const float* invFreq, int64_t pairs, int64_t offset, bool inverse) {
+  std::vector<float> cosT(static_cast<size_t>(pairs)), sinT(static_cast<size_t>(pairs));
+  for (int64_t s = 0; s < seq; ++s) {
+    const float p = static_cast<float>(offset + s);
+    for (int64_t i = 0; i < pairs; ++i) {
+      const double angle = static_cast<float>(p * invFreq[i]);  // rounded as Hugging Face's
+      cosT[i] = static_cast<float>(std::cos(angle));
+      sinT[i] = static_cast<float>(inverse ? -std::sin(angle) : std::sin(angle));
+    }
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t h = 0; h < width; h += headDim) {
+        const float* xr = x + (o * seq + s) * width + h;
+        float* yr = out + (o * seq + s) * width + h;
+        for (int64_t i = 0; i < pairs; ++i) {
+          const float a = xr[i], b = xr[i + pairs];
+          yr[i] = a * cosT[i] - b * sinT[i];
+          yr[i + pairs] = b * cosT[i] + a * sinT[i];
+        }
+        if (yr != xr)
+          for (int64_t i = 2 * pairs; i < headDim; ++i) yr[i] = xr[i];
+      }
+  }
+}
+
 void copyBytes(const void* x, void* y, size_t n) {
   if (n > 0 && x != y) std::memmove(y, x, n);
 }

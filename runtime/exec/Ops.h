@@ -183,6 +183,14 @@ void causalMask(int64_t sq, int64_t sk, uint8_t* out);
 // formed in double (as transfuse.positional_encoding defines it).
 void positionalEncoding(int64_t length, int64_t offset, int64_t dim, float* out);
 
+// The rotary embedding (transfuse.rotary): x and out [outer, seq, width],
+// width = heads · headDim; row s is at position p = offset + s, and each
+// head's columns (i, i + pairs) for i < pairs are rotated by θ = fp32(p ·
+// invFreq[i]) (by -θ when `inverse`), the rest copied. cos and sin in
+// double, rounded once. out may alias x.
+void rotary(const float* x, float* out, int64_t outer, int64_t seq, int64_t width,
+            int64_t headDim, const float* invFreq, int64_t pairs, int64_t offset, bool inverse);
+
 // Calls fn(begin, end) over [0, rows) split across the pool (inline when the
 // pool is null or there are few rows); for generated row loops.
 template <class Fn>

@@ -39,14 +39,17 @@ void columnSums(const float* x, size_t rows, size_t cols, double divisor, float*
   });
 }
 
-void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
-                   float* dgamma, float* dbeta, size_t rows, size_t width, float eps,
-                   rt::ThreadPool* pool) {
+namespace {
+
+void normGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+              float* dbeta, size_t rows, size_t width, float eps, bool rms,
+              rt::ThreadPool* pool) {
   if (width == 0) return;
   std::vector<float> stats(2 * rows);
   auto* statsRows = HWY_DYNAMIC_DISPATCH(LayerNormStatsRows);
-  parallelFor(pool, rows, rowGrain(width),
-              [&](size_t r0, size_t r1) { statsRows(x, width, eps, stats.data(), r0, r1); });
+  parallelFor(pool, rows, rowGrain(width), [&](size_t r0, size_t r1) {
+    statsRows(x, width, eps, rms, stats.data(), r0, r1);
+  });
   auto* params = HWY_DYNAMIC_DISPATCH(LayerNormParamGradRange);
   constexpr size_t kBlock = 64;  // columns per task, as columnSums
   parallelFor(pool, (width + kBlock - 1) / kBlock, 1, [&](size_t b0, size_t b1) {
@@ -55,19 +58,45 @@ void layerNormGrad(const float* x, const float* gamma, const float* dy, float* d
   });
   auto* input = HWY_DYNAMIC_DISPATCH(LayerNormInputGradRows);
   parallelFor(pool, rows, rowGrain(width), [&](size_t r0, size_t r1) {
-    input(x, gamma, dy, stats.data(), dx, width, r0, r1);
+    input(x, gamma, dy, stats.data(), dx, width, rms, r0, r1);
   });
+}
+
+}  // namespace
+
+void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
+                   float* dgamma, float* dbeta, size_t rows, size_t width, float eps,
+                   rt::ThreadPool* pool) {
+  normGrad(x, gamma, dy, dx, dgamma, dbeta, rows, width, eps, false, pool);
+}
+
+void rmsNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+                 float* dbeta, size_t rows, size_t width, float eps, rt::ThreadPool* pool) {
+  normGrad(x, gamma, dy, dx, dgamma, dbeta, rows, width, eps, true, pool);
 }
 
 void addLayerNorm(const float* x, const float* residual, const float* gamma,
                   const float* beta, float* y, float* sum, size_t rows, size_t width,
                   float eps, rt::ThreadPool* pool) {
-  HWY_DYNAMIC_DISPATCH(AddLayerNormRun)(x, residual, gamma, beta, y, sum, rows, width, eps, pool);
+  HWY_DYNAMIC_DISPATCH(AddLayerNormRun)(x, residual, gamma, beta, y, sum, rows, width, eps, false,
+                                        pool);
 }
 
 void layerNorm(const float* x, const float* gamma, const float* beta, float* y,
                size_t rows, size_t width, float eps, rt::ThreadPool* pool) {
   addLayerNorm(x, nullptr, gamma, beta, y, nullptr, rows, width, eps, pool);
+}
+
+void addRmsNorm(const float* x, const float* residual, const float* gamma, const float* beta,
+                float* y, float* sum, size_t rows, size_t width, float eps,
+                rt::ThreadPool* pool) {
+  HWY_DYNAMIC_DISPATCH(AddLayerNormRun)(x, residual, gamma, beta, y, sum, rows, width, eps, true,
+                                        pool);
+}
+
+void rmsNorm(const float* x, const float* gamma, const float* beta, float* y, size_t rows,
+             size_t width, float eps, rt::ThreadPool* pool) {
+  addRmsNorm(x, nullptr, gamma, beta, y, nullptr, rows, width, eps, pool);
 }
 
 void softmax(const float* x, float* y, size_t rows, size_t width, rt::ThreadPool* pool) {

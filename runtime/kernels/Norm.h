@@ -41,6 +41,15 @@ void addLayerNorm(const float* x, const float* residual, const float* gamma,
                   const float* beta, float* y, float* sum, size_t rows, size_t width,
                   float eps, rt::ThreadPool* pool = nullptr);
 
+// RMSNorm (Llama's): y[r,:] = x[r,:] / sqrt(mean_j(x[r,j]²) + eps) · gamma
+// (+ beta, usually null): layerNorm without centering, and its residual
+// form; the same passes, the mean taken as 0.
+void rmsNorm(const float* x, const float* gamma, const float* beta, float* y, size_t rows,
+             size_t width, float eps, rt::ThreadPool* pool = nullptr);
+void addRmsNorm(const float* x, const float* residual, const float* gamma, const float* beta,
+                float* y, float* sum, size_t rows, size_t width, float eps,
+                rt::ThreadPool* pool = nullptr);
+
 // y[r,j] = exp(x[r,j] - max_r) / Σ_k exp(x[r,k] - max_r). A row whose entries
 // are all -inf (fully masked) yields zeros, never NaN.
 void softmax(const float* x, float* y, size_t rows, size_t width,
@@ -78,6 +87,11 @@ rt::Status crossEntropy(const float* x, const int32_t* labels, size_t rows, size
 void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
                    float* dgamma, float* dbeta, size_t rows, size_t width, float eps,
                    rt::ThreadPool* pool = nullptr);
+// The backward of rmsNorm: x̂ = x·rstd_r, rstd_r = 1/sqrt(mean(x²) + eps),
+//   dx[r,:] = rstd_r · (d - x̂ · mean(d ⊙ x̂)),  dgamma and dbeta as above.
+void rmsNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+                 float* dbeta, size_t rows, size_t width, float eps,
+                 rt::ThreadPool* pool = nullptr);
 
 // out[j] = (Σ_r x[r·cols + j]) / divisor, the sum over rows in row order in
 // double, rounded to float once: the column sums of a row-major [rows, cols]

@@ -119,9 +119,10 @@ HWY_INLINE void Normalize(const float* x, const float* HWY_RESTRICT gamma,
 
 // Rows [r0, r1) of y = LN(x + residual) (residual may be null); when sum is
 // non-null it receives x + residual. y may alias x (and sum may alias x).
+// With `rms` the norm is RMSNorm: the mean is taken as 0.
 HWY_NOINLINE void AddLayerNormRows(const float* x, const float* residual,
                                    const float* gamma, const float* beta, float* y,
-                                   float* sum, size_t width, float eps, size_t r0,
+                                   float* sum, size_t width, float eps, bool rms, size_t r0,
                                    size_t r1) {
   if (width == 0) return;
   for (size_t r = r0; r < r1; ++r) {
@@ -133,7 +134,7 @@ HWY_NOINLINE void AddLayerNormRows(const float* x, const float* residual,
     const float* src = sr ? sr : xr;
     if (!rr && sum) std::memcpy(sum + r * width, xr, width * sizeof(float));
     const float total = AddAndSum(xr, rr, sr ? sr : yr, width);
-    const float mean = total / static_cast<float>(width);
+    const float mean = rms ? 0.0f : total / static_cast<float>(width);
     const float var = SumSquaredDev(src, width, mean) / static_cast<float>(width);
     const float rstd = 1.0f / std::sqrt(var + eps);
     Normalize(src, gamma, beta, yr, width, mean, rstd);
@@ -307,13 +308,14 @@ HWY_NOINLINE void ColumnSumRange(const float* HWY_RESTRICT x, size_t rows, size_
 
 // ---- layerNormGrad (Norm.h): three passes ----
 
-// Rows [r0, r1): stats[2r] = the mean of row r, stats[2r + 1] = 1/sqrt(var
-// + eps), in fp32 as the forward computes them.
-HWY_NOINLINE void LayerNormStatsRows(const float* x, size_t width, float eps, float* stats,
-                                     size_t r0, size_t r1) {
+// Rows [r0, r1): stats[2r] = the mean of row r (0 for RMSNorm), stats[2r +
+// 1] = 1/sqrt(var + eps), in fp32 as the forward computes them.
+HWY_NOINLINE void LayerNormStatsRows(const float* x, size_t width, float eps, bool rms,
+                                     float* stats, size_t r0, size_t r1) {
   for (size_t r = r0; r < r1; ++r) {
     const float* xr = x + r * width;
-    const float mean = AddAndSum(xr, nullptr, nullptr, width) / static_cast<float>(width);
+    const float mean =
+        rms ? 0.0f : AddAndSum(xr, nullptr, nullptr, width) / static_cast<float>(width);
     const float var = SumSquaredDev(xr, width, mean) / static_cast<float>(width);
     stats[2 * r] = mean;
     stats[2 * r + 1] = 1.0f / std::sqrt(var + eps);
@@ -357,11 +359,11 @@ HWY_NOINLINE void LayerNormParamGradRange(const float* HWY_RESTRICT x,
 }
 
 // Rows [r0, r1): dx = rstd·(d - mean(d) - x̂·mean(d·x̂)), d = dy·gamma, the
-// means in fp32. dx may alias x or dy (each element is read before it is
-// written).
+// means in fp32 (RMSNorm: without the mean(d) term). dx may alias x or dy
+// (each element is read before it is written).
 HWY_NOINLINE void LayerNormInputGradRows(const float* x, const float* HWY_RESTRICT gamma,
                                          const float* dy, const float* stats, float* dx,
-                                         size_t width, size_t r0, size_t r1) {
+                                         size_t width, bool rms, size_t r0, size_t r1) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const float inv = 1.0f / static_cast<float>(width);
@@ -393,7 +395,7 @@ HWY_NOINLINE void LayerNormInputGradRows(const float* x, const float* HWY_RESTRI
       accD = hn::Add(accD, dv);
       accDx = hn::MulAdd(dv, xh, accDx);
     }
-    const auto md = hn::Set(d, ReduceSumF(d, accD) * inv);
+    const auto md = hn::Set(d, rms ? 0.0f : ReduceSumF(d, accD) * inv);
     const auto mdx = hn::Set(d, ReduceSumF(d, accDx) * inv);
     auto result = [&](auto dv, auto xh) HWY_ATTR {
       return hn::Mul(vr, hn::Sub(hn::Sub(dv, md), hn::Mul(xh, mdx)));
@@ -415,10 +417,10 @@ HWY_NOINLINE void LayerNormInputGradRows(const float* x, const float* HWY_RESTRI
 // tasks of about 32 KiB of row data (enough to hide a task's overhead).
 HWY_NOINLINE void AddLayerNormRun(const float* x, const float* residual, const float* gamma,
                                   const float* beta, float* y, float* sum, size_t rows,
-                                  size_t width, float eps, rt::ThreadPool* pool) {
+                                  size_t width, float eps, bool rms, rt::ThreadPool* pool) {
   if (rows == 0 || width == 0) return;
   parallelFor(pool, rows, rowGrain(width), [&](size_t r0, size_t r1) {
-    AddLayerNormRows(x, residual, gamma, beta, y, sum, width, eps, r0, r1);
+    AddLayerNormRows(x, residual, gamma, beta, y, sum, width, eps, rms, r0, r1);
   });
 }
 

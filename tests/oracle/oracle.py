@@ -14,6 +14,11 @@ Architectures (batch-first everywhere):
   bert           : Hugging Face BertModel (config["model_type"] == "bert"):
                    bert(config, weights, input_ids, attention_mask, token_type_ids)
                    -> last_hidden_state [B, S, hidden]; names may carry "bert.".
+  llama          : Hugging Face LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM
+                   (config["model_type"] llama, mistral, qwen2; config.json's keys):
+                   llama(config, weights, tokens) -> logits [B, T, V]; names may carry
+                   "model.". RMSNorm, rotary embeddings (rotate-half; the angle rounded
+                   to fp32 as Hugging Face forms it), grouped-query attention, SwiGLU.
 Attention: scores = q k^T / sqrt(dh); masked scores are -inf; a query row whose keys
 are all masked yields 0 (never NaN).
 
@@ -63,6 +68,8 @@ def activation(x, kind):
         return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
     if kind == "gelu_tanh":
         return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    if kind in ("silu", "swish"):
+        return x / (1.0 + np.exp(-x))
     raise ValueError(f"config: unknown activation {kind!r}")
 
 
@@ -299,6 +306,78 @@ def vit(cfg, weights, pixels):
         x = norm(h, "layernorm_after")
         h = h + linear(activation(linear(x, W, q_ + "intermediate.dense"), act), W, q_ + "output.dense")
     return layer_norm(h, W("layernorm.weight"), W("layernorm.bias"), eps)
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+def rope_inv_freq(cfg):
+    """Hugging Face's inverse frequencies [head_dim / 2] (default, linear, llama3), fp32."""
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    inv = 1.0 / cfg.get("rope_theta", 10000.0) ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
+    sc = cfg.get("rope_scaling") or {}
+    kind = sc.get("rope_type", sc.get("type", "default"))
+    if kind == "linear":
+        inv = inv / sc["factor"]
+    elif kind == "llama3":
+        f, lo, hi, old = (sc["factor"], sc["low_freq_factor"], sc["high_freq_factor"],
+                          sc["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv
+        smooth = (old / wavelen - lo) / (hi - lo)
+        mid = (1 - smooth) * inv / f + smooth * inv
+        inv = np.where(wavelen > old / lo, inv / f, np.where(wavelen < old / hi, inv, mid))
+    elif kind != "default":
+        raise ValueError(f"config: rope_scaling type {kind!r}")
+    return inv.astype(np.float32)
+
+
+def rotary(x, inv, positions, hd):
+    """Rotate-half of each head of x [B, S, H*hd] at positions [S]."""
+    B, S, N = x.shape
+    xh = x.reshape(B, S, N // hd, hd)
+    angle = (positions.astype(np.float32)[:, None] * inv[None, :]).astype(np.float64)
+    c, s = np.cos(angle)[None, :, None, :], np.sin(angle)[None, :, None, :]
+    half = len(inv)
+    a, b = xh[..., :half], xh[..., half:2 * half]
+    out = np.concatenate([a * c - b * s, b * c + a * s, xh[..., 2 * half:]], -1)
+    return out.reshape(B, S, N)
+
+
+def llama(cfg, weights, tokens):
+    """Llama, Mistral and Qwen2 (ForCausalLM) logits of tokens [B, T]."""
+    W = Weights(weights, strip_prefix="model.")
+    d, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    Hkv = cfg.get("num_key_value_heads") or H
+    hd = cfg.get("head_dim") or d // H
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    qwen = cfg["model_type"] == "qwen2"
+    qkv_bias = qwen or cfg.get("attention_bias", False)
+    o_bias = cfg.get("attention_bias", False) and not qwen
+    mlp_bias = cfg.get("mlp_bias", False)
+    B, T = tokens.shape
+    inv = rope_inv_freq(cfg)
+    h = embed(W("embed_tokens.weight"), tokens, "tokens")
+    allowed = np.tril(np.ones((T, T), dtype=bool))[None]
+    lin = lambda x, p, bias: x @ W(p + ".weight").T + (W(p + ".bias") if bias else 0.0)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"layers.{i}."
+        x = rms_norm(h, W(p + "input_layernorm.weight"), eps)
+        a = p + "self_attn."
+        q = rotary(lin(x, a + "q_proj", qkv_bias), inv, np.arange(T), hd)
+        k = rotary(lin(x, a + "k_proj", qkv_bias), inv, np.arange(T), hd)
+        v = lin(x, a + "v_proj", qkv_bias)
+        # each K/V head serves H / Hkv query heads
+        rep = lambda t: np.repeat(t.reshape(B, T, Hkv, hd), H // Hkv, axis=2).reshape(B, T, H * hd)
+        o = attention(q, rep(k), rep(v), H, allowed)
+        h = h + lin(o, a + "o_proj", o_bias)
+        x = rms_norm(h, W(p + "post_attention_layernorm.weight"), eps)
+        m = p + "mlp."
+        gate = activation(lin(x, m + "gate_proj", mlp_bias), cfg.get("hidden_act", "silu"))
+        h = h + lin(gate * lin(x, m + "up_proj", mlp_bias), m + "down_proj", mlp_bias)
+    h = rms_norm(h, W("norm.weight"), eps)
+    head = W("embed_tokens.weight") if cfg.get("tie_word_embeddings") else W("lm_head.weight")
+    return h @ head.T
 
 
 def vit_logits(cfg, weights, pixels):

@@ -76,7 +76,46 @@ cudaError_t movePatches(const float* from, float* to, int64_t b, int64_t c, int6
   return cudaGetLastError();
 }
 
+// One thread per rotated pair (and per passed-through column of a head).
+__global__ void rotaryKernel(const float* x, float* out, int64_t seq, int64_t width,
+                             int64_t headDim, const float* __restrict__ invFreq, int64_t pairs,
+                             int64_t offset, bool inverse, size_t total) {
+  const int64_t rest = headDim - pairs;  // per head: pairs rotated, the rest copied
+  for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int64_t heads = width / headDim;
+    const int64_t i = static_cast<int64_t>(e % rest), h = static_cast<int64_t>(e / rest % heads);
+    const int64_t row = static_cast<int64_t>(e / (rest * heads));
+    const float* xr = x + row * width + h * headDim;
+    float* yr = out + row * width + h * headDim;
+    if (i >= pairs) {  // columns 2·pairs.. of the head
+      yr[i + pairs] = xr[i + pairs];
+      continue;
+    }
+    const float p = static_cast<float>(offset + row % seq);
+    const double angle = __fmul_rn(p, invFreq[i]);  // rounded as Hugging Face's
+    double sn, cs;
+    sincos(angle, &sn, &cs);
+    const float c = static_cast<float>(cs), s = static_cast<float>(inverse ? -sn : sn);
+    const float a = xr[i], b = xr[i + pairs];
+    yr[i] = a * c - b * s;
+    yr[i + pairs] = b * c + a * s;
+  }
+}
+
 }  // namespace
+
+cudaError_t rotary(const float* x, float* out, int64_t outer, int64_t seq, int64_t width,
+                   int64_t headDim, const float* invFreq, int64_t pairs, int64_t offset,
+                   bool inverse, cudaStream_t stream) {
+  if (outer < 0 || seq < 0 || headDim < 1 || width % headDim || pairs < 0 || 2 * pairs > headDim)
+    return cudaErrorInvalidValue;
+  const size_t total = static_cast<size_t>(outer * seq * (width / headDim) * (headDim - pairs));
+  if (total == 0) return cudaSuccess;
+  rotaryKernel<<<blocksFor(total), kThreads, 0, stream>>>(x, out, seq, width, headDim, invFreq,
+                                                          pairs, offset, inverse, total);
+  return cudaGetLastError();
+}
 
 cudaError_t unfold(const float* x, float* y, int64_t b, int64_t c, int64_t h, int64_t w,
                    int64_t ph, int64_t pw, cudaStream_t stream) {

@@ -19,7 +19,7 @@ template <bool kStaged, class T>
 // x, y and sum may alias each other (element for element): no __restrict__.
 __global__ void addLayerNormKernel(const T* x, const T* residual, const T* __restrict__ gamma,
                                    const T* __restrict__ beta, T* y, T* sum, size_t width,
-                                   float eps) {
+                                   float eps, bool rms) {
   extern __shared__ float row[];
   __shared__ float scratch[kThreads / 32];
   const size_t r = blockIdx.x;
@@ -45,7 +45,8 @@ __global__ void addLayerNormKernel(const T* x, const T* residual, const T* __res
     if (kStaged) row[j] = s;
     total += s;
   }
-  const float mean = blockReduce<kThreads, false>(total, scratch) / static_cast<float>(width);
+  float mean = blockReduce<kThreads, false>(total, scratch) / static_cast<float>(width);
+  if (rms) mean = 0.0f;  // RMSNorm: no centering
   float dev = 0.0f;
   for (size_t j = threadIdx.x; j < width; j += kThreads) {
     const float d = value(j) - mean;
@@ -83,14 +84,15 @@ __global__ void softmaxKernel(const T* x, T* y, size_t width) {
 
 template <class T>
 cudaError_t runAddLayerNorm(const T* x, const T* residual, const T* gamma, const T* beta, T* y,
-                            T* sum, size_t rows, size_t width, float eps, cudaStream_t stream) {
+                            T* sum, size_t rows, size_t width, float eps, bool rms,
+                            cudaStream_t stream) {
   if (rows == 0 || width == 0) return cudaSuccess;
   if (width <= kMaxStaged)
     addLayerNormKernel<true, T><<<rows, kThreads, width * sizeof(float), stream>>>(
-        x, residual, gamma, beta, y, sum, width, eps);
+        x, residual, gamma, beta, y, sum, width, eps, rms);
   else
     addLayerNormKernel<false, T><<<rows, kThreads, 0, stream>>>(x, residual, gamma, beta, y, sum,
-                                                                 width, eps);
+                                                                 width, eps, rms);
   return cudaGetLastError();
 }
 
@@ -211,12 +213,22 @@ cudaError_t l2NormalizeGrad(const float* x, const float* dy, float* dx, size_t r
 cudaError_t addLayerNorm(const float* x, const float* residual, const float* gamma,
                          const float* beta, float* y, float* sum, size_t rows, size_t width,
                          float eps, cudaStream_t stream) {
-  return runAddLayerNorm(x, residual, gamma, beta, y, sum, rows, width, eps, stream);
+  return runAddLayerNorm(x, residual, gamma, beta, y, sum, rows, width, eps, false, stream);
 }
 cudaError_t addLayerNorm(const bf16* x, const bf16* residual, const bf16* gamma, const bf16* beta,
                          bf16* y, bf16* sum, size_t rows, size_t width, float eps,
                          cudaStream_t stream) {
-  return runAddLayerNorm(x, residual, gamma, beta, y, sum, rows, width, eps, stream);
+  return runAddLayerNorm(x, residual, gamma, beta, y, sum, rows, width, eps, false, stream);
+}
+cudaError_t addRmsNorm(const float* x, const float* residual, const float* gamma,
+                       const float* beta, float* y, float* sum, size_t rows, size_t width,
+                       float eps, cudaStream_t stream) {
+  return runAddLayerNorm(x, residual, gamma, beta, y, sum, rows, width, eps, true, stream);
+}
+cudaError_t addRmsNorm(const bf16* x, const bf16* residual, const bf16* gamma, const bf16* beta,
+                       bf16* y, bf16* sum, size_t rows, size_t width, float eps,
+                       cudaStream_t stream) {
+  return runAddLayerNorm(x, residual, gamma, beta, y, sum, rows, width, eps, true, stream);
 }
 cudaError_t softmax(const float* x, float* y, size_t rows, size_t width, cudaStream_t stream) {
   return runSoftmax(x, y, rows, width, stream);

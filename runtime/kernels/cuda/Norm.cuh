@@ -29,6 +29,11 @@ cudaError_t addLayerNorm(const float* x, const float* residual, const float* gam
                          const float* beta, float* y, float* sum, size_t rows, size_t width,
                          float eps, cudaStream_t stream = nullptr);
 
+// RMSNorm (Norm.h's addRmsNorm): the same with the mean taken as 0.
+cudaError_t addRmsNorm(const float* x, const float* residual, const float* gamma,
+                       const float* beta, float* y, float* sum, size_t rows, size_t width,
+                       float eps, cudaStream_t stream = nullptr);
+
 cudaError_t softmax(const float* x, float* y, size_t rows, size_t width,
                     cudaStream_t stream = nullptr);
 
@@ -51,6 +56,9 @@ cudaError_t l2NormalizeGrad(const float* x, const float* dy, float* dx, size_t r
 cudaError_t addLayerNorm(const bf16* x, const bf16* residual, const bf16* gamma, const bf16* beta,
                          bf16* y, bf16* sum, size_t rows, size_t width, float eps,
                          cudaStream_t stream = nullptr);
+cudaError_t addRmsNorm(const bf16* x, const bf16* residual, const bf16* gamma, const bf16* beta,
+                       bf16* y, bf16* sum, size_t rows, size_t width, float eps,
+                       cudaStream_t stream = nullptr);
 cudaError_t softmax(const bf16* x, bf16* y, size_t rows, size_t width,
                     cudaStream_t stream = nullptr);
 

@@ -135,12 +135,13 @@ __global__ void reduceKernel(ReduceKind kind, const float* __restrict__ x, Reduc
 // Pass 1 of layerNormGrad: each row's mean and rstd, as addLayerNorm forms
 // them (Norm.cu: fp32 block sums, the two-pass variance).
 __global__ void layerNormStatsKernel(const float* __restrict__ x, size_t width, float eps,
-                                     float* __restrict__ stats) {
+                                     bool rms, float* __restrict__ stats) {
   __shared__ float scratch[kThreads / 32];
   const float* xr = x + blockIdx.x * width;
   float total = 0.0f;
   for (size_t j = threadIdx.x; j < width; j += kThreads) total += xr[j];
-  const float mean = blockReduce<kThreads, false>(total, scratch) / static_cast<float>(width);
+  float mean = blockReduce<kThreads, false>(total, scratch) / static_cast<float>(width);
+  if (rms) mean = 0.0f;  // RMSNorm: no centering
   float dev = 0.0f;
   for (size_t j = threadIdx.x; j < width; j += kThreads) {
     const float d = xr[j] - mean;
@@ -170,11 +171,12 @@ __global__ void layerNormParamGradKernel(const float* __restrict__ x, const floa
   if (dbeta) dbeta[j] = static_cast<float>(db);
 }
 
-// Pass 3, one block per row: dx = rstd·(d - mean(d) - x̂·mean(d⊙x̂)). Each
-// thread reads its own elements before writing them (dx may alias x or dy).
+// Pass 3, one block per row: dx = rstd·(d - mean(d) - x̂·mean(d⊙x̂)) (RMSNorm:
+// without mean(d)). Each thread reads its own elements before writing them
+// (dx may alias x or dy).
 __global__ void layerNormInputGradKernel(const float* x, const float* __restrict__ gamma,
                                          const float* dy, const float* __restrict__ stats,
-                                         size_t width, float* dx) {
+                                         size_t width, bool rms, float* dx) {
   __shared__ float scratch[kThreads / 32];
   const size_t r = blockIdx.x;
   const float mean = stats[2 * r], rstd = stats[2 * r + 1];
@@ -187,7 +189,7 @@ __global__ void layerNormInputGradKernel(const float* x, const float* __restrict
     sdx += d * ((xr[j] - mean) * rstd);
   }
   const float w = static_cast<float>(width);
-  const float meanD = blockReduce<kThreads, false>(sd, scratch) / w;
+  const float meanD = rms ? 0.0f : blockReduce<kThreads, false>(sd, scratch) / w;
   const float meanDx = blockReduce<kThreads, false>(sdx, scratch) / w;
   for (size_t j = threadIdx.x; j < width; j += kThreads) {
     const float d = gr[j] * (gamma ? gamma[j] : 1.0f);
@@ -364,17 +366,29 @@ cudaError_t reduce(ReduceKind kind, const float* x, const int64_t* dims, int ran
   return cudaGetLastError();
 }
 
-cudaError_t layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
-                          float* dgamma, float* dbeta, size_t rows, size_t width, float eps,
-                          float* work, cudaStream_t stream) {
+static cudaError_t normGrad(const float* x, const float* gamma, const float* dy, float* dx,
+                     float* dgamma, float* dbeta, size_t rows, size_t width, float eps, bool rms,
+                     float* work, cudaStream_t stream) {
   if (width == 0) return cudaSuccess;
-  if (rows > 0) layerNormStatsKernel<<<rows, kThreads, 0, stream>>>(x, width, eps, work);
+  if (rows > 0) layerNormStatsKernel<<<rows, kThreads, 0, stream>>>(x, width, eps, rms, work);
   if (dgamma || dbeta)
     layerNormParamGradKernel<<<columnBlocks(width), kThreads, 0, stream>>>(x, dy, work, rows,
                                                                           width, dgamma, dbeta);
   if (rows > 0)
-    layerNormInputGradKernel<<<rows, kThreads, 0, stream>>>(x, gamma, dy, work, width, dx);
+    layerNormInputGradKernel<<<rows, kThreads, 0, stream>>>(x, gamma, dy, work, width, rms, dx);
   return cudaGetLastError();
+}
+
+cudaError_t layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
+                          float* dgamma, float* dbeta, size_t rows, size_t width, float eps,
+                          float* work, cudaStream_t stream) {
+  return normGrad(x, gamma, dy, dx, dgamma, dbeta, rows, width, eps, false, work, stream);
+}
+
+cudaError_t rmsNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
+                        float* dgamma, float* dbeta, size_t rows, size_t width, float eps,
+                        float* work, cudaStream_t stream) {
+  return normGrad(x, gamma, dy, dx, dgamma, dbeta, rows, width, eps, true, work, stream);
 }
 
 cudaError_t crossEntropyMean(const float* x, const int32_t* labels, size_t rows, size_t width,

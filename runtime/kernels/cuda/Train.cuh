@@ -80,6 +80,10 @@ cudaError_t reduce(ReduceKind kind, const float* x, const int64_t* dims, int ran
 cudaError_t layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
                           float* dgamma, float* dbeta, size_t rows, size_t width, float eps,
                           float* work, cudaStream_t stream = nullptr);
+// RMSNorm's (Norm.h's rmsNormGrad): the mean taken as 0, no mean(d) term.
+cudaError_t rmsNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
+                        float* dgamma, float* dbeta, size_t rows, size_t width, float eps,
+                        float* work, cudaStream_t stream = nullptr);
 
 // *mean = Σ loss_r / count over the rows whose label is not `ignore` (0
 // when none is). work: rows floats + 1 word.

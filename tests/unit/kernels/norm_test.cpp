@@ -19,8 +19,10 @@ namespace {
 
 using ktest::Buf;
 
+// LayerNorm (RMSNorm with `rms`: no centering) of x + res in double.
 void refAddLN(const float* x, const float* res, const float* g, const float* be, size_t rows,
-              size_t w, float eps, std::vector<double>& y, std::vector<double>& s) {
+              size_t w, float eps, std::vector<double>& y, std::vector<double>& s,
+              bool rms = false) {
   y.assign(rows * w, 0);
   s.assign(rows * w, 0);
   for (size_t r = 0; r < rows; ++r) {
@@ -30,7 +32,7 @@ void refAddLN(const float* x, const float* res, const float* g, const float* be,
       s[r * w + j] = static_cast<float>(x[r * w + j] + (res ? res[r * w + j] : 0.0f));
       mean += s[r * w + j];
     }
-    mean /= w;
+    mean = rms ? 0.0 : mean / w;
     for (size_t j = 0; j < w; ++j) var += (s[r * w + j] - mean) * (s[r * w + j] - mean);
     var /= w;
     const double rstd = 1.0 / std::sqrt(var + eps);
@@ -54,22 +56,25 @@ TEST_P(NormTest, LayerNormAndAddLayerNorm) {
       g.fill(rng, 0.5f, 1.5f);
       be.fill(rng, -0.5f, 0.5f);
       std::vector<double> ry, rs;
-      for (int mode = 0; mode < 3; ++mode) {
-        // 0: layerNorm; 1: addLayerNorm with the sum; 2: without it, no gamma/beta.
-        const float* gp = mode == 2 ? nullptr : g.data();
-        const float* bp = mode == 2 ? nullptr : be.data();
-        if (mode == 0) {
-          layerNorm(x.data(), gp, bp, y.data(), rows, w, 1e-5f);
-          refAddLN(x.data(), nullptr, gp, bp, rows, w, 1e-5f, ry, rs);
+      for (int mode = 0; mode < 6; ++mode) {
+        // 0: layerNorm; 1: addLayerNorm with the sum; 2: without it, no
+        // gamma/beta; 3..5: the same of RMSNorm (3: with gamma only).
+        const bool rms = mode >= 3;
+        const float* gp = mode == 2 || mode == 5 ? nullptr : g.data();
+        const float* bp = mode == 2 || mode >= 3 ? nullptr : be.data();
+        if (mode % 3 == 0) {
+          (rms ? rmsNorm : layerNorm)(x.data(), gp, bp, y.data(), rows, w, 1e-5f, nullptr);
+          refAddLN(x.data(), nullptr, gp, bp, rows, w, 1e-5f, ry, rs, rms);
         } else {
-          addLayerNorm(x.data(), res.data(), gp, bp, y.data(), mode == 1 ? s.data() : nullptr,
-                       rows, w, 1e-5f);
-          refAddLN(x.data(), res.data(), gp, bp, rows, w, 1e-5f, ry, rs);
+          (rms ? addRmsNorm : addLayerNorm)(x.data(), res.data(), gp, bp, y.data(),
+                                            mode % 3 == 1 ? s.data() : nullptr, rows, w, 1e-5f,
+                                            nullptr);
+          refAddLN(x.data(), res.data(), gp, bp, rows, w, 1e-5f, ry, rs, rms);
         }
         for (size_t i = 0; i < rows * w; ++i) {
           ASSERT_NEAR(y[i], ry[i], 1e-5 * (1 + std::fabs(ry[i])))
               << "w=" << w << " mis=" << mis << " mode=" << mode << " i=" << i;
-          if (mode == 1) ASSERT_EQ(s[i], static_cast<float>(rs[i]));
+          if (mode % 3 == 1) ASSERT_EQ(s[i], static_cast<float>(rs[i]));
         }
       }
     }
@@ -200,7 +205,8 @@ TEST_P(NormTest, ColumnSumsEqualTheSerialDoubleLoop) {
     }
 }
 
-// layerNormGrad against the backward written out in double: with x̂ = (x -
+// layerNormGrad (and rmsNormGrad: μ = 0, no mean(d) term) against the
+// backward written out in double: with x̂ = (x -
 // μ)·rstd and d = dy·gamma, dx = rstd·(d - mean(d) - x̂·mean(d·x̂)),
 // dgamma = Σ_r dy·x̂, dbeta = Σ_r dy. Bounds: dx within 2e-5·(1 +
 // rstd·max|d|·(1 + |x̂|)) (fp32 statistics and means over up to 4097
@@ -209,6 +215,7 @@ TEST_P(NormTest, ColumnSumsEqualTheSerialDoubleLoop) {
 // variance honest. Threads and dx aliasing dy do not change any bit.
 TEST_P(NormTest, LayerNormGradAgainstReference) {
   rt::ThreadPool pool(2);
+  for (bool rms : {false, true})
   for (size_t rows : {1, 3, 70})
     for (size_t w : ktest::sweepSizes()) {
       if (w == 0 || rows * w > 200000) continue;
@@ -217,12 +224,13 @@ TEST_P(NormTest, LayerNormGradAgainstReference) {
       x.fill(rng, 3, 7);
       g.fill(rng, 0, 2);
       dy.fill(rng, -1, 1);
-      layerNormGrad(x.data(), g.data(), dy.data(), dx.data(), dgam.data(), dbet.data(), rows, w,
-                    1e-5f);
+      auto grad = rms ? rmsNormGrad : layerNormGrad;
+      grad(x.data(), g.data(), dy.data(), dx.data(), dgam.data(), dbet.data(), rows, w, 1e-5f,
+           nullptr);
       std::vector<double> rg(w, 0.0), rb(w, 0.0), rgAbs(w, 0.0);
       for (size_t r = 0; r < rows; ++r) {
         double mean = 0, var = 0;
-        for (size_t j = 0; j < w; ++j) mean += x[r * w + j];
+        for (size_t j = 0; j < w && !rms; ++j) mean += x[r * w + j];
         mean /= w;
         for (size_t j = 0; j < w; ++j) var += (x[r * w + j] - mean) * (x[r * w + j] - mean);
         const double rstd = 1.0 / std::sqrt(var / w + 1e-5);
@@ -239,7 +247,7 @@ TEST_P(NormTest, LayerNormGradAgainstReference) {
           rb[j] += dy[r * w + j];
         }
         for (size_t j = 0; j < w; ++j) {
-          const double ref = rstd * (d[j] - md - xh[j] * mdx);
+          const double ref = rstd * (d[j] - (rms ? 0.0 : md) - xh[j] * mdx);
           ASSERT_NEAR(dx[r * w + j], ref, 2e-5 * (1 + rstd * maxD * (1 + std::fabs(xh[j]))))
               << rows << "x" << w << " dx at " << r << "," << j;
         }
@@ -249,11 +257,11 @@ TEST_P(NormTest, LayerNormGradAgainstReference) {
         ASSERT_NEAR(dgam[j], rg[j], 1e-5 * (1 + rgAbs[j])) << rows << "x" << w << " dgamma " << j;
       }
       Buf dx2(rows * w), dg2(w), db2(w), inPlace(rows * w);
-      layerNormGrad(x.data(), g.data(), dy.data(), dx2.data(), dg2.data(), db2.data(), rows, w,
-                    1e-5f, &pool);
+      grad(x.data(), g.data(), dy.data(), dx2.data(), dg2.data(), db2.data(), rows, w, 1e-5f,
+           &pool);
       for (size_t i = 0; i < rows * w; ++i) inPlace[i] = dy[i];
-      layerNormGrad(x.data(), g.data(), inPlace.data(), inPlace.data(), dg2.data(), db2.data(),
-                    rows, w, 1e-5f, &pool);
+      grad(x.data(), g.data(), inPlace.data(), inPlace.data(), dg2.data(), db2.data(), rows, w,
+           1e-5f, &pool);
       for (size_t i = 0; i < rows * w; ++i) {
         ASSERT_EQ(dx2[i], dx[i]) << i;
         ASSERT_EQ(inPlace[i], dx[i]) << i;
