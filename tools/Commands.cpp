@@ -255,7 +255,7 @@ const std::vector<Command> kCommands = {
     {"--threads", "T", "threads (default: one per hardware thread)"},
     {"--device", "N", "a model compiled with --target cuda: the GPU it runs on (default 0)"}},
    runTranslate},
-  {"generate", "generate DIR (--prompt-ids \"IDS\" | --prompt-file FILE) --max-new N [options]",
+  {"generate", "generate DIR (--prompt-ids \"IDS\" | --prompt-ids-file FILE) --max-new N [options]",
    "Continues prompts with a decoder_only model's KV cache.",
    "Continues prompts with a compiled decoder_only model's KV cache: one prompt of "
    "space-separated ids (used as given) per line, the new ids per line. Greedy by default, "
@@ -263,7 +263,7 @@ const std::vector<Command> kCommands = {
    {{"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
     {"--weights-seed", "N", "seed of the random weights (default 0)"},
     {"--prompt-ids", "IDS", "one prompt"},
-    {"--prompt-file", "FILE", "prompts, one per line"},
+    {"--prompt-ids-file", "FILE", "prompts of ids, one per line"},
     {"--max-new", "N", "tokens to generate per prompt (at most; EOS ends one early)"},
     {"--eos-id", "E", "end of sequence (default: the config's eos_id; none: exactly N)"},
     {"--min-len", "N", "no EOS before N new tokens"},

@@ -217,14 +217,14 @@ int mlir::transfuse::tools::runGenerate(const std::vector<std::string> &position
   if (!flags.count("--max-new"))
     die("generate needs --max-new N (the tokens to generate per prompt)");
   o.maxLen = (int)intFlag(flags, "--max-new", 0, 1, 1 << 20);
-  bool ids = flags.count("--prompt-ids") != 0, file = flags.count("--prompt-file") != 0;
+  bool ids = flags.count("--prompt-ids") != 0, file = flags.count("--prompt-ids-file") != 0;
   if (ids == file)
-    die("generate needs one of --prompt-ids \"IDS\" or --prompt-file FILE");
+    die("generate needs one of --prompt-ids \"IDS\" or --prompt-ids-file FILE");
   Artifact a = loadArtifact(positional, flags, "generate");
   if (flags.count("--eos-id"))
     a.ids.eos = (int32_t)intFlag(flags, "--eos-id", -1, 0, INT32_MAX);
   auto generator = orDie(rt::Generator::create(*a.model, a.ids));
-  std::string name = file ? flag(flags, "--prompt-file") : "--prompt-ids";
+  std::string name = file ? flag(flags, "--prompt-ids-file") : "--prompt-ids";
   std::vector<std::vector<int32_t>> prompts =
       file ? readIdLines(name) : parseIdLines(flag(flags, "--prompt-ids"), name);
   int64_t batch = intFlag(flags, "--batch-size",

@@ -277,6 +277,28 @@ TEST(Autodiff, UnfoldExpandAndConcat) {
                  {{"r", randomF32({2, 5, 5}, rng)}});
 }
 
+// Llama's new ops: RMSNorm, the rotary embedding of two heads of 4 (the
+// rotation's transpose is the rotation by -θ) at positions offset by 3, and
+// RMSNorm fused with its residual add (the sum used too).
+TEST(Autodiff, RmsNormAndRotary) {
+  std::mt19937 rng(12);
+  checkGradients(lossFunc(R"(%r: tensor<2x3x8xf32> {transfuse.name = "r"})", R"(
+  %x = transfuse.param "x" {init = #transfuse.init<zeros>} : tensor<2x3x8xf32>
+  %g = transfuse.param "g" {init = #transfuse.init<zeros>} : tensor<8xf32>
+  %n = transfuse.layer_norm %x, %g {axis = 2 : i64, epsilon = 1.0e-05 : f64, rms} : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  %f = transfuse.constant dense<[1.0, 0.3]> : tensor<2xf32>
+  %three = transfuse.dim %r, 1 : tensor<2x3x8xf32>
+  %q = transfuse.rotary %n, %f offset %three {head_dim = 4 : i64} : (tensor<2x3x8xf32>, tensor<2xf32>, index) -> tensor<2x3x8xf32>
+  %y, %s = transfuse.add_layer_norm %q, %x, %g {epsilon = 1.0e-05 : f64, rms} : (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>)
+  %t = transfuse.tanh %y : tensor<2x3x8xf32>
+  %u = transfuse.add %t, %s : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %m = transfuse.mul %u, %r : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %l = transfuse.reduce_sum %m {axes = array<i64: 0, 1, 2>} : (tensor<2x3x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+)"),
+                 {{"r", randomF32({2, 3, 8}, rng)}});
+}
+
 // An embedding read by gather (ids repeat) and, tied, as the output
 // projection: one parameter whose gradient sums both uses; cross-entropy
 // with label smoothing 0.1 over the vocabulary, label 0 ignored.
