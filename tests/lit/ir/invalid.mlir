@@ -441,6 +441,24 @@ func.func @f(%a: tensor<4xf32>) {
 
 // -----
 
+// Tests that rotary's head_dim divides the width.
+func.func @f(%x: tensor<?x?x96xf32>, %f: tensor<16xf32>) {
+  // expected-error @+1 {{head_dim 64 does not divide the input's last dimension 96}}
+  %0 = transfuse.rotary %x, %f {head_dim = 64 : i64} : (tensor<?x?x96xf32>, tensor<16xf32>) -> tensor<?x?x96xf32>
+  return
+}
+
+// -----
+
+// Tests that rotary rotates at most head_dim / 2 pairs.
+func.func @f(%x: tensor<?x?x128xf32>, %f: tensor<40xf32>) {
+  // expected-error @+1 {{inv_freq must be f32 [R] with 2R <= head_dim}}
+  %0 = transfuse.rotary %x, %f {head_dim = 64 : i64} : (tensor<?x?x128xf32>, tensor<40xf32>) -> tensor<?x?x128xf32>
+  return
+}
+
+// -----
+
 // Tests that layer_norm rejects an axis past the rank.
 func.func @f(%x: tensor<?x?x512xf32>, %g: tensor<512xf32>) {
   // expected-error @+2 {{layer_norm axis 3 is out of range for rank 3}}

@@ -122,6 +122,17 @@ func.func @normalizations(%s: tensor<?x8x?x?xf32>, %x: tensor<?x?x512xf32>, %g: 
   return %0, %1, %2, %3 : tensor<?x8x?x?xf32>, tensor<?x8x?x?xf32>, tensor<?x?x512xf32>, tensor<?x4x8xf64>
 }
 
+// RMSNorm (no beta) and the rotary embedding of Q at the cache's length.
+// CHECK-LABEL: func.func @llama_ops
+func.func @llama_ops(%x: tensor<?x?x512xf32>, %g: tensor<512xf32>, %f: tensor<32xf32>, %len: index)
+    -> (tensor<?x?x512xf32>, tensor<?x?x512xf32>) {
+  // CHECK: transfuse.layer_norm %{{[^ ,]+}}, %{{[^ ,]+}} {axis = 2 : i64, epsilon = 9.9999999999999995E-7 : f64, rms} : (tensor<?x?x512xf32>, tensor<512xf32>) -> tensor<?x?x512xf32>
+  %0 = transfuse.layer_norm %x, %g {axis = 2 : i64, epsilon = 1.0e-06 : f64, rms} : (tensor<?x?x512xf32>, tensor<512xf32>) -> tensor<?x?x512xf32>
+  // CHECK: transfuse.rotary %{{[^ ,]+}}, %{{[^ ,]+}} offset %{{[^ ,]+}} {head_dim = 64 : i64} : (tensor<?x?x512xf32>, tensor<32xf32>, index) -> tensor<?x?x512xf32>
+  %1 = transfuse.rotary %0, %f offset %len {head_dim = 64 : i64} : (tensor<?x?x512xf32>, tensor<32xf32>, index) -> tensor<?x?x512xf32>
+  return %0, %1 : tensor<?x?x512xf32>, tensor<?x?x512xf32>
+}
+
 // CHECK-LABEL: func.func @reductions
 func.func @reductions(%x: tensor<?x?x512xf32>)
     -> (tensor<?x?xf32>, tensor<?x?x1xf32>, tensor<?xf32>, tensor<1x?x1xf32>, tensor<512xf32>) {

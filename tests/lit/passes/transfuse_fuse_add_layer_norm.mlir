@@ -21,6 +21,20 @@ func.func @post_ln(%x: tensor<?x?x64xf32>, %r: tensor<?x?x64xf32>, %g: tensor<64
 
 // -----
 
+// Tests that an RMSNorm (Llama's: rms, no beta) fuses with its residual add
+// the same way, keeping rms.
+// CHECK-LABEL: func.func @rms_norm
+// CHECK-NEXT: transfuse.add_layer_norm %{{[^ ,]+}}, %{{[^ ,]+}}, %{{[^ ,]+}} {epsilon = 9.9999999999999995E-7 : f64, rms} : (tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<64xf32>) -> (tensor<?x?x64xf32>, tensor<?x?x64xf32>)
+// CHECK-NOT: transfuse.layer_norm
+func.func @rms_norm(%x: tensor<?x?x64xf32>, %r: tensor<?x?x64xf32>, %g: tensor<64xf32>) -> (tensor<?x?x64xf32>, tensor<?x?x64xf32>) {
+  %s = transfuse.add %x, %r : (tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
+  // expected-remark@+1 {{add_layer_norm: fused}}
+  %y = transfuse.layer_norm %s, %g {axis = 2 : i64, epsilon = 1.0e-06 : f64, rms} : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
+  return %y, %s : tensor<?x?x64xf32>, tensor<?x?x64xf32>
+}
+
+// -----
+
 // Tests that in pre-LN, where the sum is also the residual stream that the
 // next block adds to, the fused op's `%sum` result replaces the add's other
 // uses.

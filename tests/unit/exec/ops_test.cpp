@@ -428,6 +428,48 @@ TEST(OpsUnfold, MatchesDefinitionAndGradInverts) {
   }
 }
 
+// ---- rotary -------------------------------------------------------------------
+
+// rotary against its definition in double (θ = fp32(p · f), p = offset + s),
+// full and partial rotation, any offset; the inverse rotation brings x back
+// within rounding, in place; a guard element after the output stays untouched.
+TEST(OpsRotary, MatchesDefinitionAndInverseUndoes) {
+  struct Case {
+    int64_t outer, seq, width, headDim, pairs, offset;
+  };
+  const Case cases[] = {{1, 1, 4, 4, 2, 0},    {2, 5, 64, 16, 8, 3}, {3, 7, 96, 32, 12, 100},
+                        {1, 3, 24, 8, 4, 4095}, {2, 4, 40, 20, 10, 1}, {0, 3, 8, 8, 4, 0}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::to_string(k.outer) + "x" + std::to_string(k.seq) + "x" +
+                 std::to_string(k.width) + " head " + std::to_string(k.headDim) + " pairs " +
+                 std::to_string(k.pairs) + " offset " + std::to_string(k.offset));
+    const int64_t n = k.outer * k.seq * k.width;
+    const std::vector<float> x = randoms(n, 35);
+    std::vector<float> freq(k.pairs);
+    for (int64_t i = 0; i < k.pairs; ++i) freq[i] = std::pow(10000.0f, -2.0f * i / k.headDim);
+    std::vector<float> y = outBuf(n);
+    exec::rotary(x.data(), y.data(), k.outer, k.seq, k.width, k.headDim, freq.data(), k.pairs,
+                 k.offset, false);
+    for (int64_t r = 0; r < k.outer * k.seq; ++r)
+      for (int64_t h = 0; h < k.width; h += k.headDim) {
+        const float* xr = x.data() + r * k.width + h;
+        const float* yr = y.data() + r * k.width + h;
+        const float p = static_cast<float>(k.offset + r % k.seq);
+        for (int64_t i = 0; i < k.pairs; ++i) {
+          const double angle = static_cast<float>(p * freq[i]);
+          const double c = std::cos(angle), sn = std::sin(angle);
+          ASSERT_NEAR(yr[i], xr[i] * c - xr[i + k.pairs] * sn, 1e-6) << r << " " << h << " " << i;
+          ASSERT_NEAR(yr[i + k.pairs], xr[i + k.pairs] * c + xr[i] * sn, 1e-6);
+        }
+        for (int64_t i = 2 * k.pairs; i < k.headDim; ++i) ASSERT_EQ(yr[i], xr[i]);
+      }
+    EXPECT_TRUE(std::isnan(y[n])) << "wrote past the end";
+    exec::rotary(y.data(), y.data(), k.outer, k.seq, k.width, k.headDim, freq.data(), k.pairs,
+                 k.offset, true);
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], x[i], 1e-6) << i;
+  }
+}
+
 // ---- reduce -------------------------------------------------------------------
 
 TEST(OpsReduce, MatchesScalarReference) {
