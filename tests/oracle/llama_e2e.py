@@ -200,10 +200,9 @@ GPT2 = {
 }
 
 
-def gpt2_case(args, rng, tokens, in_path):
-    """A GPT2LMHeadModel directory (Conv1D weights, `transformer.` names, the
-    attention's causal buffers, the head tied) against oracle.decoder_only
-    with the config mapped here."""
+def gpt2_weights(rng):
+    """A GPT2LMHeadModel's weights as it saves them (Conv1D [in, out],
+    `transformer.` names, the attention's causal buffers, the head tied)."""
     d, V, L, P = GPT2["n_embd"], GPT2["vocab_size"], GPT2["n_layer"], GPT2["n_positions"]
     r = lambda *s: (0.2 * rng.standard_normal(s)).astype(np.float32)
     w = {"transformer.wte.weight": r(V, d), "transformer.wpe.weight": r(P, d),
@@ -216,6 +215,58 @@ def gpt2_case(args, rng, tokens, in_path):
             w[p + n + ".weight"] = 1 + r(d) if shape is None else r(*shape)
             w[p + n + ".bias"] = r(d if shape is None else shape[1])
         w[p + "attn.bias"] = np.tril(np.ones((1, 1, P, P), np.float32))  # a causal buffer
+    return w
+
+
+# The golden outputs of Hugging Face's modelling code (llama-golden/NAME.safetensors,
+# made by make_llama_golden.py): each config's weights and tokens drawn from its seed.
+GOLDEN = {"llama3": 1, "mistral": 2, "qwen2": 3, "gpt2": 4}
+
+
+def golden_inputs(name):
+    rng = np.random.default_rng(1000 + GOLDEN[name])
+    weights = gpt2_weights(rng) if name == "gpt2" else llama_weights(CONFIGS[name], rng)
+    return weights, rng.integers(0, 50, size=(2, 7)).astype(np.int32)
+
+
+def golden_cases(args):
+    """forward within 1e-4 of Hugging Face's logits (fp32), and generation
+    equal to its greedy generate() where the oracle sees no near tie."""
+    ok = True
+    for name in GOLDEN:
+        cfg = GPT2 if name == "gpt2" else CONFIGS[name]
+        weights, tokens = golden_inputs(name)
+        gold = safetensors_io.read(os.path.join(HERE, "llama-golden", name + ".safetensors"))
+        model = os.path.join(args.workdir, "golden-" + name)
+        write_dir(model, cfg, weights)
+        feeds = os.path.join(args.workdir, f"golden-{name}-in.safetensors")
+        safetensors_io.write(feeds, {"tokens": tokens})
+        out = os.path.join(args.workdir, f"golden-{name}-out")
+        run([args.transfuse, "compile", model, "-o", out, "--max-seq-len", "24"])
+        got = os.path.join(out, "got.safetensors")
+        run([args.transfuse, "run", out, "--entry", "forward", "--inputs", feeds, "--weights",
+             model, "--outputs", got])
+        ok &= check_close(f"{name} against Hugging Face", safetensors_io.read(got)["logits"],
+                          gold["logits"].astype(np.float64), 1e-4)
+        prompts = os.path.join(args.workdir, f"golden-{name}-prompts.txt")
+        with open(prompts, "w") as f:
+            f.write("".join(" ".join(map(str, t)) + "\n" for t in tokens))
+        p = run([args.transfuse, "generate", out, "--weights", model, "--prompt-ids-file",
+                 prompts, "--max-new", "8", "--min-len", "8"])
+        lines = [list(map(int, line.split())) for line in p.stdout.strip().split("\n")]
+        for i, line in enumerate(lines):
+            same = line == gold["generated"][i].tolist()
+            print(f"{name} generate, prompt {i}: {'equal to' if same else 'DIFFERS from'} "
+                  f"Hugging Face's greedy generate ({line} vs {gold['generated'][i].tolist()})")
+            ok &= same
+    return ok
+
+
+def gpt2_case(args, rng, tokens, in_path):
+    """A GPT2LMHeadModel directory against oracle.decoder_only with the config
+    mapped here."""
+    d, V, L, P = GPT2["n_embd"], GPT2["vocab_size"], GPT2["n_layer"], GPT2["n_positions"]
+    w = gpt2_weights(rng)
     model = os.path.join(args.workdir, "gpt2")
     write_dir(model, GPT2, w)
     ours = {"d_model": d, "num_heads": GPT2["n_head"], "num_layers": L, "vocab_size": V,
@@ -316,6 +367,7 @@ def main():
         except ImportError:
             print("torch is absent: oracle.llama not checked against torch")
     ok &= gpt2_case(args, rng, tokens, in_path)
+    ok &= golden_cases(args)
     ok &= bad_directories(args, rng)
     # --train: the loss and its gradients through RMSNorm, rotary and the
     # repeated K/V heads, fused, against the reference backend.
