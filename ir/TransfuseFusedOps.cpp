@@ -36,10 +36,16 @@ LogicalResult AttentionOp::verify() {
       return emitOpError(name) << " must be [B, H, S, D], got " << t;
   if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType())
     return emitOpError("query, key and value element types differ");
-  for (int64_t d : {0, 1})
-    if (!compatibleSizes(q.getDimSize(d), k.getDimSize(d)) ||
-        !compatibleSizes(q.getDimSize(d), v.getDimSize(d)))
-      return emitOpError("query, key and value differ in ") << (d ? "heads" : "batch");
+  if (!compatibleSizes(q.getDimSize(0), k.getDimSize(0)) ||
+      !compatibleSizes(q.getDimSize(0), v.getDimSize(0)))
+    return emitOpError("query, key and value differ in batch");
+  // Grouped-query attention: each K/V head serves heads / kv_heads query heads.
+  int64_t heads = q.getDimSize(1), kvHeads = k.getDimSize(1);
+  if (!compatibleSizes(kvHeads, v.getDimSize(1)) ||
+      (!ShapedType::isDynamic(heads) && !ShapedType::isDynamic(kvHeads) &&
+       (kvHeads == 0 || heads % kvHeads != 0)))
+    return emitOpError("key and value heads must be equal and divide the query's ")
+           << heads << ", got " << kvHeads << " and " << v.getDimSize(1);
   if (!compatibleSizes(q.getDimSize(3), k.getDimSize(3)))
     return emitOpError("query head size ") << q.getDimSize(3) << " differs from key's "
                                            << k.getDimSize(3);

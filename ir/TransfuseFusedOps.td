@@ -11,8 +11,10 @@
 def Transfuse_AttentionOp : Transfuse_Op<"attention", [TF_ShapeRule, AttrSizedOperandSegments]> {
   let summary = "softmax((Q·Kᵀ)·scale + bias, masked)·V over heads, as one op";
   let description = [{
-    Heads are split: `query` [B, H, Sq, D], `key` [B, H, Sk, D], `value`
-    [B, H, Sk, Dv]; the result is [B, H, Sq, Dv]:
+    Heads are split: `query` [B, H, Sq, D], `key` [B, Hkv, Sk, D], `value`
+    [B, Hkv, Sk, Dv]; the result is [B, H, Sq, Dv]. Hkv divides H
+    (grouped-query attention): query head h reads K/V head h / (H / Hkv),
+    as if each K/V head were repeated H / Hkv times:
 
       s = (Q·Kᵀ)·scale (+ bias)                   bias broadcasts to [B,H,Sq,Sk]
       s[b,h,i,j] = -inf unless every mask keeps it:

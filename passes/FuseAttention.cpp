@@ -224,6 +224,32 @@ std::optional<std::string> AttentionMatcher::match() {
   return classifyMasks();
 }
 
+/// x [B, Hkv, S, D] where `v` is x with each head repeated G times
+/// (GraphBuilder::repeatHeads: reshape to [B, Hkv, 1, S, D], G copies
+/// concatenated along axis 2, reshape to [B, Hkv·G, S, D]), with G; else
+/// none. The fused op reads grouped K/V heads as they are.
+std::optional<std::pair<Value, int64_t>> unrepeatedHeads(Value v) {
+  auto outer = v.getDefiningOp<ReshapeOp>();
+  auto concat = outer ? outer.getInput().getDefiningOp<ConcatOp>() : ConcatOp();
+  if (!concat || concat.getAxis() != 2 || concat.getInputs().empty() ||
+      !llvm::all_equal(concat.getInputs()))
+    return std::nullopt;
+  auto inner = concat.getInputs()[0].getDefiningOp<ReshapeOp>();
+  if (!inner)
+    return std::nullopt;
+  Value x = inner.getInput();
+  auto xt = cast<RankedTensorType>(x.getType()), it = cast<RankedTensorType>(inner.getType());
+  auto vt = cast<RankedTensorType>(v.getType());
+  const int64_t g = (int64_t)concat.getInputs().size();
+  if (xt.getRank() != 4 || it.getRank() != 5 || vt.getRank() != 4)
+    return std::nullopt;
+  auto xs = xt.getShape();
+  if (it.getShape() != ArrayRef<int64_t>{xs[0], xs[1], 1, xs[2], xs[3]} ||
+      ShapedType::isDynamic(xs[1]) || vt.getShape() != ArrayRef<int64_t>{xs[0], xs[1] * g, xs[2], xs[3]})
+    return std::nullopt;
+  return std::pair{x, g};
+}
+
 Value swapLastTwo(OpBuilder &b, Location loc, Operand o) {
   if (!o.swapped)
     return o.value;
@@ -237,8 +263,16 @@ LogicalResult AttentionMatcher::rewrite(PatternRewriter &rewriter, std::string &
   OpBuilder b(rewriter.getContext());
   b.setInsertionPointToEnd(&scratch);
   Location loc = b.getFusedLoc({qk.getLoc(), softmax.getLoc(), pv.getLoc()});
-  Value query = swapLastTwo(b, loc, q), key = swapLastTwo(b, loc, k),
-        value = swapLastTwo(b, loc, v);
+  // K and V repeated for grouped query heads: the fused op reads them as
+  // they are (kv heads fewer than the query's).
+  Operand key0 = k, value0 = v;
+  auto kr = unrepeatedHeads(k.value), vr = unrepeatedHeads(v.value);
+  if (kr && vr && kr->second == vr->second) {
+    key0.value = kr->first;
+    value0.value = vr->first;
+  }
+  Value query = swapLastTwo(b, loc, q), key = swapLastTwo(b, loc, key0),
+        value = swapLastTwo(b, loc, value0);
   Value kp;
   if (keyPadding) {
     auto t = cast<RankedTensorType>(keyPadding.getType());

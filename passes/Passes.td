@@ -29,7 +29,10 @@ def TransfuseFuseAttention
     the matmul; masks by `select(keep, s, -inf)` or an additive `add`; Kᵀ as a
     transpose flag or a permute (composed exactly, never assumed); dropout
     after the softmax. Causal masks become `causal` and [B,1,1,Sk] masks
-    `key_padding` only when their sizes are proven to be Sq and Sk.
+    `key_padding` only when their sizes are proven to be Sq and Sk. K and V
+    whose heads are repeated for grouped query heads (reshape, G copies
+    concatenated, reshape: GraphBuilder::repeatHeads) are read unrepeated:
+    the fused op takes fewer K/V heads than query heads.
 
     Before:
       %s = transfuse.matmul %q, %k {transpose_rhs = true} ...

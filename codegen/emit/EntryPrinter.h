@@ -136,6 +136,8 @@ protected:
   void attentionOutput(Value out);
   /// The scale, causal and key-mask lines of an attention call; its FLOPs
   /// (4·B·H·Sq·Sk·D, `product` = B·H·Sq·Sk·D as text).
+  /// `args.kvHeads = Hkv;` where K has fewer heads than Q.
+  void kvHeadsArg(const std::string &args, Value q, Value key);
   void attentionTail(double scale, bool causal, Value keyPadding, const std::string &product);
   /// "data, batch stride, head stride, row stride" of an attention operand
   /// (strides 0: dense [B, H, S, D]).

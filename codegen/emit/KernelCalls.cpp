@@ -224,8 +224,13 @@ llvm::Error EntryPrinter::decodeAttentionArgs(tfk::DecodeAttentionOp op, StringR
   line("  args.batch = " + b + "; args.heads = " + h + "; args.seqQ = " + sq +
        "; args.seqK = " + sk + "; args.headDim = " + d + ";");
   line("  args.q = {" + attentionTensor(q) + "};");
-  line("  args.k = {" + ptr(op.getKey()) + ", " + h + " * " + plane + ", " + plane + ", " + t + "};");
-  line("  args.v = {" + ptr(op.getValue()) + ", " + h + " * " + plane + ", " + plane + ", " + d + "};");
+  // The state's heads: the query's, or fewer (grouped-query attention).
+  std::string kvHeads = std::to_string(k.getDimSize(1));
+  kvHeadsArg("args", q, op.getKey());
+  line("  args.k = {" + ptr(op.getKey()) + ", " + kvHeads + " * " + plane + ", " + plane + ", " +
+       t + "};");
+  line("  args.v = {" + ptr(op.getValue()) + ", " + kvHeads + " * " + plane + ", " + plane + ", " +
+       d + "};");
   attentionOutput(out);
   attentionTail(op.getScale().convertToDouble(), op.getCausal(), op.getKeyPadding(),
                 b + " * " + h + " * " + sq + " * " + sk + " * " + d);
@@ -251,6 +256,7 @@ void EntryPrinter::attentionGradArgs(tfk::AttentionGradOp e, StringRef type) {
   line("  args.forward.batch = " + b + "; args.forward.heads = " + h + "; args.forward.seqQ = " +
        sq + "; args.forward.seqK = " + sk + "; args.forward.headDim = " +
        std::to_string(headDim) + ";");
+  kvHeadsArg("args.forward", q, key);
   line("  args.forward.q = {" + attentionTensor(q) + "};");
   line("  args.forward.k = {" + attentionTensor(key) + "};");
   line("  args.forward.v = {" + attentionTensor(ins[2]) + "};");
@@ -303,12 +309,22 @@ void EntryPrinter::attentionArgs(tfk::AttentionOp op, StringRef type) {
   line("  " + type.str() + " args;");
   line("  args.batch = " + b + "; args.heads = " + h + "; args.seqQ = " + sq +
        "; args.seqK = " + sk + "; args.headDim = " + std::to_string(headDim) + ";");
+  kvHeadsArg("args", q, k);
   line("  args.q = {" + attentionTensor(q) + "};");
   line("  args.k = {" + attentionTensor(k) + "};");
   line("  args.v = {" + attentionTensor(op.getValue()) + "};");
   attentionOutput(out);
   attentionTail(op.getScale().convertToDouble(), op.getCausal(), op.getKeyPadding(),
                 b + " * " + h + " * " + sq + " * " + sk + " * " + std::to_string(headDim));
+}
+
+void EntryPrinter::kvHeadsArg(const std::string &args, Value q, Value key) {
+  // K's heads ([B, Hkv, S, D], or a state's [R, Hkv, D, T]) where they are
+  // fewer than Q's: grouped-query attention.
+  int64_t heads = cast<MemRefType>(q.getType()).getDimSize(1);
+  int64_t kvHeads = cast<MemRefType>(key.getType()).getDimSize(1);
+  if (kvHeads != heads)
+    line("  " + args + ".kvHeads = " + std::to_string(kvHeads) + ";");
 }
 
 void EntryPrinter::attentionTail(double scale, bool causal, Value keyPadding,

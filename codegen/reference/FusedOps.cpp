@@ -18,10 +18,34 @@ namespace mlir::transfuse::reference::detail {
 /// The definition in TransfuseFusedOps.td, step by step on the primitives.
 /// softmax(mask(scale·Q·Kᵀ + bias)) over the keys, into `s` [B, H, Sq, Sk]
 /// (attention and attention_grad; masks as TransfuseFusedOps.td says).
-LogicalResult Interpreter::attentionProbs(Operation *op, Value query, Value key, double scale,
+Buf repeatHeads(const Buf &x, int64_t heads) {
+  const int64_t B = x.shape[0], kv = x.shape[1], block = x.shape[2] * x.shape[3];
+  if (kv == heads)
+    return x;
+  Buf r{{B, heads, x.shape[2], x.shape[3]}, std::vector<double>(B * heads * block)};
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      std::copy_n(x.data.begin() + (b * kv + h / (heads / kv)) * block, block,
+                  r.data.begin() + (b * heads + h) * block);
+  return r;
+}
+
+Buf sumHeads(const Buf &x, int64_t kvHeads) {
+  const int64_t B = x.shape[0], heads = x.shape[1], block = x.shape[2] * x.shape[3];
+  if (kvHeads == heads)
+    return x;
+  Buf r{{B, kvHeads, x.shape[2], x.shape[3]}, std::vector<double>(B * kvHeads * block, 0.0)};
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t e = 0; e < block; ++e)
+        r.data[(b * kvHeads + h / (heads / kvHeads)) * block + e] += x.data[(b * heads + h) * block + e];
+  return r;
+}
+
+LogicalResult Interpreter::attentionProbs(Operation *op, const Buf &q, const Buf &k, double scale,
                                           Value bias, bool causal, Value keyPadding, Value mask,
                                           Buf &s) {
-  if (failed(matmul(op, get(query), get(key), false, /*tb=*/true, s)))
+  if (failed(matmul(op, q, repeatHeads(k, q.shape[1]), false, /*tb=*/true, s)))
     return failure();
   for (double &x : s.data)
     x *= scale;
@@ -70,13 +94,14 @@ LogicalResult Interpreter::attentionProbs(Operation *op, Value query, Value key,
 
 LogicalResult Interpreter::evalAttention(AttentionOp op) {
   Buf s;
-  if (failed(attentionProbs(op, op.getQuery(), op.getKey(), op.getScale().convertToDouble(),
+  const Buf &q = get(op.getQuery());
+  if (failed(attentionProbs(op, q, get(op.getKey()), op.getScale().convertToDouble(),
                             op.getBias(), op.getCausal(), op.getKeyPadding(), op.getMask(), s)))
     return failure();
   if (double rate = op.getDropoutRate().convertToDouble(); rate > 0.0)
     dropoutInPlace(s, rate, op.getDropoutSeed() + key.seed, key.step, op.getDropoutStream());
   Buf r;
-  if (failed(matmul(op, s, get(op.getValue()), false, false, r)))
+  if (failed(matmul(op, s, repeatHeads(get(op.getValue()), q.shape[1]), false, false, r)))
     return failure();
   set(op.getResult(), std::move(r));
   return success();

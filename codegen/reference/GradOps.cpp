@@ -269,15 +269,18 @@ LogicalResult Interpreter::evalEmbeddingGrad(EmbeddingGradOp op) {
 LogicalResult Interpreter::evalAttentionGrad(AttentionGradOp op) {
   const double scale = op.getScale().convertToDouble(), rate = op.getDropoutRate().convertToDouble();
   Buf p;
-  if (failed(attentionProbs(op, op.getQuery(), op.getKey(), scale, Value(), op.getCausal(),
-                            op.getKeyPadding(), op.getMask(), p)))
+  const Buf &q = get(op.getQuery());
+  const int64_t heads = q.shape[1], kvHeads = get(op.getKey()).shape[1];
+  const Buf k = repeatHeads(get(op.getKey()), heads), v = repeatHeads(get(op.getValue()), heads);
+  if (failed(attentionProbs(op, q, k, scale, Value(), op.getCausal(), op.getKeyPadding(),
+                            op.getMask(), p)))
     return failure();
   const Buf &g = get(op.getGrad());
   Buf pd = p, dv, dp, dq, dk;
   if (rate > 0.0)
     dropoutInPlace(pd, rate, op.getDropoutSeed() + key.seed, key.step, op.getDropoutStream());
   if (failed(matmul(op, pd, g, /*ta=*/true, false, dv)) ||
-      failed(matmul(op, g, get(op.getValue()), false, /*tb=*/true, dp)))
+      failed(matmul(op, g, v, false, /*tb=*/true, dp)))
     return failure();
   if (rate > 0.0) // through the same mask and scale
     dropoutInPlace(dp, rate, op.getDropoutSeed() + key.seed, key.step, op.getDropoutStream());
@@ -290,12 +293,12 @@ LogicalResult Interpreter::evalAttentionGrad(AttentionGradOp op) {
       d = p.data[base + j * stride] * (d - dot) * scale;
     }
   });
-  if (failed(matmul(op, dp, get(op.getKey()), false, false, dq)) ||
-      failed(matmul(op, dp, get(op.getQuery()), /*ta=*/true, false, dk)))
+  if (failed(matmul(op, dp, k, false, false, dq)) ||
+      failed(matmul(op, dp, q, /*ta=*/true, false, dk)))
     return failure();
   set(op.getQueryGrad(), std::move(dq));
-  set(op.getKeyGrad(), std::move(dk));
-  set(op.getValueGrad(), std::move(dv));
+  set(op.getKeyGrad(), sumHeads(dk, kvHeads)); // a K/V head's gradient: its group's sum
+  set(op.getValueGrad(), sumHeads(dv, kvHeads));
   return success();
 }
 

@@ -120,7 +120,8 @@ private:
   template <typename F>
   void unary(Operation *op, Value in, F f);
 
-  LogicalResult attentionProbs(Operation *op, Value query, Value key, double scale, Value bias,
+  /// softmax(scale·Q·Kᵀ + bias, masked) of K with Q's heads (repeatHeads).
+  LogicalResult attentionProbs(Operation *op, const Buf &q, const Buf &k, double scale, Value bias,
                                bool causal, Value keyPadding, Value mask, Buf &s);
   LogicalResult evalAttention(AttentionOp op);
   LogicalResult evalAttentionGrad(AttentionGradOp op);
@@ -203,6 +204,11 @@ void softmaxInPlace(Buf &r, int64_t axis);
 std::pair<double, double> meanAndRstd(const double *x, int64_t n, double eps, bool rms);
 
 /// Layer norm over the trailing `n` elements of each row: biased variance.
+/// Grouped-query attention's K or V [B, Hkv, S, D] with each head repeated
+/// for the `heads` / Hkv query heads that read it: [B, heads, S, D].
+Buf repeatHeads(const Buf &x, int64_t heads);
+/// Its transpose: [B, H, S, D] summed over each group of H / kvHeads heads.
+Buf sumHeads(const Buf &x, int64_t kvHeads);
 void layerNormInPlace(Buf &r, const Buf &g, const Buf *b, int64_t n, double eps, bool rms);
 
 /// Inverted dropout with the Philox draw of transfuse.dropout.

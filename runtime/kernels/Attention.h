@@ -3,7 +3,8 @@
 //   O[b,h,i,:] = Σ_j softmax_j(scale · Q[b,h,i,:]·K[b,h,j,:] + mask(b,h,i,j)) · V[b,h,j,:]
 //
 // for Q [B,H,Sq,D], K and V [B,H,Sk,D], O [B,H,Sq,D]; self (Sq == Sk) or cross
-// attention (Sq != Sk). D (head_dim) is 1..256; 64 and 128 are the tuned cases.
+// attention (Sq != Sk). With grouped-query attention K and V have fewer heads
+// ([B,Hkv,Sk,D], AttentionArgs::kvHeads), each read by H/Hkv query heads. D (head_dim) is 1..256; 64 and 128 are the tuned cases.
 //
 // Layout: the last dimension (D) is contiguous; batch, head and row strides
 // are given in elements per tensor (AttentionTensor), so both the dense
@@ -65,6 +66,12 @@ using AttentionTensor = HeadsTensor<const float>;
 
 struct AttentionArgs {
   size_t batch = 1, heads = 1, seqQ = 0, seqK = 0, headDim = 0;
+  // Grouped-query attention: K and V have kvHeads heads (0: heads), a
+  // divisor of heads; query head h reads K/V head h / (heads / kvHeads).
+  // Nothing is repeated: each K/V head is read where its queries need it.
+  size_t kvHeads = 0;
+  size_t kvHeadCount() const { return kvHeads ? kvHeads : heads; }
+  size_t kvHead(size_t h) const { return kvHeads ? h / (heads / kvHeads) : h; }
   AttentionTensor q, k, v;
   float* out = nullptr;
   size_t outBatchStride = 0, outHeadStride = 0, outRowStride = 0;  // 0: dense
@@ -103,9 +110,11 @@ rt::Status attentionUnfused(const AttentionArgs& args, rt::ThreadPool* pool = nu
 // column ranges of the fused projection's gradient); the outputs must not
 // overlap each other or the inputs. Their values do not depend on the
 // strides.
-// Work: one task per (b, h) on the pool, five GEMMs (Gemm.h) over one
-// Sq×Sk tile of probabilities per task (transient, per thread: 2·Sq·Sk
-// floats), so threaded results equal single-threaded ones bit for bit.
+// Work: one task per (b, K/V head) on the pool, five GEMMs (Gemm.h) per
+// query head over one Sq×Sk tile of probabilities (transient, per thread:
+// 2·Sq·Sk floats); with grouped K/V heads the group's dK and dV are summed
+// over its query heads in head order. Threaded results equal
+// single-threaded ones bit for bit.
 struct AttentionGradArgs {
   AttentionArgs forward;  // Q, K, V, masks, scale, dropout (`out` unused)
   AttentionTensor grad;   // dO [B,H,Sq,D]

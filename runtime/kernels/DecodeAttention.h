@@ -53,6 +53,12 @@ struct DecodeKeys {
 
 struct DecodeAttentionArgs {
   size_t batch = 1, heads = 1, seqQ = 1, seqK = 0, headDim = 0;
+  // Grouped-query attention as AttentionArgs::kvHeads: K and V have kvHeads
+  // heads (0: heads). With one query per row, a task takes one K/V head and
+  // all the query heads that read it, reading its K and V once.
+  size_t kvHeads = 0;
+  size_t kvHeadCount() const { return kvHeads ? kvHeads : heads; }
+  size_t kvHead(size_t h) const { return kvHeads ? h / (heads / kvHeads) : h; }
   AttentionTensor q;  // [B, H, Sq, D]
   DecodeKeys k;       // [B, H, D, T]
   AttentionTensor v;  // [B, H, T, D]

@@ -296,8 +296,8 @@ HWY_NOINLINE void AttentionRow(const AttentionArgs& a, size_t b, size_t h, size_
     q[dd] = dd < D ? qrow[dd] * a.scale * kLog2e : 0.0f;
     o[dd] = 0.0f;
   }
-  const float* kb = a.k.data + b * a.k.batchStride + h * a.k.headStride;
-  const float* vb = a.v.data + b * a.v.batchStride + h * a.v.headStride;
+  const float* kb = a.k.data + b * a.k.batchStride + a.kvHead(h) * a.k.headStride;
+  const float* vb = a.v.data + b * a.v.batchStride + a.kvHead(h) * a.v.headStride;
   const uint8_t* kmask = a.keyMask ? a.keyMask + b * a.seqK : nullptr;
   const float* add = a.additive ? a.additive + b * a.additiveBatchStride +
                                       h * a.additiveHeadStride + i * a.additiveRowStride
@@ -422,8 +422,8 @@ HWY_NOINLINE void AttentionTask(const AttentionArgs& a, size_t b, size_t h, size
   for (size_t i = 0; i < D * M; i += N) hn::Store(hn::Zero(d), d, ot + i);
   VF m0 = hn::Set(d, kNegInf), m1 = m0, l0 = hn::Zero(d), l1 = l0;
 
-  const float* kb = a.k.data + b * a.k.batchStride + h * a.k.headStride;
-  const float* vb = a.v.data + b * a.v.batchStride + h * a.v.headStride;
+  const float* kb = a.k.data + b * a.k.batchStride + a.kvHead(h) * a.k.headStride;
+  const float* vb = a.v.data + b * a.v.batchStride + a.kvHead(h) * a.v.headStride;
   const size_t kEnd = AttnKeyEnd(a, b, i0, nq);
   const ptrdiff_t off = static_cast<ptrdiff_t>(a.seqK) - static_cast<ptrdiff_t>(a.seqQ);
   const VF qidx0 = hn::Add(hn::Iota(d, 0.0f), hn::Set(d, static_cast<float>(i0)));

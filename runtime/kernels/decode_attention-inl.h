@@ -212,27 +212,31 @@ float SoftmaxWeights(D d, float* HWY_RESTRICT si, size_t n, size_t width) {
 
 // Task (b, h) over `rows` rows from b: rows == 1, the Sq queries of row b;
 // rows > 1 (Sq == 1, rows that share K and V), one query per row, K and V
-// read from row b.
+// read from row b. `grouped` (Sq == 1, rows == 1, grouped K/V heads): h is
+// a K/V head and the task's queries are the query heads that read it, so
+// its K and V are read once for all of them.
 void DecodeAttentionTask(const DecodeAttentionArgs& a, size_t b, size_t rows, size_t h,
-                         float* scratch) {
+                         bool grouped, float* scratch) {
   const hn::ScalableTag<float> d;
   const size_t Sk = a.seqK, D = a.headDim, ld = (Sk + 15) / 16 * 16;
+  const size_t G = a.heads / a.kvHeadCount();
   const bool shared = rows > 1;
-  const size_t Q = shared ? rows : a.seqQ;  // queries of the task
-  const size_t qStride = shared ? a.q.batchStride : a.q.rowStride;
-  const size_t oStride = shared ? a.outBatchStride : a.outRowStride;
+  const size_t Q = shared ? rows : grouped ? G : a.seqQ;  // queries of the task
+  const size_t qStride = shared ? a.q.batchStride : grouped ? a.q.headStride : a.q.rowStride;
+  const size_t oStride = shared ? a.outBatchStride : grouped ? a.outHeadStride : a.outRowStride;
+  const size_t qh = grouped ? h * G : h, kh = grouped ? h : a.kvHead(h);
   float* s = scratch;
   float* qs = scratch + Q * ld;
-  const float* qb = a.q.data + b * a.q.batchStride + h * a.q.headStride;
-  const float* kt = a.k.data + b * a.k.batchStride + h * a.k.headStride;
-  const float* vb = a.v.data + b * a.v.batchStride + h * a.v.headStride;
-  float* ob = a.out + b * a.outBatchStride + h * a.outHeadStride;
+  const float* qb = a.q.data + b * a.q.batchStride + qh * a.q.headStride;
+  const float* kt = a.k.data + b * a.k.batchStride + kh * a.k.headStride;
+  const float* vb = a.v.data + b * a.v.batchStride + kh * a.v.headStride;
+  float* ob = a.out + b * a.outBatchStride + qh * a.outHeadStride;
   const float qscale = a.scale * 1.4426950408889634f;  // log2(e)
   const float ninf = -std::numeric_limits<float>::infinity();
   const ptrdiff_t limit = a.keyLengths ? std::max<int32_t>(a.keyLengths[b], 0) : ptrdiff_t(Sk);
-  // Keys query qi sees (shared rows: each is query 0 of one row).
+  // Keys query qi sees (shared rows and grouped heads: each is query 0).
   auto visible = [&](size_t qi) {
-    const size_t i = shared ? 0 : qi;
+    const size_t i = shared || grouped ? 0 : qi;
     ptrdiff_t n = std::min<ptrdiff_t>(ptrdiff_t(Sk), limit);
     if (a.causal) n = std::min<ptrdiff_t>(n, ptrdiff_t(i + Sk) - ptrdiff_t(a.seqQ) + 1);
     return n > 0 ? size_t(n) : size_t{0};
@@ -299,17 +303,21 @@ HWY_NOINLINE void DecodeAttentionRun(const DecodeAttentionArgs& a, rt::ThreadPoo
     }
     groups.push_back({b, 1});
   }
-  const size_t queries = std::max(a.seqQ, share ? kDecodeMaxSharedRows : size_t{1});
+  // One query per row and grouped K/V heads: a task per K/V head.
+  const bool grouped = a.seqQ == 1 && !share && a.kvHeadCount() < a.heads;
+  const size_t heads = grouped ? a.kvHeadCount() : a.heads;
+  const size_t queries = std::max({a.seqQ, share ? kDecodeMaxSharedRows : size_t{1},
+                                   grouped ? a.heads / heads : size_t{1}});
   const size_t scratch = DecodeScratchFloats(queries, a.seqK, a.headDim);
   auto run = [&](size_t t0, size_t t1) {
     thread_local std::vector<float> buffer;
     if (buffer.size() < scratch) buffer.resize(scratch);
     for (size_t t = t0; t < t1; ++t) {
-      const auto [b, rows] = groups[t / a.heads];
-      DecodeAttentionTask(a, b, rows, t % a.heads, buffer.data());
+      const auto [b, rows] = groups[t / heads];
+      DecodeAttentionTask(a, b, rows, t % heads, grouped, buffer.data());
     }
   };
-  parallelTasks(pool, groups.size() * a.heads, run);
+  parallelTasks(pool, groups.size() * heads, run);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -23,7 +23,7 @@ constexpr int kOutPerThread = kMaxDim / kPerQuery;  // O accumulators per thread
 
 template <class T>
 struct Params {
-  int B, H, Sq, Sk, D;
+  int B, H, G, Sq, Sk, D;  // G: query heads per K/V head
   const T *q, *k, *v;
   T* out;
   Strides qs, ks, vs, os;
@@ -58,8 +58,8 @@ __global__ void attentionKernel(Params<T> p) {
   const int t = threadIdx.x, row = t / kPerQuery, part = t % kPerQuery;
   const int i = i0 + row;
   const T* q = p.q + b * p.qs.batch + h * p.qs.head;
-  const T* k = p.k + b * p.ks.batch + h * p.ks.head;
-  const T* v = p.v + b * p.vs.batch + h * p.vs.head;
+  const T* k = p.k + b * p.ks.batch + (h / p.G) * p.ks.head;
+  const T* v = p.v + b * p.vs.batch + (h / p.G) * p.vs.head;
 
   for (int idx = t; idx < kQueries * D; idx += kThreads) {
     const int r = idx / D, d = idx % D;
@@ -141,7 +141,8 @@ __global__ void attentionKernel(Params<T> p) {
 
 template <class T>
 cudaError_t runAttention(const AttentionArgsOf<T>& a, cudaStream_t stream) {
-  if (a.headDim == 0 || a.headDim > kMaxDim) return cudaErrorInvalidValue;
+  if (a.headDim == 0 || a.headDim > kMaxDim || a.heads % a.kvHeadCount() != 0)
+    return cudaErrorInvalidValue;
   if (a.batch * a.heads * a.seqQ == 0) return cudaSuccess;
   if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data))) return cudaErrorInvalidValue;
   const size_t H = a.heads, D = a.headDim;

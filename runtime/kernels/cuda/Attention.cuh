@@ -42,6 +42,10 @@ using AttentionTensor = AttentionTensorOf<float>;
 template <class T>
 struct AttentionArgsOf {
   size_t batch = 1, heads = 1, seqQ = 0, seqK = 0, headDim = 0;
+  // Grouped-query attention as on the CPU (kernels::AttentionArgs): K and V
+  // have kvHeads heads (0: heads); query head h reads K/V head h·kvHeads/heads.
+  size_t kvHeads = 0;
+  size_t kvHeadCount() const { return kvHeads ? kvHeads : heads; }
   AttentionTensorOf<T> q, k, v;
   T* out = nullptr;
   size_t outBatchStride = 0, outHeadStride = 0, outRowStride = 0;  // all 0: dense
@@ -77,6 +81,8 @@ cudaError_t attention(const AttentionArgsOf<bf16>& args, cudaStream_t stream = n
 // dK and dV a key per warp, each recomputing the scores it needs. Every output element is one
 // thread's sum in key (or query) order: no atomics, the same bits on every
 // run. A fully masked query gets dQ = 0; a key no query sees, dK = dV = 0.
+// With grouped K/V heads, a key's warp sums over its group's query heads in
+// head order.
 struct AttentionGradTensor {
   float* data = nullptr;  // device memory
   size_t batchStride = 0, headStride = 0, rowStride = 0;  // all 0: dense

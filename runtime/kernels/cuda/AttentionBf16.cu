@@ -24,7 +24,7 @@ constexpr int kKeys = 64;                  // per K/V tile
 
 template <class T>
 struct Params {
-  int H, Sq, Sk;
+  int H, G, Sq, Sk;  // G: query heads per K/V head
   const T *q, *k, *v;
   T* out;
   Strides qs, ks, vs, os;
@@ -70,8 +70,8 @@ __global__ void __launch_bounds__(kThreads) attentionTensorKernel(Params<T> p) {
   const int i0 = blockIdx.y * kQueries;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const T* q = p.q + b * p.qs.batch + h * p.qs.head;
-  const T* k = p.k + b * p.ks.batch + h * p.ks.head;
-  const T* v = p.v + b * p.vs.batch + h * p.vs.head;
+  const T* k = p.k + b * p.ks.batch + (h / p.G) * p.ks.head;
+  const T* v = p.v + b * p.vs.batch + (h / p.G) * p.vs.head;
 
   loadTile<D>(qTile, q + static_cast<size_t>(i0) * p.qs.row, p.qs.row, kQueries, p.Sq - i0);
   for (int idx = threadIdx.x; idx < kQueries * D; idx += kThreads) acc[idx] = 0.0f;

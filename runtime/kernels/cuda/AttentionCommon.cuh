@@ -61,8 +61,9 @@ struct Dropout {
 // tensors with their strides resolved, scale and masks.
 template <class Params, class Args>
 void setCommon(Params& p, const Args& a) {
-  const size_t H = a.heads, D = a.headDim;
+  const size_t H = a.heads, D = a.headDim, Hkv = a.kvHeadCount();
   p.H = static_cast<int>(H);
+  p.G = static_cast<int>(H / Hkv);  // query heads per K/V head
   p.Sq = static_cast<int>(a.seqQ);
   p.Sk = static_cast<int>(a.seqK);
   p.q = a.q.data;
@@ -70,8 +71,8 @@ void setCommon(Params& p, const Args& a) {
   p.v = a.v.data;
   p.out = a.out;
   p.qs = resolve(a.q.batchStride, a.q.headStride, a.q.rowStride, H, a.seqQ, D);
-  p.ks = resolve(a.k.batchStride, a.k.headStride, a.k.rowStride, H, a.seqK, D);
-  p.vs = resolve(a.v.batchStride, a.v.headStride, a.v.rowStride, H, a.seqK, D);
+  p.ks = resolve(a.k.batchStride, a.k.headStride, a.k.rowStride, Hkv, a.seqK, D);
+  p.vs = resolve(a.v.batchStride, a.v.headStride, a.v.rowStride, Hkv, a.seqK, D);
   p.os = resolve(a.outBatchStride, a.outHeadStride, a.outRowStride, H, a.seqQ, D);
   p.scale = a.scale;
   p.causal = a.causal;

@@ -28,7 +28,7 @@ constexpr int kWarps = 4;  // rows per block
 constexpr int kMaxPerLane = 8;  // D <= 256
 
 struct Params {
-  int B, H, Sq, Sk, D;
+  int B, H, G, Sq, Sk, D;  // G: query heads per K/V head
   const float *q, *k, *v, *g;
   float *dq, *dk, *dv;
   Strides qs, ks, vs, gs, dqs, dks, dvs;
@@ -91,23 +91,23 @@ __device__ float dropoutFactor(const Params& p, int b, int h, int i, int j) {
 __device__ float dropped(float x, float factor) { return factor == 0.0f ? 0.0f : x * factor; }
 
 // The warp's row (query or key) of [B, H, S]; false past the end.
-__device__ bool warpRow(int S, const Params& p, int* b, int* h, int* i) {
+__device__ bool warpRow(int S, int H, const Params& p, int* b, int* h, int* i) {
   const size_t row = size_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (row >= size_t(p.B) * p.H * S) return false;
+  if (row >= size_t(p.B) * H * S) return false;
   *i = static_cast<int>(row % S);
-  *h = static_cast<int>(row / S % p.H);
-  *b = static_cast<int>(row / (size_t(S) * p.H));
+  *h = static_cast<int>(row / S % H);
+  *b = static_cast<int>(row / (size_t(S) * H));
   return true;
 }
 
 __global__ void statsKernel(Params p) {
   int b, h, i;
-  if (!warpRow(p.Sq, p, &b, &h, &i)) return;
+  if (!warpRow(p.Sq, p.H, p, &b, &h, &i)) return;
   float q[kMaxPerLane], g[kMaxPerLane];
   loadRow(p.q + b * p.qs.batch + h * p.qs.head + i * p.qs.row, p.D, q);
   loadRow(p.g + b * p.gs.batch + h * p.gs.head + i * p.gs.row, p.D, g);
-  const float* kb = p.k + b * p.ks.batch + h * p.ks.head;
-  const float* vb = p.v + b * p.vs.batch + h * p.vs.head;
+  const float* kb = p.k + b * p.ks.batch + (h / p.G) * p.ks.head;
+  const float* vb = p.v + b * p.vs.batch + (h / p.G) * p.vs.head;
   float m = -INFINITY, l = 0.0f, acc = 0.0f;
   const int end = visibleKeys(p, b, i);
   for (int j = 0; j < end; ++j) {
@@ -133,12 +133,12 @@ __global__ void statsKernel(Params p) {
 
 __global__ void queryGradKernel(Params p) {
   int b, h, i;
-  if (!warpRow(p.Sq, p, &b, &h, &i)) return;
+  if (!warpRow(p.Sq, p.H, p, &b, &h, &i)) return;
   float q[kMaxPerLane], g[kMaxPerLane], dq[kMaxPerLane] = {};
   loadRow(p.q + b * p.qs.batch + h * p.qs.head + i * p.qs.row, p.D, q);
   loadRow(p.g + b * p.gs.batch + h * p.gs.head + i * p.gs.row, p.D, g);
-  const float* kb = p.k + b * p.ks.batch + h * p.ks.head;
-  const float* vb = p.v + b * p.vs.batch + h * p.vs.head;
+  const float* kb = p.k + b * p.ks.batch + (h / p.G) * p.ks.head;
+  const float* vb = p.v + b * p.vs.batch + (h / p.G) * p.vs.head;
   const size_t r = (size_t(b) * p.H + h) * p.Sq + i;
   const float lse = p.lse[r], rowDot = p.rowDot[r];
   const int end = visibleKeys(p, b, i);
@@ -159,15 +159,15 @@ __global__ void queryGradKernel(Params p) {
 }
 
 __global__ void keyGradKernel(Params p) {
-  int b, h, j;
-  if (!warpRow(p.Sk, p, &b, &h, &j)) return;
+  int b, kh, j;  // a key of K/V head kh, read by query heads kh·G .. kh·G + G - 1
+  if (!warpRow(p.Sk, p.H / p.G, p, &b, &kh, &j)) return;
   float k[kMaxPerLane], v[kMaxPerLane], dk[kMaxPerLane] = {}, dv[kMaxPerLane] = {};
-  loadRow(p.k + b * p.ks.batch + h * p.ks.head + j * p.ks.row, p.D, k);
-  loadRow(p.v + b * p.vs.batch + h * p.vs.head + j * p.vs.row, p.D, v);
-  const float* qb = p.q + b * p.qs.batch + h * p.qs.head;
-  const float* gb = p.g + b * p.gs.batch + h * p.gs.head;
+  loadRow(p.k + b * p.ks.batch + kh * p.ks.head + j * p.ks.row, p.D, k);
+  loadRow(p.v + b * p.vs.batch + kh * p.vs.head + j * p.vs.row, p.D, v);
   const int lane = threadIdx.x % 32;
-  if (!keyMasked(p, b, j)) {
+  for (int h = kh * p.G; h < (kh + 1) * p.G && !keyMasked(p, b, j); ++h) {
+    const float* qb = p.q + b * p.qs.batch + h * p.qs.head;
+    const float* gb = p.g + b * p.gs.batch + h * p.gs.head;
     for (int i = 0; i < p.Sq; ++i) {
       if (j >= visibleKeys(p, b, i)) continue;
       const float* qi = qb + i * p.qs.row;
@@ -191,8 +191,8 @@ __global__ void keyGradKernel(Params p) {
       }
     }
   }
-  storeRow(p.dk + b * p.dks.batch + h * p.dks.head + j * p.dks.row, p.D, dk);
-  storeRow(p.dv + b * p.dvs.batch + h * p.dvs.head + j * p.dvs.row, p.D, dv);
+  storeRow(p.dk + b * p.dks.batch + kh * p.dks.head + j * p.dks.row, p.D, dk);
+  storeRow(p.dv + b * p.dvs.batch + kh * p.dvs.head + j * p.dvs.row, p.D, dv);
 }
 
 unsigned int blocksFor(size_t rows) {
@@ -203,8 +203,9 @@ unsigned int blocksFor(size_t rows) {
 
 cudaError_t attentionBackward(const AttentionGradArgs& a, float* work, cudaStream_t stream) {
   const AttentionArgs& f = a.forward;
-  const size_t B = f.batch, H = f.heads, Sq = f.seqQ, Sk = f.seqK, D = f.headDim;
-  if (D == 0 || D > 32 * kMaxPerLane) return cudaErrorInvalidValue;
+  const size_t B = f.batch, H = f.heads, Hkv = f.kvHeadCount(), Sq = f.seqQ, Sk = f.seqK;
+  const size_t D = f.headDim;
+  if (D == 0 || D > 32 * kMaxPerLane || H % Hkv != 0) return cudaErrorInvalidValue;
   if (B * H == 0 || (Sq == 0 && Sk == 0)) return cudaSuccess;
   if ((Sq && (!f.q.data || !a.grad.data || !a.dq.data || !work)) ||
       (Sk && (!f.k.data || !f.v.data || !a.dk.data || !a.dv.data)))
@@ -212,6 +213,7 @@ cudaError_t attentionBackward(const AttentionGradArgs& a, float* work, cudaStrea
   Params p{};
   p.B = static_cast<int>(B);
   p.H = static_cast<int>(H);
+  p.G = static_cast<int>(H / Hkv);
   p.Sq = static_cast<int>(Sq);
   p.Sk = static_cast<int>(Sk);
   p.D = static_cast<int>(D);
@@ -223,12 +225,12 @@ cudaError_t attentionBackward(const AttentionGradArgs& a, float* work, cudaStrea
   p.dk = a.dk.data;
   p.dv = a.dv.data;
   p.qs = resolve(f.q.batchStride, f.q.headStride, f.q.rowStride, H, Sq, D);
-  p.ks = resolve(f.k.batchStride, f.k.headStride, f.k.rowStride, H, Sk, D);
-  p.vs = resolve(f.v.batchStride, f.v.headStride, f.v.rowStride, H, Sk, D);
+  p.ks = resolve(f.k.batchStride, f.k.headStride, f.k.rowStride, Hkv, Sk, D);
+  p.vs = resolve(f.v.batchStride, f.v.headStride, f.v.rowStride, Hkv, Sk, D);
   p.gs = resolve(a.grad.batchStride, a.grad.headStride, a.grad.rowStride, H, Sq, D);
   p.dqs = resolve(a.dq.batchStride, a.dq.headStride, a.dq.rowStride, H, Sq, D);
-  p.dks = resolve(a.dk.batchStride, a.dk.headStride, a.dk.rowStride, H, Sk, D);
-  p.dvs = resolve(a.dv.batchStride, a.dv.headStride, a.dv.rowStride, H, Sk, D);
+  p.dks = resolve(a.dk.batchStride, a.dk.headStride, a.dk.rowStride, Hkv, Sk, D);
+  p.dvs = resolve(a.dv.batchStride, a.dv.headStride, a.dv.rowStride, Hkv, Sk, D);
   p.scale = f.scale;
   p.causal = f.causal;
   p.keyLengths = f.keyLengths;
@@ -241,7 +243,7 @@ cudaError_t attentionBackward(const AttentionGradArgs& a, float* work, cudaStrea
     statsKernel<<<blocksFor(B * H * Sq), kThreads, 0, stream>>>(p);
     queryGradKernel<<<blocksFor(B * H * Sq), kThreads, 0, stream>>>(p);
   }
-  if (Sk) keyGradKernel<<<blocksFor(B * H * Sk), kThreads, 0, stream>>>(p);
+  if (Sk) keyGradKernel<<<blocksFor(B * Hkv * Sk), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -46,7 +46,7 @@ __global__ void readKernel(StateTensorOf<T> st, size_t n, T* out, size_t total) 
 
 template <class T>
 struct DecodeParams {
-  int H, Sq, Sk, D;
+  int H, G, Sq, Sk, D;  // G: query heads per K/V head
   const T* q;
   size_t qb, qh, qr;
   DecodeKeysOf<T> k;
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeParams<T> p) {
   __syncthreads();
   int end = p.Sk;
   if (p.causal) end = min(end, i + p.Sk - p.Sq + 1);
-  const T* k = p.k.data + b * p.k.batchStride + h * p.k.headStride;
+  const T* k = p.k.data + b * p.k.batchStride + (h / p.G) * p.k.headStride;
   float mx = -INFINITY;
   for (int j = threadIdx.x; j < p.Sk; j += kThreads) {
     float score = -INFINITY;
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeParams<T> p) {
   }
   sum = blockReduce<kThreads, false>(sum, scratch);  // its __syncthreads orders the s[] writes
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-  const T* v = p.v + b * p.vb + h * p.vh;
+  const T* v = p.v + b * p.vb + (h / p.G) * p.vh;
   T* o = p.out + b * p.ob + h * p.oh + static_cast<size_t>(i) * p.orow;
   for (int d = threadIdx.x; d < p.D; d += kThreads) {
     float acc = 0.0f;
@@ -132,7 +132,8 @@ cudaError_t runStateRead(StateTensorOf<T> state, size_t batch, size_t n, T* out,
 
 template <class T>
 cudaError_t runDecodeAttention(const DecodeAttentionArgsOf<T>& a, cudaStream_t stream) {
-  if (a.headDim == 0 || a.headDim > 256) return cudaErrorInvalidValue;
+  const size_t Hkv = a.kvHeads ? a.kvHeads : a.heads;
+  if (a.headDim == 0 || a.headDim > 256 || a.heads % Hkv != 0) return cudaErrorInvalidValue;
   if (a.batch * a.heads * a.seqQ == 0) return cudaSuccess;
   if (!a.q.data || !a.out || (a.seqK > 0 && (!a.k.data || !a.v.data))) return cudaErrorInvalidValue;
   const size_t H = a.heads, D = a.headDim, Sq = a.seqQ, Sk = a.seqK;
@@ -142,6 +143,7 @@ cudaError_t runDecodeAttention(const DecodeAttentionArgsOf<T>& a, cudaStream_t s
   const bool oDense = !a.outBatchStride && !a.outHeadStride && !a.outRowStride;
   DecodeParams<T> p;
   p.H = static_cast<int>(H);
+  p.G = static_cast<int>(H / Hkv);
   p.Sq = static_cast<int>(Sq);
   p.Sk = static_cast<int>(Sk);
   p.D = static_cast<int>(D);
@@ -150,9 +152,9 @@ cudaError_t runDecodeAttention(const DecodeAttentionArgsOf<T>& a, cudaStream_t s
   p.qh = qDense ? Sq * D : a.q.headStride;
   p.qr = qDense ? D : a.q.rowStride;
   p.k = a.k;
-  if (kDense) p.k = {a.k.data, H * D * Sk, D * Sk, Sk};
+  if (kDense) p.k = {a.k.data, Hkv * D * Sk, D * Sk, Sk};
   p.v = a.v.data;
-  p.vb = vDense ? H * Sk * D : a.v.batchStride;
+  p.vb = vDense ? Hkv * Sk * D : a.v.batchStride;
   p.vh = vDense ? Sk * D : a.v.headStride;
   p.vr = vDense ? D : a.v.rowStride;
   p.out = a.out;

@@ -69,6 +69,7 @@ using DecodeKeys = DecodeKeysOf<float>;
 template <class T>
 struct DecodeAttentionArgsOf {
   size_t batch = 1, heads = 1, seqQ = 1, seqK = 0, headDim = 0;
+  size_t kvHeads = 0;  // grouped-query attention, as AttentionArgsOf's (0: heads)
   AttentionTensorOf<T> q;  // [B, H, Sq, D], zero strides: dense
   DecodeKeysOf<T> k;       // [B, H, D, T]
   AttentionTensorOf<T> v;  // [B, H, T, D]

@@ -30,6 +30,8 @@ struct Problem {
   bool bshd = false;  // [B,S,H,D] layout instead of [B,H,S,D]
   size_t misalign = 0;
   bool additiveBroadcastRows = false;  // additive mask [Sk] per batch (row stride 0)
+  size_t Hkv = 0;  // grouped-query attention: K/V heads (0: H)
+  size_t kvH() const { return Hkv ? Hkv : H; }
 };
 
 struct Data {
@@ -41,8 +43,8 @@ struct Data {
   Data(const Problem& pr, std::mt19937& rng)
       : p(pr),
         q(pr.B * pr.H * pr.Sq * pr.D, pr.misalign),
-        k(pr.B * pr.H * pr.Sk * pr.D, (pr.misalign + 1) % 4),
-        v(pr.B * pr.H * pr.Sk * pr.D, (pr.misalign + 2) % 4),
+        k(pr.B * pr.kvH() * pr.Sk * pr.D, (pr.misalign + 1) % 4),
+        v(pr.B * pr.kvH() * pr.Sk * pr.D, (pr.misalign + 2) % 4),
         add(pr.B * pr.H * pr.Sq * pr.Sk + 1, pr.misalign) {
     q.fill(rng, -1, 1);
     k.fill(rng, -1, 1);
@@ -55,15 +57,16 @@ struct Data {
     args.seqQ = p.Sq;
     args.seqK = p.Sk;
     args.headDim = p.D;
+    args.kvHeads = p.Hkv;
     args.q.data = q.data();
     args.k.data = k.data();
     args.v.data = v.data();
     if (p.bshd) {
       for (AttentionTensor* t : {&args.q, &args.k, &args.v}) {
-        const size_t S = t == &args.q ? p.Sq : p.Sk;
-        t->batchStride = S * p.H * p.D;
+        const size_t S = t == &args.q ? p.Sq : p.Sk, heads = t == &args.q ? p.H : p.kvH();
+        t->batchStride = S * heads * p.D;
         t->headStride = p.D;
-        t->rowStride = p.H * p.D;
+        t->rowStride = heads * p.D;
       }
       args.outBatchStride = p.Sq * p.H * p.D;
       args.outHeadStride = p.D;
@@ -99,8 +102,10 @@ struct Data {
   size_t qi(size_t b, size_t h, size_t s) const {
     return p.bshd ? (b * p.Sq + s) * p.H * p.D + h * p.D : ((b * p.H + h) * p.Sq + s) * p.D;
   }
+  // Key/value element of query head h: its group's K/V head.
   size_t ki(size_t b, size_t h, size_t s) const {
-    return p.bshd ? (b * p.Sk + s) * p.H * p.D + h * p.D : ((b * p.H + h) * p.Sk + s) * p.D;
+    const size_t kh = h / (p.H / p.kvH()), H = p.kvH();
+    return p.bshd ? (b * p.Sk + s) * H * p.D + kh * p.D : ((b * H + kh) * p.Sk + s) * p.D;
   }
   bool masked(size_t b, size_t h, size_t i, size_t j, double* addv) const {
     *addv = 0;
@@ -285,7 +290,8 @@ void checkBackward(const Problem& pr, float rate, rt::ThreadPool* pool = nullptr
   std::mt19937 rng(static_cast<uint32_t>(pr.Sq * 17 + pr.Sk * 3 + pr.D + pr.masks));
   Data data(pr, rng);
   const size_t B = pr.B, H = pr.H, Sq = pr.Sq, Sk = pr.Sk, D = pr.D;
-  Buf g(B * H * Sq * D, 1), dq(B * H * Sq * D, 2), dk(B * H * Sk * D, 3), dv(B * H * Sk * D);
+  Buf g(B * H * Sq * D, 1), dq(B * H * Sq * D, 2), dk(B * pr.kvH() * Sk * D, 3),
+      dv(B * pr.kvH() * Sk * D);
   g.fill(rng, -1, 1);
   for (Buf* b : {&dq, &dk, &dv})
     for (size_t i = 0; i < b->size(); ++i) (*b)[i] = NAN;  // every element is written
@@ -364,6 +370,19 @@ TEST_P(AttentionTest, BackwardAgainstReference) {
   for (size_t S : {1, 2, 64, 65}) checkBackward({1, 1, S, S, 64, kCausal}, 0.0f);
   checkBackward({2, 2, 0, 5, 8, kNoMask}, 0.0f);
   checkBackward({2, 2, 5, 0, 8, kNoMask}, 0.0f);  // no keys: every gradient is 0
+}
+
+// Grouped-query attention: 6 query heads over 2 or 3 K/V heads, and one
+// K/V head for all (multi-query), forward and backward (dK and dV summed
+// over each group), both layouts.
+TEST_P(AttentionTest, GroupedKeyValueHeads) {
+  for (bool bshd : {false, true})
+    for (size_t hkv : {1, 2, 3}) {
+      checkAgainstReference({2, 6, 9, 9, 16, kCausal, bshd, 0, false, hkv});
+      checkAgainstReference({1, 6, 3, 70, 64, kKeyMask, bshd, 1, false, hkv});
+      checkBackward({2, 6, 7, 7, 16, kCausal, bshd, 0, false, hkv}, 0.0f);
+      checkBackward({1, 6, 5, 11, 8, kKeyLengths | kAdditive, bshd, 2, false, hkv}, 0.1f);
+    }
 }
 
 TEST_P(AttentionTest, BackwardWithDropout) {

@@ -28,6 +28,8 @@ struct Problem {
   size_t capacity = 0;  // T of the cache (>= Sk); 0: Sk
   bool bshd = false;    // Q and O as [B, S, H, D]
   size_t misalign = 0;
+  size_t Hkv = 0;  // grouped-query attention: K/V heads (0: H)
+  size_t kvH() const { return Hkv ? Hkv : H; }
 };
 
 struct Data {
@@ -41,8 +43,8 @@ struct Data {
       : p(pr),
         T(std::max(pr.capacity, pr.Sk)),
         q(pr.B * pr.H * pr.Sq * pr.D, pr.misalign),
-        kt(pr.B * pr.H * pr.D * T + 1, (pr.misalign + 1) % 4),
-        v(pr.B * pr.H * T * pr.D + 1, (pr.misalign + 2) % 4) {
+        kt(pr.B * pr.kvH() * pr.D * T + 1, (pr.misalign + 1) % 4),
+        v(pr.B * pr.kvH() * T * pr.D + 1, (pr.misalign + 2) % 4) {
     q.fill(rng, -1, 1);
     kt.fill(rng, -1, 1);
     v.fill(rng, -1, 1);
@@ -51,6 +53,7 @@ struct Data {
     args.seqQ = p.Sq;
     args.seqK = p.Sk;
     args.headDim = p.D;
+    args.kvHeads = p.Hkv;
     args.q.data = q.data();
     if (p.bshd) {
       args.q = {q.data(), p.Sq * p.H * p.D, p.D, p.H * p.D};
@@ -58,8 +61,8 @@ struct Data {
       args.outHeadStride = p.D;
       args.outRowStride = p.H * p.D;
     }
-    args.k = {kt.data(), p.H * p.D * T, p.D * T, T};
-    args.v = {v.data(), p.H * T * p.D, T * p.D, p.D};
+    args.k = {kt.data(), p.kvH() * p.D * T, p.D * T, T};
+    args.v = {v.data(), p.kvH() * T * p.D, T * p.D, p.D};
     args.scale = 1.0f / std::sqrt(static_cast<float>(p.D));
     args.causal = p.causal;
     if (p.lengths) {
@@ -78,8 +81,10 @@ struct Data {
   size_t qi(size_t b, size_t h, size_t i) const {
     return p.bshd ? (b * p.Sq + i) * p.H * p.D + h * p.D : ((b * p.H + h) * p.Sq + i) * p.D;
   }
-  float key(size_t b, size_t h, size_t j, size_t d) const { return kt[((b * p.H + h) * p.D + d) * T + j]; }
-  float value(size_t b, size_t h, size_t j, size_t d) const { return v[((b * p.H + h) * T + j) * p.D + d]; }
+  // K and V of query head h: its group's K/V head.
+  size_t kvRow(size_t b, size_t h) const { return b * p.kvH() + h / (p.H / p.kvH()); }
+  float key(size_t b, size_t h, size_t j, size_t d) const { return kt[(kvRow(b, h) * p.D + d) * T + j]; }
+  float value(size_t b, size_t h, size_t j, size_t d) const { return v[(kvRow(b, h) * T + j) * p.D + d]; }
   bool masked(size_t b, size_t i, size_t j) const {
     if (p.causal && ptrdiff_t(j) > ptrdiff_t(i + p.Sk) - ptrdiff_t(p.Sq)) return true;
     if (p.lengths && int32_t(j) >= lens[b]) return true;
@@ -195,6 +200,19 @@ TEST_P(DecodeAttentionTest, AgreesWithFusedAttention) {
       ASSERT_TRUE(attention(f).isOk());
       for (size_t i = 0; i < mine.size(); ++i)
         ASSERT_NEAR(mine[i], fused[i], 2e-5 * (1 + std::fabs(fused[i]))) << i;
+    }
+}
+
+// Grouped-query attention: one query per row (a task per K/V head with its
+// query heads as queries) and several (a task per query head), both layouts,
+// masks, 12 query heads over 4, 3 and 1 K/V heads.
+TEST_P(DecodeAttentionTest, GroupedKeyValueHeads) {
+  rt::ThreadPool pool(2);
+  for (size_t hkv : {4, 3, 1})
+    for (bool bshd : {false, true}) {
+      check({2, 12, 1, 37, 64, true, true, false, 64, bshd, 0, hkv}, &pool);
+      check({3, 12, 1, 5, 16, false, false, true, 0, bshd, 1, hkv});
+      check({2, 12, 3, 21, 32, true, false, true, 40, bshd, 2, hkv}, &pool);
     }
 }
 
