@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""Transfuse against Hugging Face transformers' generate on GPT-2, same weights.
+"""Transfuse against Hugging Face transformers' generate on GPT-2 or Llama, same weights.
 
-Builds a GPT2LMHeadModel from the config (random weights, seeded), saves
-its state dict as safetensors (Hugging Face names, which Transfuse binds),
+Builds a GPT2LMHeadModel from the config (random weights, seeded), or with
+--llama a LlamaForCausalLM of about 125M parameters (12 layers, hidden 768,
+12 heads over 4 K/V heads, intermediate 2048, vocabulary 32000) saved as a
+Hugging Face directory, saves its state dict as safetensors (Hugging Face
+names, which Transfuse binds),
 checks that greedy generation agrees on a short run (EOS allowed), then
 times, interleaved and repeated, `transfuse bench decode MODEL --weights W`
 (prefill of a --prompt-len prompt, then exactly --new-tokens steps) and
@@ -13,6 +16,10 @@ included) with each engine's best median, and the bandwidth bound: every
 step streams all weights once.
 
   /work/venv-hf/bin/python bench/compare_generate.py --threads 2
+  /work/venv-hf/bin/python bench/compare_generate.py --llama --batch 8 --threads 2
+
+--batch B generates B prompts of --prompt-len at once (tokens/s counts all
+B·N new tokens).
 """
 import argparse
 import json
@@ -46,27 +53,40 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--min-seconds", type=float, default=5.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--llama", action="store_true", help="a ~125M LlamaForCausalLM directory")
     args = p.parse_args()
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    with open(args.model) as f:
-        cfg = json.load(f)
-    hf = GPT2LMHeadModel(GPT2Config(
-        vocab_size=cfg["vocab_size"], n_positions=cfg["max_seq_len"], n_embd=cfg["d_model"],
-        n_layer=cfg["num_layers"], n_head=cfg["num_heads"], n_inner=cfg.get("d_ff"),
-        activation_function="gelu_new", layer_norm_epsilon=cfg.get("layer_norm_eps", 1e-5),
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)).eval()
     tmp = tempfile.mkdtemp(prefix="compare-generate-")
-    weights = os.path.join(tmp, "gpt2.safetensors")
-    safetensors_io.write(weights, {k: v.detach().numpy() for k, v in hf.state_dict().items()})
+    if args.llama:
+        hf = LlamaForCausalLM(LlamaConfig(
+            vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+            num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=512,
+            bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)).eval()
+        args.model = os.path.join(tmp, "llama")
+        hf.save_pretrained(args.model, safe_serialization=True)
+        weights = args.model
+        cfg = {"vocab_size": 32000, "eos_id": 2}
+    else:
+        with open(args.model) as f:
+            cfg = json.load(f)
+        hf = GPT2LMHeadModel(GPT2Config(
+            vocab_size=cfg["vocab_size"], n_positions=cfg["max_seq_len"], n_embd=cfg["d_model"],
+            n_layer=cfg["num_layers"], n_head=cfg["num_heads"], n_inner=cfg.get("d_ff"),
+            activation_function="gelu_new", layer_norm_epsilon=cfg.get("layer_norm_eps", 1e-5),
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)).eval()
+        weights = os.path.join(tmp, "gpt2.safetensors")
+        safetensors_io.write(weights, {k: v.detach().numpy() for k, v in hf.state_dict().items()})
 
     rng = np.random.default_rng(args.seed + 1)
-    prompt = [int(x) for x in rng.integers(0, cfg["vocab_size"] - 1, args.prompt_len)]
+    prompts = rng.integers(0, cfg["vocab_size"] - 1, (args.batch, args.prompt_len))
+    prompt = [int(x) for x in prompts[0]]
     eos = cfg.get("eos_id", 50256)
-    ids = torch.tensor([prompt])
+    ids = torch.tensor(prompts)
 
     # Greedy agrees (the same model): 16 new tokens from a 16-token prompt.
     art = os.path.join(tmp, "artifact")
@@ -76,7 +96,7 @@ def main():
                                  "--prompt-ids", " ".join(map(str, prompt[:16])),
                                  "--max-new", "16", "--threads", str(args.threads)]).split()]
     with torch.inference_mode():
-        theirs = hf.generate(ids[:, :16], max_new_tokens=16, do_sample=False, use_cache=True,
+        theirs = hf.generate(ids[:1, :16], max_new_tokens=16, do_sample=False, use_cache=True,
                              pad_token_id=eos, eos_token_id=eos)[0, 16:].tolist()
     if eos in theirs:
         theirs = theirs[:theirs.index(eos)]
@@ -90,7 +110,7 @@ def main():
                 out = hf.generate(ids, max_new_tokens=args.new_tokens,
                                   min_new_tokens=args.new_tokens, do_sample=False,
                                   use_cache=True, pad_token_id=eos)
-            assert out.shape[1] == args.prompt_len + args.new_tokens
+            assert out.shape == (args.batch, args.prompt_len + args.new_tokens)
         once()
         ms, start = [], time.perf_counter()
         while len(ms) < 3 or time.perf_counter() - start < args.min_seconds:
@@ -101,7 +121,7 @@ def main():
 
     def ours_run():
         out = run([args.transfuse, "bench", "decode", args.model, "--weights", weights,
-                   "--batch", "1", "--src-len", str(args.prompt_len),
+                   "--batch", str(args.batch), "--src-len", str(args.prompt_len),
                    "--new-tokens", str(args.new_tokens), "--threads", str(args.threads),
                    "--min-seconds", str(args.min_seconds), "--json"])
         return json.loads(out.strip().splitlines()[-1])["median_ms"]
@@ -110,7 +130,7 @@ def main():
     for _ in range(args.repeats):
         best["transfuse"] = min(best["transfuse"], ours_run())
         best["transformers"] = min(best["transformers"], hf_run())
-    tps = {k: args.new_tokens / (ms / 1e3) for k, ms in best.items()}
+    tps = {k: args.batch * args.new_tokens / (ms / 1e3) for k, ms in best.items()}
     # Parameters once each (the tied lm_head is wte).
     params = sum(p.numel() for p in hf.parameters())
     m = torch.ones(1 << 14, 1 << 14)
@@ -120,9 +140,11 @@ def main():
         t0 = time.perf_counter()
         torch.mv(m, x)
         bw = max(bw, m.numel() * 4 / (time.perf_counter() - t0) / 1e9)
-    print("GPT-2 (%s), batch 1, prompt %d, %d new tokens, %d threads, torch %s" %
-          (os.path.basename(args.model), args.prompt_len, args.new_tokens, args.threads,
-           torch.__version__))
+    print("%s (%s, %.0fM parameters), batch %d, prompt %d, %d new tokens, %d threads, torch %s, "
+          "transformers %s" %
+          ("Llama" if args.llama else "GPT-2", os.path.basename(args.model), params / 1e6,
+           args.batch, args.prompt_len, args.new_tokens, args.threads, torch.__version__,
+           __import__("transformers").__version__))
     print("transfuse     %8.2f tokens/s (request %.0f ms)" % (tps["transfuse"], best["transfuse"]))
     print("transformers  %8.2f tokens/s (request %.0f ms)" % (tps["transformers"], best["transformers"]))
     print("ratio         %8.2fx" % (tps["transfuse"] / tps["transformers"]))
