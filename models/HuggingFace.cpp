@@ -148,6 +148,24 @@ llvm::Error ConfigKeys::readPair(llvm::StringRef key, std::array<int64_t, 2> &ou
   return error(key, llvm::formatv("expected an integer in [1, {0}] or a list of two", kMax).str());
 }
 
+llvm::Error ConfigKeys::readTokenId(llvm::StringRef key, std::optional<int64_t> &out) {
+  const llvm::json::Value *v = get(key);
+  if (!v)
+    return llvm::Error::success();
+  if (v->kind() == llvm::json::Value::Null) {
+    out = std::nullopt;
+    return llvm::Error::success();
+  }
+  const llvm::json::Value *first = v;
+  if (const llvm::json::Array *a = v->getAsArray())
+    first = a->empty() ? nullptr : &(*a)[0];
+  std::optional<int64_t> id = first ? first->getAsInteger() : std::nullopt;
+  if (!id || *id < 0)
+    return error(key, "expected a token id >= 0, a list of them, or null");
+  out = *id;
+  return llvm::Error::success();
+}
+
 llvm::Error ConfigKeys::readActivation(llvm::StringRef key, std::string &out) {
   // Each value and the kernels' activation it is.
   static const std::pair<const char *, const char *> kActivations[] = {
@@ -360,18 +378,8 @@ llvm::Expected<ModelConfig> mlir::transfuse::parseGpt2Config(const llvm::json::O
     if (!err && value != expected)
       err = keys.error(key, llvm::Twine(value ? "true" : "false") + " is not supported");
   }
-  for (auto [key, id] : {std::pair{"bos_token_id", &c.bosId}, {"eos_token_id", &c.eosId}}) {
-    const llvm::json::Value *v = keys.get(key);
-    if (!v)
-      continue;
-    std::optional<int64_t> i = v->getAsInteger();
-    if (v->kind() == llvm::json::Value::Null)
-      *id = std::nullopt;
-    else if (!i || *i < 0)
-      err = llvm::joinErrors(std::move(err), keys.error(key, "expected a token id >= 0 or null"));
-    else
-      *id = *i;
-  }
+  for (auto [key, id] : {std::pair{"bos_token_id", &c.bosId}, {"eos_token_id", &c.eosId}})
+    err = llvm::joinErrors(std::move(err), keys.readTokenId(key, *id));
   if (err)
     return std::move(err);
   if (c.dModel % c.numHeads != 0)

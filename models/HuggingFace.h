@@ -68,6 +68,8 @@ public:
   llvm::Error readBool(llvm::StringRef key, bool &out);
   /// An integer, or a list of two (an image's or a patch's [height, width]).
   llvm::Error readPair(llvm::StringRef key, std::array<int64_t, 2> &out);
+  /// A token id: absent leaves `out`, null clears it, a list gives its first.
+  llvm::Error readTokenId(llvm::StringRef key, std::optional<int64_t> &out);
   /// hidden_act (or another activation key) as the kernels name it.
   llvm::Error readActivation(llvm::StringRef key, std::string &out);
   void ignore(llvm::ArrayRef<const char *> keys);

@@ -34,9 +34,9 @@ using namespace mlir::transfuse;
 namespace {
 
 /// Keys of the three families that do not change what the model computes:
-/// tensor-parallel slicing of the same products (pretraining_tp), the
-/// window that only matters past the compiled length (checked below) and
-/// Qwen2's layer count for it, the attention dropout of training (read).
+/// tensor-parallel slicing of the same products (pretraining_tp) and
+/// Qwen2's count of windowed layers (the window is checked against the
+/// compiled length: loadLlama).
 const char *const kIgnoredKeys[] = {"pretraining_tp", "max_window_layers"};
 
 llvm::Error ropeScaling(ConfigKeys &keys, LlamaConfig &c) {
@@ -91,21 +91,6 @@ llvm::Error ropeScaling(ConfigKeys &keys, LlamaConfig &c) {
   return llvm::Error::success();
 }
 
-/// An optional token id (null or absent: none; a list: its first).
-llvm::Error tokenId(ConfigKeys &keys, llvm::StringRef key, std::optional<int64_t> &out) {
-  const llvm::json::Value *v = keys.get(key);
-  if (!v || v->kind() == llvm::json::Value::Null)
-    return llvm::Error::success();
-  const llvm::json::Value *first = v;
-  if (const llvm::json::Array *a = v->getAsArray())
-    first = a->empty() ? nullptr : &(*a)[0];
-  std::optional<int64_t> id = first ? first->getAsInteger() : std::nullopt;
-  if (!id || *id < 0)
-    return keys.error(key, "expected a token id >= 0, a list of them, or null");
-  out = *id;
-  return llvm::Error::success();
-}
-
 } // namespace
 
 llvm::Expected<LlamaConfig> mlir::transfuse::parseLlamaConfig(const llvm::json::Object &o,
@@ -140,7 +125,7 @@ llvm::Expected<LlamaConfig> mlir::transfuse::parseLlamaConfig(const llvm::json::
   err = llvm::joinErrors(std::move(err), ropeScaling(keys, c));
   for (auto [key, id] : {std::pair{"bos_token_id", &c.bosId}, {"eos_token_id", &c.eosId},
                          {"pad_token_id", &c.padId}})
-    err = llvm::joinErrors(std::move(err), tokenId(keys, key, *id));
+    err = llvm::joinErrors(std::move(err), keys.readTokenId(key, *id));
   if (const llvm::json::Value *hd = keys.get("head_dim"); hd && hd->kind() != llvm::json::Value::Null)
     err = llvm::joinErrors(std::move(err), keys.readInt("head_dim", c.headDim, 2));
   // Mistral's window always applies; Qwen2's when use_sliding_window is.

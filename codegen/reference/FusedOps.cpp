@@ -45,7 +45,7 @@ Buf sumHeads(const Buf &x, int64_t kvHeads) {
 LogicalResult Interpreter::attentionProbs(Operation *op, const Buf &q, const Buf &k, double scale,
                                           Value bias, bool causal, Value keyPadding, Value mask,
                                           Buf &s) {
-  if (failed(matmul(op, q, repeatHeads(k, q.shape[1]), false, /*tb=*/true, s)))
+  if (failed(matmul(op, q, k, false, /*tb=*/true, s)))
     return failure();
   for (double &x : s.data)
     x *= scale;
@@ -95,13 +95,15 @@ LogicalResult Interpreter::attentionProbs(Operation *op, const Buf &q, const Buf
 LogicalResult Interpreter::evalAttention(AttentionOp op) {
   Buf s;
   const Buf &q = get(op.getQuery());
-  if (failed(attentionProbs(op, q, get(op.getKey()), op.getScale().convertToDouble(),
-                            op.getBias(), op.getCausal(), op.getKeyPadding(), op.getMask(), s)))
+  const int64_t heads = q.shape[1];
+  if (failed(attentionProbs(op, q, repeatHeads(get(op.getKey()), heads),
+                            op.getScale().convertToDouble(), op.getBias(), op.getCausal(),
+                            op.getKeyPadding(), op.getMask(), s)))
     return failure();
   if (double rate = op.getDropoutRate().convertToDouble(); rate > 0.0)
     dropoutInPlace(s, rate, op.getDropoutSeed() + key.seed, key.step, op.getDropoutStream());
   Buf r;
-  if (failed(matmul(op, s, repeatHeads(get(op.getValue()), q.shape[1]), false, false, r)))
+  if (failed(matmul(op, s, repeatHeads(get(op.getValue()), heads), false, false, r)))
     return failure();
   set(op.getResult(), std::move(r));
   return success();

@@ -120,7 +120,8 @@ private:
   template <typename F>
   void unary(Operation *op, Value in, F f);
 
-  /// softmax(scale·Q·Kᵀ + bias, masked) of K with Q's heads (repeatHeads).
+  /// softmax(scale·Q·Kᵀ + bias, masked); K has Q's heads (grouped K/V
+  /// heads repeated by the caller: repeatHeads).
   LogicalResult attentionProbs(Operation *op, const Buf &q, const Buf &k, double scale, Value bias,
                                bool causal, Value keyPadding, Value mask, Buf &s);
   LogicalResult evalAttention(AttentionOp op);
