@@ -662,18 +662,20 @@ void rotary(const float* x, float* out, int64_t outer, int64_t seq, int64_t widt
   for (int64_t s = 0; s < seq; ++s) {
     const float p = static_cast<float>(offset + s);
     for (int64_t i = 0; i < pairs; ++i) {
-      const double angle = static_cast<float>(p * invFreq[i]);  // rounded as Hugging Face's
-      cosT[i] = static_cast<float>(std::cos(angle));
-      sinT[i] = static_cast<float>(inverse ? -std::sin(angle) : std::sin(angle));
+      kernels::math::rotaryCosSin(p, invFreq[i], &cosT[i], &sinT[i]);
+      if (inverse) sinT[i] = -sinT[i];
     }
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t h = 0; h < width; h += headDim) {
         const float* xr = x + (o * seq + s) * width + h;
         float* yr = out + (o * seq + s) * width + h;
         for (int64_t i = 0; i < pairs; ++i) {
+          // Each product rounded, then the sum (never contracted to an
+          // FMA): the bits of the GEMM's rotary epilogue (kernels::gemm).
           const float a = xr[i], b = xr[i + pairs];
-          yr[i] = a * cosT[i] - b * sinT[i];
-          yr[i + pairs] = b * cosT[i] + a * sinT[i];
+          const float ac = a * cosT[i], bs = b * sinT[i], bc = b * cosT[i], as = a * sinT[i];
+          yr[i] = ac - bs;
+          yr[i + pairs] = bc + as;
         }
         if (yr != xr)
           for (int64_t i = 2 * pairs; i < headDim; ++i) yr[i] = xr[i];

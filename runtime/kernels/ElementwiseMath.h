@@ -172,6 +172,16 @@ inline std::optional<Kind> kindNamed(std::string_view name) {
   return std::nullopt;
 }
 
+// The rotary embedding's cos θ and sin θ (transfuse.rotary) at `position`
+// for one inverse frequency: θ = fp32(position·invFreq), rounded to float as
+// Hugging Face forms it, then cos and sin in double, rounded once. Host only:
+// the CPU rotary op and the GEMM's rotary epilogue share these bits.
+inline void rotaryCosSin(float position, float invFreq, float* cosine, float* sine) {
+  const double angle = static_cast<float>(position * invFreq);
+  *cosine = static_cast<float>(std::cos(angle));
+  *sine = static_cast<float>(std::sin(angle));
+}
+
 }  // namespace transfuse::kernels::math
 
 #endif  // TRANSFUSE_RUNTIME_KERNELS_ELEMENTWISEMATH_H_

@@ -25,15 +25,15 @@ HWY_EXPORT(PackBRun);
 HWY_EXPORT(GemmPacked);
 
 PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB,
-              rt::ThreadPool* pool) {
+              rt::ThreadPool* pool, const GemmPairs& pairs) {
   PackedB out;
-  HWY_DYNAMIC_DISPATCH(PackBRun)(B, K, N, ldb, transB, &out, pool);
+  HWY_DYNAMIC_DISPATCH(PackBRun)(B, K, N, ldb, transB, &pairs, &out, pool);
   return out;
 }
 
 void repackB(PackedB& out, const float* B, size_t K, size_t N, size_t ldb, bool transB,
-             rt::ThreadPool* pool) {
-  HWY_DYNAMIC_DISPATCH(PackBRun)(B, K, N, ldb, transB, &out, pool);
+             rt::ThreadPool* pool, const GemmPairs& pairs) {
+  HWY_DYNAMIC_DISPATCH(PackBRun)(B, K, N, ldb, transB, &pairs, &out, pool);
 }
 
 void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
@@ -47,11 +47,16 @@ void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
   if (K != 0 && B.nr != nr) {
     // Packed on another target (tests switch targets): unpack and repack.
     std::vector<float> dense(K * N);
-    for (size_t j = 0; j < N; ++j) {
-      const float* panel = B.data.get() + (j / B.nr) * K * B.nr + j % B.nr;
-      for (size_t k = 0; k < K; ++k) dense[k * N + j] = panel[k * B.nr];
+    const size_t L = B.nr / 2;
+    for (size_t p = 0; p < B.npad / B.nr; ++p) {
+      const PanelColumns cols = panelColumns(B.pairs, N, L, p);
+      const float* panel = B.data.get() + p * K * B.nr;
+      for (size_t k = 0; k < K; ++k) {
+        for (size_t j = 0; j < cols.n0; ++j) dense[k * N + cols.c0 + j] = panel[k * B.nr + j];
+        for (size_t j = 0; j < cols.n1; ++j) dense[k * N + cols.c1 + j] = panel[k * B.nr + L + j];
+      }
     }
-    PackedB again = packB(dense.data(), K, N, N, false);
+    PackedB again = packB(dense.data(), K, N, N, false, nullptr, B.pairs);
     HWY_DYNAMIC_DISPATCH(GemmPacked)(M, N, K, A, lda, transA, &again, C, ldc, &epilogue, pool);
     return;
   }
@@ -60,9 +65,9 @@ void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
 
 void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
           const float* B, size_t ldb, bool transB, float* C, size_t ldc,
-          const GemmEpilogue& epilogue, rt::ThreadPool* pool) {
+          const GemmEpilogue& epilogue, rt::ThreadPool* pool, const GemmPairs& pairs) {
   if (M == 0 || N == 0) return;
-  PackedB packed = packB(B, K, N, ldb, transB, pool);
+  PackedB packed = packB(B, K, N, ldb, transB, pool, pairs);
   gemm(M, N, K, A, lda, transA, packed, C, ldc, epilogue, pool);
 }
 

@@ -46,6 +46,23 @@
 // 2^20 multiply-adds per thread use fewer threads (under 2^21: the caller
 // alone). The pool may be null (single-threaded on the caller).
 //
+// Column pairs (GemmPairs): two epilogues combine two columns of the
+// product, so B is packed with the pairs side by side (a panel's first
+// vector holds one column of each pair, its second vector the other: a
+// register tile holds both) and the tile is combined as it is stored:
+//   rotary  the first `columns` columns hold heads of `headDim` columns;
+//           within a head, column i and i + headDim/2 are rotated by the
+//           angle of the row's position (transfuse.rotary, after the bias);
+//           C has B's N columns. The Q and K projections of Llama.
+//   gated   B is [K, 2n]: n gate columns, then n up columns; C[i, j] =
+//           act(gate_j + bias_j)·(up_j + bias_{n+j}) has n columns. SwiGLU.
+// A paired panel's partial sums live in a per-thread strip (rows × NR, in
+// L1 like C's strip) and each tile is combined after its last k-block; the
+// sums are the plain product's, so the result is the plain GEMM followed
+// by the rotation or the gating (whose products and sums a compiler may
+// contract to FMAs, as it may in the unfused ops). No residual with pairs,
+// and no K chunks (K is one pass).
+//
 // Restrictions: C must not overlap A, B, bias or residual (residual == C, an
 // in-place residual add, is NOT supported when K > 256: C holds partial sums).
 // B's packed layout belongs to the target that packed it: gemm() repacks on
@@ -57,6 +74,7 @@
 
 #include <hwy/aligned_allocator.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -68,6 +86,70 @@ class ThreadPool;
 }
 
 namespace transfuse::kernels {
+
+// Column pairs the epilogue combines (see the file comment). B is packed
+// for them (packB) and the GEMM reads them from the packed B.
+struct GemmPairs {
+  enum class Kind : uint8_t { kNone, kRotary, kGated };
+  Kind kind = Kind::kNone;
+  size_t headDim = 0;  // kRotary: even
+  size_t columns = 0;  // kRotary: the leading columns rotated, a multiple of headDim
+  bool operator==(const GemmPairs& o) const {
+    return kind == o.kind && headDim == o.headDim && columns == o.columns;
+  }
+};
+
+// The B columns of one packed panel: its first vector holds columns
+// [c0, c0 + n0), its second [c1, c1 + n1) (lanes past n are zero), for a
+// panel width of 2·L floats. A plain panel p holds 2·L consecutive columns
+// (c1 = c0 + L); a rotary pair panel a head's columns i.. and i + headDim/2..;
+// a gated panel gate columns j.. and up columns n + j... `out` is the first
+// column of C the panel stores (c0, except for gated panels: j).
+struct PanelColumns {
+  size_t c0, n0, c1, n1;
+  size_t out;
+  bool paired;
+};
+inline size_t panelCount(const GemmPairs& pairs, size_t N, size_t L) {
+  const size_t nr = 2 * L;
+  switch (pairs.kind) {
+    case GemmPairs::Kind::kNone:
+      break;
+    case GemmPairs::Kind::kRotary: {
+      const size_t half = pairs.headDim / 2, perHead = (half + L - 1) / L;
+      return pairs.columns / pairs.headDim * perHead + (N - pairs.columns + nr - 1) / nr;
+    }
+    case GemmPairs::Kind::kGated:
+      return (N / 2 + L - 1) / L;
+  }
+  return (N + nr - 1) / nr;
+}
+
+inline PanelColumns panelColumns(const GemmPairs& pairs, size_t N, size_t L, size_t panel) {
+  // Plain panels: 2·L consecutive columns from `base`.
+  auto plain = [&](size_t base, size_t q) {
+    const size_t c0 = base + q * 2 * L, c1 = c0 + L;
+    return PanelColumns{c0, std::min(L, N - c0), c1, N > c1 ? std::min(L, N - c1) : 0, c0, false};
+  };
+  switch (pairs.kind) {
+    case GemmPairs::Kind::kNone:
+      break;
+    case GemmPairs::Kind::kRotary: {
+      const size_t half = pairs.headDim / 2, perHead = (half + L - 1) / L;
+      const size_t pairPanels = pairs.columns / pairs.headDim * perHead;
+      if (panel >= pairPanels) return plain(pairs.columns, panel - pairPanels);
+      const size_t i = panel % perHead * L, n = std::min(L, half - i);
+      const size_t c0 = panel / perHead * pairs.headDim + i;
+      return PanelColumns{c0, n, c0 + half, n, c0, true};
+    }
+    case GemmPairs::Kind::kGated: {
+      const size_t j = panel * L, n = std::min(L, N / 2 - j);
+      return PanelColumns{j, n, N / 2 + j, n, j, true};
+    }
+  }
+  return plain(0, panel);
+}
+
 
 // What is applied as C is stored (see the file comment).
 struct GemmEpilogue {
@@ -84,13 +166,20 @@ struct GemmEpilogue {
   const float* pre = nullptr;  // [M, ldp]; must not overlap C
   size_t ldp = 0;              // 0 means N
   float scale = 1.0f;
+  // Rotary pairs (B packed with GemmPairs::Kind::kRotary): row i of C is at
+  // position positionOffset + i % seqLen (rows are [batch, seqLen]
+  // flattened); invFreq holds headDim/2 inverse frequencies.
+  const float* invFreq = nullptr;
+  size_t seqLen = 1;
+  size_t positionOffset = 0;
 };
 
 // B packed into panels (see the file comment for the layout). Movable.
 struct PackedB {
   size_t k = 0, n = 0;  // logical B is [k, n]
   size_t nr = 0;        // panel width (floats) of the target that packed it
-  size_t npad = 0;      // n rounded up to nr
+  size_t npad = 0;      // panels · nr
+  GemmPairs pairs;      // how columns are paired in panels (none: in order)
   struct Free {
     void operator()(float* p) const { hwy::FreeAlignedBytes(p, nullptr, nullptr); }
   };
@@ -101,15 +190,16 @@ struct PackedB {
 // Packs over the pool's threads when one is given (panels are independent);
 // the packed data does not depend on the thread count.
 PackedB packB(const float* B, size_t K, size_t N, size_t ldb, bool transB,
-              rt::ThreadPool* pool = nullptr);
+              rt::ThreadPool* pool = nullptr, const GemmPairs& pairs = {});
 
 // packB into `out`, reusing its buffer when it holds B's shape for the
 // target now dispatched to (weights repacked after every optimizer step
 // touch no fresh pages); allocates otherwise.
 void repackB(PackedB& out, const float* B, size_t K, size_t N, size_t ldb, bool transB,
-             rt::ThreadPool* pool = nullptr);
+             rt::ThreadPool* pool = nullptr, const GemmPairs& pairs = {});
 
-// C = epilogue(A·B) with B packed by packB (B.k = K). If B was packed for a
+// C = epilogue(A·B) with B packed by packB (B.k = K, B.n = N; C has N
+// columns, N/2 when B's pairs are gated). If B was packed for a
 // target other than the one now dispatched to (only when targets are switched
 // in tests), B is repacked on the fly (slow path, allocates).
 void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
@@ -119,7 +209,8 @@ void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
 // Convenience: packs B for this call (allocates; prefer packB for weights).
 void gemm(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
           const float* B, size_t ldb, bool transB, float* C, size_t ldc,
-          const GemmEpilogue& epilogue = {}, rt::ThreadPool* pool = nullptr);
+          const GemmEpilogue& epilogue = {}, rt::ThreadPool* pool = nullptr,
+          const GemmPairs& pairs = {});
 
 // The micro-kernel shape on the target now dispatched to, for reports.
 struct GemmKernelInfo {

@@ -45,7 +45,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
+#include "runtime/kernels/ElementwiseMath.h"
 #include "runtime/kernels/Erf-inl.h"
 #include "runtime/kernels/Gemm.h"
 #include "runtime/kernels/Parallel.h"
@@ -227,19 +229,23 @@ HWY_INLINE const MicroFn* MicroKernels() {
   return MicroTable(std::make_index_sequence<kMaxMR>());
 }
 
+// The activation kAct of a vector (Erf-inl.h's evaluations).
+template <Activation kAct>
+HWY_INLINE VF Activate(DF d, VF x) {
+  if constexpr (kAct == Activation::kRelu) return Relu(d, x);
+  if constexpr (kAct == Activation::kGelu) return GeluErf(d, x);
+  if constexpr (kAct == Activation::kGeluTanh) return GeluTanh(d, x);
+  if constexpr (kAct == Activation::kSilu) return Silu(d, x);
+  return x;
+}
+
 // x → act(x) (+ residual) over `rows` rows of `ncols` columns of C, in place.
 template <Activation kAct>
 HWY_NOINLINE void EpilogueRows(float* HWY_RESTRICT c, size_t ldc, size_t rows, size_t ncols,
                                const float* HWY_RESTRICT res, size_t ldr) {
   const DF d;
   const size_t L = hn::Lanes(d);
-  auto apply = [&](VF x) HWY_ATTR {
-    if constexpr (kAct == Activation::kRelu) return Relu(d, x);
-    if constexpr (kAct == Activation::kGelu) return GeluErf(d, x);
-    if constexpr (kAct == Activation::kGeluTanh) return GeluTanh(d, x);
-    if constexpr (kAct == Activation::kSilu) return Silu(d, x);
-    return x;
-  };
+  auto apply = [&](VF x) HWY_ATTR { return Activate<kAct>(d, x); };
   for (size_t r = 0; r < rows; ++r) {
     float* HWY_RESTRICT cr = c + r * ldc;
     const float* HWY_RESTRICT rr = res ? res + r * ldr : nullptr;
@@ -325,6 +331,115 @@ HWY_INLINE void ApplyEpilogue(const GemmEpilogue& ep, size_t N, float* c, size_t
   const size_t ldr = ep.ldr ? ep.ldr : N;
   Epilogue(ep.activation, c, ldc, rows, ncols, ep.residual ? ep.residual + row * ldr + j0 : nullptr,
            ldr);
+}
+
+// Loads the first n <= Lanes floats of p (zeros in the other lanes).
+HWY_INLINE VF LoadUpTo(DF d, const float* HWY_RESTRICT p, size_t n) {
+  return n == hn::Lanes(d) ? hn::LoadU(d, p) : LoadN(d, p, n);
+}
+HWY_INLINE void StoreUpTo(DF d, VF v, float* HWY_RESTRICT p, size_t n) {
+  if (n == hn::Lanes(d))
+    hn::StoreU(v, d, p);
+  else
+    StoreN(d, v, p, n);
+}
+
+// The rotary tables of a product (GemmEpilogue::invFreq): cos and sin of
+// position offset + t for t < positions, [positions, half]. Computed on the
+// calling thread and kept for the next call with the same frequencies and
+// positions (the Q/K projections of every layer of a step share them).
+struct RotaryTable {
+  std::vector<float> freq, cos, sin;
+  size_t offset = 0, positions = 0;
+  bool valid = false;
+};
+HWY_INLINE const RotaryTable& RotaryTableFor(const float* invFreq, size_t half, size_t offset,
+                                             size_t positions) {
+  static thread_local RotaryTable table;
+  if (table.valid && table.offset == offset && table.positions == positions &&
+      table.freq.size() == half && std::equal(invFreq, invFreq + half, table.freq.begin()))
+    return table;
+  table.freq.assign(invFreq, invFreq + half);
+  table.cos.resize(positions * half);
+  table.sin.resize(positions * half);
+  for (size_t t = 0; t < positions; ++t)
+    for (size_t i = 0; i < half; ++i)
+      math::rotaryCosSin(static_cast<float>(offset + t), invFreq[i], &table.cos[t * half + i],
+                         &table.sin[t * half + i]);
+  table.offset = offset;
+  table.positions = positions;
+  table.valid = true;
+  return table;
+}
+
+// A paired panel's tile, stored: `s` holds its rows × NR partial sums (the
+// panel's two vectors per row), `row` is the tile's first row of C.
+//   rotary: x0 (columns c0..) and x1 (c1 = c0 + half..) plus bias, rotated
+//           by the angle of pair i = c0 % headDim at the row's position;
+//   gated:  act(x0 + bias0)·(x1 + bias1) to C's columns out...
+struct PairTile {
+  const float* s;
+  size_t rows, row;
+  PanelColumns cols;
+};
+
+HWY_NOINLINE void RotaryTile(const PairTile& t, const GemmEpilogue& ep, const GemmPairs& pairs,
+                             const float* HWY_RESTRICT cosT, const float* HWY_RESTRICT sinT,
+                             float* HWY_RESTRICT C, size_t ldc) {
+  const DF d;
+  const size_t L = hn::Lanes(d), n = t.cols.n0, half = pairs.headDim / 2;
+  const size_t i = t.cols.c0 % pairs.headDim;
+  VF b0 = hn::Zero(d), b1 = hn::Zero(d);
+  if (ep.bias) {
+    b0 = LoadUpTo(d, ep.bias + t.cols.c0, n);
+    b1 = LoadUpTo(d, ep.bias + t.cols.c1, n);
+  }
+  for (size_t r = 0; r < t.rows; ++r) {
+    const size_t pos = (t.row + r) % ep.seqLen;
+    const VF c = LoadUpTo(d, cosT + pos * half + i, n), sn = LoadUpTo(d, sinT + pos * half + i, n);
+    VF x0 = hn::Load(d, t.s + r * 2 * L), x1 = hn::Load(d, t.s + r * 2 * L + L);
+    if (ep.bias) {
+      x0 = hn::Add(x0, b0);
+      x1 = hn::Add(x1, b1);
+    }
+    // As transfuse.rotary rounds it: each product, then the sum.
+    const VF y0 = hn::Sub(hn::Mul(x0, c), hn::Mul(x1, sn));
+    const VF y1 = hn::Add(hn::Mul(x1, c), hn::Mul(x0, sn));
+    float* cr = C + (t.row + r) * ldc;
+    StoreUpTo(d, y0, cr + t.cols.c0, n);
+    StoreUpTo(d, y1, cr + t.cols.c1, n);
+  }
+}
+
+template <Activation kAct>
+HWY_NOINLINE void GatedTile(const PairTile& t, const float* HWY_RESTRICT bias,
+                            float* HWY_RESTRICT C, size_t ldc) {
+  const DF d;
+  const size_t L = hn::Lanes(d), n = t.cols.n0;
+  VF b0 = hn::Zero(d), b1 = hn::Zero(d);
+  if (bias) {
+    b0 = LoadUpTo(d, bias + t.cols.c0, n);
+    b1 = LoadUpTo(d, bias + t.cols.c1, n);
+  }
+  for (size_t r = 0; r < t.rows; ++r) {
+    VF x0 = hn::Load(d, t.s + r * 2 * L), x1 = hn::Load(d, t.s + r * 2 * L + L);
+    if (bias) {
+      x0 = hn::Add(x0, b0);
+      x1 = hn::Add(x1, b1);
+    }
+    StoreUpTo(d, hn::Mul(Activate<kAct>(d, x0), x1), C + (t.row + r) * ldc + t.cols.out, n);
+  }
+}
+
+HWY_INLINE void GatedTileOf(Activation act, const PairTile& t, const float* bias, float* C,
+                            size_t ldc) {
+  switch (act) {
+    case Activation::kNone: return GatedTile<Activation::kNone>(t, bias, C, ldc);
+    case Activation::kRelu: return GatedTile<Activation::kRelu>(t, bias, C, ldc);
+    case Activation::kGelu: return GatedTile<Activation::kGelu>(t, bias, C, ldc);
+    case Activation::kGeluTanh: return GatedTile<Activation::kGeluTanh>(t, bias, C, ldc);
+    case Activation::kSilu: return GatedTile<Activation::kSilu>(t, bias, C, ldc);
+  }
 }
 
 // dst[c·dstStride + r] = src[r·srcStride + c] for r < rows, c < cols: the
@@ -446,7 +561,28 @@ struct Problem {
   bool final;       // k1 = K: the bias and the epilogue are applied
   size_t nkb;       // k-blocks of kKc in [k0, k1)
   size_t panels;    // B panels
+  const float* cosT = nullptr;  // rotary pairs: RotaryTable's
+  const float* sinT = nullptr;
 };
+
+// Per-thread partial sums of a paired panel's row block (rows × NR).
+HWY_INLINE float* ThreadPairStrip(size_t floats) {
+  static thread_local hwy::AlignedFreeUniquePtr<float[]> strip;
+  static thread_local size_t size = 0;
+  if (size < floats) {
+    strip = hwy::AllocateAligned<float>(floats);
+    size = floats;
+  }
+  return strip.get();
+}
+
+// Stores a paired panel's tile (PairTile) by the pairs' epilogue.
+HWY_INLINE void StorePairTile(const Problem& P, const PairTile& t) {
+  if (P.B->pairs.kind == GemmPairs::Kind::kRotary)
+    RotaryTile(t, P.ep, P.B->pairs, P.cosT, P.sinT, P.C, P.ldc);
+  else
+    GatedTileOf(P.ep.activation, t, P.ep.bias, P.C, P.ldc);
+}
 
 // The K chunks to run a product in. A work unit packs A of its row block
 // for all of its K (kABudget), so a long K leaves few rows per block (K =
@@ -507,8 +643,11 @@ HWY_INLINE void GemmUnit(const Problem& P, size_t i0, size_t mc, size_t p0, size
   auto subPanel = [&](size_t p, size_t k0) { return B.data.get() + p * K * nr + k0 * nr; };
 
   for (size_t p = p0; p < p1; ++p) {
-    const size_t j0 = p * nr;
-    const size_t ncols = std::min(nr, P.N - j0);
+    const PanelColumns cols = panelColumns(B.pairs, P.N, nr / 2, p);
+    const size_t j0 = cols.c0;
+    // A paired panel sums into the thread's strip, then stores by its pairs.
+    float* strip = cols.paired ? ThreadPairStrip(mc * nr) : nullptr;
+    const size_t ncols = cols.paired ? nr : cols.n0 + cols.n1;
     for (size_t kbi = 0; kbi < nkb; ++kbi) {
       const size_t k0 = P.k0 + kbi * kKc, kb = std::min(kKc, P.k1 - k0);
       const bool first = kbi == 0 && !P.accumulate, last = kbi + 1 == nkb;
@@ -525,16 +664,21 @@ HWY_INLINE void GemmUnit(const Problem& P, size_t i0, size_t mc, size_t p0, size
         nextLines = std::min(kKc, P.k1 - P.k0) * nr / lineFloats;
       }
       const size_t slice = (nextLines + ntiles - 1) / ntiles;
-      const float* bias = last && P.final && P.ep.bias ? P.ep.bias + j0 : nullptr;
+      const float* bias =
+          last && P.final && P.ep.bias && !strip ? P.ep.bias + j0 : nullptr;
       const float* ta = pa + kbi * mc * kAStride;
       size_t row = i0;
       for (size_t t = 0; t < ntiles; ++t) {
         const size_t h = heights[t];
-        float* c = P.C + row * P.ldc + j0;
+        float* c = strip ? strip + (row - i0) * nr : P.C + row * P.ldc + j0;
+        const size_t ldc = strip ? nr : P.ldc;
         const size_t done = std::min(nextLines, t * slice);
-        kernels[h](ta, pb, kb, c, P.ldc, ncols, !first, bias, next + done * lineFloats,
+        kernels[h](ta, pb, kb, c, ldc, ncols, !first, bias, next + done * lineFloats,
                    std::min(slice, nextLines - done));
-        if (last && hasEpilogue) ApplyEpilogue(P.ep, P.N, c, P.ldc, row, j0, h, ncols);
+        if (last && strip)
+          StorePairTile(P, PairTile{c, h, row, cols});
+        else if (last && hasEpilogue)
+          ApplyEpilogue(P.ep, P.N, c, P.ldc, row, j0, h, ncols);
         ta += h * kAStride;
         row += h;
       }
@@ -679,33 +823,38 @@ HWY_NOINLINE void GemmKernelShape(size_t* mr, size_t* nr, size_t* kc, size_t* mc
   *mc = gemm::kMc;
 }
 
-// Fills panels [p0, p1) of out (k, n, nr, npad set; data allocated by the
-// caller with k·npad floats) from B: panel p holds B(k, p·nr + j) at
-// data[p·k·nr + k·nr + j]. Disjoint panel ranges may be packed concurrently.
+// Fills panels [p0, p1) of out (k, n, nr, npad, pairs set; data allocated
+// by the caller with k·npad floats) from B: panel p's vector v holds the B
+// columns panelColumns gives it, k-major (data[p·k·nr + k·nr + v·L + j]),
+// zeros past them. Disjoint panel ranges may be packed concurrently.
 HWY_NOINLINE void PackBInto(const float* HWY_RESTRICT B, size_t ldb, bool transB,
                             PackedB* out, size_t p0, size_t p1) {
   using namespace gemm;
   const DF d;
   const size_t L = hn::Lanes(d);
-  const size_t K = out->k, N = out->n, nr = out->nr, npad = out->npad;
+  const size_t K = out->k, N = out->n, nr = out->nr;
   float* HWY_RESTRICT data = out->data.get();
   // Blocks of 256 k so that transposed B is read in cache-friendly strips.
   for (size_t k0 = 0; k0 < K; k0 += 256) {
     const size_t kb = std::min<size_t>(256, K - k0);
-    for (size_t j0 = p0 * nr; j0 < std::min(npad, p1 * nr); j0 += nr) {
-      float* HWY_RESTRICT dst = data + (j0 / nr) * K * nr + k0 * nr;
-      const size_t ncols = std::min(nr, N - j0);
+    for (size_t p = p0; p < p1; ++p) {
+      const PanelColumns cols = panelColumns(out->pairs, N, L, p);
+      float* HWY_RESTRICT dst = data + p * K * nr + k0 * nr;
+      const size_t first[2] = {cols.c0, cols.c1}, count[2] = {cols.n0, cols.n1};
       if (transB) {  // B(k,j) = B[j·ldb + k]
-        if (ncols < nr) std::memset(dst, 0, kb * nr * sizeof(float));
-        TransposeCopy(B + j0 * ldb + k0, ldb, ncols, kb, dst, nr);
+        if (cols.n0 + cols.n1 < nr) std::memset(dst, 0, kb * nr * sizeof(float));
+        for (size_t v = 0; v < 2; ++v)
+          if (count[v]) TransposeCopy(B + first[v] * ldb + k0, ldb, count[v], kb, dst + v * L, nr);
       } else {  // B(k,j) = B[k·ldb + j]
         for (size_t k = 0; k < kb; ++k) {
-          const float* HWY_RESTRICT src = B + (k0 + k) * ldb + j0;
+          const float* HWY_RESTRICT src = B + (k0 + k) * ldb;
           float* HWY_RESTRICT row = dst + k * nr;
-          for (size_t j = 0; j < nr; j += L) {
-            const size_t n = ncols > j ? std::min(L, ncols - j) : 0;
-            const VF v = n == L ? hn::LoadU(d, src + j) : n ? LoadN(d, src + j, n) : hn::Zero(d);
-            hn::Store(v, d, row + j);
+          for (size_t v = 0; v < 2; ++v) {
+            const size_t n = count[v];
+            const VF x = n == L ? hn::LoadU(d, src + first[v])
+                         : n    ? LoadN(d, src + first[v], n)
+                                : hn::Zero(d);
+            hn::Store(x, d, row + v * L);
           }
         }
       }
@@ -717,14 +866,15 @@ HWY_NOINLINE void PackBInto(const float* HWY_RESTRICT B, size_t ldb, bool transB
 // out's buffer is reused when it holds B's shape at this target's panel
 // width, else (re)allocated. Panels are packed on the pool.
 HWY_NOINLINE void PackBRun(const float* B, size_t K, size_t N, size_t ldb, bool transB,
-                           PackedB* out, rt::ThreadPool* pool) {
+                           const GemmPairs* pairs, PackedB* out, rt::ThreadPool* pool) {
   const size_t nr = gemm::NR();
-  if (!out->data || out->k != K || out->n != N || out->nr != nr) {
+  if (!out->data || out->k != K || out->n != N || out->nr != nr || !(out->pairs == *pairs)) {
     PackedB fresh;
     fresh.k = K;
     fresh.n = N;
     fresh.nr = nr;
-    fresh.npad = (N + nr - 1) / nr * nr;
+    fresh.pairs = *pairs;
+    fresh.npad = panelCount(*pairs, N, nr / 2) * nr;
     if (const size_t bytes = K * fresh.npad * sizeof(float))
       fresh.data.reset(static_cast<float*>(hwy::AllocateAlignedBytes(bytes, nullptr, nullptr)));
     *out = std::move(fresh);
@@ -740,6 +890,36 @@ HWY_NOINLINE void GemmPacked(size_t M, size_t N, size_t K, const float* A, size_
                              const GemmEpilogue* ep, rt::ThreadPool* pool) {
   using namespace gemm;
   if (M == 0 || N == 0) return;
+  const bool paired = B->pairs.kind != GemmPairs::Kind::kNone;
+  const float *cosT = nullptr, *sinT = nullptr;
+  if (B->pairs.kind == GemmPairs::Kind::kRotary) {
+    const RotaryTable& t = RotaryTableFor(ep->invFreq, B->pairs.headDim / 2, ep->positionOffset,
+                                          std::min(M, ep->seqLen));
+    cosT = t.cos.data();
+    sinT = t.sin.data();
+  }
+  if (K == 0 && paired) {  // every pair tile from zero sums, a row at a time
+    const size_t nr = NR();
+    HWY_ALIGN float zeros[2 * hn::MaxLanes(DF())] = {};
+    const Problem P{M, N, K, A, lda, transA, B, C, ldc, *ep, 0, 0, 0, false, true, 0,
+                    panelCount(B->pairs, N, nr / 2), cosT, sinT};
+    for (size_t p = 0; p < P.panels; ++p) {
+      const PanelColumns cols = panelColumns(B->pairs, N, nr / 2, p);
+      for (size_t i = 0; i < M; ++i) {
+        if (cols.paired) {
+          StorePairTile(P, PairTile{zeros, 1, i, cols});
+        } else {  // a rotary product's plain columns: the bias or 0
+          float* c = C + i * ldc + cols.c0;
+          const size_t n = cols.n0 + cols.n1;
+          if (ep->bias)
+            std::memcpy(c, ep->bias + cols.c0, n * sizeof(float));
+          else
+            std::memset(c, 0, n * sizeof(float));
+        }
+      }
+    }
+    return;
+  }
   if (K == 0) {  // C = act(bias or 0) + residual, or 0·f'(pre)
     for (size_t i = 0; i < M; ++i) {
       float* c = C + i * ldc;
@@ -752,13 +932,14 @@ HWY_NOINLINE void GemmPacked(size_t M, size_t N, size_t K, const float* A, size_
     return;
   }
   const size_t nkbAll = (K + kKc - 1) / kKc;
-  const size_t chunks = KChunks(M, N, nkbAll);
+  // Paired panels keep their sums in a strip: all of K in one pass.
+  const size_t chunks = paired ? 1 : KChunks(M, N, nkbAll);
   for (size_t c = 0, kb0 = 0; c < chunks; ++c) {
     const size_t kb1 = nkbAll * (c + 1) / chunks;
     const Problem P{M, N, K, A, lda, transA, B, C, ldc, *ep,
                     gCallCounter.fetch_add(1, std::memory_order_relaxed) + 1, kb0 * kKc,
                     std::min(K, kb1 * kKc), c > 0, c + 1 == chunks, kb1 - kb0,
-                    (N + B->nr - 1) / B->nr};
+                    B->npad / B->nr, cosT, sinT};
     RunPass(P, pool);
     kb0 = kb1;
   }

@@ -393,6 +393,154 @@ TEST_P(GemmTest, RepackIntoTheSameBufferEqualsPacking) {
   }
 }
 
+// Column pairs (Gemm.h GemmPairs): the fused gated epilogue gives the bits
+// of the plain products followed by act(gate)·up, and stays within the
+// products' bound of a double reference; the rotary epilogue equals the
+// plain product followed by the rotation in float (as transfuse.rotary
+// rounds it) within the rounding of its two products (a compiler may
+// contract a product and the sum into an FMA). Shapes cover head dims whose half
+// is a whole vector, less than one (8: 4 pairs) and not a multiple (80: 40
+// pairs), plain columns after the rotated ones (V), one and several
+// k-blocks, edge tiles, transposed B, K = 0, one and two threads.
+struct PairCase {
+  size_t M, K, headDim, heads, plain;  // rotary: N = heads·headDim + plain
+  bool transB, bias;
+  size_t seqLen, offset;
+};
+
+TEST_P(GemmTest, RotaryPairsEqualProductThenRotation) {
+  std::mt19937 rng(11);
+  ThreadPool pool(2);
+  const PairCase cases[] = {
+      {1, 64, 64, 3, 64, true, false, 1, 17},   {5, 300, 64, 4, 0, false, true, 5, 0},
+      {33, 257, 8, 6, 8, true, true, 11, 3},    {130, 96, 80, 2, 80, true, true, 65, 0},
+      {20, 0, 16, 2, 5, false, true, 4, 2},     {64, 513, 128, 2, 33, false, false, 64, 100},
+      {300, 64, 32, 4, 64, true, true, 100, 0},
+  };
+  for (const PairCase& pc : cases) {
+    const size_t N = pc.heads * pc.headDim + pc.plain, half = pc.headDim / 2;
+    Case c{pc.M, N, pc.K};
+    c.transB = pc.transB;
+    c.bias = pc.bias;
+    Operands op(c, rng);
+    std::vector<float> freq(half);
+    for (size_t i = 0; i < half; ++i)
+      freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / pc.headDim));
+    GemmEpilogue ep = op.epilogue();
+    ep.invFreq = freq.data();
+    ep.seqLen = pc.seqLen;
+    ep.positionOffset = pc.offset;
+    const GemmPairs pairs{GemmPairs::Kind::kRotary, pc.headDim, pc.heads * pc.headDim};
+    const std::vector<float> plain = op.run(nullptr);  // the product and bias
+    op.check(plain);
+    PackedB pb = packB(op.B.p, c.K, N, op.ldb, c.transB, nullptr, pairs);
+    for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> C(c.M * op.ldc, std::numeric_limits<float>::quiet_NaN());
+      gemm(c.M, N, c.K, op.A.p, op.lda, false, pb, C.data(), op.ldc, ep, threads);
+      int failures = 0;
+      for (size_t i = 0; i < c.M; ++i)
+        for (size_t j = 0; j < N; ++j) {
+          const float* x = plain.data() + i * op.ldc;
+          float want = x[j];
+          double ref = want, tol = 0;
+          if (j < pairs.columns) {
+            const size_t h0 = j / pc.headDim * pc.headDim, t = j - h0, pair = t % half;
+            const float a = x[h0 + pair], b = x[h0 + pair + half];
+            float cs, sn;
+            math::rotaryCosSin(static_cast<float>(pc.offset + i % pc.seqLen), freq[pair], &cs, &sn);
+            // Each product rounded, then the sum (no contraction to an FMA).
+            const float p = t < half ? a * cs : b * cs, q = t < half ? b * sn : a * sn;
+            want = t < half ? p - q : p + q;
+            ref = t < half ? double(a) * cs - double(b) * sn : double(b) * cs + double(a) * sn;
+            tol = 2 * kU * (std::fabs(p) + std::fabs(q));
+          }
+          const float got = C[i * op.ldc + j];
+          if (!(std::fabs(got - want) <= tol) && ++failures <= 5)
+            ADD_FAILURE() << c.str() << " head_dim=" << pc.headDim << ": C(" << i << "," << j
+                          << ") = " << got << ", the product then the rotation gives " << want
+                          << " (double: " << ref << ")";
+        }
+      EXPECT_EQ(failures, 0);
+    }
+  }
+}
+
+TEST_P(GemmTest, GatedPairsEqualProductThenGate) {
+  std::mt19937 rng(12);
+  ThreadPool pool(2);
+  const size_t shapes[][3] = {{1, 48, 64}, {7, 2048 / 8, 300}, {33, 17, 257},
+                              {130, 100, 96}, {9, 40, 0},       {300, 64, 64}};
+  size_t index = 0;
+  for (const auto& s : shapes)
+    for (Activation act : kActs) {
+      const size_t M = s[0], n = s[1], K = s[2];
+      Case c{M, 2 * n, K};
+      c.transB = index % 2 == 0;
+      c.bias = index % 3 != 1;
+      ++index;
+      Operands op(c, rng);
+      // act(gate + bias) and up + bias by the plain GEMM, on B's halves.
+      const size_t ldb = op.ldb;
+      auto half = [&](size_t first, Activation a) {
+        std::vector<float> out(M * n);
+        GemmEpilogue e;
+        e.bias = c.bias ? op.bias.p + first : nullptr;
+        e.activation = a;
+        const float* b = c.transB ? op.B.p + first * ldb : op.B.p + first;
+        gemm(M, n, K, op.A.p, op.lda, false, b, ldb, c.transB, out.data(), n, e);
+        return out;
+      };
+      const std::vector<float> gate = half(0, act), up = half(n, Activation::kNone);
+      GemmEpilogue ep;
+      ep.bias = c.bias ? op.bias.p : nullptr;
+      ep.activation = act;
+      const GemmPairs pairs{GemmPairs::Kind::kGated, 0, 0};
+      PackedB pb = packB(op.B.p, K, 2 * n, ldb, c.transB, nullptr, pairs);
+      for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        const size_t ldc = n + 3;
+        std::vector<float> C(M * ldc, std::numeric_limits<float>::quiet_NaN());
+        gemm(M, 2 * n, K, op.A.p, op.lda, false, pb, C.data(), ldc, ep, threads);
+        int failures = 0;
+        for (size_t i = 0; i < M; ++i)
+          for (size_t j = 0; j < ldc; ++j) {
+            const float got = C[i * ldc + j];
+            if (j >= n) {
+              if (!std::isnan(got) && ++failures <= 5)
+                ADD_FAILURE() << "padding C(" << i << "," << j << ") written";
+              continue;
+            }
+            const float want = gate[i * n + j] * up[i * n + j];
+            // The double reference: |error| within the two products' bounds.
+            double g = 0, u = 0, sg = 0, su = 0;
+            for (size_t k = 0; k < K; ++k) {
+              const double a = op.a(i, k);
+              g += a * op.b(k, j);
+              u += a * op.b(k, n + j);
+              sg += std::fabs(a * op.b(k, j));
+              su += std::fabs(a * op.b(k, n + j));
+            }
+            if (c.bias) {
+              g += op.bias.p[j];
+              u += op.bias.p[n + j];
+              sg += std::fabs(op.bias.p[j]);
+              su += std::fabs(op.bias.p[n + j]);
+            }
+            const double ref = activation(act, g) * u;
+            const double tol = 1.2 * (K + 2) * kU * (sg * std::fabs(u) + su * 1.2 * std::fabs(g)) +
+                               16 * kU * std::fabs(activation(act, g) * u) + 1e-30;
+            if (got != want && ++failures <= 5)
+              ADD_FAILURE() << activationName(act) << " M=" << M << " n=" << n << " K=" << K
+                            << ": C(" << i << "," << j << ") = " << got
+                            << ", the products then the gate give " << want;
+            if (!(std::fabs(got - ref) <= tol) && ++failures <= 5)
+              ADD_FAILURE() << activationName(act) << ": C(" << i << "," << j << ") = " << got
+                            << ", want " << ref << " ± " << tol;
+          }
+        EXPECT_EQ(failures, 0);
+      }
+    }
+}
+
 // B packed on one target and used on another (the panel widths differ) is
 // repacked on the fly, with the same result.
 TEST(GemmCrossTarget, PackedOnOneTargetRunOnAnother) {
@@ -411,6 +559,30 @@ TEST(GemmCrossTarget, PackedOnOneTargetRunOnAnother) {
     op.check(C);
   }
   hwy::SetSupportedTargetsForTest(0);
+}
+
+// Paired panels are repacked across targets by their columns too.
+TEST(GemmCrossTarget, PairedPackedOnOneTargetRunOnAnother) {
+  std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  if (targets.size() < 2) GTEST_SKIP() << "one target only";
+  std::mt19937 rng(13);
+  Case c{9, 2 * 40, 70};
+  c.bias = true;
+  Operands op(c, rng);
+  GemmEpilogue ep = op.epilogue();
+  ep.activation = Activation::kSilu;
+  const GemmPairs pairs{GemmPairs::Kind::kGated, 0, 0};
+  hwy::SetSupportedTargetsForTest(targets.back());
+  std::vector<float> want(c.M * 40);
+  gemm(c.M, c.N, c.K, op.A.p, op.lda, false, op.B.p, op.ldb, false, want.data(), 40, ep, nullptr,
+       pairs);
+  hwy::SetSupportedTargetsForTest(targets.front());
+  PackedB pb = packB(op.B.p, c.K, c.N, op.ldb, false, nullptr, pairs);
+  hwy::SetSupportedTargetsForTest(targets.back());
+  std::vector<float> got(c.M * 40);
+  gemm(c.M, c.N, c.K, op.A.p, op.lda, false, pb, got.data(), 40, ep);
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
 }
 
 TEST(GemmNames, ActivationRoundTrip) {
