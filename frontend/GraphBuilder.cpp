@@ -64,19 +64,7 @@ Value GraphBuilder::scale(Value x, double factor) {
 Value GraphBuilder::activation(Value x, StringRef kind) {
   std::optional<Activation> a = symbolizeActivation(kind);
   assert(a && "unknown activation");
-  switch (*a) {
-  case Activation::None:
-    return x;
-  case Activation::Relu:
-    return ReluOp::create(b, loc, x);
-  case Activation::Gelu:
-    return GeluOp::create(b, loc, x, GeluApproximation::None);
-  case Activation::GeluTanh:
-    return GeluOp::create(b, loc, x, GeluApproximation::Tanh);
-  case Activation::Silu:
-    return SiluOp::create(b, loc, x);
-  }
-  return x;
+  return createActivation(b, loc, x, *a);
 }
 
 Value GraphBuilder::tanh(Value x) { return TanhOp::create(b, loc, x); }

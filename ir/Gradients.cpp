@@ -239,11 +239,40 @@ LogicalResult vjp(MatmulOp op, OpBuilder &b, ValueRange g, Grads &out) {
 LogicalResult vjp(LinearOp op, OpBuilder &b, ValueRange g, Grads &out) {
   // result = act(z) + residual, z = x·op(W) + bias. relu's derivative is
   // read from the result when there is no residual (reluDerivativeSource);
-  // otherwise z is recomputed for the activation's derivative.
+  // otherwise z is recomputed for the activation's derivative (and for a
+  // gated product's halves). A rotary product's gradient at z is the
+  // inverse rotation of its rotated columns.
   Location loc = op.getLoc();
   Value x = op.getInput(), w = op.getWeight(), gz = g[0];
   const bool tw = op.getTransposeWeight();
-  if (op.getActivation() == Activation::Relu && !op.getResidual()) {
+  const int64_t axis = tensorType(op.getResult()).getRank() - 1;
+  if (op.getGated()) {
+    Value z = MatmulOp::create(b, loc, x, w, false, tw);
+    if (Value bias = op.getBias())
+      z = AddOp::create(b, loc, z, bias);
+    const int64_t n = tensorType(op.getResult()).getShape().back();
+    auto halves = SplitOp::create(b, loc, z, axis, ArrayRef<int64_t>{n, n});
+    Value gate = halves.getResult(0), up = halves.getResult(1);
+    // d gate = g·up·act'(gate), d up = g·act(gate).
+    Value dGate = MulOp::create(b, loc, g[0], up);
+    if (op.getActivation() != Activation::None)
+      dGate = ActivationGradOp::create(b, loc, gate.getType(), gate, dGate, op.getActivation());
+    Value dUp = MulOp::create(b, loc, g[0], createActivation(b, loc, gate, op.getActivation()));
+    gz = ConcatOp::create(b, loc, ValueRange{dGate, dUp}, axis);
+  } else if (Value freq = op.getInvFreq()) {
+    const int64_t n = tensorType(op.getResult()).getShape().back(), c = op.getRotaryColumns();
+    auto inverse = [&](Value v) -> Value {
+      return RotaryOp::create(b, loc, v.getType(), v, freq, op.getOffset(), op.getHeadDimAttr(),
+                              b.getUnitAttr());
+    };
+    if (c == n) {
+      gz = inverse(g[0]);
+    } else {
+      auto parts = SplitOp::create(b, loc, g[0], axis, ArrayRef<int64_t>{c, n - c});
+      gz = ConcatOp::create(b, loc, ValueRange{inverse(parts.getResult(0)), parts.getResult(1)},
+                            axis);
+    }
+  } else if (op.getActivation() == Activation::Relu && !op.getResidual()) {
     gz = reluGrad(b, loc, op.getResult(), g[0]);
   } else if (op.getActivation() != Activation::None) {
     Value z = MatmulOp::create(b, loc, x, w, false, tw);

@@ -117,6 +117,11 @@ LogicalResult GemmOp::verify() {
     return emitOpError("with a derivative has no bias, activation or residual");
   if (!derivative && getScale().convertToDouble() != 1.0)
     return emitOpError("scales only with a derivative");
+  if ((getGated() || getInvFreq()) && (derivative || getResidual()))
+    return emitOpError("pairs columns only without a derivative or residual");
+  if (static_cast<bool>(getInvFreq()) != (getRotaryColumns() > 0) ||
+      (getOffset() && !getInvFreq()))
+    return emitOpError("takes `rotary` exactly with rotary_columns (and an offset only then)");
   return success();
 }
 

@@ -262,17 +262,24 @@ def TFK_GemmOp : TFK_Op<"gemm", [AttrSizedOperandSegments]> {
     parameter and the GEMM reads the panels packed from it at load.
     With `derivative_of` `pre` ([.., N], transfuse.linear_input_grad):
     out = (scale · input·W) · f'(pre), f' the derivative of `derivative`
-    (no bias, activation or residual then).
+    (no bias, activation or residual then). `gated` and `rotary` are
+    transfuse.linear's paired epilogues (out is [.., N/2] when gated; the
+    rotary's positions are along out's dimension -2, from `offset`).
   }];
   let arguments = (ins AnyMemRef:$input, AnyMemRef:$weight, Optional<AnyMemRef>:$bias,
-                   Optional<AnyMemRef>:$residual, Optional<AnyMemRef>:$pre, AnyMemRef:$out,
+                   Optional<AnyMemRef>:$residual, Optional<AnyMemRef>:$pre,
+                   Optional<AnyMemRef>:$inv_freq, Optional<Index>:$offset, AnyMemRef:$out,
                    UnitAttr:$transpose_weight, UnitAttr:$packed,
                    DefaultValuedAttr<TF_ActivationAttr, "::mlir::transfuse::Activation::None">:$activation,
                    DefaultValuedAttr<TF_ActivationAttr, "::mlir::transfuse::Activation::None">:$derivative,
-                   DefaultValuedAttr<F64Attr, "1.0">:$scale);
+                   DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                   UnitAttr:$gated,
+                   DefaultValuedAttr<I64Attr, "0">:$rotary_columns,
+                   DefaultValuedAttr<I64Attr, "0">:$head_dim);
   let assemblyFormat = [{
     $input `,` $weight (`bias` $bias^)? (`residual` $residual^)?
-    (`derivative_of` `(` $pre^ `:` type($pre) `)`)? `into` $out attr-dict `:`
+    (`derivative_of` `(` $pre^ `:` type($pre) `)`)?
+    (`rotary` `(` $inv_freq^ `:` type($inv_freq) `)`)? (`offset` $offset^)? `into` $out attr-dict `:`
     type($input) `,` type($weight) (`,` type($bias)^)? (`,` type($residual)^)? `into` type($out)
   }];
   let hasVerifier = 1;

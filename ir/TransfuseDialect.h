@@ -57,6 +57,10 @@ bool isElementwise(Operation *op);
 /// other ops.
 std::optional<Activation> activationOf(Operation *op);
 
+/// The op computing `activation` of x (activationOf's inverse); x itself
+/// for none.
+Value createActivation(OpBuilder &b, Location loc, Value x, Activation activation);
+
 } // namespace mlir::transfuse
 
 #endif // TRANSFUSE_IR_TRANSFUSEDIALECT_H

@@ -117,8 +117,11 @@ LogicalResult LinearOp::verify() {
   int64_t n = getTransposeWeight() ? w.getDimSize(0) : w.getDimSize(1);
   if (!compatibleSizes(x.getShape().back(), k))
     return emitOpError("input has K=") << x.getShape().back() << " but the weight has K=" << k;
+  if (getGated() && (n % 2 != 0 || getResidual()))
+    return emitOpError("gated needs an even N (gate, then up columns) and no residual, got N=")
+           << n;
   SmallVector<int64_t> expected(x.getShape().drop_back());
-  expected.push_back(n);
+  expected.push_back(getGated() ? n / 2 : n);
   if (r.getShape() != ArrayRef<int64_t>(expected))
     return emitOpError("result must be ")
            << RankedTensorType::get(expected, x.getElementType()) << ", got " << r;
@@ -131,6 +134,23 @@ LogicalResult LinearOp::verify() {
         !broadcastsTo(res.getType().getShape(), r.getShape()))
       return emitOpError("residual ") << res.getType() << " does not broadcast to the result "
                                       << r;
+  const int64_t columns = getRotaryColumns(), headDim = getHeadDim();
+  if (!getInvFreq()) {
+    if (columns != 0 || headDim != 0 || getOffset())
+      return emitOpError("rotary_columns, head_dim and offset come with `rotary` inv_freq");
+    return success();
+  }
+  if (getGated() || getResidual() || getActivation() != Activation::None)
+    return emitOpError("rotary has no activation, gating or residual");
+  if (r.getRank() < 2)
+    return emitOpError("rotary needs a result [..., S, N] (positions along S), got ") << r;
+  if (headDim <= 0 || headDim % 2 != 0 || columns <= 0 || columns % headDim != 0 || columns > n)
+    return emitOpError("rotary needs an even head_dim and rotary_columns a multiple of it within "
+                       "N=")
+           << n << ", got head_dim " << headDim << " and rotary_columns " << columns;
+  auto freq = getInvFreq().getType();
+  if (freq.getRank() != 1 || freq.getDimSize(0) != headDim / 2 || !freq.getElementType().isF32())
+    return emitOpError("inv_freq must be f32 [head_dim/2 = ") << headDim / 2 << "], got " << freq;
   return success();
 }
 
@@ -163,6 +183,23 @@ LogicalResult FusedElementwiseOp::verify() {
 bool mlir::transfuse::isElementwise(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, SiluOp, ExpOp, TanhOp,
              SelectOp, ConstantOp>(op);
+}
+
+Value mlir::transfuse::createActivation(OpBuilder &b, Location loc, Value x,
+                                        Activation activation) {
+  switch (activation) {
+  case Activation::None:
+    return x;
+  case Activation::Relu:
+    return ReluOp::create(b, loc, x);
+  case Activation::Gelu:
+    return GeluOp::create(b, loc, x, GeluApproximation::None);
+  case Activation::GeluTanh:
+    return GeluOp::create(b, loc, x, GeluApproximation::Tanh);
+  case Activation::Silu:
+    return SiluOp::create(b, loc, x);
+  }
+  return x;
 }
 
 std::optional<Activation> mlir::transfuse::activationOf(Operation *op) {

@@ -75,24 +75,43 @@ def Transfuse_LinearOp : Transfuse_Op<"linear", [TF_ShapeRule, AttrSizedOperandS
   let description = [{
     `input` [..., K]; `weight` [K, N], or [N, K] with `transpose_weight`
     (PyTorch's nn.Linear layout); `bias` [N]; `activation` one of none, relu,
-    gelu, gelu_tanh; `residual` broadcasts to the result [..., N]:
+    gelu, gelu_tanh, silu; `residual` broadcasts to the result [..., N]:
 
       result = activation(input·op(weight) + bias) + residual
+
+    Two epilogues combine pairs of the product's columns (z = input·op(weight)
+    + bias):
+    - `gated` (SwiGLU and its kin): N is even and the result is [..., N/2],
+      result[..., j] = activation(z[..., j])·z[..., N/2 + j] (no residual);
+    - `rotary %inv_freq (offset %o)?` with `rotary_columns` C and `head_dim`
+      D: the first C columns of z hold heads of D columns, rotated as
+      transfuse.rotary rotates them (inv_freq [D/2], row s of dimension -2 at
+      position offset + s); the other columns are z's (no activation or
+      residual). The Q and K projections of Llama, merged with V.
 
     ```mlir
     %y = transfuse.linear %x, %w, %b {activation = #transfuse.activation<relu>, transpose_weight}
         : (tensor<?x?x512xf32>, tensor<2048x512xf32>, tensor<2048xf32>) -> tensor<?x?x2048xf32>
+    %h = transfuse.linear %x, %wgu {activation = #transfuse.activation<silu>, gated, transpose_weight}
+        : (tensor<?x?x512xf32>, tensor<2816x512xf32>) -> tensor<?x?x1408xf32>
+    %qkv = transfuse.linear %x, %wqkv rotary %inv_freq offset %len
+        {head_dim = 64 : i64, rotary_columns = 1024 : i64, transpose_weight}
+        : (tensor<?x?x512xf32>, tensor<1536x512xf32>, tensor<32xf32>, index) -> tensor<?x?x1536xf32>
     ```
   }];
   let arguments = (ins TF_FloatTensor:$input, TF_FloatTensor:$weight,
                        Optional<TF_FloatTensor>:$bias, Optional<TF_FloatTensor>:$residual,
+                       Optional<TF_FloatTensor>:$inv_freq, Optional<Index>:$offset,
                        UnitAttr:$transpose_weight,
                        DefaultValuedAttr<TF_ActivationAttr,
-                                         "::mlir::transfuse::Activation::None">:$activation);
+                                         "::mlir::transfuse::Activation::None">:$activation,
+                       UnitAttr:$gated,
+                       DefaultValuedAttr<I64Attr, "0">:$rotary_columns,
+                       DefaultValuedAttr<I64Attr, "0">:$head_dim);
   let results = (outs TF_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight (`bias` $bias^)? (`residual` $residual^)? attr-dict
-    `:` functional-type(operands, results)
+    $input `,` $weight (`bias` $bias^)? (`residual` $residual^)? (`rotary` $inv_freq^)?
+    (`offset` $offset^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -49,7 +49,8 @@ std::optional<Projection> asProjection(Operation *op) {
     return p;
   }
   if (auto l = dyn_cast<LinearOp>(op)) {
-    if (l.getActivation() != Activation::None || l.getResidual())
+    if (l.getActivation() != Activation::None || l.getResidual() || l.getGated() ||
+        l.getInvFreq())
       return std::nullopt;
     return Projection{op, nullptr, l.getWeight(), l.getBias(), l.getResult(),
                       l.getType().getShape().back()};
@@ -160,8 +161,10 @@ struct MergeProjections : RewritePattern {
         total += s;
       shape.push_back(total);
       y = LinearOp::create(b, loc, RankedTensorType::get(shape, xt.getElementType()), x, w,
-                           bias, Value(), transposed ? b.getUnitAttr() : UnitAttr(),
-                           ActivationAttr::get(b.getContext(), Activation::None));
+                           bias, Value(), Value(), Value(),
+                           transposed ? b.getUnitAttr() : UnitAttr(),
+                           ActivationAttr::get(b.getContext(), Activation::None), UnitAttr(),
+                           IntegerAttr(), IntegerAttr());
     } else {
       y = MatmulOp::create(b, loc, x, w, false, transposed);
       if (bias)

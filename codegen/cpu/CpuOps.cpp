@@ -251,21 +251,31 @@ llvm::Error CpuPrinter::printGemm(tfk::GemmOp g) {
       return fail(g, "reads its derivative's input through a strided view (rows of N are expected)");
     epi += ", kernels::Activation::" + activationEnumerator(g.getDerivative()) + ", " +
            ptr(g.getPre()) + ", 0, " + floatLit(g.getScale().convertToDouble());
+  } else if (g.getInvFreq()) {  // the fields up to the rotary's, then its own
+    epi += ", kernels::Activation::kNone, nullptr, 0, 1.0f, " + ptr(g.getInvFreq()) +
+           ", size_t(" + s.seqLen + "), size_t(" + s.positionOffset + ")";
   }
   epi += "}";
   std::string sizes = m + ", " + std::to_string(n) + ", " + std::to_string(k);
+  // C's row length: the result's (half the product's when gated).
+  const std::string ldc = std::to_string(g.getGated() ? n / 2 : n);
+  const std::string pairs = "kernels::GemmPairs{kernels::GemmPairs::Kind(" +
+                            std::to_string(s.pairKind) + "), " + std::to_string(s.headDim) + ", " +
+                            std::to_string(s.pairColumns) + "}";
   if (g.getPacked()) {
     tfk::ParamOp p = paramOf(w);
     if (!p)
       return fail(g, "a packed weight that is not a parameter");
-    int pack = module.pack(module.paramIndex.lookup(p.getName()), transW, k, n);
+    int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, s.pairKind,
+                            s.headDim, s.pairColumns});
     call("kernels::gemm(" + sizes + ", " + ptr(x) + ", " + std::to_string(k) +
-         ", false, *c.packed[" + std::to_string(pack) + "], " + ptr(result) + ", " +
-         std::to_string(n) + ", " + epi + ", c.pool);");
+         ", false, *c.packed[" + std::to_string(pack) + "], " + ptr(result) + ", " + ldc + ", " +
+         epi + ", c.pool);");
   } else {
     call("kernels::gemm(" + sizes + ", " + ptr(x) + ", " + std::to_string(k) + ", false, " +
          ptr(w) + ", " + std::to_string(transW ? k : n) + ", " + boolLit(transW) + ", " +
-         ptr(result) + ", " + std::to_string(n) + ", " + epi + ", c.pool);");
+         ptr(result) + ", " + ldc + ", " + epi + ", c.pool" +
+         (s.pairKind ? ", " + pairs : std::string()) + ");");
   }
   return llvm::Error::success();
 }

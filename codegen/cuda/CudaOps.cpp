@@ -391,7 +391,14 @@ llvm::Error CudaPrinter::printGemm(tfk::GemmOp g) {
   line("  g.a = " + ptr(x) + "; g.lda = " + std::to_string(k) + ";");
   line("  g.b = " + ptr(w) + "; g.ldb = " + std::to_string(transW ? k : n) + "; g.transB = " +
        (transW ? "true" : "false") + ";");
-  line("  g.c = " + ptr(result) + "; g.ldc = " + std::to_string(n) + ";");
+  line("  g.c = " + ptr(result) + "; g.ldc = " + std::to_string(g.getGated() ? n / 2 : n) + ";");
+  if (s.pairKind) {
+    line("  g.pairs = {transfuse::kernels::GemmPairs::Kind(" + std::to_string(s.pairKind) + "), " +
+         std::to_string(s.headDim) + ", " + std::to_string(s.pairColumns) + "};");
+    if (g.getInvFreq())
+      line("  g.invFreq = " + ptr(g.getInvFreq()) + "; g.seqLen = size_t(" + s.seqLen +
+           "); g.positionOffset = size_t(" + s.positionOffset + ");");
+  }
   if (g.getBias())
     line("  g.bias = " + ptr(g.getBias()) + ";");
   if (activation != "kNone")

@@ -14,12 +14,11 @@ using namespace mlir::transfuse;
 using namespace mlir::transfuse::emit;
 namespace tfk = mlir::transfuse::kernel;
 
-int ModuleState::pack(int param, bool transB, int64_t k, int64_t n) {
+int ModuleState::pack(const Pack &p) {
   for (size_t i = 0; i < packs.size(); ++i)
-    if (packs[i] == std::make_pair(param, transB))
+    if (packs[i] == p)
       return (int)i;
-  packs.push_back({param, transB});
-  packShape.push_back({k, n});
+  packs.push_back(p);
   return (int)packs.size() - 1;
 }
 

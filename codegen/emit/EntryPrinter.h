@@ -36,8 +36,21 @@ namespace mlir::transfuse::emit {
 struct ModuleState {
   llvm::StringMap<int> paramIndex;               // name -> param table index
   llvm::StringMap<int> stateIndex;               // name -> state table index (ABI 2)
-  std::vector<std::pair<int, bool>> packs;       // (param, transB)
-  std::vector<std::array<int64_t, 2>> packShape; // (k, n)
+  /// A weight packed at load (exec::PackDesc): its parameter, layout, shape
+  /// and column pairs (kernels::GemmPairs: Kind as an integer, head size,
+  /// rotated columns).
+  struct Pack {
+    int param;
+    bool transB;
+    int64_t k, n;
+    int pairKind = 0;
+    int64_t headDim = 0, pairColumns = 0;
+    bool operator==(const Pack &o) const {
+      return param == o.param && transB == o.transB && k == o.k && n == o.n &&
+             pairKind == o.pairKind && headDim == o.headDim && pairColumns == o.pairColumns;
+    }
+  };
+  std::vector<Pack> packs;
   std::string constants;   // constant arrays, inside the anonymous namespace
   std::string code;        // functions the entries call, before them (scalar
                            // regions, __global__ kernels)
@@ -45,8 +58,8 @@ struct ModuleState {
   int counter = 0;         // names of constants and generated functions
   bool bf16 = false;       // f32 tensors stored as bf16 (--dtype bf16)
 
-  /// The index of the packed panels of `param` (transposed or not) [k, n].
-  int pack(int param, bool transB, int64_t k, int64_t n);
+  /// The index of the packed panels `p` (one per distinct packing).
+  int pack(const Pack &p);
 };
 
 /// A kernel call whose arguments every backend passes alike: `callee` is
@@ -118,9 +131,15 @@ protected:
   /// counts its FLOPs.
   struct GemmShape {
     std::string m;
-    int64_t n, k;
+    int64_t n, k; // the product's (n is twice the result's when gated)
     bool transW;
     std::string activation;
+    // Rotary pairs: rows per sequence (the result's dimension -2) and the
+    // first row's position.
+    std::string seqLen, positionOffset;
+    /// kernels::GemmPairs of the op, as the ModuleState::Pack fields.
+    int pairKind = 0;
+    int64_t headDim = 0, pairColumns = 0;
   };
   GemmShape gemmShape(kernel::GemmOp op);
   /// "{" and the args struct `type` of an attention call with the fields

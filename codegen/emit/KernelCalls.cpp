@@ -11,6 +11,7 @@
 #include "codegen/emit/EntryPrinter.h"
 
 #include "codegen/lowering/OpMath.h"
+#include "runtime/kernels/GemmPairs.h"
 
 using namespace mlir;
 using namespace mlir::transfuse;
@@ -171,9 +172,19 @@ EntryPrinter::GemmShape EntryPrinter::gemmShape(tfk::GemmOp g) {
   Value x = g.getInput(), result = g.getOut();
   GemmShape s;
   s.k = cast<MemRefType>(x.getType()).getDimSize(rankOf(x) - 1);
-  s.n = cast<MemRefType>(result.getType()).getDimSize(rankOf(result) - 1);
-  s.m = dims.product(x, 0, rankOf(x) - 1);
   s.transW = g.getTransposeWeight();
+  // The product's N (twice the result's when gated).
+  s.n = cast<MemRefType>(result.getType()).getDimSize(rankOf(result) - 1) * (g.getGated() ? 2 : 1);
+  s.m = dims.product(x, 0, rankOf(x) - 1);
+  if (g.getInvFreq()) {
+    s.seqLen = dims.dim(result, rankOf(result) - 2);
+    s.positionOffset = g.getOffset() ? dims.index(g.getOffset()) : "0";
+    s.pairKind = static_cast<int>(::transfuse::kernels::GemmPairs::Kind::kRotary);
+    s.headDim = g.getHeadDim();
+    s.pairColumns = g.getRotaryColumns();
+  } else if (g.getGated()) {
+    s.pairKind = static_cast<int>(::transfuse::kernels::GemmPairs::Kind::kGated);
+  }
   s.activation = activationEnumerator(g.getActivation());
   flops("2.0 * " + s.m + " * " + std::to_string(s.n * s.k));
   return s;

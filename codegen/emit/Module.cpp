@@ -162,10 +162,11 @@ llvm::Expected<std::string> mlir::transfuse::emit::generateSource(ModuleOp modul
     }
   }
   std::string packs;
-  for (auto [i, p] : llvm::enumerate(shared.packs))
-    packs += "    {" + std::to_string(p.first) + ", " + std::to_string(shared.packShape[i][0]) +
-             ", " + std::to_string(shared.packShape[i][1]) + ", " +
-             (p.second ? "true" : "false") + "},\n";
+  for (const ModuleState::Pack &p : shared.packs)
+    packs += "    {" + std::to_string(p.param) + ", " + std::to_string(p.k) + ", " +
+             std::to_string(p.n) + ", " + (p.transB ? "true" : "false") + ", " +
+             std::to_string(p.pairKind) + ", " + std::to_string(p.headDim) + ", " +
+             std::to_string(p.pairColumns) + "},\n";
 
   std::vector<std::string> aliases;
   for (const auto &[alias, canonical] : mi.rules.aliases) {
@@ -180,7 +181,7 @@ llvm::Expected<std::string> mlir::transfuse::emit::generateSource(ModuleOp modul
      << (params.empty() ? "    {\"\", 0, {}, \"zeros\", 0, 0, false, false},\n" : params)
      << "};\nconst exec::EntryDesc kEntries[] = {\n" << entries
      << "};\nconst exec::PackDesc kPacks[] = {\n"
-     << (packs.empty() ? "    {0, 0, 0, false},\n" : packs) << "};\n"
+     << (packs.empty() ? "    {0, 0, 0, false, 0, 0, 0},\n" : packs) << "};\n"
      << "const exec::TensorDesc kStates[] = {\n"
      << (states.empty() ? "    {\"\", 0, 0, {}, {}},\n" : states) << "};\n"
      << "const int32_t kStatePositionAxis[] = {" << (axes.empty() ? "-1" : axes) << "};\n"

@@ -176,9 +176,9 @@ LOWERING(SliceGradOp) {
 LOWERING(MatmulOp) {
   Value out = dest(rw, op);
   if (isGemmByWeight(op))
-    tfk::GemmOp::create(rw, op.getLoc(), a.getLhs(), a.getRhs(), Value(), Value(), Value(), out,
-                        op.getTransposeRhs(), /*packed=*/true, Activation::None, Activation::None,
-                        llvm::APFloat(1.0));
+    tfk::GemmOp::create(rw, op.getLoc(), a.getLhs(), a.getRhs(), Value(), Value(), Value(),
+                        Value(), Value(), out, op.getTransposeRhs(), /*packed=*/true,
+                        Activation::None, Activation::None, llvm::APFloat(1.0), false, 0, 0);
   else
     tfk::MatmulOp::create(rw, op.getLoc(), a.getLhs(), a.getRhs(), out, op.getTransposeLhs(),
                           op.getTransposeRhs());
@@ -190,8 +190,9 @@ LOWERING(LinearOp) {
   Value out = dest(rw, op);
   bool packed = (bool)weightParam(op.getWeight());
   tfk::GemmOp::create(rw, op.getLoc(), a.getInput(), a.getWeight(), a.getBias(), a.getResidual(),
-                      Value(), out, op.getTransposeWeight(), packed, op.getActivation(),
-                      Activation::None, llvm::APFloat(1.0));
+                      Value(), a.getInvFreq(), a.getOffset(), out, op.getTransposeWeight(), packed,
+                      op.getActivation(), Activation::None, llvm::APFloat(1.0), op.getGated(),
+                      op.getRotaryColumns(), op.getHeadDim());
   rw.replaceOp(op, out);
   return success();
 }
@@ -200,8 +201,8 @@ LOWERING(LinearInputGradOp) {
   Value out = dest(rw, op);
   bool packed = (bool)weightParam(op.getWeight());
   tfk::GemmOp::create(rw, op.getLoc(), a.getGrad(), a.getWeight(), Value(), Value(), a.getPre(),
-                      out, op.getTransposeWeight(), packed, Activation::None, op.getActivation(),
-                      op.getScale());
+                      Value(), Value(), out, op.getTransposeWeight(), packed, Activation::None,
+                      op.getActivation(), op.getScale(), false, 0, 0);
   rw.replaceOp(op, out);
   return success();
 }

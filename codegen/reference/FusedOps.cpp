@@ -120,9 +120,26 @@ LogicalResult Interpreter::evalLinear(LinearOp op) {
       return failure();
     r = std::move(biased);
   }
-  if (std::optional<math::Kind> act = activationKind(op.getActivation()))
+  std::optional<math::Kind> act = activationKind(op.getActivation());
+  if (op.getGated()) { // act(gate)·up: the two halves of each row
+    const int64_t n = r.shape.back() / 2, rows = (int64_t)r.data.size() / (2 * n);
+    Buf gated;
+    gated.shape = r.shape;
+    gated.shape.back() = n;
+    gated.data.resize(rows * n);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const double g = r.data[i * 2 * n + j], u = r.data[i * 2 * n + n + j];
+        gated.data[i * n + j] = (act ? math::apply(*act, g) : g) * u;
+      }
+    r = std::move(gated);
+  } else if (act) {
     for (double &y : r.data)
       y = math::apply(*act, y);
+  }
+  if (op.getInvFreq())
+    rotaryInPlace(r, get(op.getInvFreq()), op.getHeadDim(), op.getRotaryColumns(),
+                  op.getOffset() ? indices[op.getOffset()] : 0, /*inverse=*/false);
   if (op.getResidual()) {
     Buf sum;
     if (failed(binary(op, r, get(op.getResidual()), std::plus<>(), sum)))

@@ -213,23 +213,8 @@ LogicalResult Interpreter::eval(Operation *op) {
       })
       .Case([&](RotaryOp r) {
         Buf x = get(r.getInput());
-        const Buf &freq = get(r.getInvFreq());
-        const int64_t n = x.shape.back(), seq = x.shape[x.shape.size() - 2];
-        const int64_t hd = r.getHeadDim(), half = (int64_t)freq.data.size();
-        const int64_t offset = r.getOffset() ? indices[r.getOffset()] : 0;
-        for (int64_t row = 0; row < (int64_t)x.data.size() / n; ++row) {
-          const float pos = (float)(offset + row % seq);
-          for (int64_t h = 0; h < n / hd; ++h) {
-            double *v = x.data.data() + row * n + h * hd;
-            for (int64_t i = 0; i < half; ++i) {
-              const double angle = (float)(pos * (float)freq.data[i]); // as Hugging Face rounds it
-              const double c = std::cos(angle), sn = r.getInverse() ? -std::sin(angle) : std::sin(angle);
-              const double a = v[i], b = v[i + half];
-              v[i] = a * c - b * sn;
-              v[i + half] = b * c + a * sn;
-            }
-          }
-        }
+        rotaryInPlace(x, get(r.getInvFreq()), r.getHeadDim(), x.shape.back(),
+                      r.getOffset() ? indices[r.getOffset()] : 0, r.getInverse());
         set(r.getResult(), std::move(x));
         return success();
       })

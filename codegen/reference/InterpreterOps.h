@@ -212,6 +212,11 @@ Buf repeatHeads(const Buf &x, int64_t heads);
 Buf sumHeads(const Buf &x, int64_t kvHeads);
 void layerNormInPlace(Buf &r, const Buf &g, const Buf *b, int64_t n, double eps, bool rms);
 
+/// transfuse.rotary on the first `columns` columns of each row of r [.., S,
+/// N] (heads of headDim; row s of S at position offset + s), by the
+/// frequencies `freq` (pairs (i, i + freq size) of each head).
+void rotaryInPlace(Buf &r, const Buf &freq, int64_t headDim, int64_t columns, int64_t offset,
+                   bool inverse);
 /// Inverted dropout with the Philox draw of transfuse.dropout.
 void dropoutInPlace(Buf &r, double rate, uint64_t seed, uint64_t step, uint64_t stream);
 

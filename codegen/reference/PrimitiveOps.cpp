@@ -106,6 +106,25 @@ void layerNormInPlace(Buf &r, const Buf &g, const Buf *b, int64_t n, double eps,
   }
 }
 
+void rotaryInPlace(Buf &r, const Buf &freq, int64_t headDim, int64_t columns, int64_t offset,
+                   bool inverse) {
+  const int64_t n = r.shape.back(), seq = r.shape[r.shape.size() - 2];
+  const int64_t half = (int64_t)freq.data.size();
+  for (int64_t row = 0; row < (int64_t)r.data.size() / n; ++row) {
+    const float pos = (float)(offset + row % seq);
+    for (int64_t h = 0; h < columns / headDim; ++h) {
+      double *v = r.data.data() + row * n + h * headDim;
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = (float)(pos * (float)freq.data[i]); // as Hugging Face rounds it
+        const double c = std::cos(angle), sn = inverse ? -std::sin(angle) : std::sin(angle);
+        const double a = v[i], b = v[i + half];
+        v[i] = a * c - b * sn;
+        v[i + half] = b * c + a * sn;
+      }
+    }
+  }
+}
+
 void dropoutInPlace(Buf &r, double rate, uint64_t seed, uint64_t step, uint64_t stream) {
   double keepScale = 1.0 / (1.0 - rate);
   for (size_t i = 0; i < r.data.size(); ++i)

@@ -680,12 +680,15 @@ rt::Status refreshPrepared(tf_model* m) {
   for (int32_t i = 0; i < desc->numPacks; ++i) {
     const transfuse::exec::PackDesc& pk = desc->packs[i];
     if (pk.param < 0 || pk.param >= desc->numParams || pk.k < 0 || pk.n < 0 ||
-        m->params[pk.param].numElements() != pk.k * pk.n)
+        m->params[pk.param].numElements() != pk.k * pk.n || pk.pairKind < 0 || pk.pairKind > 2)
       return rt::Status::error("internal error: pack " + std::to_string(i) +
                                " does not match its parameter");
     if (!m->changed[pk.param]) continue;
+    const kernels::GemmPairs pairs{static_cast<kernels::GemmPairs::Kind>(pk.pairKind),
+                                   static_cast<size_t>(pk.headDim),
+                                   static_cast<size_t>(pk.pairColumns)};
     kernels::repackB(m->packed[i], m->paramPtrs[pk.param], pk.k, pk.n, pk.transB ? pk.k : pk.n,
-                     pk.transB, m->pool.get());
+                     pk.transB, m->pool.get(), pairs);
     m->packedPtrs[i] = &m->packed[i];
   }
   // Uploads are asynchronous on this thread's stream; runs on other threads'

@@ -53,6 +53,9 @@ struct PackDesc {
   int32_t param;
   int64_t k, n;
   bool transB;
+  // kernels::GemmPairs: its Kind as an integer, headDim and columns.
+  int32_t pairKind;
+  int64_t headDim, pairColumns;
 };
 
 // One call of an entry point. Inputs and outputs are in the order of the

@@ -174,12 +174,13 @@ inline std::optional<Kind> kindNamed(std::string_view name) {
 
 // The rotary embedding's cos θ and sin θ (transfuse.rotary) at `position`
 // for one inverse frequency: θ = fp32(position·invFreq), rounded to float as
-// Hugging Face forms it, then cos and sin in double, rounded once. Host only:
-// the CPU rotary op and the GEMM's rotary epilogue share these bits.
-inline void rotaryCosSin(float position, float invFreq, float* cosine, float* sine) {
-  const double angle = static_cast<float>(position * invFreq);
-  *cosine = static_cast<float>(std::cos(angle));
-  *sine = static_cast<float>(std::sin(angle));
+// Hugging Face forms it, then cos and sin in double, rounded once. The
+// rotary ops and the GEMMs' rotary epilogues (CPU and CUDA) share it.
+TRANSFUSE_HD inline void rotaryCosSin(float position, float invFreq, float* cosine, float* sine) {
+  const float theta = position * invFreq;
+  const double angle = theta;
+  *cosine = static_cast<float>(cos(angle));
+  *sine = static_cast<float>(sin(angle));
 }
 
 }  // namespace transfuse::kernels::math

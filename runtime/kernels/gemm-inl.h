@@ -376,7 +376,7 @@ HWY_INLINE const RotaryTable& RotaryTableFor(const float* invFreq, size_t half, 
 // panel's two vectors per row), `row` is the tile's first row of C.
 //   rotary: x0 (columns c0..) and x1 (c1 = c0 + half..) plus bias, rotated
 //           by the angle of pair i = c0 % headDim at the row's position;
-//   gated:  act(x0 + bias0)·(x1 + bias1) to C's columns out...
+//   gated:  act(x0 + bias0)·(x1 + bias1) to C's columns c0..
 struct PairTile {
   const float* s;
   size_t rows, row;
@@ -427,7 +427,7 @@ HWY_NOINLINE void GatedTile(const PairTile& t, const float* HWY_RESTRICT bias,
       x0 = hn::Add(x0, b0);
       x1 = hn::Add(x1, b1);
     }
-    StoreUpTo(d, hn::Mul(Activate<kAct>(d, x0), x1), C + (t.row + r) * ldc + t.cols.out, n);
+    StoreUpTo(d, hn::Mul(Activate<kAct>(d, x0), x1), C + (t.row + r) * ldc + t.cols.c0, n);
   }
 }
 

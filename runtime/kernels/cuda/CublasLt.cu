@@ -190,6 +190,7 @@ cudaError_t runCublasLt(const GemmArgsOf<T>& g, cudaStream_t stream) {
   if (g.k == 0) return cudaErrorNotSupported;
   // Not expressed here yet: the backward's epilogue runs on the CUDA cores.
   if (g.derivative != Activation::kNone) return cudaErrorNotSupported;
+  if (g.pairs.kind != kernels::GemmPairs::Kind::kNone) return cudaErrorNotSupported;
   if (g.bias && reinterpret_cast<uintptr_t>(g.bias) % 16 != 0) return cudaErrorNotSupported;
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;

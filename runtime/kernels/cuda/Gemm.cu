@@ -29,7 +29,33 @@ __device__ float derivativeAt(Activation act, float x) {
   }
 }
 
-template <class T>
+// Paired products (kPaired): the 64 columns of a block's tile hold 32
+// pairs, thread tx the first columns of pairs 2·tx and 2·tx + 1 (its
+// columns 0 and 1) and their second columns (2 and 3). pairCount pairs in
+// all; pair q's B columns are those below.
+struct PairColumns {
+  size_t first, second;
+};
+__device__ inline size_t pairCount(const kernels::GemmPairs& pairs, size_t n) {
+  return pairs.kind == kernels::GemmPairs::Kind::kGated ? n / 2 : pairs.columns / 2;
+}
+__device__ inline PairColumns pairColumns(const kernels::GemmPairs& pairs, size_t n, size_t q) {
+  if (pairs.kind == kernels::GemmPairs::Kind::kGated) return {q, n / 2 + q};
+  const size_t half = pairs.headDim / 2, first = q / half * pairs.headDim + q % half;
+  return {first, first + half};
+}
+// The B column of a paired tile's column `t` (0..63) in block column `bx`,
+// and whether it exists.
+__device__ inline bool tileColumn(const kernels::GemmPairs& pairs, size_t n, size_t bx, int t,
+                                  size_t* col) {
+  const size_t q = bx * (kTile / 2) + (t / 4) * 2 + (t % 2);
+  if (q >= pairCount(pairs, n)) return false;
+  const PairColumns c = pairColumns(pairs, n, q);
+  *col = (t % 4) / 2 ? c.second : c.first;
+  return true;
+}
+
+template <class T, bool kPaired>
 __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgsOf<T> p) {
   // Rows padded by 4 floats: the transposed stores of a warp (16 rows of
   // one column) spread over the banks, and rows stay 16-byte aligned.
@@ -58,12 +84,15 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgsOf<T> p) {
         As[kk][r] = gi < p.m && gk < p.k ? toFloat(p.a[gi * p.lda + gk]) : 0.0f;
       }
       if (p.transB) {  // B stored [N,K]: consecutive threads along k
-        const size_t gj = col0 + r;
-        Bs[kk][r] = gj < p.n && gk < p.k ? toFloat(p.b[gj * p.ldb + gk]) : 0.0f;
+        size_t gj = col0 + r;
+        const bool in = kPaired ? tileColumn(p.pairs, p.n, blockIdx.x, r, &gj) : gj < p.n;
+        Bs[kk][r] = in && gk < p.k ? toFloat(p.b[gj * p.ldb + gk]) : 0.0f;
       } else {         // B stored [K,N]: consecutive threads along n
         const int j = e % kTile, kb = e / kTile;
-        const size_t gj = col0 + j, gkb = k0 + kb;
-        Bs[kb][j] = gj < p.n && gkb < p.k ? toFloat(p.b[gkb * p.ldb + gj]) : 0.0f;
+        size_t gj = col0 + j;
+        const size_t gkb = k0 + kb;
+        const bool in = kPaired ? tileColumn(p.pairs, p.n, blockIdx.x, j, &gj) : gj < p.n;
+        Bs[kb][j] = in && gkb < p.k ? toFloat(p.b[gkb * p.ldb + gj]) : 0.0f;
       }
     }
     __syncthreads();
@@ -78,6 +107,34 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgsOf<T> p) {
         for (int j = 0; j < kPer; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
     __syncthreads();
+  }
+  if constexpr (kPaired) {
+    // acc[i][jp] and acc[i][jp + 2]: the two columns of pair 2·tx + jp.
+    const size_t pairs = pairCount(p.pairs, p.n), half = p.pairs.headDim / 2;
+    for (int i = 0; i < kPer; ++i) {
+      const size_t gi = row0 + ty * kPer + i;
+      if (gi >= p.m) continue;
+      for (int jp = 0; jp < 2; ++jp) {
+        const size_t q = blockIdx.x * (kTile / 2) + tx * 2 + jp;
+        if (q >= pairs) continue;
+        const PairColumns c = pairColumns(p.pairs, p.n, q);
+        float x0 = acc[i][jp], x1 = acc[i][jp + 2];
+        if (p.bias) {
+          x0 += toFloat(p.bias[c.first]);
+          x1 += toFloat(p.bias[c.second]);
+        }
+        if (p.pairs.kind == kernels::GemmPairs::Kind::kGated) {
+          p.c[gi * p.ldc + q] = fromFloat<T>(__fmul_rn(activate(p.activation, x0), x1));
+          continue;
+        }
+        float cs, sn;
+        kernels::math::rotaryCosSin(static_cast<float>(p.positionOffset + gi % p.seqLen),
+                                    p.invFreq[q % half], &cs, &sn);
+        p.c[gi * p.ldc + c.first] = fromFloat<T>(x0 * cs - x1 * sn);
+        p.c[gi * p.ldc + c.second] = fromFloat<T>(x1 * cs + x0 * sn);
+      }
+    }
+    return;
   }
   const size_t ldr = p.ldr ? p.ldr : p.n;
 #pragma unroll
@@ -109,7 +166,17 @@ __global__ void __launch_bounds__(kThreads) gemmKernel(GemmArgsOf<T> p) {
 template <class T>
 bool valid(const GemmArgsOf<T>& a) {
   const bool derivative = a.derivative != Activation::kNone;
-  return a.c && (a.k == 0 || (a.a && a.b)) && a.ldc >= a.n &&
+  using Kind = kernels::GemmPairs::Kind;
+  if (a.pairs.kind != Kind::kNone) {
+    const size_t hd = a.pairs.headDim, cols = a.pairs.columns;
+    const bool shape = a.pairs.kind == Kind::kGated
+                           ? a.n % 2 == 0
+                           : hd > 0 && hd % 2 == 0 && cols % hd == 0 && cols <= a.n && a.invFreq &&
+                                 a.seqLen > 0;
+    if (!shape || a.residual || derivative || a.batch != 1) return false;
+  }
+  const size_t cols = a.pairs.kind == Kind::kGated ? a.n / 2 : a.n;  // C's
+  return a.c && (a.k == 0 || (a.a && a.b)) && a.ldc >= cols &&
          (a.k == 0 || a.lda >= (a.transA ? a.m : a.k)) &&
          (a.k == 0 || a.ldb >= (a.transB ? a.k : a.n)) && !(a.residual && a.ldr && a.ldr < a.n) &&
          (!derivative || (a.pre && !a.bias && !a.residual && a.activation == Activation::kNone &&
@@ -122,9 +189,29 @@ cudaError_t runCudaCores(const GemmArgsOf<T>& a, cudaStream_t stream) {
   if (!valid(a)) return cudaErrorInvalidValue;
   const size_t tilesN = (a.n + kTile - 1) / kTile, tilesM = (a.m + kTile - 1) / kTile;
   if (tilesM > 65535 || tilesN > 0x7fffffff || a.batch > 65535) return cudaErrorInvalidValue;
-  gemmKernel<T><<<dim3(static_cast<unsigned>(tilesN), static_cast<unsigned>(tilesM),
-                       static_cast<unsigned>(a.batch)),
-                  kThreads, 0, stream>>>(a);
+  if (a.pairs.kind != kernels::GemmPairs::Kind::kNone) {
+    const bool gated = a.pairs.kind == kernels::GemmPairs::Kind::kGated;
+    const size_t pairs = gated ? a.n / 2 : a.pairs.columns / 2;
+    const size_t pairTiles = (pairs + kTile / 2 - 1) / (kTile / 2);
+    if (pairTiles)
+      gemmKernel<T, true><<<dim3(static_cast<unsigned>(pairTiles), static_cast<unsigned>(tilesM)),
+                            kThreads, 0, stream>>>(a);
+    if (gated || a.pairs.columns == a.n) return cudaGetLastError();
+    // A rotary product's other columns (V): the plain kernel, shifted.
+    GemmArgsOf<T> rest = a;
+    rest.pairs = {};
+    rest.n = a.n - a.pairs.columns;
+    rest.b = a.transB ? a.b + a.pairs.columns * a.ldb : a.b + a.pairs.columns;
+    rest.c = a.c + a.pairs.columns;
+    if (a.bias) rest.bias = a.bias + a.pairs.columns;
+    const size_t restTiles = (rest.n + kTile - 1) / kTile;
+    gemmKernel<T, false><<<dim3(static_cast<unsigned>(restTiles), static_cast<unsigned>(tilesM)),
+                           kThreads, 0, stream>>>(rest);
+    return cudaGetLastError();
+  }
+  gemmKernel<T, false><<<dim3(static_cast<unsigned>(tilesN), static_cast<unsigned>(tilesM),
+                              static_cast<unsigned>(a.batch)),
+                         kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 

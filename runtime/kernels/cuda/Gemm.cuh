@@ -12,6 +12,13 @@
 // epilogue, as on the CPU: with `derivative` set (and no bias, activation
 // or residual; one product), C = (scale·A·B)·f'(pre(i,j)), pre(i,j) =
 // pre[i·ldp + j] (ldp 0: N), f' ElementwiseMath.h's derivative.
+// Column pairs (kernels::GemmPairs, GemmPairs.h) as on the CPU: rotary
+// rotates pairs (i, i + headDim/2) of each head of the first `columns`
+// columns at row i's position positionOffset + i % seqLen (invFreq
+// [headDim/2] on the device); gated gives C[i, j] = act(gate_j)·up_j of B's
+// two halves (C has n/2 columns). The CUDA-core kernel computes them, a
+// tile's columns chosen so that each thread holds both columns of its
+// pairs (one product; no residual or derivative).
 // Device pointers; C must not overlap the other operands. `batch` products
 // at once (an unfused attention's Q·Kᵀ per head): product z reads A, B and
 // the residual at z times their batch strides and writes C at z·strideC (a
@@ -27,6 +34,7 @@
 
 #include "runtime/kernels/Activation.h"
 #include "runtime/kernels/ElementwiseMath.h"
+#include "runtime/kernels/GemmPairs.h"
 #include "runtime/kernels/cuda/Storage.cuh"
 
 #include <cuda_runtime.h>
@@ -59,6 +67,9 @@ struct GemmArgsOf {
   const T* pre = nullptr;
   size_t ldp = 0;
   float scale = 1.0f;
+  kernels::GemmPairs pairs;
+  const float* invFreq = nullptr;
+  size_t seqLen = 1, positionOffset = 0;
 };
 using GemmArgs = GemmArgsOf<float>;
 

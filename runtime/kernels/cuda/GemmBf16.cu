@@ -113,6 +113,7 @@ __global__ void __launch_bounds__(kThreads) gemmBf16Kernel(GemmArgsOf<bf16> p) {
 cudaError_t gemmTensorCores(const GemmArgsOf<bf16>& a, cudaStream_t stream) {
   if (a.m == 0 || a.n == 0 || a.batch == 0) return cudaSuccess;
   if (a.derivative != Activation::kNone) return cudaErrorNotSupported;  // training: fp32
+  if (a.pairs.kind != kernels::GemmPairs::Kind::kNone) return cudaErrorNotSupported;
   if (!a.c || (a.k > 0 && (!a.a || !a.b)) || a.ldc < a.n) return cudaErrorInvalidValue;
   const size_t tilesN = (a.n + kTile - 1) / kTile, tilesM = (a.m + kTile - 1) / kTile;
   if (tilesM > 65535 || tilesN > 0x7fffffff || a.batch > 65535) return cudaErrorInvalidValue;

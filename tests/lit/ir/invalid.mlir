@@ -450,6 +450,60 @@ func.func @f(%x: tensor<?x?x96xf32>, %f: tensor<16xf32>) {
 
 // -----
 
+// Tests that a gated linear's result is half the product's columns.
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>) {
+  // expected-error @+1 {{result must be 'tensor<2x4xf32>', got 'tensor<2x8xf32>'}}
+  %0 = transfuse.linear %x, %w {activation = #transfuse.activation<silu>, gated} : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a gated linear has an even N.
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x7xf32>) {
+  // expected-error @+1 {{gated needs an even N (gate, then up columns) and no residual, got N=7}}
+  %0 = transfuse.linear %x, %w {gated} : (tensor<2x4xf32>, tensor<4x7xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that a rotary linear's columns are whole heads within N.
+func.func @f(%x: tensor<2x3x4xf32>, %w: tensor<4x32xf32>, %f: tensor<4xf32>) {
+  // expected-error @+1 {{rotary needs an even head_dim and rotary_columns a multiple of it within N=32, got head_dim 8 and rotary_columns 12}}
+  %0 = transfuse.linear %x, %w rotary %f {head_dim = 8 : i64, rotary_columns = 12 : i64} : (tensor<2x3x4xf32>, tensor<4x32xf32>, tensor<4xf32>) -> tensor<2x3x32xf32>
+  return
+}
+
+// -----
+
+// Tests that a rotary linear rotates whole heads (head_dim / 2 frequencies).
+func.func @f(%x: tensor<2x3x4xf32>, %w: tensor<4x32xf32>, %f: tensor<2xf32>) {
+  // expected-error @+1 {{inv_freq must be f32 [head_dim/2 = 4], got 'tensor<2xf32>'}}
+  %0 = transfuse.linear %x, %w rotary %f {head_dim = 8 : i64, rotary_columns = 16 : i64} : (tensor<2x3x4xf32>, tensor<4x32xf32>, tensor<2xf32>) -> tensor<2x3x32xf32>
+  return
+}
+
+// -----
+
+// Tests that a rotary linear has no activation.
+func.func @f(%x: tensor<2x3x4xf32>, %w: tensor<4x32xf32>, %f: tensor<4xf32>) {
+  // expected-error @+1 {{rotary has no activation, gating or residual}}
+  %0 = transfuse.linear %x, %w rotary %f {activation = #transfuse.activation<relu>, head_dim = 8 : i64, rotary_columns = 16 : i64} : (tensor<2x3x4xf32>, tensor<4x32xf32>, tensor<4xf32>) -> tensor<2x3x32xf32>
+  return
+}
+
+// -----
+
+// Tests that rotary_columns come with the rotary's frequencies.
+func.func @f(%x: tensor<2x3x4xf32>, %w: tensor<4x32xf32>) {
+  // expected-error @+1 {{rotary_columns, head_dim and offset come with `rotary` inv_freq}}
+  %0 = transfuse.linear %x, %w {head_dim = 8 : i64, rotary_columns = 16 : i64} : (tensor<2x3x4xf32>, tensor<4x32xf32>) -> tensor<2x3x32xf32>
+  return
+}
+
+// -----
+
 // Tests that rotary rotates at most head_dim / 2 pairs.
 func.func @f(%x: tensor<?x?x128xf32>, %f: tensor<40xf32>) {
   // expected-error @+1 {{inv_freq must be f32 [R] with 2R <= head_dim}}

@@ -299,6 +299,37 @@ TEST(Autodiff, RmsNormAndRotary) {
                  {{"r", randomF32({2, 3, 8}, rng)}});
 }
 
+// The paired epilogues of transfuse.linear: gated (SwiGLU: silu of the
+// first half times the second, with a bias; GeGLU) and rotary (the first 8
+// of 12 columns rotated in heads of 4 at positions offset by 3, with a
+// bias), each gradient through x, the weight and the bias.
+TEST(Autodiff, GatedAndRotaryLinear) {
+  std::mt19937 rng(14);
+  for (const char *act : {"silu", "gelu"})
+    checkGradients(lossFunc(R"(%r: tensor<2x3x5xf32> {transfuse.name = "r"})", std::string(R"(
+  %x = transfuse.param "x" {init = #transfuse.init<zeros>} : tensor<2x3x4xf32>
+  %w = transfuse.param "w" {init = #transfuse.init<zeros>} : tensor<10x4xf32>
+  %b = transfuse.param "b" {init = #transfuse.init<zeros>} : tensor<10xf32>
+  %y = transfuse.linear %x, %w bias %b {activation = #transfuse.activation<)") + act + R"(>, gated, transpose_weight} : (tensor<2x3x4xf32>, tensor<10x4xf32>, tensor<10xf32>) -> tensor<2x3x5xf32>
+  %m = transfuse.mul %y, %r : (tensor<2x3x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  %l = transfuse.reduce_sum %m {axes = array<i64: 0, 1, 2>} : (tensor<2x3x5xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+)"),
+                   {{"r", randomF32({2, 3, 5}, rng)}});
+  checkGradients(lossFunc(R"(%r: tensor<2x3x12xf32> {transfuse.name = "r"})", R"(
+  %x = transfuse.param "x" {init = #transfuse.init<zeros>} : tensor<2x3x4xf32>
+  %w = transfuse.param "w" {init = #transfuse.init<zeros>} : tensor<4x12xf32>
+  %b = transfuse.param "b" {init = #transfuse.init<zeros>} : tensor<12xf32>
+  %f = transfuse.constant dense<[1.0, 0.3]> : tensor<2xf32>
+  %three = transfuse.dim %r, 1 : tensor<2x3x12xf32>
+  %y = transfuse.linear %x, %w bias %b rotary %f offset %three {head_dim = 4 : i64, rotary_columns = 8 : i64} : (tensor<2x3x4xf32>, tensor<4x12xf32>, tensor<12xf32>, tensor<2xf32>, index) -> tensor<2x3x12xf32>
+  %m = transfuse.mul %y, %r : (tensor<2x3x12xf32>, tensor<2x3x12xf32>) -> tensor<2x3x12xf32>
+  %l = transfuse.reduce_sum %m {axes = array<i64: 0, 1, 2>} : (tensor<2x3x12xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+)"),
+                 {{"r", randomF32({2, 3, 12}, rng)}});
+}
+
 // An embedding read by gather (ids repeat) and, tied, as the output
 // projection: one parameter whose gradient sums both uses; cross-entropy
 // with label smoothing 0.1 over the vocabulary, label 0 ignored.
