@@ -45,10 +45,8 @@ extern "C" {
 /* 2: state and parameters; 3: devices (tf_tensor.device, tf_options.device_ordinal:
  * fields that change the structs' sizes, so version 2 artifacts are refused);
  * 4: tf_model_create's weights_path may name sharded weights (an index or a
- * directory), which a version 3 artifact cannot read, so it is refused;
- * 5: packed weights may pair columns (the GEMM's rotary and gated epilogues),
- * a field a version 4 artifact's pack table lacks. */
-#define TF_ABI_VERSION 5
+ * directory), which a version 3 artifact cannot read, so it is refused. */
+#define TF_ABI_VERSION 4
 
 /* Element types; the numbering is fixed by the ABI. */
 typedef enum tf_dtype {
