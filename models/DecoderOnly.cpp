@@ -11,7 +11,8 @@
 // positions L..L+n against the cached keys and values of a state
 // (docs/decoding.md), appending theirs; prefill returns the last position's
 // logits only (the next token of a prompt), decode_step every position's.
-// The cache has no padding: prompts decoded together have one length.
+// The cache has no padding (prompts of different lengths batch by feeding
+// the longer ones' extra ids step by step: runtime/host/Search.h).
 //
 //===----------------------------------------------------------------------===//
 

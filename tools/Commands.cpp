@@ -259,7 +259,7 @@ const std::vector<Command> kCommands = {
    "Continues prompts with a decoder_only model's KV cache.",
    "Continues prompts with a compiled decoder_only model's KV cache: one prompt of "
    "space-separated ids (used as given) per line, the new ids per line. Greedy by default, "
-   "sampling with --sample, beams with --beam. Prompts decode in batches of one length.",
+   "sampling with --sample, beams with --beam. Prompts batch in length order, lengths mixed.",
    {{"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
     {"--weights-seed", "N", "seed of the random weights (default 0)"},
     {"--prompt-ids", "IDS", "one prompt"},

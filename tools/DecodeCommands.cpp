@@ -16,6 +16,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <algorithm>
+#include <numeric>
 #include <string>
 
 using namespace mlir::transfuse::tools;
@@ -234,27 +236,28 @@ int mlir::transfuse::tools::runGenerate(const std::vector<std::string> &position
     die("flag --batch-size " + llvm::Twine(batch) + " with --beam " + llvm::Twine(o.beam) +
         " needs " + llvm::Twine(batch * o.beam) + " rows; the artifact has " +
         llvm::Twine(generator->rows()) + " (compile with a larger --max-batch or --max-beam)");
-  // Prompts decode in batches of one length (the cache has no padding),
-  // each batch in input order; outputs keep the input's order.
-  std::map<size_t, std::vector<size_t>> byLength;
-  for (size_t i = 0; i < prompts.size(); ++i)
-    byLength[prompts[i].size()].push_back(i);
+  // Batches of neighbours in length order (a batch feeds its longer
+  // prompts' extra ids step by step: the closer the lengths, the fewer
+  // steps only feed); outputs keep the input's order.
+  std::vector<size_t> order(prompts.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return prompts[x].size() < prompts[y].size(); });
   std::vector<std::string> lines(prompts.size());
-  for (auto &[length, members] : byLength)
-    for (size_t first = 0; first < members.size(); first += batch) {
-      size_t end = std::min(members.size(), first + (size_t)batch);
-      std::vector<std::vector<int32_t>> part;
-      for (size_t m = first; m < end; ++m)
-        part.push_back(prompts[members[m]]);
-      // Sampling keys each prompt's draws by its own line.
-      std::vector<int64_t> lineOf(members.begin() + first, members.begin() + end);
-      auto result = generator->generate(part, o, lineOf);
-      if (!result.isOk())
-        die(name + ": " + result.status().message());
-      for (size_t m = first; m < end; ++m)
-        for (const rt::Hypothesis &h : (*result)[m - first])
-          lines[members[m]] += joinIds(h.ids) + "\n";
-    }
+  for (size_t first = 0; first < order.size(); first += batch) {
+    size_t end = std::min(order.size(), first + (size_t)batch);
+    std::vector<std::vector<int32_t>> part;
+    for (size_t m = first; m < end; ++m)
+      part.push_back(prompts[order[m]]);
+    // Sampling keys each prompt's draws by its own line.
+    std::vector<int64_t> lineOf(order.begin() + first, order.begin() + end);
+    auto result = generator->generate(part, o, lineOf);
+    if (!result.isOk())
+      die(name + ": " + result.status().message());
+    for (size_t m = first; m < end; ++m)
+      for (const rt::Hypothesis &h : (*result)[m - first])
+        lines[order[m]] += joinIds(h.ids) + "\n";
+  }
   std::string out;
   for (const std::string &l : lines)
     out += l;

@@ -39,7 +39,9 @@ struct Sentence {
   int64_t sourceRow = 0;  // its row of the encoded batch
   int maxLen = 0, minLen = 0;
   std::vector<int32_t> prefix;
-  std::vector<Beam> beams;  // live, one row each
+  std::vector<int32_t> feed;  // SearchSentence::feed
+  size_t fed = 0;             // of feed, the tokens the model has been given
+  std::vector<Beam> beams;    // live, one row each
   std::vector<Hypothesis> finished;
 };
 
@@ -252,6 +254,7 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
     s.maxLen = input[i].maxLen;
     s.minLen = std::min(input[i].minLen, s.maxLen);
     s.prefix = input[i].prefix;
+    s.feed = input[i].feed;
     s.beams.push_back(Beam());
   }
   // rows[r] = (sentence, beam): the model's row r holds that beam's cache.
@@ -266,9 +269,10 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
     last.clear();
     sourceRows.clear();
     for (auto [si, bi] : rows) {
-      const Beam& beam = sentences[si].beams[bi];
-      last.push_back(beam.tokens.empty() ? ids.bos : beam.tokens.back());
-      sourceRows.push_back(sentences[si].sourceRow);
+      const Sentence& s = sentences[si];
+      const Beam& beam = s.beams[bi];
+      last.push_back(!beam.tokens.empty() ? beam.tokens.back() : s.fed > 0 ? s.feed[s.fed - 1] : ids.bos);
+      sourceRows.push_back(s.sourceRow);
     }
     const float* out = nullptr;
     if (Status st = model.step(last, sourceRows, out); !st.isOk()) return st;
@@ -286,9 +290,15 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
     rowLogSumExp(out, r, v, lse);
 
     // Candidates of each sentence: (total log-probability, row, token).
+    // A sentence still being fed has one row and no candidates.
     std::vector<std::vector<std::tuple<double, int64_t, int32_t>>> candidates(b);
+    std::vector<int64_t> feedingRow(b, -1);
     for (int64_t i = 0; i < r; ++i) {
       Sentence& s = sentences[rows[i].first];
+      if (s.fed < s.feed.size()) {
+        feedingRow[rows[i].first] = i;
+        continue;
+      }
       const Beam& beam = s.beams[rows[i].second];
       const size_t len = beam.tokens.size();
       const float* x = out + i * v;
@@ -314,7 +324,8 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
         logProbs.resize(v);
         for (int32_t j = 0; j < v; ++j) logProbs[j] = lp(j);
         for (int32_t t : banned) logProbs[t] = kNegInf;
-        int32_t t = draw(logProbs, o, (uint64_t)step, (uint64_t)s.line);
+        // Keyed by the output's own step: the same draws however it was fed.
+        int32_t t = draw(logProbs, o, (uint64_t)(step - (int64_t)s.feed.size()), (uint64_t)s.line);
         c.push_back({beam.logProb + logProbs[t], i, t});
         continue;
       }
@@ -330,6 +341,12 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
     for (int64_t si = 0; si < b; ++si) {
       Sentence& s = sentences[si];
       if (s.beams.empty()) continue;
+      if (feedingRow[si] >= 0) {  // its next input is the next token fed
+        ++s.fed;
+        parents.push_back((int32_t)feedingRow[si]);
+        next.push_back({(int)si, 0});
+        continue;
+      }
       auto& c = candidates[si];
       size_t top = std::min(c.size(), (size_t)(2 * k));
       std::partial_sort(c.begin(), c.begin() + top, c.end(), [](const auto& x, const auto& y) {
@@ -580,14 +597,10 @@ StatusOr<std::vector<std::vector<Hypothesis>>> Generator::generate(
     return Status::error(std::to_string(lines.size()) + " line numbers for " + std::to_string(b) +
                          " prompts");
   auto lineOf = [&](int64_t i) { return lines.empty() ? i : lines[i]; };
-  const int64_t n = (int64_t)prompts[0].size();
   for (int64_t i = 0; i < b; ++i) {
     std::string line = lineName(lineOf(i));
-    if (prompts[i].empty()) return Status::error(line + ": an empty prompt");
-    if ((int64_t)prompts[i].size() != n)
-      return Status::error(line + ": a prompt of " + std::to_string(prompts[i].size()) +
-                           " ids in a batch of prompts of " + std::to_string(n) +
-                           " (the cache has no padding: batch prompts of one length)");
+    const int64_t n = (int64_t)prompts[i].size();
+    if (n == 0) return Status::error(line + ": an empty prompt");
     for (int32_t id : prompts[i])
       if (id < 0 || id >= v)
         return Status::error(line + ": id " + std::to_string(id) + " is outside the vocabulary [0, " +
@@ -598,11 +611,15 @@ StatusOr<std::vector<std::vector<Hypothesis>>> Generator::generate(
                            std::to_string(o.maxLen) + " new tokens are over the cache's " +
                            std::to_string(positions_) + " positions (--max-seq-len)");
   }
-  Tensor tokens = Tensor::zeros(DType::I32, {b, n});
-  for (int64_t i = 0; i < b; ++i) std::copy(prompts[i].begin(), prompts[i].end(), tokens.data<int32_t>() + i * n);
+  // Every prompt's first m ids prefill together; the rest is fed.
+  int64_t m = (int64_t)prompts[0].size();
+  for (const auto& p : prompts) m = std::min(m, (int64_t)p.size());
+  Tensor tokens = Tensor::zeros(DType::I32, {b, m});
+  for (int64_t i = 0; i < b; ++i) std::copy_n(prompts[i].begin(), m, tokens.data<int32_t>() + i * m);
   if (Status s = state_->reset(); !s.isOk()) return s;
   std::vector<SearchSentence> sentences(b);
-  for (int64_t i = 0; i < b; ++i) sentences[i] = {lineOf(i), o.maxLen, o.minLen, {}};
+  for (int64_t i = 0; i < b; ++i)
+    sentences[i] = {lineOf(i), o.maxLen, o.minLen, {}, {prompts[i].begin() + m, prompts[i].end()}};
   GeneratorStep step(model_, *state_, tokens, v);
   return search(step, sentences, o, ids_);
 }

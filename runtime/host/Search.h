@@ -88,11 +88,15 @@ public:
 };
 
 // One sentence of a search: its input line (the sampling stream), length
-// limits (output tokens, EOS not counted) and a forced prefix.
+// limits (output tokens, EOS not counted), a forced prefix, and `feed`:
+// tokens given to the model one per step before the output begins, their
+// logits unscored (the rest of a prompt longer than the batch's prefill).
+// Sampling draws by the output's step, so feeding changes no draw.
 struct SearchSentence {
   int64_t line = 0;
   int maxLen = 0, minLen = 0;
   std::vector<int32_t> prefix;
+  std::vector<int32_t> feed;
 };
 
 // The search of Search.h's comment over `model`, whose rows start as one
@@ -141,9 +145,12 @@ private:
   int64_t rows_ = 0, maxSource_ = 0, positions_ = 0;
 };
 
-// Continues prompts with a compiled decoder_only model: `prefill` runs a
-// batch of prompts (one length: the cache has no padding) and gives the
-// next token's logits, then `decode_step` one token per live row. The
+// Continues prompts with a compiled decoder_only model: `prefill` runs the
+// batch's first m ids of every prompt (m: the shortest prompt's length) and
+// gives the next token's logits, then `decode_step` one token per live row:
+// the rest of a longer prompt, one id per step while shorter ones already
+// generate, then its output. No padding enters the cache: every row holds
+// its prompt's keys at its prompt's positions, as if it ran alone. The
 // search is the Translator's (greedy, sampling, beams); EOS is `ids.eos`
 // (none: exactly maxLen new tokens).
 class Generator {
@@ -153,9 +160,9 @@ public:
   // Up to nBest continuations (new tokens, without EOS) per prompt, best
   // first; options.maxLen new tokens at most (required). `lines` are the
   // prompts' input lines (empty: 0, 1, ...): errors name them and sampling
-  // keys each prompt's draws by its own. Errors: an id outside the
-  // vocabulary, an empty prompt, prompts of different lengths, a prompt and
-  // continuation over the cache.
+  // keys each prompt's draws by its own. Prompts may differ in length; each
+  // gets the tokens it would get alone. Errors: an id outside the
+  // vocabulary, an empty prompt, a prompt and continuation over the cache.
   StatusOr<std::vector<std::vector<Hypothesis>>> generate(
       const std::vector<std::vector<int32_t>>& prompts, const SearchOptions& options,
       const std::vector<int64_t>& lines = {});

@@ -165,11 +165,12 @@ def greedy(logits_of, prompt, new):
 
 def generate_cases(args, name, cfg, model, weights, rng):
     """transfuse generate (prefill and decode_step over the KV cache) against
-    greedy recomputation with the oracle, prompts batched at one length."""
+    greedy recomputation with the oracle, prompts of three lengths in one batch
+    (the shortest prefilled for all, the longer ones fed step by step)."""
     ok = True
     out = os.path.join(args.workdir, f"gen-{name}")
     run([args.transfuse, "compile", model, "-o", out, "--max-seq-len", "24", "--max-batch", "3"])
-    prompts = rng.integers(0, cfg["vocab_size"], size=(3, 5))
+    prompts = [rng.integers(0, cfg["vocab_size"], size=n) for n in (5, 2, 7)]
     path = os.path.join(args.workdir, f"prompts-{name}.txt")
     with open(path, "w") as f:
         f.write("".join(" ".join(map(str, p)) + "\n" for p in prompts))

@@ -485,14 +485,16 @@ namespace {
 
 // The Generator on the compiled tiny decoder_only model (learned positions:
 // a decode step's rows of wpe start at the cache's length): greedy with the
-// cache equals greedy by recomputing forward on the whole sequence, beam 1
-// equals greedy, and prompts batched or alone give the same tokens.
+// cache equals greedy by recomputing forward on the whole sequence, for
+// prompts of one length and of several in one batch (the longer ones fed
+// step by step), and prompts batched or alone give the same tokens under
+// greedy, beam and sampling search.
 TEST(GeneratorTest, CachedGreedyEqualsRecomputationForEveryBatching) {
   MLIRContext ctx;
   ctx.loadDialect<TransfuseDialect, func::FuncDialect>();
   BuildOptions options;
   options.maxBatch = 3;
-  options.maxBeam = 1;
+  options.maxBeam = 2;
   OwningOpRef<ModuleOp> graph;
   std::string library = compileArtifact(ctx, TRANSFUSE_SOURCE_DIR "/models/tiny-decoder-only.json",
                                         "all", options, graph);
@@ -508,53 +510,70 @@ TEST(GeneratorTest, CachedGreedyEqualsRecomputationForEveryBatching) {
   ids.tgtVocab = 29;
   auto generator = rt::Generator::create(**model, ids);
   ASSERT_TRUE(generator.isOk()) << generator.status().message();
-  std::vector<std::vector<int32_t>> prompts = {{5, 6, 7}, {8, 9, 10}, {11, 3, 20}};
   rt::SearchOptions greedy;
   greedy.maxLen = 8;
-  auto all = (*generator)->generate(prompts, greedy);
-  ASSERT_TRUE(all.isOk()) << all.status().message();
   auto forward = graph->lookupSymbol<func::FuncOp>("forward");
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    // Recompute: the whole sequence through forward, the last position's
-    // argmax, until EOS or 8 tokens.
-    std::vector<int32_t> seq = prompts[i], expected;
-    while (expected.size() < 8) {
-      auto out = reference::run(forward, *weights,
-                                {{"tokens", i32Tensor({1, (int64_t)seq.size()}, seq)}}, true);
-      ASSERT_TRUE(!!out) << llvm::toString(out.takeError());
-      std::vector<double> v = values(out->at("logits"));
-      std::vector<double> last(v.end() - 29, v.end());
-      int32_t next = (int32_t)(std::max_element(last.begin(), last.end()) - last.begin());
-      // The cached search's log-probability of that token, within 1e-5 of
-      // its scale.
-      double lse = 0, mx = *std::max_element(last.begin(), last.end());
-      for (double x : last)
-        lse += std::exp(x - mx);
-      double lp = last[next] - mx - std::log(lse);
-      const auto &got = (*all)[i][0].tokenLogProbs;
-      if (expected.size() < got.size())
-        EXPECT_NEAR(got[expected.size()], lp, 1e-5 * std::max(1.0, std::fabs(lp)))
-            << "prompt " << i << " token " << expected.size();
-      if (next == 28)
-        break;
-      expected.push_back(next);
-      seq.push_back(next);
+  // Recomputes each prompt's continuation (the whole sequence through
+  // forward, the last position's argmax, until EOS or 8 tokens) and checks
+  // the batch's tokens and log-probabilities against it.
+  auto checkAgainstRecomputation = [&](const std::vector<std::vector<int32_t>> &prompts) {
+    auto all = (*generator)->generate(prompts, greedy);
+    ASSERT_TRUE(all.isOk()) << all.status().message();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::vector<int32_t> seq = prompts[i], expected;
+      while (expected.size() < 8) {
+        auto out = reference::run(forward, *weights,
+                                  {{"tokens", i32Tensor({1, (int64_t)seq.size()}, seq)}}, true);
+        ASSERT_TRUE(!!out) << llvm::toString(out.takeError());
+        std::vector<double> v = values(out->at("logits"));
+        std::vector<double> last(v.end() - 29, v.end());
+        int32_t next = (int32_t)(std::max_element(last.begin(), last.end()) - last.begin());
+        // The cached search's log-probability of that token, within 1e-5
+        // of its scale.
+        double lse = 0, mx = *std::max_element(last.begin(), last.end());
+        for (double x : last)
+          lse += std::exp(x - mx);
+        double lp = last[next] - mx - std::log(lse);
+        const auto &got = (*all)[i][0].tokenLogProbs;
+        if (expected.size() < got.size())
+          EXPECT_NEAR(got[expected.size()], lp, 1e-5 * std::max(1.0, std::fabs(lp)))
+              << "prompt " << i << " token " << expected.size();
+        if (next == 28)
+          break;
+        expected.push_back(next);
+        seq.push_back(next);
+      }
+      EXPECT_EQ((*all)[i][0].ids, expected) << "prompt " << i;
     }
-    EXPECT_EQ((*all)[i][0].ids, expected) << "prompt " << i;
-    auto alone = (*generator)->generate({prompts[i]}, greedy, {(int64_t)i});
-    ASSERT_TRUE(alone.isOk());
-    EXPECT_EQ((*alone)[0][0].ids, (*all)[i][0].ids) << "prompt " << i;
+  };
+  checkAgainstRecomputation({{5, 6, 7}, {8, 9, 10}, {11, 3, 20}});
+  std::vector<std::vector<int32_t>> ragged = {{5, 6, 7, 8, 9}, {7}, {11, 3, 20}};
+  checkAgainstRecomputation(ragged);
+  // Batched or alone: the same tokens, for every search.
+  rt::SearchOptions beam = greedy, sampled = greedy;
+  beam.beam = 2;
+  beam.nBest = 2;
+  sampled.sample = true;
+  sampled.seed = 5;
+  for (const rt::SearchOptions &o : {greedy, beam, sampled}) {
+    auto all = (*generator)->generate(ragged, o);
+    ASSERT_TRUE(all.isOk()) << all.status().message();
+    for (size_t i = 0; i < ragged.size(); ++i) {
+      auto alone = (*generator)->generate({ragged[i]}, o, {(int64_t)i});
+      ASSERT_TRUE(alone.isOk()) << alone.status().message();
+      ASSERT_EQ((*alone)[0].size(), (*all)[i].size()) << "prompt " << i << " beam " << o.beam;
+      for (size_t h = 0; h < (*all)[i].size(); ++h) {
+        EXPECT_EQ((*alone)[0][h].ids, (*all)[i][h].ids) << "prompt " << i << " beam " << o.beam;
+        EXPECT_NEAR((*alone)[0][h].logProb, (*all)[i][h].logProb, 1e-5) << "prompt " << i;
+      }
+    }
   }
-  // Prompts of two lengths in one batch: refused, naming the line.
-  auto mixed = (*generator)->generate({{5, 6}, {7}}, greedy);
-  ASSERT_FALSE(mixed.isOk());
-  EXPECT_TRUE(contains(mixed.status().message(), "line 2: a prompt of 1 ids in a batch of prompts of 2"))
-      << mixed.status().message();
-  // Over the cache: 16 positions.
+  // A prompt over the cache (16 positions) names its line.
   greedy.maxLen = 15;
-  auto over = (*generator)->generate({{5, 6, 7}}, greedy);
+  auto over = (*generator)->generate({{5}, {5, 6, 7}}, greedy, {3, 4});
   ASSERT_FALSE(over.isOk());
-  EXPECT_TRUE(contains(over.status().message(), "over the cache's 16 positions")) << over.status().message();
+  EXPECT_TRUE(contains(over.status().message(), "line 5: a prompt of 3 ids and 15 new tokens are over the cache's 16 positions"))
+      << over.status().message();
 }
 
 } // namespace
