@@ -39,34 +39,62 @@ namespace {
 /// compiled length: loadLlama).
 const char *const kIgnoredKeys[] = {"pretraining_tp", "max_window_layers"};
 
+/// The rotary parameters: `rope_scaling` (null, or an object with its
+/// rope_type and factors) beside `rope_theta`, as transformers 4 writes
+/// them, or `rope_parameters` (the same object with rope_theta inside), as
+/// transformers 5 does. Where both spellings appear they must agree.
 llvm::Error ropeScaling(ConfigKeys &keys, LlamaConfig &c) {
-  const llvm::json::Value *v = keys.get("rope_scaling");
+  const llvm::json::Value *params = keys.get("rope_parameters");
+  if (params && params->kind() == llvm::json::Value::Null)
+    params = nullptr;
+  const char *key = params ? "rope_parameters" : "rope_scaling";
+  const llvm::json::Value *v = params ? params : keys.get("rope_scaling");
+  if (params) {
+    if (const llvm::json::Value *old = keys.get("rope_scaling");
+        old && old->kind() != llvm::json::Value::Null)
+      return keys.error("rope_scaling", "given beside rope_parameters (one spelling, please)");
+  }
   if (!v || v->kind() == llvm::json::Value::Null)
     return llvm::Error::success();
   const llvm::json::Object *o = v->getAsObject();
   if (!o)
-    return keys.error("rope_scaling", "expected an object or null");
+    return keys.error(key, "expected an object or null");
+  if (params) {
+    if (const llvm::json::Value *theta = o->get("rope_theta")) {
+      std::optional<double> d = theta->getAsNumber();
+      if (!d)
+        return keys.error(key, "'rope_theta' must be a number");
+      if (keys.get("rope_theta") && *d != c.ropeTheta)
+        return keys.error(key, llvm::formatv("'rope_theta' {0} differs from the top-level "
+                                             "rope_theta {1}", *d, c.ropeTheta));
+      c.ropeTheta = *d;
+    }
+  }
   std::optional<llvm::StringRef> type = o->getString("rope_type");
   if (!type)
     type = o->getString("type");
   if (!type)
-    return keys.error("rope_scaling", "missing 'rope_type'");
-  if (*type == "default")
+    return keys.error(key, "missing 'rope_type'");
+  llvm::SmallVector<llvm::StringRef, 8> known = {"rope_type", "type", "factor", "low_freq_factor",
+                                                 "high_freq_factor",
+                                                 "original_max_position_embeddings"};
+  if (params)
+    known.push_back("rope_theta");
+  if (*type == "default") // Hugging Face ignores any factor given with it
     return llvm::Error::success();
   if (*type != "linear" && *type != "llama3")
-    return keys.error("rope_scaling", "rope_type '" + *type +
-                                          "' is not supported (supported: default, linear, "
-                                          "llama3)");
+    return keys.error(key, "rope_type '" + *type +
+                               "' is not supported (supported: default, linear, llama3)");
   c.ropeType = type->str();
-  auto number = [&](llvm::StringRef key, double &out, bool required) -> llvm::Error {
-    std::optional<double> d = o->getNumber(key);
+  auto number = [&](llvm::StringRef name, double &out, bool required) -> llvm::Error {
+    std::optional<double> d = o->getNumber(name);
     if (!d) {
-      if (required || o->get(key))
-        return keys.error("rope_scaling", "'" + key + "' must be a number");
+      if (required || o->get(name))
+        return keys.error(key, "'" + name + "' must be a number");
       return llvm::Error::success();
     }
     if (!(*d > 0) || !std::isfinite(*d))
-      return keys.error("rope_scaling", "'" + key + "' must be > 0");
+      return keys.error(key, "'" + name + "' must be > 0");
     out = *d;
     return llvm::Error::success();
   };
@@ -81,13 +109,11 @@ llvm::Error ropeScaling(ConfigKeys &keys, LlamaConfig &c) {
       return e;
     c.ropeOriginalMax = static_cast<int64_t>(original);
     if (c.ropeHighFreqFactor <= c.ropeLowFreqFactor)
-      return keys.error("rope_scaling", "high_freq_factor must exceed low_freq_factor");
+      return keys.error(key, "high_freq_factor must exceed low_freq_factor");
   }
   for (const auto &kv : *o)
-    if (!llvm::is_contained({"rope_type", "type", "factor", "low_freq_factor", "high_freq_factor",
-                             "original_max_position_embeddings"},
-                            kv.first.str()))
-      return keys.error("rope_scaling", "key '" + kv.first.str() + "' is not supported");
+    if (!llvm::is_contained(known, kv.first.str()))
+      return keys.error(key, "key '" + kv.first.str() + "' is not supported");
   return llvm::Error::success();
 }
 

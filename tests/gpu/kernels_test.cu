@@ -256,6 +256,94 @@ void testGemm(size_t M, size_t N, size_t K, bool transB, bool bias, transfuse::c
   expectNear(what, dc.host(), want, atol, 1e-5 * std::sqrt(double(K)) + 1e-5);
 }
 
+// The paired epilogues (GemmPairs.h) on the CUDA-core kernel against a
+// double reference of the plain product and then the rotation or the gate.
+// Rotary: `heads` rotated heads of headDim and `plain` columns after them
+// (a merged Q|K|V product's V), rows [batch, seqLen] at positions offset + s.
+void testGemmRotary(size_t batch, size_t seqLen, size_t heads, size_t headDim, size_t plain,
+                    size_t K, size_t offset, bool bias, std::mt19937& rng) {
+  namespace tm = transfuse::kernels::math;
+  const size_t M = batch * seqLen, cols = heads * headDim, N = cols + plain, half = headDim / 2;
+  const size_t lda = K + 1, ldb = K + 2, ldc = N + 3;  // B [N, K] (transB: a weight)
+  std::vector<float> a = randomVector(M * lda, rng, -1, 1), b = randomVector(N * ldb, rng, -1, 1);
+  std::vector<float> bv = randomVector(N, rng, -1, 1), inv(half);
+  for (size_t i = 0; i < half; ++i) inv[i] = float(std::pow(10000.0, -2.0 * i / headDim));
+  std::vector<double> x(M * N), want(M * ldc, 7.0);  // the columns past N stay untouched
+  for (size_t i = 0; i < M; ++i)
+    for (size_t j = 0; j < N; ++j) {
+      double v = bias ? bv[j] : 0.0;
+      for (size_t k = 0; k < K; ++k) v += double(a[i * lda + k]) * double(b[j * ldb + k]);
+      x[i * N + j] = v;
+    }
+  for (size_t i = 0; i < M; ++i)
+    for (size_t j = 0; j < N; ++j) {
+      double v = x[i * N + j];
+      if (j < cols) {  // the pair (q, q + half) of head j / headDim
+        const size_t q = j % headDim, p = q % half, j0 = j - q + p;
+        float c, sn;
+        tm::rotaryCosSin(float(offset + i % seqLen), inv[p], &c, &sn);
+        v = q < half ? x[i * N + j0] * c - x[i * N + j0 + half] * sn
+                     : x[i * N + j0 + half] * c + x[i * N + j0] * sn;
+      }
+      want[i * ldc + j] = v;
+    }
+  Device da(a), db(b), dbias(bv), dinv(inv), dc(std::vector<float>(M * ldc, 7.0f));
+  transfuse::cuda::GemmArgs g;
+  g.m = M; g.n = N; g.k = K;
+  g.a = da.p; g.lda = lda;
+  g.b = db.p; g.ldb = ldb; g.transB = true;
+  g.c = dc.p; g.ldc = ldc;
+  g.bias = bias ? dbias.p : nullptr;
+  g.pairs = {transfuse::kernels::GemmPairs::Kind::kRotary, headDim, cols};
+  g.invFreq = dinv.p;
+  g.seqLen = seqLen;
+  g.positionOffset = offset;
+  CHECK_CUDA(transfuse::cuda::gemmCudaCores(g));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  char what[112];
+  std::snprintf(what, sizeof what, "gemm rotary %zux%zux%zu heads %zu of %zu, offset %zu%s", M, N,
+                K, heads, headDim, offset, bias ? " bias" : "");
+  expectNear(what, dc.host(), want, 1e-5, 1e-5 * std::sqrt(double(K)) + 1e-5);
+}
+
+// Gated: C[i, j] = act(gate_j + bias_j)·(up_j + bias_{n+j}) of a [K, 2n] B.
+void testGemmGated(size_t M, size_t n, size_t K, transfuse::cuda::Activation act, bool bias,
+                   std::mt19937& rng) {
+  namespace tm = transfuse::kernels::math;
+  const size_t lda = K + 3, ldb = 2 * n + 1, ldc = n + 2;
+  std::vector<float> a = randomVector(M * lda, rng, -1, 1), b = randomVector(K * ldb, rng, -1, 1);
+  std::vector<float> bv = randomVector(2 * n, rng, -1, 1);
+  std::vector<double> want(M * ldc, 7.0);
+  for (size_t i = 0; i < M; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      double gate = bias ? bv[j] : 0.0, up = bias ? bv[n + j] : 0.0;
+      for (size_t k = 0; k < K; ++k) {
+        gate += double(a[i * lda + k]) * double(b[k * ldb + j]);
+        up += double(a[i * lda + k]) * double(b[k * ldb + n + j]);
+      }
+      if (act == transfuse::cuda::Activation::kRelu) gate = tm::relu(gate);
+      if (act == transfuse::cuda::Activation::kGelu) gate = tm::gelu(gate);
+      if (act == transfuse::cuda::Activation::kGeluTanh) gate = tm::geluTanh(gate);
+      if (act == transfuse::cuda::Activation::kSilu) gate = tm::silu(gate);
+      want[i * ldc + j] = gate * up;
+    }
+  Device da(a), db(b), dbias(bv), dc(std::vector<float>(M * ldc, 7.0f));
+  transfuse::cuda::GemmArgs g;
+  g.m = M; g.n = 2 * n; g.k = K;
+  g.a = da.p; g.lda = lda;
+  g.b = db.p; g.ldb = ldb;
+  g.c = dc.p; g.ldc = ldc;
+  g.bias = bias ? dbias.p : nullptr;
+  g.activation = act;
+  g.pairs = {transfuse::kernels::GemmPairs::Kind::kGated, 0, 0};
+  CHECK_CUDA(transfuse::cuda::gemmCudaCores(g));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  char what[96];
+  std::snprintf(what, sizeof what, "gemm gated %zux%zux%zu act %d%s", M, n, K, int(act),
+                bias ? " bias" : "");
+  expectNear(what, dc.host(), want, 1e-5, 1e-5 * std::sqrt(double(K)) + 1e-5);
+}
+
 // bf16 test data: values already bf16 (so a reference on them is exact),
 // and conversions to and from device buffers of bf16.
 std::vector<float> roundedBf16(size_t n, std::mt19937& rng, float lo, float hi) {
@@ -748,6 +836,17 @@ int main() {
     testGemm(200, 513, 512, false, false, Activation::kNone, false, rng, lt);
     testGemm(5, 3, 0, true, true, Activation::kNone, true, rng, lt);  // K = 0: the epilogue alone
   }
+  // Rotary: Llama's Q|K|V (V plain), odd sizes, a decode step's offset;
+  // gated: SwiGLU and the other activations, odd widths.
+  testGemmRotary(2, 7, 3, 64, 64, 45, 0, true, rng);
+  testGemmRotary(3, 1, 5, 32, 70, 130, 37, false, rng);
+  testGemmRotary(1, 70, 2, 128, 0, 96, 5, true, rng);
+  testGemmRotary(2, 5, 4, 6, 11, 33, 3, true, rng);  // a head of 6: 3 pairs
+  testGemmGated(37, 70, 45, Activation::kSilu, true, rng);
+  testGemmGated(1, 2048, 768, Activation::kSilu, false, rng);
+  testGemmGated(130, 33, 300, Activation::kGeluTanh, true, rng);
+  testGemmGated(64, 64, 64, Activation::kRelu, false, rng);
+  testGemmGated(5, 3, 0, Activation::kGelu, true, rng);  // K = 0: the epilogue alone
   testEmbedding(rng);
   testAttentionBf16(2, 2, 100, 100, 64, false, false, rng);
   testAttentionBf16(3, 2, 70, 130, 128, true, true, rng);

@@ -49,6 +49,13 @@ CONFIGS = {
                    rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                  "high_freq_factor": 4.0,
                                  "original_max_position_embeddings": 16}),
+    # llama3 as transformers 5 writes it: rope_theta inside rope_parameters.
+    "llama3-v5": dict({k: v for k, v in LLAMA.items() if k not in ("rope_scaling", "rope_theta")},
+                      num_key_value_heads=1, transformers_version="5.25.0",
+                      rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0,
+                                       "factor": 8.0, "low_freq_factor": 1.0,
+                                       "high_freq_factor": 4.0,
+                                       "original_max_position_embeddings": 16}),
     "llama-linear": dict(LLAMA, num_key_value_heads=4, attention_bias=True,
                          rope_scaling={"type": "linear", "factor": 2.0}),
     "mistral": dict(LLAMA, architectures=["MistralForCausalLM"], model_type="mistral",
@@ -150,12 +157,14 @@ def torch_llama(cfg, weights, tokens):
     return (h @ head.T).numpy()
 
 
-def greedy(logits_of, prompt, new):
-    """Greedy continuation by recomputation; None where the top two logits are
-    within 1e-3 (fp32 may pick either)."""
+def greedy(logits_of, prompt, new, eos):
+    """Greedy continuation by recomputation, EOS banned (as `generate --min-len`
+    bans it); None where the top two logits are within 1e-3 (fp32 may pick
+    either)."""
     seq = list(prompt)
     for _ in range(new):
-        last = logits_of(np.array([seq]))[0, -1]
+        last = logits_of(np.array([seq]))[0, -1].copy()
+        last[eos] = -np.inf
         top = np.sort(last)[-2:]
         if top[1] - top[0] < 1e-3:
             return None
@@ -178,7 +187,7 @@ def generate_cases(args, name, cfg, model, weights, rng):
              "--max-new", "8", "--min-len", "8"])
     got = [list(map(int, line.split())) for line in p.stdout.strip().split("\n")]
     for i, prompt in enumerate(prompts):
-        want = greedy(lambda t: oracle.llama(cfg, weights, t), prompt, 8)
+        want = greedy(lambda t: oracle.llama(cfg, weights, t), prompt, 8, cfg["eos_token_id"])
         if want is None:
             print(f"{name} generate, prompt {i}: a near tie in the oracle; not compared")
             continue
@@ -300,6 +309,14 @@ def bad_directories(args, rng):
     cases = {
         "rope type": (dict(LLAMA, rope_scaling={"rope_type": "yarn", "factor": 4.0}),
                       "key 'rope_scaling': rope_type 'yarn' is not supported"),
+        "rope parameters": (dict(LLAMA, rope_scaling=None,
+                                 rope_parameters={"rope_type": "yarn", "rope_theta": 1e4,
+                                                  "factor": 4.0}),
+                            "key 'rope_parameters': rope_type 'yarn' is not supported"),
+        "rope theta twice": (dict(LLAMA, rope_scaling=None,
+                                  rope_parameters={"rope_type": "default", "rope_theta": 1e6}),
+                             "key 'rope_parameters': 'rope_theta' 1000000.00 differs from the "
+                             "top-level rope_theta 10000.00"),
         "kv heads": (dict(LLAMA, num_key_value_heads=3),
                      "key 'num_key_value_heads': 3 does not divide num_attention_heads 4"),
         "window": (dict(CONFIGS["mistral"], sliding_window=16),

@@ -313,10 +313,12 @@ def rms_norm(x, w, eps):
 
 
 def rope_inv_freq(cfg):
-    """Hugging Face's inverse frequencies [head_dim / 2] (default, linear, llama3), fp32."""
+    """Hugging Face's inverse frequencies [head_dim / 2] (default, linear, llama3), fp32,
+    from rope_scaling and rope_theta (transformers 4) or rope_parameters (5)."""
     hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    inv = 1.0 / cfg.get("rope_theta", 10000.0) ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
-    sc = cfg.get("rope_scaling") or {}
+    sc = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    theta = sc.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    inv = 1.0 / theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
     kind = sc.get("rope_type", sc.get("type", "default"))
     if kind == "linear":
         inv = inv / sc["factor"]
