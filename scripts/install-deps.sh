@@ -8,7 +8,7 @@ packages=(
   cmake ninja-build g++ ccache pkg-config
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools clang-22
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
-  libsentencepiece-dev libutf8proc-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
+  libsentencepiece-dev libutf8proc-dev libonig-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
   python3 python3-numpy python3-venv
 )
 if [[ "${1:-}" == "--test" ]]; then

@@ -18,7 +18,7 @@
 #include "runtime/Json.h"
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/Corpus.h"
-#include "runtime/host/WordPiece.h"
+#include "runtime/host/HfTokenizer.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -44,15 +44,15 @@ std::string join(llvm::StringRef dir, llvm::StringRef name) {
 
 /// The model's tokenizer: tokenizer.json, else vocab.txt with
 /// tokenizer_config.json's settings.
-rt::WordPieceTokenizer loadTokenizer(const std::string &dir) {
+rt::HfTokenizer loadTokenizer(const std::string &dir) {
   if (llvm::sys::fs::exists(join(dir, "tokenizer.json")))
-    return orDie(rt::WordPieceTokenizer::fromTokenizerJson(join(dir, "tokenizer.json")));
+    return orDie(rt::HfTokenizer::fromTokenizerJson(join(dir, "tokenizer.json")));
   if (!llvm::sys::fs::exists(join(dir, "vocab.txt")))
     die("'" + dir + "' has no tokenizer (tokenizer.json or vocab.txt)");
   rt::WordPieceOptions options;
   if (llvm::sys::fs::exists(join(dir, "tokenizer_config.json")))
     options = orDie(rt::readTokenizerConfig(join(dir, "tokenizer_config.json")));
-  return orDie(rt::WordPieceTokenizer::fromVocabTxt(join(dir, "vocab.txt"), options));
+  return orDie(rt::HfTokenizer::fromVocabTxt(join(dir, "vocab.txt"), options));
 }
 
 /// sentence_bert_config.json's max_seq_length, or 0.
@@ -158,7 +158,7 @@ int tools::runEmbed(const Positional &positional, const Flags &flags) {
   int64_t maxLength = (*specs)[0].maxShape[1];
   if (int64_t s = sentenceMaxLength(m.dir); s > 0)
     maxLength = std::min(maxLength, s);
-  const rt::WordPieceTokenizer tokenizer = loadTokenizer(m.dir);
+  const rt::HfTokenizer tokenizer = loadTokenizer(m.dir);
   if (tokenizer.modelMaxLength() > 0)
     maxLength = std::min(maxLength, tokenizer.modelMaxLength());
 

@@ -1,15 +1,16 @@
-// Fuzz target: a tokenizer.json through WordPieceTokenizer::fromTokenizerJson:
+// Fuzz target: a tokenizer.json (WordPiece or byte-level BPE seeds) through
+// HfTokenizer::fromTokenizerJson:
 // refused with an error naming the file, or loaded; a loaded tokenizer
 // encodes fixed texts (and the input's own bytes as text) to ids inside its
 // vocabulary, and decodes them, without crashing.
-#include "runtime/host/WordPiece.h"
+#include "runtime/host/HfTokenizer.h"
 #include "tests/fuzz/FuzzUtil.h"
 
 #include <string_view>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   transfuse::fuzz::MemFile file(data, size);
-  auto tokenizer = transfuse::rt::WordPieceTokenizer::fromTokenizerJson(file.path());
+  auto tokenizer = transfuse::rt::HfTokenizer::fromTokenizerJson(file.path());
   if (!tokenizer.isOk()) {
     FUZZ_CHECK(tokenizer.status().message().find(file.path()) != std::string::npos, "%s",
                tokenizer.status().message().c_str());

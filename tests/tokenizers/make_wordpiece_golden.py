@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Makes the golden data of the WordPiece tokenizer test (runtime/host/WordPiece.h,
-tests/unit/runtime/wordpiece_test.cpp): small WordPiece vocabularies trained with
+"""Makes the golden data of the WordPiece tokenizer test (runtime/host/HfTokenizer.h,
+tests/unit/runtime/hf_tokenizer_test.cpp): small WordPiece vocabularies trained with
 Hugging Face's `tokenizers` on Multi30k, a corpus of lines that stress the BERT
 normalizer and pre-tokenizer, and what `tokenizers` makes of every line.
 

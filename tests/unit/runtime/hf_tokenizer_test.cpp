@@ -1,5 +1,5 @@
-// Tests for runtime/host/WordPiece.h against Hugging Face's `tokenizers`: the
-// golden data of tests/tokenizers/wordpiece (made by
+// Tests for runtime/host/HfTokenizer.h against Hugging Face's `tokenizers`.
+// WordPiece: the golden data of tests/tokenizers/wordpiece (made by
 // tests/tokenizers/make_wordpiece_golden.py; no Python here) holds what
 // `tokenizers` made of every line of a corpus (Multi30k sentences and lines
 // of accents, combining marks, CJK, emoji, punctuation runs, numbers, words
@@ -11,7 +11,13 @@
 // truncation flag must match, as must decode; the vocab.txt loader must give
 // the tokenizer.json's ids. Then the errors: bad files, invalid UTF-8, a
 // sequence over the maximum length.
-#include "runtime/host/WordPiece.h"
+// Byte-level BPE: the golden data of tests/tokenizers/bpe (made by
+// tests/tokenizers/make_bpe_golden.py) holds what `tokenizers` made of 3000
+// lines (Multi30k, accents, CJK, emoji, code, whitespace runs, long
+// numbers, special tokens in the text) with tokenizers in the layouts of
+// GPT-2, Llama 3 and Qwen2, and decodes of cut and arbitrary id lists:
+// every id and every decoded text must match.
+#include "runtime/host/HfTokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -30,7 +36,9 @@
 namespace transfuse::rt {
 namespace {
 
-std::string dataDir() { return std::string(TRANSFUSE_SOURCE_DIR) + "/tests/tokenizers/wordpiece"; }
+std::string dataDir(const std::string& which = "wordpiece") {
+  return std::string(TRANSFUSE_SOURCE_DIR) + "/tests/tokenizers/" + which;
+}
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -41,25 +49,25 @@ std::string readFile(const std::string& path) {
 
 // The tokenizer.json files of the golden data, each loaded once; nullptr
 // (and a failure) when one does not load.
-const WordPieceTokenizer* load(const std::string& name) {
-  static std::map<std::string, WordPieceTokenizer>* cache =
-      new std::map<std::string, WordPieceTokenizer>();
-  auto it = cache->find(name);
+const HfTokenizer* load(const std::string& name, const std::string& which = "wordpiece") {
+  static std::map<std::string, HfTokenizer>* cache =
+      new std::map<std::string, HfTokenizer>();
+  auto it = cache->find(which + "/" + name);
   if (it == cache->end()) {
-    auto t = WordPieceTokenizer::fromTokenizerJson(dataDir() + "/" + name);
+    auto t = HfTokenizer::fromTokenizerJson(dataDir(which) + "/" + name);
     if (!t.isOk()) {
       ADD_FAILURE() << t.status().message();
       return nullptr;
     }
-    it = cache->emplace(name, std::move(*t)).first;
+    it = cache->emplace(which + "/" + name, std::move(*t)).first;
   }
   return &it->second;
 }
 
 #define LOAD(var, name)                            \
-  const WordPieceTokenizer* var##Ptr = load(name); \
+  const HfTokenizer* var##Ptr = load(name); \
   ASSERT_NE(var##Ptr, nullptr) << name;            \
-  const WordPieceTokenizer& var = *var##Ptr
+  const HfTokenizer& var = *var##Ptr
 
 const char* const kConfigs[] = {"u", "c", "n", "s"};
 const char* fileOf(const std::string& key) {
@@ -73,13 +81,15 @@ struct Golden {
   std::vector<std::pair<int, JsonValue>> records;  // (line number, record)
 };
 
-const Golden& golden() {
-  static Golden* g = [] {
-    auto* out = new Golden();
-    auto lines = readTextLines(dataDir() + "/golden.jsonl.gz");
+const Golden& golden(const std::string& which = "wordpiece") {
+  static std::map<std::string, Golden>* cache = new std::map<std::string, Golden>();
+  if (auto it = cache->find(which); it != cache->end()) return it->second;
+  Golden* out = &(*cache)[which];
+  {
+    auto lines = readTextLines(dataDir(which) + "/golden.jsonl.gz");
     if (!lines.isOk()) {
       ADD_FAILURE() << lines.status().message();
-      return out;
+      return *out;
     }
     for (size_t i = 0; i < lines->size(); ++i) {
       auto v = JsonValue::parse((*lines)[i]);
@@ -89,9 +99,8 @@ const Golden& golden() {
       }
       out->records.emplace_back(static_cast<int>(i + 1), std::move(*v));
     }
-    return out;
-  }();
-  return *g;
+  }
+  return *out;
 }
 
 std::vector<int32_t> intsOf(const JsonValue& v) {
@@ -115,7 +124,7 @@ std::string asJson(const std::string& s) {
 // Encodes a golden record's input with `tok`; compares with `expected`
 // ([ids, type ids or null, mask sum, truncated]); "" when equal, else what
 // differed.
-std::string compareEncoding(const WordPieceTokenizer& tok, const JsonValue& rec,
+std::string compareEncoding(const HfTokenizer& tok, const JsonValue& rec,
                             const JsonValue& expected) {
   std::string text = rec.find("t")->asString();
   std::string pairText;
@@ -159,7 +168,7 @@ TEST(WordPieceGolden, EveryRecordMatchesTokenizers) {
       const JsonValue* expected = rec.find(key);
       if (!expected) continue;
       ++checked[key];
-      const WordPieceTokenizer* tok = load(fileOf(key));
+      const HfTokenizer* tok = load(fileOf(key));
       ASSERT_NE(tok, nullptr) << fileOf(key);
       std::string why = compareEncoding(*tok, rec, *expected);
       if (why.empty()) continue;
@@ -187,7 +196,7 @@ TEST(WordPieceGolden, VocabTxtGivesTheTokenizerJsonIds) {
   EXPECT_TRUE(options->lowercase);
   EXPECT_FALSE(options->stripAccents.has_value());
   EXPECT_EQ(options->modelMaxLength, 512);
-  auto tok = WordPieceTokenizer::fromVocabTxt(dataDir() + "/vocab.txt", *options);
+  auto tok = HfTokenizer::fromVocabTxt(dataDir() + "/vocab.txt", *options);
   ASSERT_TRUE(tok.isOk()) << tok.status().message();
   LOAD(json, "tokenizer.json");
   EXPECT_EQ(tok->vocabSize(), json.vocabSize());
@@ -407,19 +416,20 @@ class WordPieceFiles : public ::testing::Test {
     return path;
   }
   std::string loadError(const std::string& path) {
-    auto t = WordPieceTokenizer::fromTokenizerJson(path);
+    auto t = HfTokenizer::fromTokenizerJson(path);
     return t.isOk() ? std::string("loaded") : t.status().message();
   }
   testing::TempDir dir_;
 };
 
 TEST_F(WordPieceFiles, ErrorsNameTheFileAndTheKey) {
-  std::string bpe = variant("bpe.json", [](JsonValue& j) {
+  std::string unigram = variant("unigram.json", [](JsonValue& j) {
     JsonValue model = *j.find("model");
-    model.set("type", "BPE");
+    model.set("type", "Unigram");
     j.set("model", model);
   });
-  EXPECT_EQ(loadError(bpe), bpe + ": model.type: \"BPE\" is not supported (only WordPiece is)");
+  EXPECT_EQ(loadError(unigram),
+            unigram + ": model.type: \"Unigram\" is not supported (WordPiece and BPE are)");
 
   std::string noVocab = variant("novocab.json", [](JsonValue& j) {
     JsonValue model = JsonValue::object();
@@ -456,11 +466,11 @@ TEST_F(WordPieceFiles, ErrorsNameTheFileAndTheKey) {
 
   std::string pre = variant("pre.json", [](JsonValue& j) {
     JsonValue p = JsonValue::object();
-    p.set("type", "ByteLevel");
+    p.set("type", "Metaspace");
     j.set("pre_tokenizer", p);
   });
   e = loadError(pre);
-  EXPECT_EQ(e.rfind(pre + ": pre_tokenizer.type: pre-tokenizer \"ByteLevel\" is not supported", 0),
+  EXPECT_EQ(e.rfind(pre + ": pre_tokenizer.type: pre-tokenizer \"Metaspace\" is not supported", 0),
             0u)
       << e;
 
@@ -495,7 +505,7 @@ TEST_F(WordPieceFiles, ErrorsNameTheFileAndTheKey) {
 TEST_F(WordPieceFiles, VocabTxtAndConfigErrors) {
   std::string vocab = dir_.file("vocab.txt");
   testing::writeBytes(vocab, "[PAD]\n[UNK]\n[SEP]\nhello\n");
-  auto noCls = WordPieceTokenizer::fromVocabTxt(vocab);
+  auto noCls = HfTokenizer::fromVocabTxt(vocab);
   ASSERT_FALSE(noCls.isOk());
   EXPECT_EQ(noCls.status().message(), vocab + ": the vocabulary has no [CLS] token");
 
@@ -504,7 +514,7 @@ TEST_F(WordPieceFiles, VocabTxtAndConfigErrors) {
   WordPieceOptions o;
   o.clsToken = "<s>";
   o.sepToken = "</s>";
-  auto tok = WordPieceTokenizer::fromVocabTxt(vocab, o);
+  auto tok = HfTokenizer::fromVocabTxt(vocab, o);
   ASSERT_TRUE(tok.isOk()) << tok.status().message();
   EXPECT_EQ(tok->idOf("[UNK]"), 1);
   EXPECT_EQ(tok->specials().mask, -1);
@@ -514,7 +524,7 @@ TEST_F(WordPieceFiles, VocabTxtAndConfigErrors) {
 
   // No [UNK]: fine until a word needs it.
   testing::writeBytes(vocab, "[CLS]\n[SEP]\nhello\n");
-  auto noUnk = WordPieceTokenizer::fromVocabTxt(vocab);
+  auto noUnk = HfTokenizer::fromVocabTxt(vocab);
   ASSERT_TRUE(noUnk.isOk()) << noUnk.status().message();
   EXPECT_EQ(noUnk->specials().unk, -1);
   EXPECT_TRUE(noUnk->encode("Hello").isOk());
@@ -524,7 +534,7 @@ TEST_F(WordPieceFiles, VocabTxtAndConfigErrors) {
             "a word needs the unknown token \"[UNK]\", which the vocabulary does not have");
 
   testing::writeBytes(vocab, "[CLS]\n\xff\xfe\n");
-  auto bad = WordPieceTokenizer::fromVocabTxt(vocab);
+  auto bad = HfTokenizer::fromVocabTxt(vocab);
   ASSERT_FALSE(bad.isOk());
   EXPECT_EQ(bad.status().message().rfind(vocab + ": line 2: ", 0), 0u) << bad.status().message();
 
@@ -563,6 +573,245 @@ TEST(WordPiece, ConcurrentEncodesAgree) {
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+// ------------------------------------------------------- byte-level BPE
+
+const char* const kBpeConfigs[] = {"g", "l", "q"};
+const char* bpeFileOf(const std::string& key) {
+  return key == "g" ? "tokenizer-gpt2.json" : key == "l" ? "tokenizer-llama3.json"
+                                                         : "tokenizer-qwen2.json";
+}
+
+#define LOAD_BPE(var, key)                                      \
+  const HfTokenizer* var##Ptr = load(bpeFileOf(key), "bpe");    \
+  ASSERT_NE(var##Ptr, nullptr) << bpeFileOf(key);               \
+  const HfTokenizer& var = *var##Ptr
+
+TEST(BpeGolden, EveryLineMatchesTokenizers) {
+  const Golden& g = golden("bpe");
+  std::map<std::string, int> checked, failed;
+  std::string report;
+  for (const auto& [line, rec] : g.records) {
+    const JsonValue* text = rec.find("t");
+    if (!text) continue;
+    for (const char* key : kBpeConfigs) {
+      LOAD_BPE(tok, key);
+      const auto& expected = rec.find(key)->asArray();
+      ++checked[key];
+      auto enc = tok.encode(text->asString());
+      std::string why;
+      if (!enc.isOk()) {
+        why = "error: " + enc.status().message();
+      } else {
+        std::vector<int32_t> ids = intsOf(expected[0]);
+        if (enc->ids != ids) why += "ids ours " + show(enc->ids) + " hf " + show(ids) + "; ";
+        std::string decoded = tok.decode(ids);
+        if (decoded != expected[1].asString())
+          why += "decode ours " + asJson(decoded) + " hf " + asJson(expected[1].asString());
+      }
+      if (why.empty()) continue;
+      if (failed[key]++ < 4)
+        report += "golden line " + std::to_string(line) + " (" + bpeFileOf(key) + ", text " +
+                  asJson(text->asString()) + "): " + why + "\n";
+    }
+  }
+  std::string summary;
+  for (const char* key : kBpeConfigs) {
+    summary += std::string(bpeFileOf(key)) + ": " + std::to_string(checked[key] - failed[key]) +
+               "/" + std::to_string(checked[key]) + " match; ";
+    EXPECT_GE(checked[key], 3000) << key;
+  }
+  std::cout << "[ golden   ] " << summary << "\n";
+  for (const char* key : kBpeConfigs) EXPECT_EQ(failed[key], 0) << summary << "\n" << report;
+}
+
+TEST(BpeGolden, DecodeMatchesTokenizers) {
+  int checked = 0, failed = 0;
+  std::string report;
+  for (const auto& [line, rec] : golden("bpe").records) {
+    const JsonValue* ids = rec.find("d");
+    if (!ids) continue;
+    for (const char* key : kBpeConfigs) {
+      const JsonValue* expected = rec.find(key);
+      if (!expected) continue;
+      LOAD_BPE(tok, key);
+      for (int keep = 0; keep < 2; ++keep) {
+        ++checked;
+        std::string ours = tok.decode(intsOf(*ids), /*skipSpecial=*/keep == 0);
+        const std::string& hf = expected->asArray()[keep].asString();
+        if (ours != hf && failed++ < 10)
+          report += "golden line " + std::to_string(line) + " (" + bpeFileOf(key) +
+                    (keep ? ", specials kept" : "") + "): ours " + asJson(ours) + " hf " +
+                    asJson(hf) + "\n";
+      }
+    }
+  }
+  EXPECT_GT(checked, 500);
+  EXPECT_EQ(failed, 0) << report;
+}
+
+TEST(Bpe, TemplateAddsBosAndSpecialsAreWholeTokens) {
+  LOAD_BPE(llama, "l");
+  const int32_t bos = llama.idOf("<|begin_of_text|>"), eot = llama.idOf("<|eot_id|>");
+  ASSERT_GE(bos, 0);
+  ASSERT_GE(eot, 0);
+  auto with = llama.encode("Hi<|eot_id|>");
+  auto without = llama.encode("Hi<|eot_id|>", nullptr, 0, true, /*addSpecialTokens=*/false);
+  ASSERT_TRUE(with.isOk() && without.isOk());
+  ASSERT_FALSE(with->ids.empty());
+  EXPECT_EQ(with->ids.front(), bos);
+  EXPECT_EQ(with->ids.back(), eot);
+  EXPECT_EQ(std::vector<int32_t>(with->ids.begin() + 1, with->ids.end()), without->ids);
+  EXPECT_EQ(llama.decode(with->ids, /*skipSpecial=*/true), "Hi");
+  EXPECT_EQ(llama.decode(with->ids, /*skipSpecial=*/false), "<|begin_of_text|>Hi<|eot_id|>");
+}
+
+TEST(Bpe, ConcurrentEncodesAgree) {
+  LOAD_BPE(tok, "q");
+  std::string text = "def f(x):\n    return x ** 2  # \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 12345";
+  auto want = tok.encode(text);
+  ASSERT_TRUE(want.isOk());
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        auto e = tok.encode(text);
+        if (!e.isOk() || e->ids != want->ids) ++bad;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+class BpeFiles : public WordPieceFiles {
+ protected:
+  // The GPT-2 layout's tokenizer.json with `edit` applied.
+  std::string bpeVariant(const std::string& name, void (*edit)(JsonValue&)) {
+    auto json = JsonValue::parse(readFile(dataDir("bpe") + "/tokenizer-gpt2.json"));
+    EXPECT_TRUE(json.isOk());
+    edit(*json);
+    std::string path = dir_.file(name);
+    testing::writeBytes(path, json->dump());
+    return path;
+  }
+  static void setModel(JsonValue& j, const char* key, JsonValue value) {
+    JsonValue model = *j.find("model");
+    model.set(key, std::move(value));
+    j.set("model", model);
+  }
+};
+
+// The model's options on hand-made vocabularies, the expected ids those of
+// `tokenizers` 0.23 on the same files.
+TEST_F(BpeFiles, ModelOptionsAsTokenizers) {
+  auto make = [&](const std::string& name, const std::string& vocab, const std::string& merges,
+                  const std::string& options) {
+    std::string path = dir_.file(name);
+    testing::writeBytes(
+        path, "{\"pre_tokenizer\": {\"type\": \"WhitespaceSplit\"}, \"model\": {\"type\": \"BPE\", "
+              "\"vocab\": " + vocab + ", \"merges\": " + merges + options + "}}");
+    return HfTokenizer::fromTokenizerJson(path);
+  };
+  // The ids of `text`; {-99} (and a failure) when the file did not load.
+  auto ids = [](const StatusOr<HfTokenizer>& t, const std::string& text) {
+    if (!t.isOk()) {
+      ADD_FAILURE() << t.status().message();
+      return std::vector<int32_t>{-99};
+    }
+    auto e = t->encode(text);
+    return e.isOk() ? e->ids : std::vector<int32_t>{-99};
+  };
+  const std::string vocab =
+      R"({"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4, "abc": 5, "<unk>": 6, "<0x78>": 7, "<0x79>": 8})";
+  const std::string merges = R"([["b", "c"], ["a", "b"]])";
+  // A character the vocabulary lacks, without an unknown token, is dropped.
+  EXPECT_EQ(ids(make("plain.json", vocab, merges, ""), "abc abx"), (std::vector<int32_t>{0, 4, 3}));
+  EXPECT_EQ(ids(make("ignore.json", vocab, merges, ", \"ignore_merges\": true"), "abc ab"),
+            (std::vector<int32_t>{5, 3}));
+  EXPECT_EQ(ids(make("unk.json", vocab, merges, ", \"unk_token\": \"<unk>\""), "axxb zzz"),
+            (std::vector<int32_t>{0, 6, 6, 1, 6, 6, 6}));
+  EXPECT_EQ(ids(make("fuse.json", vocab, merges, ", \"unk_token\": \"<unk>\", \"fuse_unk\": true"),
+                "axxb zzz"),
+            (std::vector<int32_t>{0, 6, 1, 6}));
+  EXPECT_EQ(ids(make("bytes.json", vocab, merges,
+                     ", \"unk_token\": \"<unk>\", \"byte_fallback\": true"),
+                "axyb zq"),
+            (std::vector<int32_t>{0, 7, 8, 1, 6, 6}));
+  EXPECT_EQ(ids(make("prefix.json",
+                     R"({"a": 0, "##b": 1, "##c": 2, "a##b": 3, "ab": 4, "##bc": 5, "abc": 6})",
+                     R"([["##b", "##c"], ["a", "##bc"]])", ", \"continuing_subword_prefix\": \"##\""),
+                "abc"),
+            (std::vector<int32_t>{6}));
+  EXPECT_EQ(ids(make("suffix.json", R"({"a": 0, "b": 1, "c</w>": 2, "bc</w>": 3, "abc</w>": 4, "b</w>": 5})",
+                     R"([["b", "c</w>"], ["a", "bc</w>"]])", ", \"end_of_word_suffix\": \"</w>\""),
+                "abc b"),
+            (std::vector<int32_t>{4, 5}));
+}
+
+TEST_F(BpeFiles, MergesAsStringsGiveTheSameIds) {
+  std::string path = bpeVariant("strings.json", [](JsonValue& j) {
+    JsonValue merges = JsonValue::array({});
+    for (const JsonValue& m : j.find("model")->find("merges")->asArray())
+      merges.push(JsonValue(m.asArray()[0].asString() + " " + m.asArray()[1].asString()));
+    setModel(j, "merges", merges);
+  });
+  auto strings = HfTokenizer::fromTokenizerJson(path);
+  ASSERT_TRUE(strings.isOk()) << strings.status().message();
+  LOAD_BPE(pairs, "g");
+  int compared = 0;
+  for (const auto& [line, rec] : golden("bpe").records) {
+    if (!rec.find("t") || compared++ > 300) continue;
+    auto a = strings->encode(rec.find("t")->asString());
+    auto b = pairs.encode(rec.find("t")->asString());
+    ASSERT_TRUE(a.isOk() && b.isOk());
+    EXPECT_EQ(a->ids, b->ids) << "golden line " << line;
+  }
+}
+
+TEST_F(BpeFiles, ErrorsNameTheFileAndTheKey) {
+  std::string unknown = bpeVariant("unknown.json", [](JsonValue& j) {
+    JsonValue merges = *j.find("model")->find("merges");
+    merges.push(JsonValue::array({JsonValue("Ġ"), JsonValue("zzzz")}));
+    setModel(j, "merges", merges);
+  });
+  std::string e = loadError(unknown);
+  EXPECT_NE(e.find(unknown + ": model.merges["), std::string::npos) << e;
+  EXPECT_NE(e.find("token \"zzzz\" is not in the vocabulary"), std::string::npos) << e;
+
+  std::string shape = bpeVariant("shape.json", [](JsonValue& j) {
+    setModel(j, "merges", JsonValue::array({JsonValue("a b c")}));
+  });
+  EXPECT_EQ(loadError(shape),
+            shape + ": model.merges[0]: expected \"a b\" (two tokens and one space)");
+
+  std::string dropout = bpeVariant("dropout.json",
+                                   [](JsonValue& j) { setModel(j, "dropout", JsonValue(0.1)); });
+  EXPECT_EQ(loadError(dropout),
+            dropout + ": model.dropout: must be null (dropout samples merges at random)");
+
+  std::string regex = bpeVariant("regex.json", [](JsonValue& j) {
+    JsonValue pattern = JsonValue::object();
+    pattern.set("Regex", "(unclosed");
+    JsonValue split = JsonValue::object();
+    split.set("type", "Split");
+    split.set("pattern", pattern);
+    split.set("behavior", "Isolated");
+    j.set("pre_tokenizer", split);
+  });
+  e = loadError(regex);
+  EXPECT_EQ(e.rfind(regex + ": pre_tokenizer.pattern.Regex: not a valid regular expression: ", 0),
+            0u)
+      << e;
+
+  std::string decoder = bpeVariant("decoder.json", [](JsonValue& j) {
+    JsonValue d = JsonValue::object();
+    d.set("type", "Metaspace");
+    j.set("decoder", d);
+  });
+  EXPECT_EQ(loadError(decoder),
+            decoder + ": decoder.type: \"Metaspace\" is not supported (WordPiece and ByteLevel are)");
 }
 
 }  // namespace

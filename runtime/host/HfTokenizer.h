@@ -1,6 +1,8 @@
-// The WordPiece tokenizer of the BERT family, equal on ids to Hugging Face's
-// `tokenizers` (the "fast" tokenizer): what a Hugging Face BERT directory's
-// tokenizer.json (or vocab.txt with tokenizer_config.json) describes.
+// Hugging Face tokenizer.json pipelines, equal on ids and decoded text to
+// Hugging Face's `tokenizers` (the "fast" tokenizers): the WordPiece model
+// of the BERT family (tokenizer.json, or vocab.txt with
+// tokenizer_config.json) and the byte-level BPE of GPT-2, Llama 3 and
+// Qwen2.
 //
 // encode(text) runs, as `tokenizers` does:
 //   1. added tokens: the special tokens ([CLS], [MASK], ...; `normalized`
@@ -15,15 +17,27 @@
 //      StripAccents (drop category M*) and BertNormalizer;
 //   3. the pre-tokenizer: BertPreTokenizer (split on White_Space, removed;
 //      then each punctuation character alone: ASCII punctuation or category
-//      P*), or WhitespaceSplit, Punctuation, Whitespace (\w+|[^\w\s]+) and a
-//      Sequence of them;
-//   4. the model: per word, greedy longest-match-first against the
-//      vocabulary, continuation pieces with the prefix ("##"); a word with
-//      more than max_input_chars_per_word characters, or one that cannot be
-//      covered, is one [UNK];
+//      P*), WhitespaceSplit, Punctuation, Whitespace (\w+|[^\w\s]+),
+//      Split (a regular expression, by Oniguruma as `tokenizers` does, or a
+//      string; any split behavior, inverted or not), ByteLevel (GPT-2's
+//      regular expression unless use_regex is false, then every UTF-8 byte
+//      as one of 256 printable characters) and a Sequence of them;
+//   4. the model, per word: WordPiece (greedy longest-match-first against
+//      the vocabulary, continuation pieces with the prefix ("##"); a word
+//      with more than max_input_chars_per_word characters, or one that
+//      cannot be covered, is one [UNK]) or BPE (the word's characters, then
+//      the adjacent pair of lowest merge rank merged, leftmost first, until
+//      no pair has a merge; ignore_merges: a word in the vocabulary is that
+//      token; byte_fallback: <0xXX> pieces for a character missing from
+//      the vocabulary, else the unknown token when there is one);
 //   5. truncation (longest_first for a pair, room kept for the specials),
 //      the post-processor (TemplateProcessing or BertProcessing:
-//      [CLS] A [SEP] and [CLS] A [SEP] B [SEP], type ids 0 then 1), padding.
+//      [CLS] A [SEP] and [CLS] A [SEP] B [SEP], type ids 0 then 1; ByteLevel
+//      changes no id; a Sequence of them), padding.
+// decode: the WordPiece decoder, or ByteLevel (the printable characters
+// back to bytes, invalid UTF-8 as U+FFFD per maximal bad subsequence, as
+// Rust's from_utf8_lossy; a token with a character outside the 256 as its
+// own UTF-8).
 // Unicode data (decomposition, case, general categories) is utf8proc's
 // (Debian's libutf8proc 2.8: Unicode 15.0). `tokenizers` mixes versions:
 // the crate unicode_categories (Unicode 8.0) for the C*, P* and Mn classes,
@@ -36,10 +50,11 @@
 //
 // Thread safety: a loaded tokenizer is immutable; encode and decode may run
 // concurrently on one object.
-#ifndef TRANSFUSE_RUNTIME_HOST_WORDPIECE_H
-#define TRANSFUSE_RUNTIME_HOST_WORDPIECE_H
+#ifndef TRANSFUSE_RUNTIME_HOST_HFTOKENIZER_H
+#define TRANSFUSE_RUNTIME_HOST_HFTOKENIZER_H
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +64,8 @@
 #include "runtime/Status.h"
 
 namespace transfuse::rt {
+
+class JsonValue;
 
 // What a vocab.txt alone does not say: the keys of a Hugging Face
 // tokenizer_config.json (BertTokenizer's arguments), with their defaults.
@@ -72,7 +89,7 @@ StatusOr<WordPieceOptions> readTokenizerConfig(const std::string& path);
 
 // One encoded sequence (or pair). attentionMask is 1 for every token and 0
 // for the padding that a tokenizer.json's "padding" adds.
-struct WordPieceEncoding {
+struct HfEncoding {
   std::vector<int32_t> ids, typeIds, attentionMask;
   bool truncated = false;  // tokens were dropped to fit the maximum length
 };
@@ -82,17 +99,17 @@ struct WordPieceSpecials {
   int32_t cls = -1, sep = -1, pad = -1, unk = -1, mask = -1;
 };
 
-class WordPieceTokenizer {
+class HfTokenizer {
  public:
   // A Hugging Face tokenizer.json whose model is WordPiece. Unsupported
   // components (another model type, an unknown normalizer, pre-tokenizer,
   // post-processor or decoder) are errors naming the file and the key.
-  static StatusOr<WordPieceTokenizer> fromTokenizerJson(const std::string& path);
+  static StatusOr<HfTokenizer> fromTokenizerJson(const std::string& path);
   // A vocab.txt (one token per line, id = line number, trailing whitespace
   // dropped) with BertTokenizerFast's pipeline built from `options`:
   // BertNormalizer, BertPreTokenizer, [CLS] A [SEP] / [CLS] A [SEP] B [SEP],
   // the five special tokens (those the vocabulary has) as added tokens.
-  static StatusOr<WordPieceTokenizer> fromVocabTxt(const std::string& vocabPath,
+  static StatusOr<HfTokenizer> fromVocabTxt(const std::string& vocabPath,
                                                    const WordPieceOptions& options = {});
 
   // Encodes `text` (and `pair`, when given) to ids with the specials of the
@@ -102,7 +119,7 @@ class WordPieceTokenizer {
   // uses the tokenizer.json's "truncation" if it has one, else no limit.
   // Over the limit with `truncate` false: an error saying how many tokens
   // and the maximum. Text must be UTF-8: an error names the byte offset.
-  StatusOr<WordPieceEncoding> encode(std::string_view text, const std::string_view* pair = nullptr,
+  StatusOr<HfEncoding> encode(std::string_view text, const std::string_view* pair = nullptr,
                                      int64_t maxLength = 0, bool truncate = true,
                                      bool addSpecialTokens = true) const;
   // The text of `ids` as `tokenizers` decodes it: the WordPiece decoder
@@ -130,18 +147,29 @@ class WordPieceTokenizer {
   // tokenizer.json's truncation max_length; 0 if neither.
   int64_t modelMaxLength() const { return modelMaxLength_; }
 
-  // The pipeline's parts (WordPiece.cpp); public so that the loaders'
+  // The pipeline's parts (HfTokenizer.cpp); public so that the loaders'
   // helpers can build them.
   struct NormStep {
     enum Kind { CleanText, ChineseChars, NfdStripMn, Lowercase, Nfd, Nfkd, Nfc, Nfkc, StripMarks };
     Kind kind;
   };
   enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
+  class Regex;  // an Oniguruma pattern (HfTokenizer.cpp)
   struct PreStep {
-    enum Kind { Bert, WhitespaceSplit, Punctuation, Whitespace };
+    enum Kind { Bert, WhitespaceSplit, Punctuation, Whitespace, Split, ByteLevel };
     Kind kind;
-    SplitBehavior behavior = SplitBehavior::Isolated;  // Punctuation's
+    SplitBehavior behavior = SplitBehavior::Isolated;  // Punctuation's, Split's
+    // Split: a regular expression or a literal string; invert: the pieces
+    // between matches are the delimiters.
+    std::shared_ptr<const Regex> regex = nullptr;
+    std::u32string literal = {};
+    bool invert = false;
+    // ByteLevel: ' ' before a piece that does not start with one; split by
+    // GPT-2's regular expression first.
+    bool addPrefixSpace = false, useRegex = true;
   };
+  enum class ModelKind { WordPiece, Bpe };
+  enum class DecoderKind { None, WordPiece, ByteLevel };
   struct AddedToken {
     std::u32string content;
     int32_t id = 0;
@@ -168,11 +196,13 @@ class WordPieceTokenizer {
   };
 
  private:
-  WordPieceTokenizer() = default;
+  HfTokenizer() = default;
   Status finish(const std::string& name);
   std::u32string normalizeCodepoints(std::u32string text) const;
   void preTokenizeInto(const std::u32string& text, std::vector<std::u32string>& words) const;
   void wordPiece(const std::u32string& word, std::vector<int32_t>& ids) const;
+  void bpe(const std::u32string& word, std::vector<int32_t>& ids) const;
+  Status readBpe(const JsonValue& model, const std::string& path);
   void encodeSequence(std::u32string text, std::vector<int32_t>& ids) const;
   void splitNormalizedAdded(const std::u32string& normalized, std::vector<int32_t>& ids) const;
 
@@ -196,8 +226,16 @@ class WordPieceTokenizer {
   size_t addedSingle_ = 0, addedPair_ = 0;
   Truncation truncation_;
   Padding padding_;
-  bool hasDecoder_ = true, cleanup_ = true;
+  DecoderKind decoder_ = DecoderKind::WordPiece;
+  bool cleanup_ = true;
   std::string decoderPrefix_ = "##";
+
+  // BPE: (left id << 32 | right id) -> (rank, merged id).
+  ModelKind model_ = ModelKind::WordPiece;
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;
+  bool ignoreMerges_ = false, byteFallback_ = false, fuseUnk_ = false;
+  std::string bpeSuffix_;  // end_of_word_suffix (prefix_: continuing_subword_prefix)
+  std::vector<int32_t> byteIds_;  // byte_fallback: the id of <0xXX> for each byte, -1 if none
 
   WordPieceSpecials specials_;
   int32_t vocabSize_ = 0;
@@ -206,4 +244,4 @@ class WordPieceTokenizer {
 
 }  // namespace transfuse::rt
 
-#endif  // TRANSFUSE_RUNTIME_HOST_WORDPIECE_H
+#endif  // TRANSFUSE_RUNTIME_HOST_HFTOKENIZER_H

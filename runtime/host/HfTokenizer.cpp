@@ -1,22 +1,88 @@
-// The WordPiece tokenizer of the BERT family: see WordPiece.h. Each step
+// Hugging Face tokenizer.json pipelines: see HfTokenizer.h. Each step
 // follows the `tokenizers` crate (huggingface/tokenizers, tokenizers/src:
-// normalizers/bert.rs, pre_tokenizers/bert.rs, models/wordpiece,
+// normalizers/bert.rs, pre_tokenizers/bert.rs, pre_tokenizers/split.rs,
+// pre_tokenizers/byte_level.rs, models/wordpiece, models/bpe,
 // tokenizer/added_vocabulary.rs, utils/truncation.rs, processors/template.rs,
-// decoders/wordpiece.rs); text is handled as code points (std::u32string)
-// between the UTF-8 check at the door and the vocabulary lookups.
-#include "runtime/host/WordPiece.h"
+// decoders/wordpiece.rs, decoders/byte_level.rs); text is handled as code
+// points (std::u32string) between the UTF-8 check at the door and the
+// vocabulary lookups, and regular expressions run on it as UTF-32.
+#include "runtime/host/HfTokenizer.h"
 
+#include <oniguruma.h>
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <queue>
 #include <sstream>
+#include <tuple>
 
 #include "runtime/Json.h"
 
 namespace transfuse::rt {
+
+// An Oniguruma pattern over UTF-32 text (code points as they are in a
+// std::u32string), the engine and syntax of `tokenizers`' SysRegex.
+class HfTokenizer::Regex {
+ public:
+  static StatusOr<std::shared_ptr<const Regex>> compile(const std::u32string& pattern) {
+    static const bool initialized = [] {
+      OnigEncoding encodings[] = {encoding()};
+      return onig_initialize(encodings, 1) == ONIG_NORMAL;
+    }();
+    if (!initialized) return Status::error("Oniguruma did not initialize");
+    OnigRegex re = nullptr;
+    OnigErrorInfo info;
+    const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
+    int r = onig_new(&re, p, p + pattern.size() * sizeof(char32_t), ONIG_OPTION_NONE, encoding(),
+                     ONIG_SYNTAX_DEFAULT, &info);
+    if (r != ONIG_NORMAL) {
+      OnigUChar message[ONIG_MAX_ERROR_MESSAGE_LEN];
+      onig_error_code_to_str(message, r, &info);
+      return Status::error(reinterpret_cast<const char*>(message));
+    }
+    return std::shared_ptr<const Regex>(new Regex(re));
+  }
+  ~Regex() { onig_free(re_); }
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+
+  // [begin, end) of each non-empty, non-overlapping match in s, left to
+  // right (find_iter). onig_search reads the compiled pattern only, so one
+  // Regex serves concurrent calls, each with its own region.
+  void findAll(const std::u32string& s, std::vector<std::pair<size_t, size_t>>& out) const {
+    OnigRegion* region = onig_region_new();
+    const auto* begin = reinterpret_cast<const OnigUChar*>(s.data());
+    const auto* end = begin + s.size() * sizeof(char32_t);
+    for (size_t at = 0; at < s.size();) {
+      int r = onig_search(re_, begin, end, begin + at * sizeof(char32_t), end, region,
+                          ONIG_OPTION_NONE);
+      if (r < 0) break;  // ONIG_MISMATCH (or an error: no further matches)
+      size_t b = static_cast<size_t>(region->beg[0]) / sizeof(char32_t);
+      size_t e = static_cast<size_t>(region->end[0]) / sizeof(char32_t);
+      if (e > b) out.push_back({b, e});
+      at = e > b ? e : b + 1;
+    }
+    onig_region_free(region, 1);
+  }
+
+ private:
+  explicit Regex(OnigRegex re) : re_(re) {}
+  static OnigEncoding encoding() {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return ONIG_ENCODING_UTF32_LE;
+#else
+    return ONIG_ENCODING_UTF32_BE;
+#endif
+  }
+  OnigRegex re_;
+};
+
 namespace {
 
 // ---------------------------------------------------------------- UTF-8
@@ -139,6 +205,79 @@ bool isWordChar(char32_t c) {
   }
 }
 
+// ------------------------------------------------------------ byte level
+
+// GPT-2's bytes_to_unicode: the printable bytes ! .. ~, ¡ .. ¬ and ® .. ÿ
+// stand for themselves, the other 68 for U+0100.. in byte order.
+const std::array<char32_t, 256>& byteToChar() {
+  static const std::array<char32_t, 256> table = [] {
+    std::array<char32_t, 256> t{};
+    char32_t next = 0x100;
+    for (int b = 0; b < 256; ++b) {
+      bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+      t[b] = printable ? static_cast<char32_t>(b) : next++;
+    }
+    return t;
+  }();
+  return table;
+}
+
+// The byte a character of byteToChar stands for, -1 for any other.
+int byteOfChar(char32_t c) {
+  static const std::array<int16_t, 0x144> table = [] {
+    std::array<int16_t, 0x144> t;
+    t.fill(-1);
+    for (int b = 0; b < 256; ++b) t[byteToChar()[b]] = static_cast<int16_t>(b);
+    return t;
+  }();
+  return c < table.size() ? table[c] : -1;
+}
+
+// GPT-2's pre-tokenizer pattern (ByteLevel with use_regex).
+const HfTokenizer::Regex& gpt2Pattern() {
+  static const std::shared_ptr<const HfTokenizer::Regex> re = [] {
+    auto r = HfTokenizer::Regex::compile(
+        U"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+");
+    return r.isOk() ? *r : nullptr;
+  }();
+  return *re;
+}
+
+// Bytes as text, as Rust's String::from_utf8_lossy: each maximal prefix of
+// a valid sequence that is cut short, and each byte that starts none,
+// becomes one U+FFFD.
+std::string fromUtf8Lossy(const std::string& bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char b = s[i];
+    size_t width = b < 0x80 ? 1 : b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3
+                                : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+    size_t good = width ? 1 : 0;  // the bytes of a valid prefix
+    for (; good < width && i + good < n; ++good) {
+      const unsigned char c = s[i + good];
+      unsigned char lo = 0x80, hi = 0xBF;
+      if (good == 1) {  // the second byte's range depends on the first
+        if (b == 0xE0) lo = 0xA0;
+        if (b == 0xED) hi = 0x9F;
+        if (b == 0xF0) lo = 0x90;
+        if (b == 0xF4) hi = 0x8F;
+      }
+      if (c < lo || c > hi) break;
+    }
+    if (width && good == width) {
+      out.append(bytes, i, width);
+      i += width;
+    } else {
+      out += "\xEF\xBF\xBD";
+      i += std::max<size_t>(good, 1);
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------- normalization
 
 // utf8proc over code points: the text goes back to UTF-8 (what its
@@ -187,39 +326,30 @@ std::u32string filtered(const std::u32string& s, Pred keep) {
 
 // ------------------------------------------------------- pre-tokenization
 
-using Behavior = WordPieceTokenizer::SplitBehavior;
+using Behavior = HfTokenizer::SplitBehavior;
 
-// NormalizedString::split with a character predicate: each delimiter
-// character is a match of its own; `behavior` says where it goes. Empty
-// pieces are dropped.
-template <class Pred>
-void splitPiece(const std::u32string& s, Pred isDelim, Behavior behavior,
+// A piece of a string: [begin, end), a delimiter's match or not.
+struct Span {
+  size_t begin, end;
+  bool match;
+};
+
+// NormalizedString::split: `spans` cover s in order; `behavior` says where
+// the matches go. Empty pieces are dropped.
+void splitSpans(const std::u32string& s, const std::vector<Span>& spans, Behavior behavior,
                 std::vector<std::u32string>& out) {
-  struct Seg {
-    size_t begin, end;
-    bool match;
-  };
-  std::vector<Seg> segs;
-  size_t last = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (!isDelim(s[i])) continue;
-    if (last < i) segs.push_back({last, i, false});
-    segs.push_back({i, i + 1, true});
-    last = i + 1;
-  }
-  if (last < s.size()) segs.push_back({last, s.size(), false});
   std::vector<std::pair<size_t, size_t>> pieces;  // [begin, end)
   switch (behavior) {
     case Behavior::Removed:
-      for (const Seg& g : segs)
+      for (const Span& g : spans)
         if (!g.match) pieces.push_back({g.begin, g.end});
       break;
     case Behavior::Isolated:
-      for (const Seg& g : segs) pieces.push_back({g.begin, g.end});
+      for (const Span& g : spans) pieces.push_back({g.begin, g.end});
       break;
     case Behavior::Contiguous: {
       bool previous = false;
-      for (const Seg& g : segs) {
+      for (const Span& g : spans) {
         if (g.match == previous && !pieces.empty())
           pieces.back().second = g.end;
         else
@@ -230,7 +360,7 @@ void splitPiece(const std::u32string& s, Pred isDelim, Behavior behavior,
     }
     case Behavior::MergedWithPrevious: {
       bool previous = false;
-      for (const Seg& g : segs) {
+      for (const Span& g : spans) {
         if (g.match && !previous && !pieces.empty())
           pieces.back().second = g.end;
         else
@@ -241,8 +371,8 @@ void splitPiece(const std::u32string& s, Pred isDelim, Behavior behavior,
     }
     case Behavior::MergedWithNext: {
       bool previous = false;
-      for (size_t k = segs.size(); k-- > 0;) {
-        const Seg& g = segs[k];
+      for (size_t k = spans.size(); k-- > 0;) {
+        const Span& g = spans[k];
         if (g.match && !previous && !pieces.empty())
           pieces.back().first = g.begin;
         else
@@ -255,6 +385,32 @@ void splitPiece(const std::u32string& s, Pred isDelim, Behavior behavior,
   }
   for (auto [b, e] : pieces)
     if (e > b) out.push_back(s.substr(b, e - b));
+}
+
+// The spans of s around non-overlapping matches [begin, end), in order;
+// `invert` makes the pieces between them the matches.
+std::vector<Span> spansAround(size_t size, const std::vector<std::pair<size_t, size_t>>& matches,
+                              bool invert) {
+  std::vector<Span> spans;
+  size_t last = 0;
+  for (auto [b, e] : matches) {
+    if (last < b) spans.push_back({last, b, invert});
+    spans.push_back({b, e, !invert});
+    last = e;
+  }
+  if (last < size) spans.push_back({last, size, invert});
+  return spans;
+}
+
+// NormalizedString::split with a character predicate: each delimiter
+// character is a match of its own.
+template <class Pred>
+void splitPiece(const std::u32string& s, Pred isDelim, Behavior behavior,
+                std::vector<std::u32string>& out) {
+  std::vector<std::pair<size_t, size_t>> matches;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (isDelim(s[i])) matches.push_back({i, i + 1});
+  splitSpans(s, spansAround(s.size(), matches, false), behavior, out);
 }
 
 // The Whitespace pre-tokenizer: the matches of \w+|[^\w\s]+.
@@ -295,7 +451,7 @@ size_t whitespaceRunBefore(const std::u32string& s, size_t end) {
 // of the added tokens whose `normalized` flag is `normalized` (matched by
 // their normalized content then), with single_word, lstrip and rstrip.
 std::vector<Segment> findAdded(const std::u32string& s,
-                               const std::vector<WordPieceTokenizer::AddedToken>& added,
+                               const std::vector<HfTokenizer::AddedToken>& added,
                                const std::vector<std::u32string>& patterns, bool normalized) {
   std::vector<Segment> out;
   size_t startOffset = 0, i = 0;
@@ -314,7 +470,7 @@ std::vector<Segment> findAdded(const std::u32string& s,
       ++i;
       continue;
     }
-    const WordPieceTokenizer::AddedToken& tok = added[best];
+    const HfTokenizer::AddedToken& tok = added[best];
     size_t start = i, stop = i + bestLen;
     i = stop;  // the search goes on after this match, kept or not
     if (tok.singleWord) {
@@ -348,7 +504,7 @@ void truncateTo(std::vector<int32_t>& ids, size_t n, bool left) {
 // utils/truncation.rs truncate_encodings over the sequences' ids (before
 // the specials): `maxLength` is what is left after the specials.
 Status truncateSequences(std::vector<int32_t>& a, std::vector<int32_t>* b, size_t maxLength,
-                         const WordPieceTokenizer::Truncation& t) {
+                         const HfTokenizer::Truncation& t) {
   if (maxLength == 0) {
     a.clear();
     if (b) b->clear();
@@ -357,7 +513,7 @@ Status truncateSequences(std::vector<int32_t>& a, std::vector<int32_t>* b, size_
   size_t total = a.size() + (b ? b->size() : 0);
   if (total <= maxLength) return Status::ok();
   size_t toRemove = total - maxLength;
-  if (t.strategy == WordPieceTokenizer::Truncation::LongestFirst) {
+  if (t.strategy == HfTokenizer::Truncation::LongestFirst) {
     if (!b) {
       truncateTo(a, total - toRemove, t.left);
       return Status::ok();
@@ -376,7 +532,7 @@ Status truncateSequences(std::vector<int32_t>& a, std::vector<int32_t>* b, size_
     return Status::ok();
   }
   std::vector<int32_t>* target = &a;
-  if (t.strategy == WordPieceTokenizer::Truncation::OnlySecond) {
+  if (t.strategy == HfTokenizer::Truncation::OnlySecond) {
     if (!b) return Status::error("truncation only_second needs a pair");
     target = b;
   }
@@ -455,8 +611,8 @@ StatusOr<std::string> componentType(const JsonValue& obj, const std::string& pat
 }
 
 Status parseNormalizer(const JsonValue& n, const std::string& path, const std::string& key,
-                       std::vector<WordPieceTokenizer::NormStep>& steps) {
-  using Step = WordPieceTokenizer::NormStep;
+                       std::vector<HfTokenizer::NormStep>& steps) {
+  using Step = HfTokenizer::NormStep;
   StatusOr<std::string> type = componentType(n, path, key);
   if (!type.isOk()) return type.status();
   if (*type == "BertNormalizer") {
@@ -498,8 +654,8 @@ Status parseNormalizer(const JsonValue& n, const std::string& path, const std::s
 }
 
 Status parsePreTokenizer(const JsonValue& p, const std::string& path, const std::string& key,
-                         std::vector<WordPieceTokenizer::PreStep>& steps) {
-  using Step = WordPieceTokenizer::PreStep;
+                         std::vector<HfTokenizer::PreStep>& steps) {
+  using Step = HfTokenizer::PreStep;
   StatusOr<std::string> type = componentType(p, path, key);
   if (!type.isOk()) return type.status();
   if (*type == "BertPreTokenizer") {
@@ -508,11 +664,11 @@ Status parsePreTokenizer(const JsonValue& p, const std::string& path, const std:
     steps.push_back({Step::WhitespaceSplit});
   } else if (*type == "Whitespace") {
     steps.push_back({Step::Whitespace});
-  } else if (*type == "Punctuation") {
-    Step step{Step::Punctuation};
+  } else if (*type == "Punctuation" || *type == "Split") {
+    Step step{*type == "Split" ? Step::Split : Step::Punctuation};
     std::string behavior = "Isolated";
     WP_RETURN_IF_ERROR(readString(p, "behavior", behavior, path, key + "."));
-    using B = WordPieceTokenizer::SplitBehavior;
+    using B = HfTokenizer::SplitBehavior;
     if (behavior == "Removed")
       step.behavior = B::Removed;
     else if (behavior == "Isolated")
@@ -525,6 +681,32 @@ Status parsePreTokenizer(const JsonValue& p, const std::string& path, const std:
       step.behavior = B::Contiguous;
     else
       return keyError(path, key + ".behavior", "unknown behavior \"" + behavior + "\"");
+    if (step.kind == Step::Split) {
+      WP_RETURN_IF_ERROR(readBool(p, "invert", step.invert, path, key + "."));
+      const JsonValue* pattern = p.find("pattern");
+      const JsonValue* regex = pattern && pattern->isObject() ? pattern->find("Regex") : nullptr;
+      const JsonValue* literal = pattern && pattern->isObject() ? pattern->find("String") : nullptr;
+      if (!(regex && regex->isString()) && !(literal && literal->isString()))
+        return keyError(path, key + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
+      StatusOr<std::u32string> text =
+          decodeUtf8((regex ? regex : literal)->asString(), "the pattern");
+      if (!text.isOk()) return keyError(path, key + ".pattern", text.status().message());
+      if (text->empty()) return keyError(path, key + ".pattern", "empty");
+      if (regex) {
+        auto compiled = HfTokenizer::Regex::compile(*text);
+        if (!compiled.isOk())
+          return keyError(path, key + ".pattern.Regex",
+                          "not a valid regular expression: " + compiled.status().message());
+        step.regex = *compiled;
+      } else {
+        step.literal = std::move(*text);
+      }
+    }
+    steps.push_back(step);
+  } else if (*type == "ByteLevel") {
+    Step step{Step::ByteLevel};
+    WP_RETURN_IF_ERROR(readBool(p, "add_prefix_space", step.addPrefixSpace, path, key + "."));
+    WP_RETURN_IF_ERROR(readBool(p, "use_regex", step.useRegex, path, key + "."));
     steps.push_back(step);
   } else if (*type == "Sequence") {
     const JsonValue* list = p.find("pretokenizers");
@@ -537,7 +719,7 @@ Status parsePreTokenizer(const JsonValue& p, const std::string& path, const std:
     return keyError(path, key + ".type",
                     "pre-tokenizer \"" + *type +
                         "\" is not supported (BertPreTokenizer, WhitespaceSplit, Whitespace, "
-                        "Punctuation, Sequence are)");
+                        "Punctuation, Split, ByteLevel, Sequence are)");
   }
   return Status::ok();
 }
@@ -545,16 +727,16 @@ Status parsePreTokenizer(const JsonValue& p, const std::string& path, const std:
 // TemplateProcessing's "single"/"pair": [{"SpecialToken": {"id", "type_id"}}
 // | {"Sequence": {"id": "A"|"B", "type_id"}}], the specials' ids from
 // "special_tokens".
-Status parseTemplate(const JsonValue& proc, const char* which, const std::string& path,
-                     std::vector<WordPieceTokenizer::TemplatePiece>& out) {
-  std::string key = std::string("post_processor.") + which;
+Status parseTemplate(const JsonValue& proc, const std::string& procKey, const char* which,
+                     const std::string& path, std::vector<HfTokenizer::TemplatePiece>& out) {
+  std::string key = procKey + "." + which;
   const JsonValue* list = proc.find(which);
   if (!list || !list->isArray()) return keyError(path, key, "expected an array");
   const JsonValue* specials = proc.find("special_tokens");
   for (size_t i = 0; i < list->size(); ++i) {
     const JsonValue& item = list->asArray()[i];
     std::string at = key + "[" + std::to_string(i) + "]";
-    WordPieceTokenizer::TemplatePiece piece;
+    HfTokenizer::TemplatePiece piece;
     const JsonValue* body = nullptr;
     if ((body = item.find("Sequence"))) {
       const JsonValue* id = body->find("id");
@@ -568,12 +750,12 @@ Status parseTemplate(const JsonValue& proc, const char* which, const std::string
       const JsonValue* spec = specials ? specials->find(id->asString()) : nullptr;
       const JsonValue* ids = spec ? spec->find("ids") : nullptr;
       if (!ids || !ids->isArray())
-        return keyError(path, "post_processor.special_tokens",
+        return keyError(path, procKey + ".special_tokens",
                         "no ids for \"" + id->asString() + "\"");
       piece.isSequence = false;
       for (const JsonValue& v : ids->asArray()) {
         if (!v.isInteger() || v.asInt64() < 0 || v.asInt64() > INT32_MAX)
-          return keyError(path, "post_processor.special_tokens." + id->asString() + ".ids",
+          return keyError(path, procKey + ".special_tokens." + id->asString() + ".ids",
                           "expected non-negative integers");
         piece.ids.push_back(static_cast<int32_t>(v.asInt64()));
       }
@@ -588,20 +770,20 @@ Status parseTemplate(const JsonValue& proc, const char* which, const std::string
   return Status::ok();
 }
 
-void bertTemplates(int32_t cls, int32_t sep, std::vector<WordPieceTokenizer::TemplatePiece>& single,
-                   std::vector<WordPieceTokenizer::TemplatePiece>& pair) {
-  using P = WordPieceTokenizer::TemplatePiece;
+void bertTemplates(int32_t cls, int32_t sep, std::vector<HfTokenizer::TemplatePiece>& single,
+                   std::vector<HfTokenizer::TemplatePiece>& pair) {
+  using P = HfTokenizer::TemplatePiece;
   single = {P{false, 0, {cls}, 0}, P{true, 0, {}, 0}, P{false, 0, {sep}, 0}};
   pair = {P{false, 0, {cls}, 0}, P{true, 0, {}, 0}, P{false, 0, {sep}, 0}, P{true, 1, {}, 1},
           P{false, 0, {sep}, 1}};
 }
 
 // BertProcessing's "cls"/"sep": ["[CLS]", 101].
-Status parseNamedId(const JsonValue& proc, const char* which, const std::string& path,
-                    int32_t& id) {
+Status parseNamedId(const JsonValue& proc, const std::string& procKey, const char* which,
+                    const std::string& path, int32_t& id) {
   const JsonValue* v = proc.find(which);
   if (!v || !v->isArray() || v->size() != 2 || !v->asArray()[1].isInteger())
-    return keyError(path, std::string("post_processor.") + which, "expected [token, id]");
+    return keyError(path, procKey + "." + which, "expected [token, id]");
   id = static_cast<int32_t>(v->asArray()[1].asInt64());
   return Status::ok();
 }
@@ -644,20 +826,91 @@ StatusOr<WordPieceOptions> readTokenizerConfig(const std::string& path) {
   return o;
 }
 
-StatusOr<WordPieceTokenizer> WordPieceTokenizer::fromTokenizerJson(const std::string& path) {
+namespace {
+uint64_t pairKey(int32_t left, int32_t right) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
+}
+}  // namespace
+
+// models/bpe's keys beyond the vocabulary: merges as "a b" strings or
+// [a, b] pairs (newer files), each a rank in file order (a repeated pair
+// keeps its last rank, as the crate's map does), the merged token a + b
+// without b's continuing_subword_prefix.
+Status HfTokenizer::readBpe(const JsonValue& model, const std::string& path) {
+  if (const JsonValue* d = model.find("dropout"); d && !d->isNull())
+    return keyError(path, "model.dropout", "must be null (dropout samples merges at random)");
+  WP_RETURN_IF_ERROR(readString(model, "end_of_word_suffix", bpeSuffix_, path, "model."));
+  WP_RETURN_IF_ERROR(readBool(model, "ignore_merges", ignoreMerges_, path, "model."));
+  WP_RETURN_IF_ERROR(readBool(model, "byte_fallback", byteFallback_, path, "model."));
+  WP_RETURN_IF_ERROR(readBool(model, "fuse_unk", fuseUnk_, path, "model."));
+  const JsonValue* merges = model.find("merges");
+  if (!merges) return keyError(path, "model.merges", "missing");
+  if (!merges->isArray()) return keyError(path, "model.merges", "expected an array");
+  auto idOf = [&](const std::string& token, const std::string& at, const char* what,
+                  int32_t& id) -> Status {
+    auto it = vocab_.find(token);
+    if (it == vocab_.end())
+      return keyError(path, at, std::string(what) + " \"" + token + "\" is not in the vocabulary");
+    id = it->second;
+    return Status::ok();
+  };
+  merges_.reserve(merges->size());
+  for (size_t i = 0; i < merges->size(); ++i) {
+    const JsonValue& m = merges->asArray()[i];
+    const std::string at = "model.merges[" + std::to_string(i) + "]";
+    std::string a, b;
+    if (m.isString()) {
+      const std::string& s = m.asString();
+      size_t space = s.find(' ');
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
+        return keyError(path, at, "expected \"a b\" (two tokens and one space)");
+      a = s.substr(0, space);
+      b = s.substr(space + 1);
+    } else if (m.isArray() && m.size() == 2 && m.asArray()[0].isString() &&
+               m.asArray()[1].isString()) {
+      a = m.asArray()[0].asString();
+      b = m.asArray()[1].asString();
+    } else {
+      return keyError(path, at, "expected \"a b\" or [a, b]");
+    }
+    int32_t left = 0, right = 0, merged = 0;
+    WP_RETURN_IF_ERROR(idOf(a, at, "token", left));
+    WP_RETURN_IF_ERROR(idOf(b, at, "token", right));
+    WP_RETURN_IF_ERROR(idOf(a + b.substr(std::min(prefix_.size(), b.size())), at,
+                            "the merged token", merged));
+    merges_[pairKey(left, right)] = {static_cast<int32_t>(i), merged};
+  }
+  if (byteFallback_) {
+    byteIds_.assign(256, -1);
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);
+      if (auto it = vocab_.find(name); it != vocab_.end()) byteIds_[b] = it->second;
+    }
+  }
+  return Status::ok();
+}
+
+StatusOr<HfTokenizer> HfTokenizer::fromTokenizerJson(const std::string& path) {
   StatusOr<JsonValue> json = readJson(path);
   if (!json.isOk()) return json.status();
   const JsonValue& root = *json;
-  WordPieceTokenizer t;
+  HfTokenizer t;
 
   const JsonValue* model = root.find("model");
   if (!model || !model->isObject()) return keyError(path, "model", "missing");
   const JsonValue* type = model->find("type");
   // Old files may omit model.type; a WordPiece model is told by its keys.
   if (type && !type->isString()) return keyError(path, "model.type", "expected a string");
-  if (type && type->asString() != "WordPiece")
+  if (type && type->asString() != "WordPiece" && type->asString() != "BPE")
     return keyError(path, "model.type",
-                    "\"" + type->asString() + "\" is not supported (only WordPiece is)");
+                    "\"" + type->asString() + "\" is not supported (WordPiece and BPE are)");
+  if (type && type->asString() == "BPE") {
+    t.model_ = ModelKind::Bpe;
+    t.decoder_ = DecoderKind::None;
+    t.unkToken_.clear();
+    t.prefix_.clear();
+  }
   const JsonValue* vocab = model->find("vocab");
   if (!vocab) return keyError(path, "model.vocab", "missing");
   if (!vocab->isObject()) return keyError(path, "model.vocab", "expected an object of ids");
@@ -668,8 +921,11 @@ StatusOr<WordPieceTokenizer> WordPieceTokenizer::fromTokenizerJson(const std::st
   }
   WP_RETURN_IF_ERROR(readString(*model, "unk_token", t.unkToken_, path, "model."));
   WP_RETURN_IF_ERROR(readString(*model, "continuing_subword_prefix", t.prefix_, path, "model."));
-  WP_RETURN_IF_ERROR(
-      readInt(*model, "max_input_chars_per_word", t.maxInputCharsPerWord_, path, "model."));
+  if (t.model_ == ModelKind::Bpe)
+    WP_RETURN_IF_ERROR(t.readBpe(*model, path));
+  else
+    WP_RETURN_IF_ERROR(
+        readInt(*model, "max_input_chars_per_word", t.maxInputCharsPerWord_, path, "model."));
 
   if (const JsonValue* n = root.find("normalizer"); n && !n->isNull())
     WP_RETURN_IF_ERROR(parseNormalizer(*n, path, "normalizer", t.normalizer_));
@@ -704,39 +960,60 @@ StatusOr<WordPieceTokenizer> WordPieceTokenizer::fromTokenizerJson(const std::st
     }
   }
 
+  // No post-processor: the sequences as they are, the pair's type id 1.
+  t.single_ = {TemplatePiece{true, 0, {}, 0}};
+  t.pair_ = {TemplatePiece{true, 0, {}, 0}, TemplatePiece{true, 1, {}, 1}};
   const JsonValue* proc = root.find("post_processor");
-  if (proc && !proc->isNull()) {
-    StatusOr<std::string> ptype = componentType(*proc, path, "post_processor");
+  bool bertProcessing = false;
+  std::function<Status(const JsonValue&, const std::string&)> postProcessor =
+      [&](const JsonValue& pp, const std::string& key) -> Status {
+    StatusOr<std::string> ptype = componentType(pp, path, key);
     if (!ptype.isOk()) return ptype.status();
     if (*ptype == "TemplateProcessing") {
-      WP_RETURN_IF_ERROR(parseTemplate(*proc, "single", path, t.single_));
-      WP_RETURN_IF_ERROR(parseTemplate(*proc, "pair", path, t.pair_));
-    } else if (*ptype == "BertProcessing") {
-      int32_t cls = 0, sep = 0;
-      WP_RETURN_IF_ERROR(parseNamedId(*proc, "cls", path, cls));
-      WP_RETURN_IF_ERROR(parseNamedId(*proc, "sep", path, sep));
-      bertTemplates(cls, sep, t.single_, t.pair_);
-    } else {
-      return keyError(
-          path, "post_processor.type",
-          "\"" + *ptype + "\" is not supported (TemplateProcessing and BertProcessing are)");
+      t.single_.clear();
+      t.pair_.clear();
+      WP_RETURN_IF_ERROR(parseTemplate(pp, key, "single", path, t.single_));
+      return parseTemplate(pp, key, "pair", path, t.pair_);
     }
-  } else {
-    // No post-processor: the sequences as they are, the pair's type id 1.
-    t.single_ = {TemplatePiece{true, 0, {}, 0}};
-    t.pair_ = {TemplatePiece{true, 0, {}, 0}, TemplatePiece{true, 1, {}, 1}};
-  }
+    if (*ptype == "BertProcessing") {
+      int32_t cls = 0, sep = 0;
+      WP_RETURN_IF_ERROR(parseNamedId(pp, key, "cls", path, cls));
+      WP_RETURN_IF_ERROR(parseNamedId(pp, key, "sep", path, sep));
+      bertTemplates(cls, sep, t.single_, t.pair_);
+      bertProcessing = true;
+      return Status::ok();
+    }
+    if (*ptype == "ByteLevel") return Status::ok();  // offsets only: no id changes
+    if (*ptype == "Sequence") {
+      const JsonValue* list = pp.find("processors");
+      if (!list || !list->isArray()) return keyError(path, key + ".processors", "expected an array");
+      for (size_t i = 0; i < list->size(); ++i)
+        WP_RETURN_IF_ERROR(
+            postProcessor(list->asArray()[i], key + ".processors[" + std::to_string(i) + "]"));
+      return Status::ok();
+    }
+    return keyError(path, key + ".type",
+                    "\"" + *ptype +
+                        "\" is not supported (TemplateProcessing, BertProcessing, ByteLevel and "
+                        "Sequence are)");
+  };
+  if (proc && !proc->isNull()) WP_RETURN_IF_ERROR(postProcessor(*proc, "post_processor"));
 
   if (const JsonValue* d = root.find("decoder"); d && !d->isNull()) {
     StatusOr<std::string> dtype = componentType(*d, path, "decoder");
     if (!dtype.isOk()) return dtype.status();
-    if (*dtype != "WordPiece")
+    if (*dtype == "WordPiece") {
+      t.decoder_ = DecoderKind::WordPiece;
+      WP_RETURN_IF_ERROR(readString(*d, "prefix", t.decoderPrefix_, path, "decoder."));
+      WP_RETURN_IF_ERROR(readBool(*d, "cleanup", t.cleanup_, path, "decoder."));
+    } else if (*dtype == "ByteLevel") {
+      t.decoder_ = DecoderKind::ByteLevel;
+    } else {
       return keyError(path, "decoder.type",
-                      "\"" + *dtype + "\" is not supported (only WordPiece is)");
-    WP_RETURN_IF_ERROR(readString(*d, "prefix", t.decoderPrefix_, path, "decoder."));
-    WP_RETURN_IF_ERROR(readBool(*d, "cleanup", t.cleanup_, path, "decoder."));
+                      "\"" + *dtype + "\" is not supported (WordPiece and ByteLevel are)");
+    }
   } else {
-    t.hasDecoder_ = false;
+    t.decoder_ = DecoderKind::None;
   }
 
   std::string padToken = "[PAD]";
@@ -790,8 +1067,7 @@ StatusOr<WordPieceTokenizer> WordPieceTokenizer::fromTokenizerJson(const std::st
   WP_RETURN_IF_ERROR(t.finish(path));
   t.specials_.cls = t.idOf("[CLS]");
   t.specials_.sep = t.idOf("[SEP]");
-  if (proc && proc->isObject() && proc->find("type") && proc->find("type")->isString() &&
-      proc->find("type")->asString() == "BertProcessing") {
+  if (bertProcessing) {
     t.specials_.cls = t.single_.front().ids[0];
     t.specials_.sep = t.single_.back().ids[0];
   }
@@ -801,11 +1077,11 @@ StatusOr<WordPieceTokenizer> WordPieceTokenizer::fromTokenizerJson(const std::st
   return t;
 }
 
-StatusOr<WordPieceTokenizer> WordPieceTokenizer::fromVocabTxt(const std::string& vocabPath,
+StatusOr<HfTokenizer> HfTokenizer::fromVocabTxt(const std::string& vocabPath,
                                                               const WordPieceOptions& options) {
   StatusOr<std::string> text = readFile(vocabPath);
   if (!text.isOk()) return text.status();
-  WordPieceTokenizer t;
+  HfTokenizer t;
   // WordPiece::read_file: one token a line ("\n" or "\r\n"), its trailing
   // White_Space dropped; a repeated token keeps its last line.
   size_t begin = 0;
@@ -861,7 +1137,7 @@ StatusOr<WordPieceTokenizer> WordPieceTokenizer::fromVocabTxt(const std::string&
 
 // What both loaders share: the reverse vocabulary, the normalized forms of
 // the added tokens, the specials' counts of the templates.
-Status WordPieceTokenizer::finish(const std::string& name) {
+Status HfTokenizer::finish(const std::string& name) {
   int32_t maxId = -1;
   for (const auto& [token, id] : vocab_) {
     maxId = std::max(maxId, id);
@@ -898,7 +1174,7 @@ Status WordPieceTokenizer::finish(const std::string& name) {
 
 // -------------------------------------------------------------- encoding
 
-std::u32string WordPieceTokenizer::normalizeCodepoints(std::u32string s) const {
+std::u32string HfTokenizer::normalizeCodepoints(std::u32string s) const {
   for (const NormStep& step : normalizer_) {
     switch (step.kind) {
       case NormStep::CleanText: {
@@ -957,7 +1233,7 @@ std::u32string WordPieceTokenizer::normalizeCodepoints(std::u32string s) const {
   return s;
 }
 
-void WordPieceTokenizer::preTokenizeInto(const std::u32string& text,
+void HfTokenizer::preTokenizeInto(const std::u32string& text,
                                          std::vector<std::u32string>& words) const {
   std::vector<std::u32string> pieces{text}, next;
   if (text.empty()) pieces.clear();
@@ -981,6 +1257,37 @@ void WordPieceTokenizer::preTokenizeInto(const std::u32string& text,
         case PreStep::Whitespace:
           splitWordsAndSymbols(p, next);
           break;
+        case PreStep::Split: {
+          std::vector<std::pair<size_t, size_t>> matches;
+          if (step.regex) {
+            step.regex->findAll(p, matches);
+          } else {
+            const size_t n = step.literal.size();
+            for (size_t at = p.find(step.literal); at != std::u32string::npos;
+                 at = p.find(step.literal, at + n))
+              matches.push_back({at, at + n});
+          }
+          splitSpans(p, spansAround(p.size(), matches, step.invert), step.behavior, next);
+          break;
+        }
+        case PreStep::ByteLevel: {
+          std::u32string q = p;
+          if (step.addPrefixSpace && (q.empty() || q[0] != U' ')) q.insert(q.begin(), U' ');
+          std::vector<std::u32string> parts;
+          if (step.useRegex) {
+            std::vector<std::pair<size_t, size_t>> matches;
+            gpt2Pattern().findAll(q, matches);
+            splitSpans(q, spansAround(q.size(), matches, false), Behavior::Isolated, parts);
+          } else {
+            parts.push_back(std::move(q));
+          }
+          for (const std::u32string& part : parts) {
+            std::u32string mapped;
+            for (unsigned char b : toUtf8(part)) mapped += byteToChar()[b];
+            next.push_back(std::move(mapped));
+          }
+          break;
+        }
       }
     }
     pieces.swap(next);
@@ -991,7 +1298,7 @@ void WordPieceTokenizer::preTokenizeInto(const std::u32string& text,
 // models/wordpiece: greedy longest-match-first; the whole word is [UNK]
 // when it is too long or a position has no piece (-1 when the vocabulary
 // has no [UNK]: encode reports it).
-void WordPieceTokenizer::wordPiece(const std::u32string& word, std::vector<int32_t>& ids) const {
+void HfTokenizer::wordPiece(const std::u32string& word, std::vector<int32_t>& ids) const {
   if (word.empty()) return;
   if (static_cast<int64_t>(word.size()) > maxInputCharsPerWord_) {
     ids.push_back(unkId_);
@@ -1034,9 +1341,88 @@ void WordPieceTokenizer::wordPiece(const std::u32string& word, std::vector<int32
   }
 }
 
+// models/bpe: the word's characters (the first without, the others with
+// continuing_subword_prefix, the last with end_of_word_suffix), then
+// merges by a queue of (rank, left position, merged id), lowest first: a
+// popped merge applies if its position still starts a pair that merges to
+// its id, and queues the new pairs on both sides (Word::merge_all).
+void HfTokenizer::bpe(const std::u32string& word, std::vector<int32_t>& ids) const {
+  if (word.empty()) return;
+  std::string piece;
+  if (ignoreMerges_) {
+    piece = toUtf8(word);
+    if (auto it = vocab_.find(piece); it != vocab_.end()) {
+      ids.push_back(it->second);
+      return;
+    }
+  }
+  struct Symbol {
+    int32_t id, prev, next;
+    bool alive;
+  };
+  std::vector<Symbol> syms;
+  syms.reserve(word.size());
+  auto add = [&](int32_t id) {
+    const int32_t k = static_cast<int32_t>(syms.size());
+    syms.push_back({id, k - 1, k + 1, true});
+  };
+  bool lastUnknown = false;
+  for (size_t i = 0; i < word.size(); ++i) {
+    piece.assign(i > 0 ? prefix_ : std::string());
+    appendUtf8(piece, word[i]);
+    if (i + 1 == word.size()) piece += bpeSuffix_;
+    if (auto it = vocab_.find(piece); it != vocab_.end()) {
+      add(it->second);
+      lastUnknown = false;
+      continue;
+    }
+    if (byteFallback_) {
+      std::string bytes;
+      appendUtf8(bytes, word[i]);
+      bool all = true;
+      for (unsigned char b : bytes) all = all && byteIds_[b] >= 0;
+      if (all) {
+        for (unsigned char b : bytes) add(byteIds_[b]);
+        lastUnknown = false;
+        continue;
+      }
+    }
+    if (unkId_ < 0) continue;  // no unknown token: the character is dropped
+    if (!(fuseUnk_ && lastUnknown)) add(unkId_);
+    lastUnknown = true;
+  }
+  if (syms.empty()) return;
+  syms.back().next = -1;
+  using Merge = std::tuple<int32_t, int32_t, int32_t>;  // rank, left position, merged id
+  std::priority_queue<Merge, std::vector<Merge>, std::greater<Merge>> queue;
+  auto consider = [&](int32_t left) {
+    const int32_t right = syms[static_cast<size_t>(left)].next;
+    if (right < 0) return;
+    auto it = merges_.find(pairKey(syms[left].id, syms[right].id));
+    if (it != merges_.end()) queue.push({it->second.first, left, it->second.second});
+  };
+  for (int32_t k = 0; k + 1 < static_cast<int32_t>(syms.size()); ++k) consider(k);
+  while (!queue.empty()) {
+    auto [rank, left, merged] = queue.top();
+    queue.pop();
+    Symbol& l = syms[static_cast<size_t>(left)];
+    if (!l.alive || l.next < 0) continue;
+    Symbol& r = syms[static_cast<size_t>(l.next)];
+    auto it = merges_.find(pairKey(l.id, r.id));
+    if (it == merges_.end() || it->second.second != merged) continue;
+    l.id = merged;
+    r.alive = false;
+    l.next = r.next;
+    if (r.next >= 0) syms[static_cast<size_t>(r.next)].prev = left;
+    if (l.prev >= 0) consider(l.prev);
+    consider(left);
+  }
+  for (int32_t k = 0; k >= 0; k = syms[static_cast<size_t>(k)].next) ids.push_back(syms[k].id);
+}
+
 // Normalized pieces: the added tokens with `normalized` set are matched by
 // their normalized form; the rest is pre-tokenized and split into pieces.
-void WordPieceTokenizer::splitNormalizedAdded(const std::u32string& normalized,
+void HfTokenizer::splitNormalizedAdded(const std::u32string& normalized,
                                               std::vector<int32_t>& ids) const {
   std::vector<Segment> segs;
   if (anyNormalized_)
@@ -1051,11 +1437,16 @@ void WordPieceTokenizer::splitNormalizedAdded(const std::u32string& normalized,
     }
     words.clear();
     preTokenizeInto(normalized.substr(g.begin, g.end - g.begin), words);
-    for (const std::u32string& w : words) wordPiece(w, ids);
+    for (const std::u32string& w : words) {
+      if (model_ == ModelKind::Bpe)
+        bpe(w, ids);
+      else
+        wordPiece(w, ids);
+    }
   }
 }
 
-void WordPieceTokenizer::encodeSequence(std::u32string text, std::vector<int32_t>& ids) const {
+void HfTokenizer::encodeSequence(std::u32string text, std::vector<int32_t>& ids) const {
   std::vector<Segment> segs;
   if (anyRaw_)
     segs = findAdded(text, added_, rawPatterns_, false);
@@ -1069,7 +1460,7 @@ void WordPieceTokenizer::encodeSequence(std::u32string text, std::vector<int32_t
   }
 }
 
-StatusOr<WordPieceEncoding> WordPieceTokenizer::encode(std::string_view text,
+StatusOr<HfEncoding> HfTokenizer::encode(std::string_view text,
                                                        const std::string_view* pair,
                                                        int64_t maxLength, bool truncate,
                                                        bool addSpecialTokens) const {
@@ -1091,7 +1482,7 @@ StatusOr<WordPieceEncoding> WordPieceTokenizer::encode(std::string_view text,
     return Status::error("a word needs the unknown token \"" + unkToken_ +
                          "\", which the vocabulary does not have");
 
-  WordPieceEncoding enc;
+  HfEncoding enc;
   Truncation trunc = truncation_;
   if (maxLength > 0) {
     trunc.present = true;
@@ -1145,13 +1536,13 @@ StatusOr<WordPieceEncoding> WordPieceTokenizer::encode(std::string_view text,
   return enc;
 }
 
-StatusOr<std::string> WordPieceTokenizer::normalize(std::string_view text) const {
+StatusOr<std::string> HfTokenizer::normalize(std::string_view text) const {
   StatusOr<std::u32string> cps = decodeUtf8(text, "text");
   if (!cps.isOk()) return cps.status();
   return toUtf8(normalizeCodepoints(std::move(*cps)));
 }
 
-StatusOr<std::vector<std::string>> WordPieceTokenizer::preTokenize(std::string_view text) const {
+StatusOr<std::vector<std::string>> HfTokenizer::preTokenize(std::string_view text) const {
   StatusOr<std::u32string> cps = decodeUtf8(text, "text");
   if (!cps.isOk()) return cps.status();
   std::vector<std::u32string> words;
@@ -1163,7 +1554,7 @@ StatusOr<std::vector<std::string>> WordPieceTokenizer::preTokenize(std::string_v
 
 // -------------------------------------------------------------- decoding
 
-int32_t WordPieceTokenizer::idOf(std::string_view token) const {
+int32_t HfTokenizer::idOf(std::string_view token) const {
   StatusOr<std::u32string> cps = decodeUtf8(token, "token");
   if (cps.isOk())
     for (const AddedToken& a : added_)
@@ -1172,7 +1563,7 @@ int32_t WordPieceTokenizer::idOf(std::string_view token) const {
   return it == vocab_.end() ? -1 : it->second;
 }
 
-std::string WordPieceTokenizer::tokenOf(int32_t id) const {
+std::string HfTokenizer::tokenOf(int32_t id) const {
   if (auto it = addedById_.find(id); it != addedById_.end()) {
     const AddedToken& a = added_[it->second];
     // AddedVocabulary::simple_id_to_token: a normalized token decodes as
@@ -1183,7 +1574,7 @@ std::string WordPieceTokenizer::tokenOf(int32_t id) const {
   return idToToken_[static_cast<size_t>(id)];
 }
 
-std::string WordPieceTokenizer::decode(const std::vector<int32_t>& ids, bool skipSpecial) const {
+std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skipSpecial) const {
   std::vector<std::string> tokens;
   for (int32_t id : ids) {
     bool known =
@@ -1200,9 +1591,24 @@ std::string WordPieceTokenizer::decode(const std::vector<int32_t>& ids, bool ski
     tokens.push_back(std::move(token));
   }
   std::string out;
-  if (!hasDecoder_) {
+  if (decoder_ == DecoderKind::None) {
     for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
     return out;
+  }
+  if (decoder_ == DecoderKind::ByteLevel) {
+    // Each token's characters back to the bytes they stand for; a token
+    // with any other character (an added token) as its UTF-8.
+    for (const std::string& token : tokens) {
+      StatusOr<std::u32string> cps = decodeUtf8(token, "token");
+      bool mapped = cps.isOk() && std::all_of(cps->begin(), cps->end(),
+                                              [](char32_t c) { return byteOfChar(c) >= 0; });
+      if (!mapped) {
+        out += token;
+        continue;
+      }
+      for (char32_t c : *cps) out += static_cast<char>(byteOfChar(c));
+    }
+    return fromUtf8Lossy(out);
   }
   static const std::pair<const char*, const char*> kCleanup[] = {
       {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
