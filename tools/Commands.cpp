@@ -64,6 +64,18 @@ const std::vector<Command> kCommands = {
     {"--fusion", "STRATEGY", "a Hugging Face directory: the fusion strategy (default all)"},
     {"--f64-outputs", nullptr, "write float outputs as F64, as the reference backend computes them"}},
    runRun},
+  {"tokenize", "tokenize TOKENIZER [--input FILE] [--decode] [options]",
+   "Token ids of text (or text of ids) through a Hugging Face tokenizer.",
+   "Encodes each line of --input (default: stdin) with a Hugging Face tokenizer.json (a "
+   "file, or a model or artifact directory that holds one; the BERT family's vocab.txt too), "
+   "the template's special tokens added, and prints its ids, space-separated, a line each; "
+   "with --decode, reads lines of ids and prints their text.",
+   {{"--input", "FILE", "one text (or, with --decode, one list of ids) per line (default: stdin)"},
+    {"--no-specials", nullptr, "no special tokens from the post-processor's template"},
+    {"--decode", nullptr, "ids in, text out (special tokens dropped)"},
+    {"--keep-specials", nullptr, "--decode: keep the special tokens' text"},
+    {"--time", "N", "encode the input N times and print the best time to stderr"}},
+   runTokenize},
   {"embed", "embed MODEL [--input FILE] [--out FILE.npy|FILE.safetensors] [options]",
    "Sentence embeddings from text, one vector per line.",
    "Runs a sentence-transformers model's `embed` entry (the BERT family: pooling and "
@@ -255,15 +267,23 @@ const std::vector<Command> kCommands = {
     {"--threads", "T", "threads (default: one per hardware thread)"},
     {"--device", "N", "a model compiled with --target cuda: the GPU it runs on (default 0)"}},
    runTranslate},
-  {"generate", "generate DIR (--prompt-ids \"IDS\" | --prompt-ids-file FILE) --max-new N [options]",
+  {"generate",
+   "generate DIR (--prompt \"TEXT\" | --prompt-file FILE | --prompt-ids \"IDS\" | "
+   "--prompt-ids-file FILE) --max-new N [options]",
    "Continues prompts with a decoder_only model's KV cache.",
-   "Continues prompts with a compiled decoder_only model's KV cache: one prompt of "
-   "space-separated ids (used as given) per line, the new ids per line. Greedy by default, "
-   "sampling with --sample, beams with --beam. Prompts batch in length order, lengths mixed.",
+   "Continues prompts with a compiled decoder_only model's KV cache. Text prompts go through "
+   "the tokenizer.json the artifact carries (its template's specials added) and the "
+   "continuations come back as text, one per line (as they are: a continuation may hold "
+   "newlines); id prompts are space-separated ids used as given, the new ids per line. Greedy "
+   "by default, sampling with --sample, beams with --beam. Prompts batch in length order, "
+   "lengths mixed.",
    {{"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
     {"--weights-seed", "N", "seed of the random weights (default 0)"},
-    {"--prompt-ids", "IDS", "one prompt"},
+    {"--prompt", "TEXT", "one prompt of text"},
+    {"--prompt-file", "FILE", "prompts of text, one per line"},
+    {"--prompt-ids", "IDS", "one prompt of ids"},
     {"--prompt-ids-file", "FILE", "prompts of ids, one per line"},
+    {"--stream", nullptr, "print each token as it is chosen, one prompt at a time (beam 1)"},
     {"--max-new", "N", "tokens to generate per prompt (at most; EOS ends one early)"},
     {"--eos-id", "E", "end of sequence (default: the config's eos_id; none: exactly N)"},
     {"--min-len", "N", "no EOS before N new tokens"},

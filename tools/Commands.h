@@ -10,6 +10,8 @@
 #ifndef TRANSFUSE_TOOLS_COMMANDS_H
 #define TRANSFUSE_TOOLS_COMMANDS_H
 
+#include "runtime/host/HfTokenizer.h"
+
 #include <array>
 #include <cstdint>
 #include <map>
@@ -47,7 +49,12 @@ int runRun(const Positional &positional, const Flags &flags);
 int runStress(const Positional &positional, const Flags &flags);
 int runDemo(const Positional &positional, const Flags &flags);
 // EmbedCommands.cpp
+int runTokenize(const Positional &positional, const Flags &flags);
 int runEmbed(const Positional &positional, const Flags &flags);
+/// A Hugging Face tokenizer: `path` is a tokenizer.json, or a directory
+/// (a model's or an artifact's) with tokenizer.json, else vocab.txt and
+/// tokenizer_config.json's settings. Dies naming the file on error.
+::transfuse::rt::HfTokenizer loadTokenizer(const std::string &path);
 // ClassifyCommands.cpp
 int runClassify(const Positional &positional, const Flags &flags);
 

@@ -3,6 +3,7 @@
 #include "tools/DecodeCommands.h"
 
 #include "runtime/host/CompiledModel.h"
+#include "runtime/host/HfTokenizer.h"
 #include "runtime/host/Search.h"
 #include "tools/Cli.h"
 #include "tools/Commands.h"
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 
 using namespace mlir::transfuse::tools;
@@ -67,6 +69,7 @@ std::string joinIds(const std::vector<int32_t> &ids) {
 }
 
 struct Artifact {
+  std::string dir;  // the compiled artifact's directory
   std::unique_ptr<rt::CompiledModel> model;
   rt::TokenIds ids;
   // A checkpoint directory's tokenizer: text in and out (null: ids).
@@ -105,6 +108,7 @@ Artifact loadArtifact(const std::vector<std::string> &positional,
   load.deviceOrdinal = (int)intFlag(flags, "--device", 0, 0, 1023);
   a.model = orDie(rt::CompiledModel::load(lib, load));
   a.ids = orDie(rt::readTokenIds(dir + "/manifest.json"));
+  a.dir = dir;
   return a;
 }
 
@@ -219,16 +223,65 @@ int mlir::transfuse::tools::runGenerate(const std::vector<std::string> &position
   if (!flags.count("--max-new"))
     die("generate needs --max-new N (the tokens to generate per prompt)");
   o.maxLen = (int)intFlag(flags, "--max-new", 0, 1, 1 << 20);
-  bool ids = flags.count("--prompt-ids") != 0, file = flags.count("--prompt-ids-file") != 0;
-  if (ids == file)
-    die("generate needs one of --prompt-ids \"IDS\" or --prompt-ids-file FILE");
+  const char *inputs[] = {"--prompt", "--prompt-file", "--prompt-ids", "--prompt-ids-file"};
+  int given = 0;
+  for (const char *f : inputs)
+    given += flags.count(f) ? 1 : 0;
+  if (given != 1)
+    die("generate needs one of --prompt \"TEXT\", --prompt-file FILE, --prompt-ids \"IDS\" or "
+        "--prompt-ids-file FILE");
+  const bool text = flags.count("--prompt") || flags.count("--prompt-file");
+  const bool file = flags.count("--prompt-file") || flags.count("--prompt-ids-file");
+  const bool stream = flags.count("--stream") != 0;
+  if (stream && (o.beam != 1 || o.nBest != 1))
+    die("--stream prints tokens as they are chosen: use --beam 1 (greedy or --sample)");
   Artifact a = loadArtifact(positional, flags, "generate");
   if (flags.count("--eos-id"))
     a.ids.eos = (int32_t)intFlag(flags, "--eos-id", -1, 0, INT32_MAX);
+  // Text goes through the tokenizer.json the artifact carries (compiled from
+  // a Hugging Face directory that has one).
+  std::optional<rt::HfTokenizer> tokenizer;
+  if (text) {
+    std::string path = a.dir + "/tokenizer.json";
+    if (!llvm::sys::fs::exists(path))
+      die("'" + a.dir + "' carries no tokenizer.json (compile a Hugging Face directory that has "
+          "one, or give ids with --prompt-ids)");
+    tokenizer = loadTokenizer(path);
+  }
   auto generator = orDie(rt::Generator::create(*a.model, a.ids));
-  std::string name = file ? flag(flags, "--prompt-ids-file") : "--prompt-ids";
-  std::vector<std::vector<int32_t>> prompts =
-      file ? readIdLines(name) : parseIdLines(flag(flags, "--prompt-ids"), name);
+  const char *source = file ? (text ? "--prompt-file" : "--prompt-ids-file")
+                            : (text ? "--prompt" : "--prompt-ids");
+  std::string name = file ? flag(flags, source) : source;
+  std::vector<std::vector<int32_t>> prompts;
+  if (text) {
+    std::vector<std::string> lines;
+    if (file) {
+      auto buffer = llvm::MemoryBuffer::getFile(name, /*IsText=*/true);
+      if (!buffer)
+        die("cannot read '" + name + "': " + buffer.getError().message());
+      llvm::SmallVector<llvm::StringRef> rows;
+      llvm::StringRef all = (*buffer)->getBuffer();
+      if (all.ends_with("\n"))
+        all = all.drop_back();
+      all.split(rows, '\n');
+      for (llvm::StringRef row : rows)
+        lines.push_back(row.rtrim("\r").str());
+    } else {
+      lines.push_back(flag(flags, "--prompt"));
+    }
+    for (size_t i = 0; i < lines.size(); ++i) {
+      auto encoded = tokenizer->encode(lines[i]);
+      if (!encoded.isOk())
+        die(name + (file ? ": line " + llvm::Twine(i + 1) : llvm::Twine("")) + ": " +
+            encoded.status().message());
+      prompts.push_back(std::move(encoded->ids));
+    }
+  } else {
+    prompts = file ? readIdLines(name) : parseIdLines(flag(flags, "--prompt-ids"), name);
+  }
+  auto render = [&](const std::vector<int32_t> &ids) {
+    return tokenizer ? tokenizer->decode(ids) : joinIds(ids);
+  };
   int64_t batch = intFlag(flags, "--batch-size",
                           std::max<int64_t>(1, std::min<int64_t>(32, generator->rows() / o.beam)), 1,
                           1 << 20);
@@ -236,9 +289,45 @@ int mlir::transfuse::tools::runGenerate(const std::vector<std::string> &position
     die("flag --batch-size " + llvm::Twine(batch) + " with --beam " + llvm::Twine(o.beam) +
         " needs " + llvm::Twine(batch * o.beam) + " rows; the artifact has " +
         llvm::Twine(generator->rows()) + " (compile with a larger --max-batch or --max-beam)");
+  if (stream) {
+    // One prompt at a time, in input order, each token printed as it is
+    // chosen: text as far as it decodes to whole characters.
+    std::vector<int32_t> out;
+    std::string printed;
+    o.onToken = [&](int64_t, int32_t token) {
+      out.push_back(token);
+      if (!tokenizer) {
+        llvm::outs() << (out.size() > 1 ? " " : "") << token;
+        llvm::outs().flush();
+        return;
+      }
+      std::string now = tokenizer->decode(out);
+      if (llvm::StringRef(now).ends_with("\xEF\xBF\xBD") || !llvm::StringRef(now).starts_with(printed))
+        return;  // a character cut short, or a merge that changes what was printed
+      llvm::outs() << now.substr(printed.size());
+      llvm::outs().flush();
+      printed = std::move(now);
+    };
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      out.clear();
+      printed.clear();
+      auto result = generator->generate({prompts[i]}, o, {(int64_t)i});
+      if (!result.isOk())
+        die(name + ": " + result.status().message());
+      if (tokenizer) { // what the last tokens left undecoded
+        std::string all = tokenizer->decode(out);
+        if (llvm::StringRef(all).starts_with(printed))
+          llvm::outs() << all.substr(printed.size());
+      }
+      llvm::outs() << "\n";
+      llvm::outs().flush();
+    }
+    return 0;
+  }
   // Batches of neighbours in length order (a batch feeds its longer
   // prompts' extra ids step by step: the closer the lengths, the fewer
-  // steps only feed); outputs keep the input's order.
+  // steps only feed); outputs keep the input's order. Everything is
+  // generated before anything is printed: an error leaves no partial output.
   std::vector<size_t> order(prompts.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -256,7 +345,7 @@ int mlir::transfuse::tools::runGenerate(const std::vector<std::string> &position
       die(name + ": " + result.status().message());
     for (size_t m = first; m < end; ++m)
       for (const rt::Hypothesis &h : (*result)[m - first])
-        lines[order[m]] += joinIds(h.ids) + "\n";
+        lines[order[m]] += render(h.ids) + "\n";
   }
   std::string out;
   for (const std::string &l : lines)

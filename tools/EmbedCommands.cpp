@@ -1,4 +1,8 @@
-//===- EmbedCommands.cpp - sentence embeddings from text ------------------===//
+//===- EmbedCommands.cpp - text in: tokenize, sentence embeddings ----------===//
+//
+// `transfuse tokenize TOKENIZER`: ids of each input line (or text of each
+// line of ids) through a Hugging Face tokenizer.json, alone or in a model
+// or artifact directory.
 //
 // `transfuse embed MODEL`: one vector per input line through a model's
 // `embed` entry (a sentence-transformers directory of the BERT family).
@@ -12,6 +16,7 @@
 
 #include "tools/Cli.h"
 #include "tools/Commands.h"
+#include "tools/DecodeCommands.h"
 
 #include "compiler/Cache.h"
 #include "models/HuggingFace.h"
@@ -20,12 +25,14 @@
 #include "runtime/host/Corpus.h"
 #include "runtime/host/HfTokenizer.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <numeric>
@@ -42,9 +49,14 @@ std::string join(llvm::StringRef dir, llvm::StringRef name) {
   return path.str().str();
 }
 
-/// The model's tokenizer: tokenizer.json, else vocab.txt with
-/// tokenizer_config.json's settings.
-rt::HfTokenizer loadTokenizer(const std::string &dir) {
+} // namespace
+
+rt::HfTokenizer mlir::transfuse::tools::loadTokenizer(const std::string &dir) {
+  if (!llvm::sys::fs::is_directory(dir)) {
+    if (!llvm::sys::fs::exists(dir))
+      die("'" + dir + "': no such tokenizer.json or directory");
+    return orDie(rt::HfTokenizer::fromTokenizerJson(dir));
+  }
   if (llvm::sys::fs::exists(join(dir, "tokenizer.json")))
     return orDie(rt::HfTokenizer::fromTokenizerJson(join(dir, "tokenizer.json")));
   if (!llvm::sys::fs::exists(join(dir, "vocab.txt")))
@@ -54,6 +66,8 @@ rt::HfTokenizer loadTokenizer(const std::string &dir) {
     options = orDie(rt::readTokenizerConfig(join(dir, "tokenizer_config.json")));
   return orDie(rt::HfTokenizer::fromVocabTxt(join(dir, "vocab.txt"), options));
 }
+
+namespace {
 
 /// sentence_bert_config.json's max_seq_length, or 0.
 int64_t sentenceMaxLength(const std::string &dir) {
@@ -223,5 +237,65 @@ int tools::runEmbed(const Positional &positional, const Flags &flags) {
       llvm::outs() << "]\n";
     }
   }
+  return 0;
+}
+
+int mlir::transfuse::tools::runTokenize(const Positional &positional, const Flags &flags) {
+  if (positional.size() != 1)
+    die("tokenize expects one tokenizer: a tokenizer.json, or a directory that holds one");
+  const rt::HfTokenizer tokenizer = loadTokenizer(positional[0]);
+  const std::string input = flag(flags, "--input");
+  const std::string name = input.empty() || input == "-" ? "<stdin>" : input;
+  std::vector<std::string> lines;
+  {
+    std::ifstream file;
+    if (name != "<stdin>") {
+      file.open(input, std::ios::binary);
+      if (!file)
+        die("cannot read '" + input + "'");
+    }
+    std::istream &in = name == "<stdin>" ? std::cin : file;
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r')
+        line.pop_back();
+      lines.push_back(std::move(line));
+    }
+  }
+  std::string out;
+  if (flags.count("--decode")) {
+    const bool keep = flags.count("--keep-specials") != 0;
+    for (const std::vector<int32_t> &ids : parseIdLines(llvm::join(lines, "\n"), name))
+      out += tokenizer.decode(ids, !keep) + "\n";
+    llvm::outs() << out;
+    return 0;
+  }
+  const bool specials = !flags.count("--no-specials");
+  const int repeats = (int)intFlag(flags, "--time", 0, 0, 1000);
+  std::vector<std::vector<int32_t>> encoded(lines.size());
+  double best = 1e300;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < lines.size(); ++i) {
+      auto e = tokenizer.encode(lines[i], nullptr, 0, true, specials);
+      if (!e.isOk())
+        die(name + ": line " + llvm::Twine(i + 1) + ": " + e.status().message());
+      encoded[i] = std::move(e->ids);
+    }
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  size_t tokens = 0, bytes = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    tokens += encoded[i].size();
+    bytes += lines[i].size();
+    for (size_t k = 0; k < encoded[i].size(); ++k)
+      out += (k ? " " : "") + std::to_string(encoded[i][k]);
+    out += "\n";
+  }
+  llvm::outs() << out;
+  if (repeats)
+    llvm::errs() << llvm::format("encoded %zu lines (%zu tokens, %zu bytes) in %.3f ms, best of "
+                                 "%d: %.0f tokens/s, %.2f MB/s, one thread\n",
+                                 lines.size(), tokens, bytes, best * 1e3, repeats, tokens / best,
+                                 bytes / best / 1e6);
   return 0;
 }

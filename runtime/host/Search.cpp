@@ -368,6 +368,7 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
           continue;
         }
         child.tokens.push_back(token);
+        if (o.onToken && k == 1) o.onToken(s.line, token);
         if (endless && (int)child.tokens.size() >= s.maxLen) {
           s.finished.push_back(finish(child, o.alpha));
           continue;

@@ -32,6 +32,7 @@
 #include "runtime/host/CompiledModel.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,9 @@ struct SearchOptions {
   double topP = 1.0;
   uint64_t seed = 0;
   bool ignoreEos = false;       // exactly maxLen tokens (benchmarks: equal work)
+  // Beam 1 (greedy or sampling): called with a sentence's line and each
+  // token as the search appends it (EOS not), as it is produced.
+  std::function<void(int64_t line, int32_t token)> onToken;
 };
 
 struct Hypothesis {

@@ -18,6 +18,7 @@ what is wrong, and write nothing.
 usage: llama_e2e.py --transfuse BIN --workdir DIR
 """
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -297,6 +298,74 @@ def gpt2_case(args, rng, tokens, in_path):
     return ok
 
 
+def text_cases(args, rng):
+    """Text in and out through the tokenizer.json an artifact carries (the Llama 3
+    layout of tests/tokenizers/bpe): `tokenize` gives the ids `tokenizers` gave
+    (the golden data), `generate --prompt-file` equals `generate --prompt-ids-file`
+    on those ids decoded by `tokenize --decode`, `--stream` prints the same text,
+    and the ids follow greedy recomputation with the oracle."""
+    ok = True
+    bpe = os.path.join(HERE, "..", "tokenizers", "bpe")
+    with open(os.path.join(bpe, "tokenizer-llama3.json")) as f:
+        tok = json.load(f)
+    vocab = max(max(tok["model"]["vocab"].values()), max(a["id"] for a in tok["added_tokens"])) + 1
+    ids_of = {a["content"]: a["id"] for a in tok["added_tokens"]}
+    cfg = dict(LLAMA, vocab_size=vocab, bos_token_id=ids_of["<|begin_of_text|>"],
+               eos_token_id=ids_of["<|end_of_text|>"])
+    model = os.path.join(args.workdir, "text-llama")
+    weights = llama_weights(cfg, rng)
+    write_dir(model, cfg, weights)
+    shutil.copy(os.path.join(bpe, "tokenizer-llama3.json"), os.path.join(model, "tokenizer.json"))
+    out = os.path.join(args.workdir, "text-llama-out")
+    run([args.transfuse, "compile", model, "-o", out, "--max-seq-len", "48", "--max-batch", "3"])
+    # Three corpus lines with what `tokenizers` made of them.
+    with gzip.open(os.path.join(bpe, "golden.jsonl.gz"), "rt", encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    picks = [r for r in records if "t" in r and "\n" not in r["t"] and 4 < len(r["l"][0]) < 20]
+    picks = [picks[0], next(r for r in picks if any(ord(c) > 0x3000 for c in r["t"])), picks[-1]]
+    prompts = os.path.join(args.workdir, "text-prompts.txt")
+    with open(prompts, "w", encoding="utf-8") as f:
+        f.write("".join(r["t"] + "\n" for r in picks))
+    got = run([args.transfuse, "tokenize", out, "--input", prompts]).stdout.split("\n")[:3]
+    want = [" ".join(map(str, r["l"][0])) for r in picks]
+    same = got == want
+    print(f"tokenize: {'equal to' if same else 'DIFFERS from'} tokenizers' ids ({got} vs {want})")
+    ok &= same
+    ids_file = os.path.join(args.workdir, "text-prompt-ids.txt")
+    with open(ids_file, "w") as f:
+        f.write("".join(w + "\n" for w in want))
+    common = ["--weights", model, "--max-new", "8", "--min-len", "8"]
+    new_ids = run([args.transfuse, "generate", out, "--prompt-ids-file", ids_file] + common).stdout
+    new_ids_file = os.path.join(args.workdir, "text-new-ids.txt")
+    with open(new_ids_file, "w") as f:
+        f.write(new_ids)
+    decoded = run([args.transfuse, "tokenize", out, "--decode", "--input", new_ids_file]).stdout
+    text = run([args.transfuse, "generate", out, "--prompt-file", prompts] + common).stdout
+    same = text == decoded
+    print(f"generate --prompt-file: {'equal to' if same else 'DIFFERS from'} the ids' text "
+          f"({text!r} vs {decoded!r})")
+    ok &= same
+    streamed = run([args.transfuse, "generate", out, "--prompt-file", prompts, "--stream"] +
+                   common).stdout
+    same = streamed == text
+    print(f"generate --stream: {'the same text' if same else 'DIFFERENT text'} ({streamed!r})")
+    ok &= same
+    first = [int(x) for x in new_ids.split("\n")[0].split()]
+    want_ids = greedy(lambda t: oracle.llama(cfg, weights, t), picks[0]["l"][0], 8,
+                      cfg["eos_token_id"])
+    if want_ids is not None:
+        same = first == want_ids
+        print(f"generate from text, prompt 0: {'equal to' if same else 'DIFFERS from'} greedy "
+              f"recomputation ({first} vs {want_ids})")
+        ok &= same
+    # An artifact without a tokenizer.json takes no text.
+    p = run([args.transfuse, "generate", os.path.join(args.workdir, "out-llama-all"), "--prompt",
+             "hello", "--max-new", "2"], expect_ok=False)
+    fine = p.returncode != 0 and "carries no tokenizer.json" in p.stderr and not p.stdout
+    print(f"text without a tokenizer: {'refused' if fine else 'NOT REFUSED'}: {p.stderr.strip()}")
+    return ok and fine
+
+
 def refused(args, what, cmd, expected, out):
     p = run(cmd, expect_ok=False)
     fine = p.returncode != 0 and expected in p.stderr and not os.path.exists(out)
@@ -387,6 +456,7 @@ def main():
     ok &= gpt2_case(args, rng, tokens, in_path)
     ok &= golden_cases(args)
     ok &= bad_directories(args, rng)
+    ok &= text_cases(args, rng)
     # --train: the loss and its gradients through RMSNorm, rotary and the
     # repeated K/V heads, fused, against the reference backend.
     p = run([args.transfuse, "compile", os.path.join(args.workdir, "llama"), "-o",
