@@ -161,9 +161,9 @@ Value GraphBuilder::rmsNorm(Value x, StringRef prefix, double eps) {
   return layerNorm(x, param((prefix + ".weight").str(), {d}, "ones"), Value(), eps, /*rms=*/true);
 }
 
-Value GraphBuilder::positionalEncoding(Value length, int64_t dModel, Value offset) {
+Value GraphBuilder::positionalEncoding(Value length, int64_t dModel, Value offset, bool halves) {
   auto type = RankedTensorType::get({ShapedType::kDynamic, dModel}, b.getF32Type());
-  return PositionalEncodingOp::create(b, loc, type, length, offset);
+  return PositionalEncodingOp::create(b, loc, type, length, offset, halves);
 }
 
 Value GraphBuilder::keyPaddingMask(Value tokens, int64_t padId) {

@@ -102,9 +102,10 @@ public:
   Value layerNorm(Value x, StringRef prefix, double eps);
   /// RMSNorm over the last dimension with param `prefix.weight` (Llama's).
   Value rmsNorm(Value x, StringRef prefix, double eps);
-  /// Interleaved sinusoidal positions [length, dModel] of positions
-  /// offset..offset+length (`offset` null: 0).
-  Value positionalEncoding(Value length, int64_t dModel, Value offset = Value());
+  /// Sinusoidal positions [length, dModel] of positions offset..offset+length
+  /// (`offset` null: 0), interleaved or (`halves`, Marian's) sines then cosines.
+  Value positionalEncoding(Value length, int64_t dModel, Value offset = Value(),
+                           bool halves = false);
   /// A [B, 1, 1, S] keep-mask from tokens [B, S] (tokens != padId).
   Value keyPaddingMask(Value tokens, int64_t padId);
   /// tokens != padId as [B, S] (what pool keeps).

@@ -428,7 +428,8 @@ def TFK_KeyPaddingMaskOp : TFK_CallOp<"key_padding_mask", "tokens != pad_id as a
 def TFK_CausalMaskOp : TFK_CallOp<"causal_mask",
     "the [Sq, Sk] causal keep-mask (bottom-right aligned) from two index operands", 2, 2, 1>;
 def TFK_PositionalEncodingOp : TFK_CallOp<"positional_encoding",
-    "the sinusoidal table's rows [offset, offset + length) (index operands)", 1, 2, 1>;
+    "the sinusoidal table's rows [offset, offset + length) (index operands)", 1, 2, 1,
+    (ins UnitAttr:$halves)>;
 def TFK_RotaryOp : TFK_CallOp<"rotary",
     "the rotary embedding of transfuse.rotary (input, inv_freq, an optional offset)", 2, 3, 1,
     (ins I64Attr:$head_dim, UnitAttr:$inverse)>;

@@ -667,6 +667,8 @@ LogicalResult PositionalEncodingOp::verify() {
   auto type = getType();
   if (type.getRank() != 2 || type.isDynamicDim(1))
     return emitOpError("result must be [length, D] with a static D, got ") << type;
+  if (getHalves() && type.getDimSize(1) % 2 != 0)
+    return emitOpError("halves needs an even D, got ") << type.getDimSize(1);
   return success();
 }
 

@@ -449,18 +449,20 @@ def Transfuse_KeyPaddingMaskOp : Transfuse_Op<"key_padding_mask", [TF_ShapeRule,
 }
 
 def Transfuse_PositionalEncodingOp : Transfuse_Op<"positional_encoding", [TF_ShapeRule]> {
-  let summary = "interleaved sinusoidal positions [length, D]";
+  let summary = "sinusoidal positions [length, D], interleaved or in halves";
   let description = [{
     `pe[p, 2i] = sin(q / 10000^(2i/D))`, `pe[p, 2i+1] = cos(q / 10000^(2i/D))`
     with `q = p + offset` (`offset` defaults to 0; decoding with a KV cache
     passes the cache length), as in "Attention Is All You Need" and the
-    PyTorch translation tutorial.
+    PyTorch translation tutorial. With `halves` (Marian's arrangement) the
+    sines fill the first D/2 columns and the cosines the rest:
+    `pe[p, i] = sin(q / 10000^(2i/D))`, `pe[p, D/2 + i] = cos(q / 10000^(2i/D))`.
 
     ```mlir
     %pe = transfuse.positional_encoding %s : tensor<?x512xf32>
     ```
   }];
-  let arguments = (ins Index:$length, Optional<Index>:$offset);
+  let arguments = (ins Index:$length, Optional<Index>:$offset, UnitAttr:$halves);
   let results = (outs TF_FloatTensor:$result);
   let assemblyFormat = "$length (`offset` $offset^)? attr-dict `:` type($result)";
   let hasVerifier = 1;

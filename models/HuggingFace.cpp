@@ -35,7 +35,7 @@ std::string join(llvm::StringRef dir, llvm::StringRef name) {
 /// Families that Transfuse knows by name but does not compile yet.
 const char *const kNotYet[] = {"roberta", "xlm-roberta", "distilbert", "albert", "electra",
                                "deberta", "deberta-v2", "mpnet", "camembert", "gemma",
-                               "phi3", "gpt_neox", "marian", "t5", "bart"};
+                               "phi3", "gpt_neox", "t5", "bart"};
 
 /// A JSON file of the directory, under the definition limits (size,
 /// nesting: llvm::json::parse recurses) of checkDefinitionText.
@@ -392,6 +392,100 @@ llvm::Expected<ModelConfig> mlir::transfuse::parseGpt2Config(const llvm::json::O
   return c;
 }
 
+llvm::Expected<ModelConfig> mlir::transfuse::parseMarianConfig(const llvm::json::Object &o,
+                                                               llvm::StringRef source,
+                                                               std::vector<std::string> *warnings) {
+  // Marian's own keys that change nothing computed here: generation
+  // defaults (beam, lengths, the pad id banned: the search's own rules), the
+  // layer drop of training, and keys of the BART-derived configs that
+  // MarianMTModel reads nothing from (it is always post-LN, without
+  // embedding or final norms, with static sinusoidal positions).
+  static const char *const kIgnored[] = {
+      "num_beams", "max_length", "bad_words_ids", "forced_eos_token_id", "early_stopping",
+      "length_penalty", "no_repeat_ngram_size", "encoder_layerdrop", "decoder_layerdrop",
+      "init_std", "is_encoder_decoder", "normalize_before", "normalize_embedding",
+      "static_position_embeddings", "add_bias_logits", "add_final_layer_norm",
+      "extra_pos_embeddings", "num_hidden_layers", "classif_dropout", "classifier_dropout",
+      "attention_dropout", "activation_dropout", "max_new_tokens", "decoder_start_token_id",
+      "pad_token_id"};
+  ModelConfig c;
+  c.architecture = Architecture::EncoderDecoder;
+  c.layout = "marian";
+  c.normPosition = "post";
+  c.finalNorm = false;
+  c.positional = "sinusoidal";
+  c.sourceBos = false;
+  c.scaleEmbedding = false;
+  c.activation = "gelu";
+  c.dModel = 1024, c.numHeads = 16, c.dFF = 4096, c.numEncoderLayers = 12,
+  c.numDecoderLayers = 12, c.srcVocabSize = 58101, c.maxSeqLen = 1024, c.dropout = 0.1;
+  c.unkId = std::nullopt;
+  ConfigKeys keys(o, source);
+  keys.ignore({kCommonIgnoredKeys, kNumCommonIgnoredKeys});
+  keys.ignore(kIgnored);
+  int64_t decoderHeads = 16, decoderFfn = 4096, decoderVocab = 0;
+  bool share = true, tie = true;
+  llvm::Error err = llvm::joinErrors(keys.readInt("d_model", c.dModel, 1),
+                                     keys.readInt("encoder_attention_heads", c.numHeads, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("decoder_attention_heads", decoderHeads, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("encoder_ffn_dim", c.dFF, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("decoder_ffn_dim", decoderFfn, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("encoder_layers", c.numEncoderLayers, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("decoder_layers", c.numDecoderLayers, 1));
+  err = llvm::joinErrors(std::move(err), keys.readInt("vocab_size", c.srcVocabSize, 1));
+  if (const llvm::json::Value *v = keys.get("decoder_vocab_size");
+      v && v->kind() != llvm::json::Value::Null)
+    err = llvm::joinErrors(std::move(err), keys.readInt("decoder_vocab_size", decoderVocab, 1));
+  err = llvm::joinErrors(std::move(err),
+                         keys.readInt("max_position_embeddings", c.maxSeqLen, 1));
+  err = llvm::joinErrors(std::move(err), keys.readDouble("dropout", c.dropout));
+  err = llvm::joinErrors(std::move(err), keys.readActivation("activation_function", c.activation));
+  err = llvm::joinErrors(std::move(err), keys.readBool("scale_embedding", c.scaleEmbedding));
+  err = llvm::joinErrors(std::move(err),
+                         keys.readBool("share_encoder_decoder_embeddings", share));
+  err = llvm::joinErrors(std::move(err), keys.readBool("tie_word_embeddings", tie));
+  std::optional<int64_t> pad = 58100, start, eos = 0;
+  err = llvm::joinErrors(std::move(err), keys.readTokenId("pad_token_id", pad));
+  err = llvm::joinErrors(std::move(err), keys.readTokenId("decoder_start_token_id", start));
+  err = llvm::joinErrors(std::move(err), keys.readTokenId("eos_token_id", eos));
+  if (err)
+    return std::move(err);
+  if (decoderHeads != c.numHeads)
+    return keys.error("decoder_attention_heads",
+                      llvm::formatv("{0} differs from encoder_attention_heads {1} (one head count "
+                                    "is supported)", decoderHeads, c.numHeads));
+  if (decoderFfn != c.dFF)
+    return keys.error("decoder_ffn_dim",
+                      llvm::formatv("{0} differs from encoder_ffn_dim {1} (one width is supported)",
+                                    decoderFfn, c.dFF));
+  if (c.dModel % c.numHeads != 0)
+    return keys.error("encoder_attention_heads",
+                      llvm::formatv("d_model {0} is not divisible by {1}", c.dModel, c.numHeads));
+  if (c.dModel % 2 != 0)
+    return keys.error("d_model", "must be even (the sinusoidal positions come in halves)");
+  if (c.dropout >= 1)
+    return keys.error("dropout", "must be < 1");
+  if (!pad)
+    return keys.error("pad_token_id", "missing (the source padding and the decoder's start)");
+  c.shareEmbeddings = share;
+  c.tieOutput = tie;
+  c.tgtVocabSize = share || !decoderVocab ? c.srcVocabSize : decoderVocab;
+  if (share && decoderVocab && decoderVocab != c.srcVocabSize)
+    return keys.error("decoder_vocab_size",
+                      llvm::formatv("{0} differs from vocab_size {1}, but the embeddings are "
+                                    "shared", decoderVocab, c.srcVocabSize));
+  c.padId = pad;
+  c.bosId = start ? start : pad; // the decoder's first token
+  c.eosId = eos;
+  for (auto [key, id, vocab] : {std::tuple{"pad_token_id", *c.padId, c.srcVocabSize},
+                                {"decoder_start_token_id", *c.bosId, c.tgtVocabSize},
+                                {"eos_token_id", c.eosId.value_or(0), c.tgtVocabSize}})
+    if (id >= vocab)
+      return keys.error(key, llvm::formatv("{0} is outside the vocabulary [0, {1})", id, vocab));
+  keys.warnUnread(warnings);
+  return c;
+}
+
 bool mlir::transfuse::isHuggingFaceDirectory(llvm::StringRef path) {
   return llvm::sys::fs::is_directory(path) && llvm::sys::fs::exists(join(path, "config.json"));
 }
@@ -418,19 +512,20 @@ mlir::transfuse::loadHuggingFaceDirectory(MLIRContext &context, llvm::StringRef 
   if (*type == "vit")
     return loadVit(context, dir, *config, configPath, options);
   if (*type != "bert" && *type != "llama" && *type != "mistral" && *type != "qwen2" &&
-      *type != "gpt2") {
+      *type != "gpt2" && *type != "marian") {
     bool known = llvm::is_contained(kNotYet, *type);
     return fail(configPath + ": key 'model_type': " + (known ? "'" : "unknown family '") + *type +
                 (known ? "' is not supported yet" : "'") +
-                " (supported: bert, vit, llama, mistral, qwen2, gpt2)");
+                " (supported: bert, vit, llama, mistral, qwen2, gpt2, marian)");
   }
   if (options.imageSize[0] != 0)
     return fail("--image-size applies to a vision model, not to '" + dir + "' (" + *type + ")");
-  if (*type == "gpt2") {
-    auto gpt2 = parseGpt2Config(*config, configPath, options.warnings);
-    if (!gpt2)
-      return gpt2.takeError();
-    return buildModel(context, *gpt2, options);
+  if (*type == "gpt2" || *type == "marian") {
+    auto parsed = *type == "gpt2" ? parseGpt2Config(*config, configPath, options.warnings)
+                                  : parseMarianConfig(*config, configPath, options.warnings);
+    if (!parsed)
+      return parsed.takeError();
+    return buildModel(context, *parsed, options);
   }
   if (*type != "bert")
     return loadLlama(context, *config, configPath, options);

@@ -217,6 +217,14 @@ llvm::Expected<ModelConfig> parseGpt2Config(const llvm::json::Object &config,
                                             llvm::StringRef source,
                                             std::vector<std::string> *warnings);
 
+/// Marian (model_type "marian", MarianMTModel) as the encoder_decoder
+/// architecture in its "marian" layout (ModelConfig::layout): the heads and
+/// the feed-forward width of encoder and decoder must agree; the decoder
+/// starts at decoder_start_token_id (the pad id), sources are ids EOS.
+llvm::Expected<ModelConfig> parseMarianConfig(const llvm::json::Object &config,
+                                              llvm::StringRef source,
+                                              std::vector<std::string> *warnings);
+
 } // namespace mlir::transfuse
 
 #endif // TRANSFUSE_MODELS_HUGGINGFACE_H

@@ -122,7 +122,8 @@ const char *const kCommonKeys[] = {
     "unk_id"};
 const char *const kEncoderDecoderKeys[] = {"num_encoder_layers", "num_decoder_layers",
                                            "src_vocab_size", "tgt_vocab_size",
-                                           "share_embeddings", "source_bos"};
+                                           "share_embeddings", "source_bos", "layout",
+                                           "scale_embedding"};
 const char *const kDecoderOnlyKeys[] = {"num_layers", "vocab_size"};
 
 } // namespace
@@ -238,6 +239,8 @@ llvm::Expected<ModelConfig> mlir::transfuse::parseModelConfig(llvm::StringRef js
     err = llvm::joinErrors(std::move(err), r.readInt("tgt_vocab_size", c.tgtVocabSize, 1));
     err = llvm::joinErrors(std::move(err), r.readBool("share_embeddings", c.shareEmbeddings));
     err = llvm::joinErrors(std::move(err), r.readBool("source_bos", c.sourceBos));
+    err = llvm::joinErrors(std::move(err), r.readChoice("layout", c.layout, {"torch", "marian"}));
+    err = llvm::joinErrors(std::move(err), r.readBool("scale_embedding", c.scaleEmbedding));
   }
   err = llvm::joinErrors(std::move(err), r.readInt("max_seq_len", c.maxSeqLen, 1));
   err = llvm::joinErrors(std::move(err), r.readDouble("dropout", c.dropout));
@@ -294,6 +297,8 @@ llvm::Expected<ModelConfig> mlir::transfuse::parseModelConfig(llvm::StringRef js
       return std::move(e);
   if (!decoderOnly && c.sourceBos && !c.bosId)
     return r.error("source_bos", "needs a bos_id");
+  if (c.layout == "marian" && c.positional != "sinusoidal")
+    return r.error("positional", "the marian layout's positions are sinusoidal (in halves)");
   return c;
 }
 
@@ -314,6 +319,8 @@ Object mlir::transfuse::toJson(const ModelConfig &c) {
     o["tgt_vocab_size"] = c.tgtVocabSize;
     o["share_embeddings"] = c.shareEmbeddings;
     o["source_bos"] = c.sourceBos;
+    o["layout"] = c.layout;
+    o["scale_embedding"] = c.scaleEmbedding;
   }
   o["max_seq_len"] = c.maxSeqLen;
   o["dropout"] = c.dropout;

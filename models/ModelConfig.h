@@ -47,6 +47,13 @@ struct ModelConfig {
   std::optional<int64_t> eosId = 3;
   std::optional<int64_t> unkId = 0;
   bool sourceBos = true; // encoder_decoder: a source is BOS ids EOS (else ids EOS)
+  // encoder_decoder: whose weight names and variant (models/README.md,
+  // "Layouts"): "torch", the PyTorch translation tutorial's; or "marian",
+  // Hugging Face's MarianMTModel (q/k/v projections apart, sinusoidal
+  // positions in halves, final_logits_bias, no target padding mask: the
+  // decoder starts at the pad id).
+  std::string layout = "torch";
+  bool scaleEmbedding = true; // encoder_decoder: token embeddings · √d_model
 
   bool isDecoderOnly() const { return architecture == Architecture::DecoderOnly; }
   int64_t outputVocabSize() const { return tgtVocabSize; }

@@ -159,7 +159,7 @@ std::optional<llvm::Error> EntryPrinter::printShared(Operation *op) {
     Value out = p.getOuts()[0];
     return spelled({"positionalEncoding",
                     {dims.index(p.getIns()[0]), p.getIns().size() > 1 ? dims.index(p.getIns()[1]) : "0",
-                     dims.dim(out, 1), ptr(out)}});
+                     dims.dim(out, 1), p.getHalves() ? "true" : "false", ptr(out)}});
   }
   return std::nullopt;
 }

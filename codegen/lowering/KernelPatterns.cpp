@@ -475,7 +475,7 @@ LOWERING(PositionalEncodingOp) {
   SmallVector<Value> ins{a.getLength()};
   if (a.getOffset())
     ins.push_back(a.getOffset());
-  tfk::PositionalEncodingOp::create(rw, op.getLoc(), ins, ValueRange{out});
+  tfk::PositionalEncodingOp::create(rw, op.getLoc(), ins, ValueRange{out}, op.getHalves());
   rw.replaceOp(op, out);
   return success();
 }

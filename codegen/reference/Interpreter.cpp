@@ -226,9 +226,12 @@ LogicalResult Interpreter::eval(Operation *op) {
         r.data.resize(len * d);
         for (int64_t pos = 0; pos < len; ++pos)
           for (int64_t j = 0; j < d; ++j) {
-            double freq = std::exp(-(double)(j - j % 2) * std::log(10000.0) / (double)d);
+            // Column j's frequency index i and sine or cosine.
+            int64_t i = p.getHalves() ? j % (d / 2) : j / 2;
+            bool sine = p.getHalves() ? j < d / 2 : j % 2 == 0;
+            double freq = std::exp(-(double)(2 * i) * std::log(10000.0) / (double)d);
             double angle = (double)(pos + offset) * freq;
-            r.data[pos * d + j] = j % 2 == 0 ? std::sin(angle) : std::cos(angle);
+            r.data[pos * d + j] = sine ? std::sin(angle) : std::cos(angle);
           }
         set(p.getResult(), std::move(r));
         return success();

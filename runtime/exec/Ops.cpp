@@ -641,17 +641,22 @@ void causalMask(int64_t sq, int64_t sk, uint8_t* out) {
   }
 }
 
-void positionalEncoding(int64_t length, int64_t offset, int64_t dim, float* out) {
+void positionalEncoding(int64_t length, int64_t offset, int64_t dim, bool halves, float* out) {
   if (length <= 0 || dim <= 0) return;
+  // Column j: frequency index i, sine or cosine.
   std::vector<double> freq(static_cast<size_t>(dim));
-  for (int64_t j = 0; j < dim; ++j)
-    freq[j] = std::pow(10000.0, -static_cast<double>(j - j % 2) / static_cast<double>(dim));
+  std::vector<char> sine(static_cast<size_t>(dim));
+  for (int64_t j = 0; j < dim; ++j) {
+    const int64_t i = halves ? j % (dim / 2) : j / 2;
+    freq[j] = std::pow(10000.0, -static_cast<double>(2 * i) / static_cast<double>(dim));
+    sine[j] = halves ? j < dim / 2 : j % 2 == 0;
+  }
   for (int64_t p = 0; p < length; ++p) {
     const double q = static_cast<double>(p + offset);
     float* row = out + p * dim;
     for (int64_t j = 0; j < dim; ++j) {
       const double angle = q * freq[j];
-      row[j] = static_cast<float>(j % 2 == 0 ? std::sin(angle) : std::cos(angle));
+      row[j] = static_cast<float>(sine[j] ? std::sin(angle) : std::cos(angle));
     }
   }
 }

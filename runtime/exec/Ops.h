@@ -181,7 +181,9 @@ void causalMask(int64_t sq, int64_t sk, uint8_t* out);
 // out[p, j] for p in [0, length), j in [0, dim): sin(angle) for even j,
 // cos(angle) for odd j, angle = (p + offset) · 10000^(-(j - j%2)/dim),
 // formed in double (as transfuse.positional_encoding defines it).
-void positionalEncoding(int64_t length, int64_t offset, int64_t dim, float* out);
+// halves: Marian's arrangement (sines in the first dim/2 columns, cosines
+// after; transfuse.positional_encoding's `halves`).
+void positionalEncoding(int64_t length, int64_t offset, int64_t dim, bool halves, float* out);
 
 // The rotary embedding (transfuse.rotary): x and out [outer, seq, width],
 // width = heads · headDim; row s is at position p = offset + s, and each

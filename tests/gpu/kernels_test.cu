@@ -694,7 +694,7 @@ void testEmbedding(std::mt19937& rng) {
 
   const size_t length = 45, offset = 3, width = 34;
   Device dpos(std::vector<float>(length * width, NAN));
-  CHECK_CUDA(transfuse::cuda::positionalEncoding(length, offset, width, dpos.p));
+  CHECK_CUDA(transfuse::cuda::positionalEncoding(length, offset, width, false, dpos.p));
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<double> pos(length * width);
   for (size_t p = 0; p < length; ++p)
@@ -703,6 +703,16 @@ void testEmbedding(std::mt19937& rng) {
       pos[p * width + j] = j % 2 == 0 ? std::sin(angle) : std::cos(angle);
     }
   expectNear("positional encoding (offset 3)", dpos.host(), pos, 1e-6, 0);
+  // Marian's halves: sines in the first width/2 columns, cosines after.
+  CHECK_CUDA(transfuse::cuda::positionalEncoding(length, offset, width, true, dpos.p));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  for (size_t p = 0; p < length; ++p)
+    for (size_t i = 0; i < width / 2; ++i) {
+      const double angle = double(p + offset) * std::pow(10000.0, -double(2 * i) / double(width));
+      pos[p * width + i] = std::sin(angle);
+      pos[p * width + width / 2 + i] = std::cos(angle);
+    }
+  expectNear("positional encoding, halves (offset 3)", dpos.host(), pos, 1e-6, 0);
 }
 
 // A decode step: keys and values written into caches of capacity T (K

@@ -187,6 +187,54 @@ def encoder_decoder(cfg, W, src, tgt):
     return y @ gen_w.T + gen_b
 
 
+def marian_positions(n, d):
+    """MarianSinusoidalPositionalEmbedding: pos / 10000^(2 (j // 2) / d), the sines of the
+    even j in the first d/2 columns, the cosines of the odd j after them."""
+    j = np.arange(d)
+    angle = np.arange(n, dtype=np.float64)[:, None] / np.power(10000.0, 2 * (j // 2) / d)[None]
+    out = np.zeros((n, d))
+    out[:, :d // 2] = np.sin(angle[:, 0::2])
+    out[:, d // 2:] = np.cos(angle[:, 1::2])
+    return out
+
+
+def marian(cfg, weights, src, tgt):
+    """MarianMTModel's logits [B, T, V] from a Hugging Face config and its weight names, in
+    fp64: source keys equal to pad_token_id masked, target keys by causality alone (the
+    decoder starts at the pad id), post-LN layers without final norms."""
+    W = {k: np.asarray(v, np.float64) for k, v in weights.items()}
+    d, H, act = cfg["d_model"], cfg["encoder_attention_heads"], cfg["activation_function"]
+    pad = cfg["pad_token_id"]
+    scale = math.sqrt(d) if cfg.get("scale_embedding") else 1.0
+    shared = W.get("model.shared.weight")
+    enc_table = W.get("model.encoder.embed_tokens.weight", shared)
+    dec_table = W.get("model.decoder.embed_tokens.weight", shared)
+    lin = lambda x, p: x @ W[p + ".weight"].T + W[p + ".bias"]
+    ln = lambda p: (lambda x: layer_norm(x, W[p + ".weight"], W[p + ".bias"], 1e-5))
+    ff = lambda p: (lambda x: lin(activation(lin(x, p + ".fc1"), act), p + ".fc2"))
+
+    def attn(p, x, mem, allowed):
+        q, k, v = lin(x, p + ".q_proj"), lin(mem, p + ".k_proj"), lin(mem, p + ".v_proj")
+        return lin(attention(q, k, v, H, allowed), p + ".out_proj")
+
+    x = embed(enc_table, src, "src_tokens") * scale + marian_positions(src.shape[1], d)
+    enc_mask = masks(src, src, pad, causal=False)
+    for i in range(cfg["encoder_layers"]):
+        p = f"model.encoder.layers.{i}"
+        x = ln(p + ".self_attn_layer_norm")(x + attn(p + ".self_attn", x, x, enc_mask))
+        x = ln(p + ".final_layer_norm")(x + ff(p)(x))
+    y = embed(dec_table, tgt, "tgt_tokens") * scale + marian_positions(tgt.shape[1], d)
+    self_mask = masks(tgt, tgt, None, causal=True)
+    cross_mask = masks(tgt, src, pad, causal=False)
+    for i in range(cfg["decoder_layers"]):
+        p = f"model.decoder.layers.{i}"
+        y = ln(p + ".self_attn_layer_norm")(y + attn(p + ".self_attn", y, y, self_mask))
+        y = ln(p + ".encoder_attn_layer_norm")(y + attn(p + ".encoder_attn", y, x, cross_mask))
+        y = ln(p + ".final_layer_norm")(y + ff(p)(y))
+    head = dec_table if cfg.get("tie_word_embeddings", True) else W["lm_head.weight"]
+    return y @ head.T + W.get("final_logits_bias", np.zeros((1, head.shape[0])))[0]
+
+
 # ---------------------------------------------------------------- decoder_only (GPT-2)
 
 def conv1d(x, W, p):

@@ -31,13 +31,15 @@ __global__ void gatherKernel(const T* table, size_t vocab, size_t dim, const int
 }
 
 template <class T>
-__global__ void positionalKernel(size_t length, size_t offset, size_t dim, T* out) {
+__global__ void positionalKernel(size_t length, size_t offset, size_t dim, bool halves, T* out) {
   for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < length * dim;
        e += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t p = e / dim, j = e % dim;
-    const double f = pow(10000.0, -static_cast<double>(j - j % 2) / static_cast<double>(dim));
+    const size_t i = halves ? j % (dim / 2) : j / 2;
+    const bool sine = halves ? j < dim / 2 : j % 2 == 0;
+    const double f = pow(10000.0, -static_cast<double>(2 * i) / static_cast<double>(dim));
     const double angle = static_cast<double>(p + offset) * f;
-    out[e] = fromFloat<T>(static_cast<float>(j % 2 == 0 ? sin(angle) : cos(angle)));
+    out[e] = fromFloat<T>(static_cast<float>(sine ? sin(angle) : cos(angle)));
   }
 }
 
@@ -59,10 +61,12 @@ cudaError_t runGather(const T* table, size_t vocab, size_t dim, const int32_t* i
 }
 
 template <class T>
-cudaError_t runPositional(size_t length, size_t offset, size_t dim, T* out, cudaStream_t stream) {
+cudaError_t runPositional(size_t length, size_t offset, size_t dim, bool halves, T* out,
+                          cudaStream_t stream) {
   if (length == 0 || dim == 0) return cudaSuccess;
-  if (!out) return cudaErrorInvalidValue;
-  positionalKernel<T><<<blocksFor(length * dim), kThreads, 0, stream>>>(length, offset, dim, out);
+  if (!out || (halves && dim % 2 != 0)) return cudaErrorInvalidValue;
+  positionalKernel<T><<<blocksFor(length * dim), kThreads, 0, stream>>>(length, offset, dim,
+                                                                        halves, out);
   return cudaGetLastError();
 }
 
@@ -76,13 +80,13 @@ cudaError_t gather(const bf16* table, size_t vocab, size_t dim, const int32_t* i
                    bf16* out, unsigned int* firstBad, cudaStream_t stream) {
   return runGather(table, vocab, dim, ids, n, out, firstBad, stream);
 }
-cudaError_t positionalEncoding(size_t length, size_t offset, size_t dim, float* out,
+cudaError_t positionalEncoding(size_t length, size_t offset, size_t dim, bool halves, float* out,
                                cudaStream_t stream) {
-  return runPositional(length, offset, dim, out, stream);
+  return runPositional(length, offset, dim, halves, out, stream);
 }
-cudaError_t positionalEncoding(size_t length, size_t offset, size_t dim, bf16* out,
+cudaError_t positionalEncoding(size_t length, size_t offset, size_t dim, bool halves, bf16* out,
                                cudaStream_t stream) {
-  return runPositional(length, offset, dim, out, stream);
+  return runPositional(length, offset, dim, halves, out, stream);
 }
 
 cudaError_t keyPaddingMask(const int32_t* tokens, size_t n, int32_t padId, uint8_t* out,

@@ -1046,6 +1046,15 @@ func.func @f(%t: index) {
 
 // -----
 
+// Tests that positional_encoding's halves (Marian's arrangement) need an even D.
+func.func @f(%t: index) {
+  // expected-error @+1 {{halves needs an even D, got 5}}
+  %0 = transfuse.positional_encoding %t {halves} : tensor<?x5xf32>
+  return
+}
+
+// -----
+
 // Tests that positional_encoding's result is a float tensor (ODS type constraint).
 func.func @f(%t: index) {
   // expected-error @+1 {{result #0 must be ranked tensor of 32-bit float}}

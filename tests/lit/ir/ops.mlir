@@ -233,6 +233,8 @@ func.func @masks_and_positions(%src: tensor<?x?xi32>, %tok: tensor<4x16xi32>, %q
   %5 = transfuse.positional_encoding %q offset %k : tensor<?x512xf32>
   // CHECK: transfuse.positional_encoding %{{[^ ,]+}} offset %{{[^ ,]+}} : tensor<16x64xf16>
   %6 = transfuse.positional_encoding %q offset %k : tensor<16x64xf16>
+  // CHECK: transfuse.positional_encoding %{{[^ ,]+}} {halves} : tensor<?x512xf32>
+  %h = transfuse.positional_encoding %q {halves} : tensor<?x512xf32>
   return %0, %1, %2, %3, %4, %5, %6 : tensor<?x?xi1>, tensor<8x8xi1>, tensor<?x?xi1>, tensor<4x16xi1>, tensor<?x512xf32>, tensor<?x512xf32>, tensor<16x64xf16>
 }
 

@@ -769,7 +769,7 @@ TEST(OpsPositionalEncoding, MatchesDoubleReference) {
   for (const Case& c : {Case{7, 0, 8}, Case{3, 1000, 6}, Case{5, 3, 5}, Case{0, 0, 4},
                         Case{1, 0, 1}, Case{4, 99999, 512}}) {
     std::vector<float> out = outBuf(c.length * c.dim);
-    positionalEncoding(c.length, c.offset, c.dim, out.data());
+    positionalEncoding(c.length, c.offset, c.dim, /*halves=*/false, out.data());
     for (int64_t p = 0; p < c.length; ++p)
       for (int64_t j = 0; j < c.dim; ++j) {
         const double angle = double(p + c.offset) / std::pow(10000.0, double(j / 2 * 2) / c.dim);
@@ -777,9 +777,21 @@ TEST(OpsPositionalEncoding, MatchesDoubleReference) {
         ASSERT_NEAR(out[p * c.dim + j], ref, 2e-7) << "p " << p << " j " << j;
       }
     expectGuard(out);
+    if (c.dim % 2) continue;
+    // Marian's halves: the same sines, then the same cosines (HF's
+    // MarianSinusoidalPositionalEmbedding: pos / 10000^(2i/dim)).
+    std::vector<float> halves = outBuf(c.length * c.dim);
+    positionalEncoding(c.length, c.offset, c.dim, /*halves=*/true, halves.data());
+    for (int64_t p = 0; p < c.length; ++p)
+      for (int64_t i = 0; i < c.dim / 2; ++i) {
+        const double angle = double(p + c.offset) / std::pow(10000.0, double(2 * i) / c.dim);
+        ASSERT_NEAR(halves[p * c.dim + i], std::sin(angle), 2e-7) << "p " << p << " i " << i;
+        ASSERT_NEAR(halves[p * c.dim + c.dim / 2 + i], std::cos(angle), 2e-7) << "p " << p;
+      }
+    expectGuard(halves);
   }
   std::vector<float> pe(2 * 4);
-  positionalEncoding(2, 0, 4, pe.data());
+  positionalEncoding(2, 0, 4, false, pe.data());
   EXPECT_EQ(pe[0], 0.0f);  // sin 0
   EXPECT_EQ(pe[1], 1.0f);  // cos 0
   EXPECT_FLOAT_EQ(pe[4], static_cast<float>(std::sin(1.0)));
