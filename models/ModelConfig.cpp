@@ -299,6 +299,8 @@ llvm::Expected<ModelConfig> mlir::transfuse::parseModelConfig(llvm::StringRef js
     return r.error("source_bos", "needs a bos_id");
   if (c.layout == "marian" && c.positional != "sinusoidal")
     return r.error("positional", "the marian layout's positions are sinusoidal (in halves)");
+  if (c.layout == "marian" && c.finalNorm)
+    return r.error("final_norm", "the marian layout has no final norms");
   return c;
 }
 

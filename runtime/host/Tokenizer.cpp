@@ -5,8 +5,11 @@
 #include <sentencepiece_trainer.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <unordered_map>
+
+#include "runtime/Json.h"
 
 namespace transfuse::rt {
 
@@ -132,6 +135,130 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string text;
   (void)impl_->processor.Decode(kept, &text);
   return text;
+}
+
+// ------------------------------------------------------------------ Marian
+
+struct MarianTokenizer::Impl {
+  sentencepiece::SentencePieceProcessor source, target;
+  std::unordered_map<std::string, int32_t> encoder;  // vocab.json
+  std::unordered_map<int32_t, std::string> decoder;  // the target vocabulary, inverted
+  bool separate = false;
+};
+
+namespace {
+
+StatusOr<std::string> readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::error("cannot read '" + path + "'");
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// A vocab.json: {piece: id}.
+Status readVocab(const std::string& path, std::unordered_map<std::string, int32_t>& out) {
+  StatusOr<std::string> text = readBytes(path);
+  if (!text.isOk()) return text.status();
+  StatusOr<JsonValue> json = JsonValue::parse(*text);
+  if (!json.isOk()) return Status::error(path + ": not valid JSON: " + json.status().message());
+  if (!json->isObject()) return Status::error(path + ": expected an object of ids");
+  for (const auto& [piece, id] : json->members()) {
+    if (!id.isInteger() || id.asInt64() < 0 || id.asInt64() >= INT32_MAX)
+      return Status::error(path + ": the id of \"" + piece + "\" is not a valid id");
+    out[piece] = static_cast<int32_t>(id.asInt64());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+MarianTokenizer::MarianTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MarianTokenizer::~MarianTokenizer() = default;
+
+StatusOr<std::unique_ptr<MarianTokenizer>> MarianTokenizer::load(const std::string& dir) {
+  auto impl = std::make_unique<Impl>();
+  std::string unk = "<unk>", eos = "</s>", pad = "<pad>";
+  const std::string config = dir + "/tokenizer_config.json";
+  if (std::ifstream(config).good()) {
+    StatusOr<std::string> text = readBytes(config);
+    if (!text.isOk()) return text.status();
+    StatusOr<JsonValue> json = JsonValue::parse(*text);
+    if (!json.isOk() || !json->isObject())
+      return Status::error(config + ": not a JSON object");
+    if (const JsonValue* v = json->find("separate_vocabs"); v && v->isBool())
+      impl->separate = v->asBool();
+    for (auto [key, name] : {std::pair{"unk_token", &unk}, {"eos_token", &eos}, {"pad_token", &pad}})
+      if (const JsonValue* v = json->find(key)) {
+        const JsonValue* content = v->isObject() ? v->find("content") : v;
+        if (!content || !content->isString())
+          return Status::error(config + ": " + key + ": expected a string");
+        *name = content->asString();
+      }
+  }
+  for (auto [file, processor] :
+       {std::pair{"source.spm", &impl->source}, {"target.spm", &impl->target}}) {
+    const std::string path = dir + "/" + file;
+    StatusOr<std::string> bytes = readBytes(path);
+    if (!bytes.isOk())
+      return Status::error(dir + ": no readable " + file +
+                           " (a Marian directory's SentencePiece models and vocab.json)");
+    if (auto s = processor->LoadFromSerializedProto(*bytes); !s.ok())
+      return Status::error(path + ": not a SentencePiece model (" + s.ToString() + ")");
+  }
+  if (Status s = readVocab(dir + "/vocab.json", impl->encoder); !s.isOk()) return s;
+  std::unordered_map<std::string, int32_t> target;
+  if (impl->separate)
+    if (Status s = readVocab(dir + "/target_vocab.json", target); !s.isOk()) return s;
+  for (const auto& [piece, id] : impl->separate ? target : impl->encoder) impl->decoder[id] = piece;
+  auto idOf = [&](const std::string& token) {
+    auto it = impl->encoder.find(token);
+    return it == impl->encoder.end() ? -1 : it->second;
+  };
+  std::unique_ptr<MarianTokenizer> t(new MarianTokenizer(std::move(impl)));
+  t->unk_ = idOf(unk);
+  if (t->unk_ < 0) return Status::error(dir + "/vocab.json: no \"" + unk + "\" (the unknown token)");
+  t->eos_ = idOf(eos);
+  t->pad_ = idOf(pad);
+  return t;
+}
+
+std::vector<int32_t> MarianTokenizer::encode(const std::string& text) const {
+  std::vector<int32_t> ids;
+  std::string rest = text;
+  // A language code (">>fr<<") of a multilingual model: one token.
+  if (rest.rfind(">>", 0) == 0)
+    if (size_t end = rest.find("<<"); end != std::string::npos) {
+      auto it = impl_->encoder.find(rest.substr(0, end + 2));
+      ids.push_back(it == impl_->encoder.end() ? unk_ : it->second);
+      rest = rest.substr(end + 2);
+    }
+  std::vector<std::string> pieces;
+  (void)impl_->source.Encode(rest, &pieces);  // fails only without a model
+  for (const std::string& piece : pieces) {
+    auto it = impl_->encoder.find(piece);
+    ids.push_back(it == impl_->encoder.end() ? unk_ : it->second);
+  }
+  return ids;
+}
+
+std::string MarianTokenizer::decode(const std::vector<int32_t>& ids) const {
+  const sentencepiece::SentencePieceProcessor& spm = impl_->separate ? impl_->target : impl_->source;
+  std::vector<std::string> pieces;
+  for (int32_t id : ids) {
+    if (id == eos_ || id == pad_ || id == unk_) continue;
+    if (auto it = impl_->decoder.find(id); it != impl_->decoder.end())
+      pieces.push_back(it->second);
+    else if (id >= 0 && id < spm.GetPieceSize())
+      pieces.push_back(spm.IdToPiece(id));
+  }
+  std::string text;
+  (void)spm.Decode(pieces, &text);
+  // "▁" left by pieces SentencePiece does not know, as spaces; the ends stripped.
+  for (size_t at; (at = text.find("\xE2\x96\x81")) != std::string::npos;) text.replace(at, 3, " ");
+  const size_t first = text.find_first_not_of(" \t\n\r\f\v");
+  if (first == std::string::npos) return std::string();
+  return text.substr(first, text.find_last_not_of(" \t\n\r\f\v") - first + 1);
 }
 
 }  // namespace transfuse::rt

@@ -1,6 +1,7 @@
-// The subword tokenizer of training and translation (docs/training.md,
-// "Text"): a joint BPE vocabulary trained with SentencePiece (Debian's
-// libsentencepiece), the config's special ids reserved in it.
+// SentencePiece tokenizers (Debian's libsentencepiece): the subword
+// tokenizer of training and translation (docs/training.md, "Text"), a joint
+// BPE vocabulary trained with SentencePiece, the config's special ids
+// reserved in it; and a Marian directory's (MarianTokenizer).
 #ifndef TRANSFUSE_RUNTIME_HOST_TOKENIZER_H
 #define TRANSFUSE_RUNTIME_HOST_TOKENIZER_H
 
@@ -13,7 +14,17 @@
 
 namespace transfuse::rt {
 
-class Tokenizer {
+// Text to ids and back: what `translate` takes text through.
+class TextTokenizer {
+public:
+  virtual ~TextTokenizer() = default;
+  // Ids of a sentence, without BOS or EOS (the model's conventions add them).
+  virtual std::vector<int32_t> encode(const std::string& text) const = 0;
+  // Text of ids, the special ones dropped.
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+};
+
+class Tokenizer : public TextTokenizer {
 public:
   // The special ids, distinct, each below the vocabulary size.
   struct Specials {
@@ -36,17 +47,48 @@ public:
   Status save(const std::string& path) const;
   int32_t vocabSize() const;
   Specials specials() const;
-  // Ids of a sentence, without BOS or EOS (the model's conventions add them).
-  std::vector<int32_t> encode(const std::string& text) const;
+  std::vector<int32_t> encode(const std::string& text) const override;
   // Text of ids: specials are dropped, unknown pieces too (no "<unk>" or
   // " ⁇ " in the output).
-  std::string decode(const std::vector<int32_t>& ids) const;
+  std::string decode(const std::vector<int32_t>& ids) const override;
 
   struct Impl;  // SentencePiece's processor (Tokenizer.cpp)
 
 private:
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// A Marian directory's tokenizer, as transformers' MarianTokenizer (the
+// slow one: Marian has no fast tokenizer) run without sacremoses (with it,
+// transformers first applies Moses punctuation normalization, which this
+// does not): encode gives source.spm's pieces of the text, a leading
+// ">>xx<<" language code kept whole, each mapped through vocab.json (a
+// piece it lacks is <unk>); EOS is the model's to add. decode maps ids
+// through the target vocabulary (target_vocab.json with separate_vocabs,
+// else vocab.json; an id it lacks through the SentencePiece model), drops
+// <unk>, </s> and <pad>, joins the pieces with SentencePiece (the source
+// model when the vocabularies are shared, as transformers does), "▁" as
+// spaces, and strips the ends.
+class MarianTokenizer : public TextTokenizer {
+public:
+  // DIR's source.spm, target.spm, vocab.json, and tokenizer_config.json
+  // when present (separate_vocabs, unk_token, eos_token, pad_token;
+  // target_vocab.json with separate_vocabs). Errors name the file.
+  static StatusOr<std::unique_ptr<MarianTokenizer>> load(const std::string& dir);
+  ~MarianTokenizer() override;
+
+  std::vector<int32_t> encode(const std::string& text) const override;
+  std::string decode(const std::vector<int32_t>& ids) const override;
+  int32_t eosId() const { return eos_; }
+  int32_t padId() const { return pad_; }
+
+  struct Impl;  // the two SentencePiece processors and the vocabularies
+
+private:
+  explicit MarianTokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  int32_t eos_ = -1, pad_ = -1, unk_ = -1;
 };
 
 }  // namespace transfuse::rt

@@ -408,7 +408,7 @@ TEST(ModelConfigTest, ToJsonHasEveryKeyOfItsArchitectureOnly) {
   auto e = parseModelConfig("{" + kEncDec + "}", kSource);
   ASSERT_TRUE(!!e) << errorText(e);
   llvm::json::Object eo = toJson(*e);
-  EXPECT_EQ(eo.size(), 22u); // + share_embeddings, source_bos and the four vocabulary keys
+  EXPECT_EQ(eo.size(), 24u); // + share_embeddings, source_bos, layout, scale_embedding and the four vocabulary keys
   EXPECT_EQ(eo.get("num_layers"), nullptr);
   EXPECT_EQ(eo.get("vocab_size"), nullptr);
   EXPECT_EQ(eo.getInteger("num_encoder_layers"), std::optional<int64_t>(6));
