@@ -215,11 +215,12 @@ StatusOr<std::unique_ptr<MarianTokenizer>> MarianTokenizer::load(const std::stri
     auto it = impl->encoder.find(token);
     return it == impl->encoder.end() ? -1 : it->second;
   };
+  const int32_t unkId = idOf(unk), eosId = idOf(eos), padId = idOf(pad);
+  if (unkId < 0) return Status::error(dir + "/vocab.json: no \"" + unk + "\" (the unknown token)");
   std::unique_ptr<MarianTokenizer> t(new MarianTokenizer(std::move(impl)));
-  t->unk_ = idOf(unk);
-  if (t->unk_ < 0) return Status::error(dir + "/vocab.json: no \"" + unk + "\" (the unknown token)");
-  t->eos_ = idOf(eos);
-  t->pad_ = idOf(pad);
+  t->unk_ = unkId;
+  t->eos_ = eosId;
+  t->pad_ = padId;
   return t;
 }
 

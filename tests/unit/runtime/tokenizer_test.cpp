@@ -1,12 +1,20 @@
 // Tests for runtime/host/Tokenizer.h: BPE trained on a small corpus with the
 // special ids reserved where they are asked, text round trips, unknown
 // pieces and specials dropped on decode, save and load give the same ids.
+// MarianTokenizer against transformers' MarianTokenizer: the golden data of
+// tests/tokenizers/marian (made by tests/tokenizers/make_marian_golden.py)
+// holds, for 1209 lines (Multi30k, the byte-level corpus's accents, CJK,
+// emoji and code, language codes), the source ids and the decode of the
+// target ids, with a joint and with separate vocabularies; then the errors.
 #include "runtime/host/Tokenizer.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
+#include "runtime/Json.h"
+#include "runtime/host/Corpus.h"
 #include "tests/unit/runtime/TestUtil.h"
 
 namespace transfuse::rt {
@@ -88,6 +96,93 @@ TEST(TokenizerTest, SpecialIdsMustDifferAndFit) {
   o.specials = {0, 1, 2, 500};
   o.vocabSize = 100;
   EXPECT_FALSE(Tokenizer::train({&en}, o).isOk());
+}
+
+// ----------------------------------------------------------------- Marian
+
+std::string marianDir() { return std::string(TRANSFUSE_SOURCE_DIR) + "/tests/tokenizers/marian"; }
+
+std::string showIds(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  return "[" + s + "]";
+}
+
+class MarianTokenizerTest : public ::testing::Test {
+ protected:
+  // The separate-vocabulary variant: its JSON files beside the models.
+  std::string separateDir() {
+    namespace fs = std::filesystem;
+    for (const char* f : {"source.spm", "target.spm"})
+      fs::copy_file(marianDir() + "/" + f, dir_.file(f), fs::copy_options::overwrite_existing);
+    for (const char* f : {"vocab.json", "target_vocab.json", "tokenizer_config.json"})
+      fs::copy_file(marianDir() + "/separate/" + f, dir_.file(f),
+                    fs::copy_options::overwrite_existing);
+    return dir_.path();
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(MarianTokenizerTest, EveryLineMatchesTransformers) {
+  auto joint = MarianTokenizer::load(marianDir());
+  ASSERT_TRUE(joint.isOk()) << joint.status().message();
+  auto separate = MarianTokenizer::load(separateDir());
+  ASSERT_TRUE(separate.isOk()) << separate.status().message();
+  auto lines = readTextLines(marianDir() + "/golden.jsonl.gz");
+  ASSERT_TRUE(lines.isOk()) << lines.status().message();
+  int checked = 0, failed = 0;
+  std::string report;
+  for (size_t i = 0; i < lines->size(); ++i) {
+    auto rec = JsonValue::parse((*lines)[i]);
+    ASSERT_TRUE(rec.isOk()) << "golden line " << i + 1;
+    const std::string text = rec->find("t")->asString();
+    for (auto [key, tok] : {std::pair{"j", joint->get()}, {"s", separate->get()}}) {
+      const auto& want = rec->find(key)->asArray();
+      auto ints = [](const JsonValue& v) {
+        std::vector<int32_t> out;
+        for (const JsonValue& x : v.asArray()) out.push_back(static_cast<int32_t>(x.asInt64()));
+        return out;
+      };
+      ++checked;
+      std::vector<int32_t> source = tok->encode(text);
+      source.push_back(tok->eosId());  // the model's convention: ids EOS
+      std::string why;
+      if (source != ints(want[0]))
+        why += "source ours " + showIds(source) + " hf " + showIds(ints(want[0])) + "; ";
+      std::string decoded = tok->decode(ints(want[1]));
+      if (decoded != want[2].asString())
+        why += "decode ours \"" + decoded + "\" hf \"" + want[2].asString() + "\"";
+      if (!why.empty() && failed++ < 8)
+        report += "golden line " + std::to_string(i + 1) + " (" + key + ", \"" + text +
+                  "\"): " + why + "\n";
+    }
+  }
+  EXPECT_GT(checked, 2400);
+  EXPECT_EQ(failed, 0) << failed << " of " << checked << " differ\n" << report;
+}
+
+TEST_F(MarianTokenizerTest, ErrorsNameTheFile) {
+  auto missing = MarianTokenizer::load(dir_.path());
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_EQ(missing.status().message(),
+            dir_.path() + ": no readable source.spm (a Marian directory's SentencePiece models and "
+                          "vocab.json)");
+  std::string dir = separateDir();
+  testing::writeBytes(dir_.file("target.spm"), "not a model");
+  auto bad = MarianTokenizer::load(dir);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().message().rfind(dir_.file("target.spm") + ": not a SentencePiece model", 0),
+            0u)
+      << bad.status().message();
+  separateDir();
+  testing::writeBytes(dir_.file("vocab.json"), "{\"a\": 0}");
+  auto noUnk = MarianTokenizer::load(dir);
+  ASSERT_FALSE(noUnk.isOk());
+  EXPECT_EQ(noUnk.status().message(), dir_.file("vocab.json") + ": no \"<unk>\" (the unknown token)");
+  testing::writeBytes(dir_.file("vocab.json"), "{\"<unk>\": \"one\"}");
+  auto badId = MarianTokenizer::load(dir);
+  ASSERT_FALSE(badId.isOk());
+  EXPECT_EQ(badId.status().message(), dir_.file("vocab.json") + ": the id of \"<unk>\" is not a valid id");
 }
 
 }  // namespace
