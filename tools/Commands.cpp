@@ -236,15 +236,17 @@ const std::vector<Command> kCommands = {
    "Translates with a compiled encoder_decoder's KV cache.",
    "Translates with a compiled encoder_decoder's KV cache: one source of space-separated "
    "ids per line (stdin by default, without BOS/EOS: the config's conventions add them), "
-   "one output of ids per line. DIR may be a training run's checkpoint directory: then "
-   "text in and out through its tokenizer, the model compiled on first use and cached "
-   "there. Greedy by default; beam search with the paper's length penalty; sampling. "
-   "Every line is translated before anything is printed.",
+   "one output of ids per line. Text in and out instead where DIR carries a tokenizer: "
+   "a Marian directory's (source.spm, target.spm, vocab.json) compiled into DIR, or a "
+   "training run's checkpoint directory (the model compiled on first use and cached "
+   "there); --ids keeps ids. Greedy by default; beam search with the paper's length "
+   "penalty; sampling. Every line is translated before anything is printed.",
    {{"--checkpoint", "WHICH", "checkpoint directories: best (by validation loss; the "
                               "default), last, averaged, or a checkpoint's name"},
     {"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
     {"--weights-seed", "N", "seed of the random weights (default 0)"},
     {"--input", "FILE", "sources (default: stdin)"},
+    {"--ids", nullptr, "ids in and out even where DIR carries a tokenizer"},
     {"--beam", "K", "beam size (default 1: greedy)"},
     {"--alpha", "A", "length penalty ((5 + len) / 6)^A (default 0: none; the paper: 0.6)"},
     {"--max-len", "N", "at most N output tokens, EOS not counted (default: source length + 50, "

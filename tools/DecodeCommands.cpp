@@ -4,6 +4,7 @@
 
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/HfTokenizer.h"
+#include "runtime/host/Tokenizer.h"
 #include "runtime/host/Search.h"
 #include "tools/Cli.h"
 #include "tools/Commands.h"
@@ -72,8 +73,9 @@ struct Artifact {
   std::string dir;  // the compiled artifact's directory
   std::unique_ptr<rt::CompiledModel> model;
   rt::TokenIds ids;
-  // A checkpoint directory's tokenizer: text in and out (null: ids).
-  std::unique_ptr<rt::Tokenizer> tokenizer;
+  // Text in and out (null: ids): a checkpoint directory's tokenizer, or the
+  // Marian tokenizer an artifact carries.
+  std::unique_ptr<rt::TextTokenizer> tokenizer;
 };
 
 /// DIR's library with weights (--weights, else random from --weights-seed)
@@ -109,6 +111,10 @@ Artifact loadArtifact(const std::vector<std::string> &positional,
   a.model = orDie(rt::CompiledModel::load(lib, load));
   a.ids = orDie(rt::readTokenIds(dir + "/manifest.json"));
   a.dir = dir;
+  if (!a.tokenizer && llvm::sys::fs::exists(dir + "/source.spm"))
+    a.tokenizer = orDie(rt::MarianTokenizer::load(dir));
+  if (flags.count("--ids"))
+    a.tokenizer.reset();
   return a;
 }
 

@@ -187,6 +187,47 @@ def golden_inputs(name):
     return weights, src, tgt
 
 
+def text_case(args, rng):
+    """`translate` with text through the SentencePiece models and vocab.json the artifact
+    carries (tests/tokenizers/marian: the tokenizer test's): the text outputs are the
+    id outputs of the same sources' ids (what transformers' MarianTokenizer gave, from
+    the tokenizer's golden data) decoded, and --ids keeps ids."""
+    tok_dir = os.path.join(HERE, "..", "tokenizers", "marian")
+    with open(os.path.join(tok_dir, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    cfg = dict(MARIAN, vocab_size=len(vocab), pad_token_id=vocab["<pad>"],
+               decoder_start_token_id=vocab["<pad>"], eos_token_id=vocab["</s>"],
+               bad_words_ids=[[vocab["<pad>"]]])
+    model = os.path.join(args.workdir, "text-marian")
+    write_dir(model, cfg, marian_weights(cfg, rng))
+    for f in ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(tok_dir, f), os.path.join(model, f))
+    out = model + "-out"
+    run([args.transfuse, "compile", model, "-o", out, "--fusion", "all", "--max-seq-len", "48",
+         "--max-batch", "4"])
+    import gzip
+    with gzip.open(os.path.join(tok_dir, "golden.jsonl.gz"), "rt", encoding="utf-8") as f:
+        records = [r for r in map(json.loads, f) if 0 < len(r["j"][0]) < 40][:6]
+    texts = os.path.join(args.workdir, "text-sources.txt")
+    with open(texts, "w", encoding="utf-8") as f:
+        f.write("".join(r["t"] + "\n" for r in records))
+    ids = os.path.join(args.workdir, "text-source-ids.txt")
+    with open(ids, "w") as f:  # transformers' ids without the EOS it appends
+        f.write("".join(" ".join(map(str, r["j"][0][:-1])) + "\n" for r in records))
+    common = ["--weights", model, "--max-len", "6", "--beam", "2"]
+    text_out = run([args.transfuse, "translate", out, "--input", texts] + common).stdout
+    ids_out = run([args.transfuse, "translate", out, "--ids", "--input", ids] + common).stdout
+    inverse = {i: p for p, i in vocab.items()}
+    specials = {vocab["</s>"], vocab["<unk>"], vocab["<pad>"]}
+    decoded = "".join("".join(inverse[int(t)] for t in line.split() if int(t) not in specials)
+                      .replace("\u2581", " ").strip() + "\n"
+                      for line in ids_out.rstrip("\n").split("\n"))
+    same = text_out == decoded and len(text_out.split("\n")) == len(records) + 1
+    print(f"translate text: {'equal to' if same else 'DIFFERS from'} the ids' decode "
+          f"({text_out!r} vs {decoded!r})")
+    return same
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--transfuse", required=True)
@@ -272,6 +313,7 @@ def main():
             print(f"{name} translate --beam 4, source {i}: {'equal to' if same else 'DIFFERS from'}"
                   f" Hugging Face's generate(num_beams=4) ({line} vs {hf})")
             ok &= same
+    ok &= text_case(args, rng)
     # Bad directories: one error naming the key, nothing written.
     for what, cfg, expected in [
             ("heads", dict(MARIAN, decoder_attention_heads=2),
