@@ -287,7 +287,10 @@ const std::vector<Command> kCommands = {
     {"--prompt-ids-file", "FILE", "prompts of ids, one per line"},
     {"--stream", nullptr, "print each token as it is chosen, one prompt at a time (beam 1)"},
     {"--max-new", "N", "tokens to generate per prompt (at most; EOS ends one early)"},
-    {"--eos-id", "E", "end of sequence (default: the config's eos_id; none: exactly N)"},
+    {"--eos-id", "E", "end of sequence (default: the config's eos_id, and for an artifact of "
+                      "a Hugging Face directory every eos_token_id of its config.json and "
+                      "generation_config.json and, with text, its tokenizer's eos_token; "
+                      "none: exactly N)"},
     {"--min-len", "N", "no EOS before N new tokens"},
     {"--beam", "K", "beam size (default 1: greedy)"},
     {"--alpha", "A", "beam search's length penalty exponent (default 0)"},

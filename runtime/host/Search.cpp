@@ -313,7 +313,10 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
       }
       banned.clear();
       if (ids.pad >= 0) banned.push_back(ids.pad);
-      if (ids.eos >= 0 && ((int)len < s.minLen || endless)) banned.push_back(ids.eos);
+      if (ids.eos >= 0 && ((int)len < s.minLen || endless)) {
+        banned.push_back(ids.eos);
+        banned.insert(banned.end(), o.stopIds.begin(), o.stopIds.end());
+      }
       const size_t n = (size_t)o.noRepeatNgram;
       if (n > 0 && len + 1 >= n)
         for (size_t start = 0; start + n <= len; ++start)
@@ -357,7 +360,9 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
       std::vector<Beam> beams;
       for (size_t rank = 0; rank < top && (int)s.finished.size() < k; ++rank) {
         auto [total, row, token] = c[rank];
-        const bool eos = token == ids.eos && !endless;
+        const bool eos = (token == ids.eos || std::find(o.stopIds.begin(), o.stopIds.end(),
+                                                        token) != o.stopIds.end()) &&
+                         !endless;
         if (eos ? (int)rank >= k : (int)beams.size() == k) continue;
         const Beam& parent = s.beams[rows[row].second];
         Beam child = parent;

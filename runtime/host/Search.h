@@ -64,6 +64,10 @@ struct SearchOptions {
   double topP = 1.0;
   uint64_t seed = 0;
   bool ignoreEos = false;       // exactly maxLen tokens (benchmarks: equal work)
+  // More ids that end a hypothesis as EOS does (Llama 3's <|eot_id|> beside
+  // <|end_of_text|>); never emitted before minLen. At the length limit the
+  // forced token is TokenIds::eos.
+  std::vector<int32_t> stopIds;
   // Beam 1 (greedy or sampling): called with a sentence's line and each
   // token as the search appends it (EOS not), as it is produced.
   std::function<void(int64_t line, int32_t token)> onToken;

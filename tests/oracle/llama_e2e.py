@@ -358,6 +358,20 @@ def text_cases(args, rng):
         print(f"generate from text, prompt 0: {'equal to' if same else 'DIFFERS from'} greedy "
               f"recomputation ({first} vs {want_ids})")
         ok &= same
+    # generation_config.json's eos_token_id list ends a continuation at any of its
+    # ids: here at the token greedy chooses first, so nothing is generated.
+    with open(os.path.join(out, "generation_config.json"), "w") as f:
+        json.dump({"eos_token_id": [cfg["eos_token_id"], first[0]]}, f)
+    one = os.path.join(args.workdir, "text-prompt-0.txt")
+    with open(one, "w") as f:
+        f.write(want[0] + "\n")
+    stopped = run([args.transfuse, "generate", out, "--prompt-ids-file", one, "--weights", model,
+                   "--max-new", "8"]).stdout
+    os.remove(os.path.join(out, "generation_config.json"))
+    fine = stopped == "\n"
+    print(f"generation_config.json's eos_token_id list: {'stops' if fine else 'DOES NOT stop'} "
+          f"at its second id ({stopped!r})")
+    ok &= fine
     # An artifact without a tokenizer.json takes no text.
     p = run([args.transfuse, "generate", os.path.join(args.workdir, "out-llama-all"), "--prompt",
              "hello", "--max-new", "2"], expect_ok=False)
