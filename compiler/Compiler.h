@@ -91,7 +91,7 @@ inline constexpr const char *kCarriedFiles[] = {
     "config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
     "special_tokens_map.json", "sentence_bert_config.json", "modules.json",
     "preprocessor_config.json", "source.spm", "target.spm", "vocab.json", "target_vocab.json",
-    "generation_config.json"};
+    "generation_config.json", "tokenizer.model"};
 
 /// An artifact directory and what the compile found out.
 struct Artifact {

@@ -66,10 +66,11 @@ const std::vector<Command> kCommands = {
    runRun},
   {"tokenize", "tokenize TOKENIZER [--input FILE] [--decode] [options]",
    "Token ids of text (or text of ids) through a Hugging Face tokenizer.",
-   "Encodes each line of --input (default: stdin) with a Hugging Face tokenizer.json (a "
-   "file, or a model or artifact directory that holds one; the BERT family's vocab.txt too), "
-   "the template's special tokens added, and prints its ids, space-separated, a line each; "
-   "with --decode, reads lines of ids and prints their text.",
+   "Encodes each line of --input (default: stdin) with a Hugging Face tokenizer: a "
+   "tokenizer.json, or a model or artifact directory that holds a tokenizer.model "
+   "(SentencePiece: Llama 2, Mistral), else a tokenizer.json (else the BERT family's "
+   "vocab.txt), the conventions' special tokens added, and prints its ids, space-separated, "
+   "a line each; with --decode, reads lines of ids and prints their text.",
    {{"--input", "FILE", "one text (or, with --decode, one list of ids) per line (default: stdin)"},
     {"--no-specials", nullptr, "no special tokens from the post-processor's template"},
     {"--decode", nullptr, "ids in, text out (special tokens dropped)"},

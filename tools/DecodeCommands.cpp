@@ -127,7 +127,7 @@ namespace {
 /// Instruct's <|end_of_text|> and <|eot_id|>), and tokenizer_config.json's
 /// eos_token through the tokenizer. A file that does not parse adds none
 /// (compile checked config.json; the others are hints).
-std::vector<int32_t> stopIds(const std::string &dir, const rt::HfTokenizer *tokenizer,
+std::vector<int32_t> stopIds(const std::string &dir, const DirectoryTokenizer *tokenizer,
                              int32_t eos) {
   std::vector<int32_t> out;
   auto add = [&](int64_t id) {
@@ -291,15 +291,15 @@ int mlir::transfuse::tools::runGenerate(const std::vector<std::string> &position
   Artifact a = loadArtifact(positional, flags, "generate");
   if (flags.count("--eos-id"))
     a.ids.eos = (int32_t)intFlag(flags, "--eos-id", -1, 0, INT32_MAX);
-  // Text goes through the tokenizer.json the artifact carries (compiled from
-  // a Hugging Face directory that has one).
-  std::optional<rt::HfTokenizer> tokenizer;
+  // Text goes through the tokenizer the artifact carries (compiled from a
+  // Hugging Face directory that has one).
+  std::optional<DirectoryTokenizer> tokenizer;
   if (text) {
-    std::string path = a.dir + "/tokenizer.json";
-    if (!llvm::sys::fs::exists(path))
-      die("'" + a.dir + "' carries no tokenizer.json (compile a Hugging Face directory that has "
-          "one, or give ids with --prompt-ids)");
-    tokenizer = loadTokenizer(path);
+    if (!llvm::sys::fs::exists(a.dir + "/tokenizer.model") &&
+        !llvm::sys::fs::exists(a.dir + "/tokenizer.json"))
+      die("'" + a.dir + "' carries no tokenizer.json or tokenizer.model (compile a Hugging Face "
+          "directory that has one, or give ids with --prompt-ids)");
+    tokenizer = loadDirectoryTokenizer(a.dir);
   }
   // EOS as given, or every id the directory says ends a sequence.
   if (!flags.count("--eos-id") && a.ids.eos >= 0)
@@ -330,7 +330,7 @@ int mlir::transfuse::tools::runGenerate(const std::vector<std::string> &position
       if (!encoded.isOk())
         die(name + (file ? ": line " + llvm::Twine(i + 1) : llvm::Twine("")) + ": " +
             encoded.status().message());
-      prompts.push_back(std::move(encoded->ids));
+      prompts.push_back(std::move(*encoded));
     }
   } else {
     prompts = file ? readIdLines(name) : parseIdLines(flag(flags, "--prompt-ids"), name);

@@ -67,6 +67,33 @@ rt::HfTokenizer mlir::transfuse::tools::loadTokenizer(const std::string &dir) {
   return orDie(rt::HfTokenizer::fromVocabTxt(join(dir, "vocab.txt"), options));
 }
 
+DirectoryTokenizer mlir::transfuse::tools::loadDirectoryTokenizer(const std::string &path) {
+  DirectoryTokenizer t;
+  if (llvm::sys::fs::is_directory(path) && llvm::sys::fs::exists(join(path, "tokenizer.model")))
+    t.spm = orDie(rt::LlamaSentencePiece::load(path));
+  else
+    t.json = loadTokenizer(path);
+  return t;
+}
+
+rt::StatusOr<std::vector<int32_t>> DirectoryTokenizer::encode(const std::string &text,
+                                                            bool plain) const {
+  if (spm)
+    return plain ? spm->encode(text) : spm->encodePrompt(text);
+  auto e = json->encode(text, nullptr, 0, true, !plain);
+  if (!e.isOk())
+    return e.status();
+  return std::move(e->ids);
+}
+
+std::string DirectoryTokenizer::decode(const std::vector<int32_t> &ids, bool keepSpecials) const {
+  return spm ? spm->decode(ids) : json->decode(ids, !keepSpecials);
+}
+
+int32_t DirectoryTokenizer::idOf(const std::string &token) const {
+  return spm ? spm->pieceId(token) : json->idOf(token);
+}
+
 namespace {
 
 /// sentence_bert_config.json's max_seq_length, or 0.
@@ -242,8 +269,9 @@ int tools::runEmbed(const Positional &positional, const Flags &flags) {
 
 int mlir::transfuse::tools::runTokenize(const Positional &positional, const Flags &flags) {
   if (positional.size() != 1)
-    die("tokenize expects one tokenizer: a tokenizer.json, or a directory that holds one");
-  const rt::HfTokenizer tokenizer = loadTokenizer(positional[0]);
+    die("tokenize expects one tokenizer: a tokenizer.json, or a directory that holds one (or a "
+        "tokenizer.model)");
+  const DirectoryTokenizer tokenizer = loadDirectoryTokenizer(positional[0]);
   const std::string input = flag(flags, "--input");
   const std::string name = input.empty() || input == "-" ? "<stdin>" : input;
   std::vector<std::string> lines;
@@ -265,7 +293,7 @@ int mlir::transfuse::tools::runTokenize(const Positional &positional, const Flag
   if (flags.count("--decode")) {
     const bool keep = flags.count("--keep-specials") != 0;
     for (const std::vector<int32_t> &ids : parseIdLines(llvm::join(lines, "\n"), name))
-      out += tokenizer.decode(ids, !keep) + "\n";
+      out += tokenizer.decode(ids, keep) + "\n";
     llvm::outs() << out;
     return 0;
   }
@@ -276,10 +304,10 @@ int mlir::transfuse::tools::runTokenize(const Positional &positional, const Flag
   for (int r = 0; r < std::max(1, repeats); ++r) {
     auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < lines.size(); ++i) {
-      auto e = tokenizer.encode(lines[i], nullptr, 0, true, specials);
+      auto e = tokenizer.encode(lines[i], /*plain=*/!specials);
       if (!e.isOk())
         die(name + ": line " + llvm::Twine(i + 1) + ": " + e.status().message());
-      encoded[i] = std::move(e->ids);
+      encoded[i] = std::move(*e);
     }
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }

@@ -115,6 +115,16 @@ Status Tokenizer::save(const std::string& path) const {
 
 int32_t Tokenizer::vocabSize() const { return impl_->processor.GetPieceSize(); }
 
+std::string Tokenizer::piece(int32_t id) const {
+  return id >= 0 && id < vocabSize() ? impl_->processor.IdToPiece(id) : std::string();
+}
+
+int32_t Tokenizer::pieceId(const std::string& piece) const {
+  const int id = impl_->processor.PieceToId(piece);
+  // PieceToId answers the unknown id for a piece it does not have.
+  return id == impl_->processor.unk_id() && piece != impl_->processor.IdToPiece(id) ? -1 : id;
+}
+
 Tokenizer::Specials Tokenizer::specials() const {
   return {impl_->processor.pad_id(), impl_->processor.bos_id(), impl_->processor.eos_id(),
           impl_->processor.unk_id()};
@@ -260,6 +270,64 @@ std::string MarianTokenizer::decode(const std::vector<int32_t>& ids) const {
   const size_t first = text.find_first_not_of(" \t\n\r\f\v");
   if (first == std::string::npos) return std::string();
   return text.substr(first, text.find_last_not_of(" \t\n\r\f\v") - first + 1);
+}
+
+// ------------------------------------------------------- Llama tokenizer.model
+
+LlamaSentencePiece::LlamaSentencePiece(std::unique_ptr<Tokenizer> spm, bool bos, bool eos)
+    : spm_(std::move(spm)), addBos_(bos), addEos_(eos) {
+  // Whether the model adds a dummy "▁" before a text: the first piece of
+  // a word says.
+  std::vector<int32_t> ids = spm_->encode("a");
+  dummyPrefix_ = !ids.empty() && spm_->piece(ids[0]).rfind("\xE2\x96\x81", 0) == 0;
+  spaceId_ = spm_->pieceId("\xE2\x96\x81");
+}
+LlamaSentencePiece::~LlamaSentencePiece() = default;
+
+StatusOr<std::unique_ptr<LlamaSentencePiece>> LlamaSentencePiece::load(const std::string& dir) {
+  auto spm = Tokenizer::load(dir + "/tokenizer.model");
+  if (!spm.isOk()) return spm.status();
+  bool bos = true, eos = false;
+  const std::string config = dir + "/tokenizer_config.json";
+  if (std::ifstream(config).good()) {
+    StatusOr<std::string> text = readBytes(config);
+    if (!text.isOk()) return text.status();
+    StatusOr<JsonValue> json = JsonValue::parse(*text);
+    if (!json.isOk() || !json->isObject()) return Status::error(config + ": not a JSON object");
+    for (auto [key, flag] : {std::pair{"add_bos_token", &bos}, {"add_eos_token", &eos}})
+      if (const JsonValue* v = json->find(key); v && !v->isNull()) {
+        if (!v->isBool()) return Status::error(config + ": " + key + ": expected true or false");
+        *flag = v->asBool();
+      }
+  }
+  return std::unique_ptr<LlamaSentencePiece>(new LlamaSentencePiece(std::move(*spm), bos, eos));
+}
+
+std::vector<int32_t> LlamaSentencePiece::encode(const std::string& text) const {
+  // The leading space stands for the dummy prefix (which SentencePiece
+  // adds to no empty text: " " alone is the "▁" piece).
+  if (dummyPrefix_ && !text.empty() && text[0] == ' ') {
+    if (text.size() == 1 && spaceId_ >= 0) return {spaceId_};
+    return spm_->encode(text.substr(1));
+  }
+  return spm_->encode(text);
+}
+
+std::vector<int32_t> LlamaSentencePiece::encodePrompt(const std::string& text) const {
+  std::vector<int32_t> ids;
+  if (addBos_) ids.push_back(spm_->specials().bos);
+  std::vector<int32_t> body = encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  if (addEos_) ids.push_back(spm_->specials().eos);
+  return ids;
+}
+
+std::string LlamaSentencePiece::decode(const std::vector<int32_t>& ids) const {
+  return spm_->decode(ids);
+}
+
+int32_t LlamaSentencePiece::pieceId(const std::string& piece) const {
+  return spm_->pieceId(piece);
 }
 
 }  // namespace transfuse::rt

@@ -45,6 +45,10 @@ public:
 
   // The serialized model (SentencePiece's ModelProto), written as it is.
   Status save(const std::string& path) const;
+  // The id of a piece, -1 if the model has none; the piece of an id ("" if
+  // none).
+  int32_t pieceId(const std::string& piece) const;
+  std::string piece(int32_t id) const;
   int32_t vocabSize() const;
   Specials specials() const;
   std::vector<int32_t> encode(const std::string& text) const override;
@@ -57,6 +61,35 @@ public:
 private:
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// A Hugging Face directory's tokenizer.model (Llama 2, Mistral), as
+// transformers runs it (LlamaTokenizer loaded by AutoTokenizer: the fast
+// tokenizer it converts the model to, legacy false): the model's pieces,
+// except that a text starting with a space gets no dummy-prefix "▁" of its
+// own (transformers' Metaspace prepends "▁" only to a text that does not
+// start with one; SentencePiece always does when the model says so); and
+// the family's conventions from tokenizer_config.json: <s> first unless
+// add_bos_token is false, </s> last when add_eos_token is true.
+// Special tokens' text ("<s>") in the input is read as text.
+class LlamaSentencePiece : public TextTokenizer {
+public:
+  // DIR's tokenizer.model and tokenizer_config.json (when present).
+  static StatusOr<std::unique_ptr<LlamaSentencePiece>> load(const std::string& dir);
+  ~LlamaSentencePiece() override;
+
+  std::vector<int32_t> encode(const std::string& text) const override;
+  std::string decode(const std::vector<int32_t>& ids) const override;
+  // encode with the conventions' <s> and </s>: a prompt as the model takes it.
+  std::vector<int32_t> encodePrompt(const std::string& text) const;
+  // The id of a piece ("</s>"), -1 if none.
+  int32_t pieceId(const std::string& piece) const;
+
+private:
+  LlamaSentencePiece(std::unique_ptr<Tokenizer> spm, bool bos, bool eos);
+  std::unique_ptr<Tokenizer> spm_;
+  bool addBos_, addEos_, dummyPrefix_ = false;
+  int32_t spaceId_ = -1;  // the "▁" piece
 };
 
 // A Marian directory's tokenizer, as transformers' MarianTokenizer (the

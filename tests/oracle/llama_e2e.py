@@ -299,80 +299,100 @@ def gpt2_case(args, rng, tokens, in_path):
 
 
 def text_cases(args, rng):
-    """Text in and out through the tokenizer.json an artifact carries (the Llama 3
-    layout of tests/tokenizers/bpe): `tokenize` gives the ids `tokenizers` gave
-    (the golden data), `generate --prompt-file` equals `generate --prompt-ids-file`
-    on those ids decoded by `tokenize --decode`, `--stream` prints the same text,
-    and the ids follow greedy recomputation with the oracle."""
+    """Text in and out through the tokenizer an artifact carries: a tokenizer.json in
+    Llama 3's layout (tests/tokenizers/bpe) and a tokenizer.model in Llama 2's
+    (tests/tokenizers/llama-spm). `tokenize` gives the ids transformers gave (the
+    golden data), `generate --prompt-file` equals `generate --prompt-ids-file` on those
+    ids decoded by `tokenize --decode`, `--stream` prints the same text, the ids follow
+    greedy recomputation with the oracle, and generation_config.json's eos_token_id
+    list stops it."""
     ok = True
-    bpe = os.path.join(HERE, "..", "tokenizers", "bpe")
-    with open(os.path.join(bpe, "tokenizer-llama3.json")) as f:
-        tok = json.load(f)
-    vocab = max(max(tok["model"]["vocab"].values()), max(a["id"] for a in tok["added_tokens"])) + 1
-    ids_of = {a["content"]: a["id"] for a in tok["added_tokens"]}
-    cfg = dict(LLAMA, vocab_size=vocab, bos_token_id=ids_of["<|begin_of_text|>"],
-               eos_token_id=ids_of["<|end_of_text|>"])
-    model = os.path.join(args.workdir, "text-llama")
-    weights = llama_weights(cfg, rng)
-    write_dir(model, cfg, weights)
-    shutil.copy(os.path.join(bpe, "tokenizer-llama3.json"), os.path.join(model, "tokenizer.json"))
-    out = os.path.join(args.workdir, "text-llama-out")
-    run([args.transfuse, "compile", model, "-o", out, "--max-seq-len", "48", "--max-batch", "3"])
-    # Three corpus lines with what `tokenizers` made of them.
-    with gzip.open(os.path.join(bpe, "golden.jsonl.gz"), "rt", encoding="utf-8") as f:
-        records = [json.loads(line) for line in f]
-    picks = [r for r in records if "t" in r and "\n" not in r["t"] and 4 < len(r["l"][0]) < 20]
-    picks = [picks[0], next(r for r in picks if any(ord(c) > 0x3000 for c in r["t"])), picks[-1]]
-    prompts = os.path.join(args.workdir, "text-prompts.txt")
-    with open(prompts, "w", encoding="utf-8") as f:
-        f.write("".join(r["t"] + "\n" for r in picks))
-    got = run([args.transfuse, "tokenize", out, "--input", prompts]).stdout.split("\n")[:3]
-    want = [" ".join(map(str, r["l"][0])) for r in picks]
-    same = got == want
-    print(f"tokenize: {'equal to' if same else 'DIFFERS from'} tokenizers' ids ({got} vs {want})")
-    ok &= same
-    ids_file = os.path.join(args.workdir, "text-prompt-ids.txt")
-    with open(ids_file, "w") as f:
-        f.write("".join(w + "\n" for w in want))
-    common = ["--weights", model, "--max-new", "8", "--min-len", "8"]
-    new_ids = run([args.transfuse, "generate", out, "--prompt-ids-file", ids_file] + common).stdout
-    new_ids_file = os.path.join(args.workdir, "text-new-ids.txt")
-    with open(new_ids_file, "w") as f:
-        f.write(new_ids)
-    decoded = run([args.transfuse, "tokenize", out, "--decode", "--input", new_ids_file]).stdout
-    text = run([args.transfuse, "generate", out, "--prompt-file", prompts] + common).stdout
-    same = text == decoded
-    print(f"generate --prompt-file: {'equal to' if same else 'DIFFERS from'} the ids' text "
-          f"({text!r} vs {decoded!r})")
-    ok &= same
-    streamed = run([args.transfuse, "generate", out, "--prompt-file", prompts, "--stream"] +
-                   common).stdout
-    same = streamed == text
-    print(f"generate --stream: {'the same text' if same else 'DIFFERENT text'} ({streamed!r})")
-    ok &= same
-    first = [int(x) for x in new_ids.split("\n")[0].split()]
-    want_ids = greedy(lambda t: oracle.llama(cfg, weights, t), picks[0]["l"][0], 8,
-                      cfg["eos_token_id"])
-    if want_ids is not None:
-        same = first == want_ids
-        print(f"generate from text, prompt 0: {'equal to' if same else 'DIFFERS from'} greedy "
-              f"recomputation ({first} vs {want_ids})")
+    here = os.path.join(HERE, "..", "tokenizers")
+    for name, files, golden in (
+            ("llama3", {"tokenizer.json": "bpe/tokenizer-llama3.json"}, "bpe/golden.jsonl.gz"),
+            ("llama2", {"tokenizer.model": "llama-spm/tokenizer.model",
+                        "tokenizer_config.json": "llama-spm/tokenizer_config.json"},
+             "llama-spm/golden.jsonl.gz")):
+        with gzip.open(os.path.join(here, golden), "rt", encoding="utf-8") as f:
+            records = [json.loads(line) for line in f]
+        ids_of = (lambda r: r["l"][0]) if name == "llama3" else (lambda r: r["ids"])
+        vocab = max(max(ids_of(r)) for r in records if "t" in r and ids_of(r)) + 1
+        if name == "llama3":
+            with open(os.path.join(here, files["tokenizer.json"])) as f:
+                tok = json.load(f)
+            vocab = max(max(tok["model"]["vocab"].values()),
+                        max(a["id"] for a in tok["added_tokens"])) + 1
+            specials = {a["content"]: a["id"] for a in tok["added_tokens"]}
+            bos, eos = specials["<|begin_of_text|>"], specials["<|end_of_text|>"]
+        else:
+            vocab, bos, eos = 1000, 1, 2
+        cfg = dict(LLAMA, vocab_size=vocab, bos_token_id=bos, eos_token_id=eos)
+        model = os.path.join(args.workdir, f"text-{name}")
+        weights = llama_weights(cfg, rng)
+        write_dir(model, cfg, weights)
+        for dst, src in files.items():
+            shutil.copy(os.path.join(here, src), os.path.join(model, dst))
+        out = os.path.join(args.workdir, f"text-{name}-out")
+        run([args.transfuse, "compile", model, "-o", out, "--max-seq-len", "48", "--max-batch",
+             "3"])
+        # Three corpus lines with what transformers made of them.
+        picks = [r for r in records if "t" in r and "\n" not in r["t"] and
+                 4 < len(ids_of(r)) < 20]
+        picks = [picks[0], next(r for r in picks if any(ord(c) > 0x3000 for c in r["t"])),
+                 picks[-1]]
+        prompts = os.path.join(args.workdir, f"text-{name}-prompts.txt")
+        with open(prompts, "w", encoding="utf-8") as f:
+            f.write("".join(r["t"] + "\n" for r in picks))
+        got = run([args.transfuse, "tokenize", out, "--input", prompts]).stdout.split("\n")[:3]
+        want = [" ".join(map(str, ids_of(r))) for r in picks]
+        same = got == want
+        print(f"{name} tokenize: {'equal to' if same else 'DIFFERS from'} transformers' ids "
+              f"({got} vs {want})")
         ok &= same
-    # generation_config.json's eos_token_id list ends a continuation at any of its
-    # ids: here at the token greedy chooses first, so nothing is generated.
-    with open(os.path.join(out, "generation_config.json"), "w") as f:
-        json.dump({"eos_token_id": [cfg["eos_token_id"], first[0]]}, f)
-    one = os.path.join(args.workdir, "text-prompt-0.txt")
-    with open(one, "w") as f:
-        f.write(want[0] + "\n")
-    stopped = run([args.transfuse, "generate", out, "--prompt-ids-file", one, "--weights", model,
-                   "--max-new", "8"]).stdout
-    os.remove(os.path.join(out, "generation_config.json"))
-    fine = stopped == "\n"
-    print(f"generation_config.json's eos_token_id list: {'stops' if fine else 'DOES NOT stop'} "
-          f"at its second id ({stopped!r})")
-    ok &= fine
-    # An artifact without a tokenizer.json takes no text.
+        ids_file = os.path.join(args.workdir, f"text-{name}-prompt-ids.txt")
+        with open(ids_file, "w") as f:
+            f.write("".join(w + "\n" for w in want))
+        common = ["--weights", model, "--max-new", "8", "--min-len", "8"]
+        new_ids = run([args.transfuse, "generate", out, "--prompt-ids-file", ids_file] +
+                      common).stdout
+        new_ids_file = os.path.join(args.workdir, f"text-{name}-new-ids.txt")
+        with open(new_ids_file, "w") as f:
+            f.write(new_ids)
+        decoded = run([args.transfuse, "tokenize", out, "--decode", "--input",
+                       new_ids_file]).stdout
+        text = run([args.transfuse, "generate", out, "--prompt-file", prompts] + common).stdout
+        same = text == decoded
+        print(f"{name} generate --prompt-file: {'equal to' if same else 'DIFFERS from'} the ids' "
+              f"text ({text!r} vs {decoded!r})")
+        ok &= same
+        streamed = run([args.transfuse, "generate", out, "--prompt-file", prompts, "--stream"] +
+                       common).stdout
+        same = streamed == text
+        print(f"{name} generate --stream: {'the same text' if same else 'DIFFERENT text'} "
+              f"({streamed!r})")
+        ok &= same
+        first = [int(x) for x in new_ids.split("\n")[0].split()]
+        want_ids = greedy(lambda t: oracle.llama(cfg, weights, t), ids_of(picks[0]), 8, eos)
+        if want_ids is not None:
+            same = first == want_ids
+            print(f"{name} generate from text, prompt 0: {'equal to' if same else 'DIFFERS from'}"
+                  f" greedy recomputation ({first} vs {want_ids})")
+            ok &= same
+        # generation_config.json's eos_token_id list ends a continuation at any of
+        # its ids: here at the token greedy chooses first, so nothing is generated.
+        with open(os.path.join(out, "generation_config.json"), "w") as f:
+            json.dump({"eos_token_id": [eos, first[0]]}, f)
+        one = os.path.join(args.workdir, f"text-{name}-prompt-0.txt")
+        with open(one, "w") as f:
+            f.write(want[0] + "\n")
+        stopped = run([args.transfuse, "generate", out, "--prompt-ids-file", one, "--weights",
+                       model, "--max-new", "8"]).stdout
+        os.remove(os.path.join(out, "generation_config.json"))
+        fine = stopped == "\n"
+        print(f"{name} generation_config.json's eos_token_id list: "
+              f"{'stops' if fine else 'DOES NOT stop'} at its second id ({stopped!r})")
+        ok &= fine
+    # An artifact without a tokenizer takes no text.
     p = run([args.transfuse, "generate", os.path.join(args.workdir, "out-llama-all"), "--prompt",
              "hello", "--max-new", "2"], expect_ok=False)
     fine = p.returncode != 0 and "carries no tokenizer.json" in p.stderr and not p.stdout

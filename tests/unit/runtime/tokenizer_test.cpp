@@ -6,6 +6,9 @@
 // holds, for 1209 lines (Multi30k, the byte-level corpus's accents, CJK,
 // emoji and code, language codes), the source ids and the decode of the
 // target ids, with a joint and with separate vocabularies; then the errors.
+// A Llama 2 / Mistral tokenizer.model against transformers' LlamaTokenizerFast
+// (tests/tokenizers/llama-spm, made by make_llama_spm_golden.py): BOS and
+// the SentencePiece ids of 1409 lines, and their decode.
 #include "runtime/host/Tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -183,6 +186,37 @@ TEST_F(MarianTokenizerTest, ErrorsNameTheFile) {
   auto badId = MarianTokenizer::load(dir);
   ASSERT_FALSE(badId.isOk());
   EXPECT_EQ(badId.status().message(), dir_.file("vocab.json") + ": the id of \"<unk>\" is not a valid id");
+}
+
+// ----------------------------------------------------- Llama tokenizer.model
+
+TEST(LlamaSentencePieceTest, EveryLineMatchesTransformers) {
+  const std::string dir = std::string(TRANSFUSE_SOURCE_DIR) + "/tests/tokenizers/llama-spm";
+  auto tok = LlamaSentencePiece::load(dir);
+  ASSERT_TRUE(tok.isOk()) << tok.status().message();
+  auto lines = readTextLines(dir + "/golden.jsonl.gz");
+  ASSERT_TRUE(lines.isOk()) << lines.status().message();
+  int checked = 0, failed = 0;
+  std::string report;
+  for (size_t i = 0; i < lines->size(); ++i) {
+    auto rec = JsonValue::parse((*lines)[i]);
+    ASSERT_TRUE(rec.isOk()) << "golden line " << i + 1;
+    const std::string text = rec->find("t")->asString();
+    std::vector<int32_t> want;
+    for (const JsonValue& x : rec->find("ids")->asArray())
+      want.push_back(static_cast<int32_t>(x.asInt64()));
+    std::vector<int32_t> ids = (*tok)->encodePrompt(text);
+    std::string decoded = (*tok)->decode(want);
+    ++checked;
+    std::string why;
+    if (ids != want) why += "ids ours " + showIds(ids) + " hf " + showIds(want) + "; ";
+    if (decoded != rec->find("d")->asString())
+      why += "decode ours \"" + decoded + "\" hf \"" + rec->find("d")->asString() + "\"";
+    if (!why.empty() && failed++ < 8)
+      report += "golden line " + std::to_string(i + 1) + " (\"" + text + "\"): " + why + "\n";
+  }
+  EXPECT_GT(checked, 1400);
+  EXPECT_EQ(failed, 0) << failed << " of " << checked << " differ\n" << report;
 }
 
 }  // namespace
