@@ -211,10 +211,10 @@ GPT2 = {
 }
 
 
-def gpt2_weights(rng):
+def gpt2_weights(rng, cfg=GPT2):
     """A GPT2LMHeadModel's weights as it saves them (Conv1D [in, out],
     `transformer.` names, the attention's causal buffers, the head tied)."""
-    d, V, L, P = GPT2["n_embd"], GPT2["vocab_size"], GPT2["n_layer"], GPT2["n_positions"]
+    d, V, L, P = cfg["n_embd"], cfg["vocab_size"], cfg["n_layer"], cfg["n_positions"]
     r = lambda *s: (0.2 * rng.standard_normal(s)).astype(np.float32)
     w = {"transformer.wte.weight": r(V, d), "transformer.wpe.weight": r(P, d),
          "transformer.ln_f.weight": 1 + r(d), "transformer.ln_f.bias": r(d)}
@@ -273,19 +273,23 @@ def golden_cases(args):
     return ok
 
 
+def gpt2_logits(cfg, w, tokens):
+    """oracle.decoder_only on a GPT-2 config, mapped here."""
+    ours = {"d_model": cfg["n_embd"], "num_heads": cfg["n_head"], "num_layers": cfg["n_layer"],
+            "vocab_size": cfg["vocab_size"], "max_seq_len": cfg["n_positions"],
+            "layer_norm_eps": 1e-5, "activation": "gelu_tanh", "norm_position": "pre",
+            "positional": "learned", "final_norm": True, "tie_output": True, "pad_id": None}
+    return oracle.decoder_only(ours, oracle.Weights(w, strip_prefix="transformer."),
+                               np.asarray(tokens).astype(np.int64))
+
+
 def gpt2_case(args, rng, tokens, in_path):
     """A GPT2LMHeadModel directory against oracle.decoder_only with the config
     mapped here."""
-    d, V, L, P = GPT2["n_embd"], GPT2["vocab_size"], GPT2["n_layer"], GPT2["n_positions"]
     w = gpt2_weights(rng)
     model = os.path.join(args.workdir, "gpt2")
     write_dir(model, GPT2, w)
-    ours = {"d_model": d, "num_heads": GPT2["n_head"], "num_layers": L, "vocab_size": V,
-            "max_seq_len": P, "layer_norm_eps": 1e-5, "activation": "gelu_tanh",
-            "norm_position": "pre", "positional": "learned", "final_norm": True,
-            "tie_output": True, "pad_id": None}
-    want = oracle.decoder_only(ours, oracle.Weights(w, strip_prefix="transformer."),
-                               tokens.astype(np.int64))
+    want = gpt2_logits(GPT2, w, tokens)
     ok = True
     for fusion in ("none", "all"):
         out = os.path.join(args.workdir, f"out-gpt2-{fusion}")
@@ -300,8 +304,8 @@ def gpt2_case(args, rng, tokens, in_path):
 
 def text_cases(args, rng):
     """Text in and out through the tokenizer an artifact carries: a tokenizer.json in
-    Llama 3's layout (tests/tokenizers/bpe) and a tokenizer.model in Llama 2's
-    (tests/tokenizers/llama-spm). `tokenize` gives the ids transformers gave (the
+    GPT-2's and in Llama 3's layout (tests/tokenizers/bpe) and a tokenizer.model in
+    Llama 2's (tests/tokenizers/llama-spm). `tokenize` gives the ids transformers gave (the
     golden data), `generate --prompt-file` equals `generate --prompt-ids-file` on those
     ids decoded by `tokenize --decode`, `--stream` prints the same text, the ids follow
     greedy recomputation with the oracle, and generation_config.json's eos_token_id
@@ -309,31 +313,39 @@ def text_cases(args, rng):
     ok = True
     here = os.path.join(HERE, "..", "tokenizers")
     for name, files, golden in (
+            ("gpt2", {"tokenizer.json": "bpe/tokenizer-gpt2.json"}, "bpe/golden.jsonl.gz"),
             ("llama3", {"tokenizer.json": "bpe/tokenizer-llama3.json"}, "bpe/golden.jsonl.gz"),
             ("llama2", {"tokenizer.model": "llama-spm/tokenizer.model",
                         "tokenizer_config.json": "llama-spm/tokenizer_config.json"},
              "llama-spm/golden.jsonl.gz")):
         with gzip.open(os.path.join(here, golden), "rt", encoding="utf-8") as f:
             records = [json.loads(line) for line in f]
-        ids_of = (lambda r: r["l"][0]) if name == "llama3" else (lambda r: r["ids"])
-        vocab = max(max(ids_of(r)) for r in records if "t" in r and ids_of(r)) + 1
-        if name == "llama3":
+        key = {"gpt2": "g", "llama3": "l"}.get(name)
+        ids_of = (lambda r: r[key][0]) if key else (lambda r: r["ids"])
+        if key:
             with open(os.path.join(here, files["tokenizer.json"])) as f:
                 tok = json.load(f)
             vocab = max(max(tok["model"]["vocab"].values()),
                         max(a["id"] for a in tok["added_tokens"])) + 1
             specials = {a["content"]: a["id"] for a in tok["added_tokens"]}
-            bos, eos = specials["<|begin_of_text|>"], specials["<|end_of_text|>"]
+            bos, eos = ((specials["<|begin_of_text|>"], specials["<|end_of_text|>"])
+                        if name == "llama3" else (specials["<|endoftext|>"],) * 2)
         else:
             vocab, bos, eos = 1000, 1, 2
-        cfg = dict(LLAMA, vocab_size=vocab, bos_token_id=bos, eos_token_id=eos)
         model = os.path.join(args.workdir, f"text-{name}")
-        weights = llama_weights(cfg, rng)
+        if name == "gpt2":
+            cfg = dict(GPT2, vocab_size=vocab, bos_token_id=bos, eos_token_id=eos)
+            weights = gpt2_weights(rng, cfg)
+            logits_of = lambda t: gpt2_logits(cfg, weights, t)  # noqa: E731
+        else:
+            cfg = dict(LLAMA, vocab_size=vocab, bos_token_id=bos, eos_token_id=eos)
+            weights = llama_weights(cfg, rng)
+            logits_of = lambda t: oracle.llama(cfg, weights, t)  # noqa: E731
         write_dir(model, cfg, weights)
         for dst, src in files.items():
             shutil.copy(os.path.join(here, src), os.path.join(model, dst))
         out = os.path.join(args.workdir, f"text-{name}-out")
-        run([args.transfuse, "compile", model, "-o", out, "--max-seq-len", "48", "--max-batch",
+        run([args.transfuse, "compile", model, "-o", out, "--max-seq-len", "32", "--max-batch",
              "3"])
         # Three corpus lines with what transformers made of them.
         picks = [r for r in records if "t" in r and "\n" not in r["t"] and
@@ -372,7 +384,7 @@ def text_cases(args, rng):
               f"({streamed!r})")
         ok &= same
         first = [int(x) for x in new_ids.split("\n")[0].split()]
-        want_ids = greedy(lambda t: oracle.llama(cfg, weights, t), ids_of(picks[0]), 8, eos)
+        want_ids = greedy(logits_of, ids_of(picks[0]), 8, eos)
         if want_ids is not None:
             same = first == want_ids
             print(f"{name} generate from text, prompt 0: {'equal to' if same else 'DIFFERS from'}"
