@@ -156,6 +156,36 @@ std::string compareEncoding(const HfTokenizer& tok, const JsonValue& rec,
   return why;
 }
 
+// Decodes every decode record ({"d": ids, KEY: [skip specials, keep them]})
+// of the golden data `which` with the tokenizer of each key; expects
+// tokenizers' texts and more than 500 of them.
+void expectDecodesMatch(const std::string& which, const std::vector<const char*>& keys,
+                        const char* (*file)(const std::string&)) {
+  int checked = 0, failed = 0;
+  std::string report;
+  for (const auto& [line, rec] : golden(which).records) {
+    const JsonValue* ids = rec.find("d");
+    if (!ids) continue;
+    for (const char* key : keys) {
+      const JsonValue* expected = rec.find(key);
+      if (!expected) continue;
+      const HfTokenizer* tok = load(file(key), which);
+      ASSERT_NE(tok, nullptr) << file(key);
+      for (int keep = 0; keep < 2; ++keep) {
+        ++checked;
+        std::string ours = tok->decode(intsOf(*ids), /*skipSpecial=*/keep == 0);
+        const std::string& hf = expected->asArray()[keep].asString();
+        if (ours != hf && failed++ < 10)
+          report += "golden line " + std::to_string(line) + " (" + file(key) +
+                    (keep ? ", specials kept" : "") + "): ours " + asJson(ours) + " hf " +
+                    asJson(hf) + "\n";
+      }
+    }
+  }
+  EXPECT_GT(checked, 500);
+  EXPECT_EQ(failed, 0) << report;
+}
+
 TEST(WordPieceGolden, EveryRecordMatchesTokenizers) {
   const Golden& g = golden();
   ASSERT_GT(g.records.size(), 2000u);
@@ -221,28 +251,7 @@ TEST(WordPieceGolden, VocabTxtGivesTheTokenizerJsonIds) {
 }
 
 TEST(WordPieceGolden, DecodeMatchesTokenizers) {
-  int checked = 0, failed = 0;
-  std::string report;
-  for (const auto& [line, rec] : golden().records) {
-    const JsonValue* ids = rec.find("d");
-    if (!ids) continue;
-    for (const char* key : kConfigs) {
-      const JsonValue* expected = rec.find(key);
-      if (!expected) continue;
-      LOAD(tok, fileOf(key));
-      for (int keep = 0; keep < 2; ++keep) {
-        ++checked;
-        std::string ours = tok.decode(intsOf(*ids), /*skipSpecial=*/keep == 0);
-        const std::string& hf = expected->asArray()[keep].asString();
-        if (ours != hf && failed++ < 10)
-          report += "golden line " + std::to_string(line) + " (" + fileOf(key) +
-                    (keep ? ", specials kept" : "") + "): ours " + asJson(ours) + " hf " +
-                    asJson(hf) + "\n";
-      }
-    }
-  }
-  EXPECT_GT(checked, 500);
-  EXPECT_EQ(failed, 0) << report;
+  expectDecodesMatch("wordpiece", {std::begin(kConfigs), std::end(kConfigs)}, fileOf);
 }
 
 // --------------------------------------------------------- the pipeline
@@ -632,28 +641,7 @@ TEST(BpeGolden, EveryLineMatchesTokenizers) {
 }
 
 TEST(BpeGolden, DecodeMatchesTokenizers) {
-  int checked = 0, failed = 0;
-  std::string report;
-  for (const auto& [line, rec] : golden("bpe").records) {
-    const JsonValue* ids = rec.find("d");
-    if (!ids) continue;
-    for (const char* key : kBpeConfigs) {
-      const JsonValue* expected = rec.find(key);
-      if (!expected) continue;
-      LOAD_BPE(tok, key);
-      for (int keep = 0; keep < 2; ++keep) {
-        ++checked;
-        std::string ours = tok.decode(intsOf(*ids), /*skipSpecial=*/keep == 0);
-        const std::string& hf = expected->asArray()[keep].asString();
-        if (ours != hf && failed++ < 10)
-          report += "golden line " + std::to_string(line) + " (" + bpeFileOf(key) +
-                    (keep ? ", specials kept" : "") + "): ours " + asJson(ours) + " hf " +
-                    asJson(hf) + "\n";
-      }
-    }
-  }
-  EXPECT_GT(checked, 500);
-  EXPECT_EQ(failed, 0) << report;
+  expectDecodesMatch("bpe", {std::begin(kBpeConfigs), std::end(kBpeConfigs)}, bpeFileOf);
 }
 
 TEST(Bpe, TemplateAddsBosAndSpecialsAreWholeTokens) {

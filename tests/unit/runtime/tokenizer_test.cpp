@@ -105,6 +105,32 @@ TEST(TokenizerTest, SpecialIdsMustDifferAndFit) {
 
 std::string marianDir() { return std::string(TRANSFUSE_SOURCE_DIR) + "/tests/tokenizers/marian"; }
 
+// The records of a golden.jsonl.gz, one JSON object a line (a failure and
+// none when it does not read).
+std::vector<JsonValue> goldenRecords(const std::string& path) {
+  std::vector<JsonValue> records;
+  auto lines = readTextLines(path);
+  if (!lines.isOk()) {
+    ADD_FAILURE() << lines.status().message();
+    return records;
+  }
+  for (size_t i = 0; i < lines->size(); ++i) {
+    auto rec = JsonValue::parse((*lines)[i]);
+    if (!rec.isOk()) {
+      ADD_FAILURE() << path << ": golden line " << i + 1 << ": " << rec.status().message();
+      return {};
+    }
+    records.push_back(std::move(*rec));
+  }
+  return records;
+}
+
+std::vector<int32_t> intsOf(const JsonValue& v) {
+  std::vector<int32_t> out;
+  for (const JsonValue& x : v.asArray()) out.push_back(static_cast<int32_t>(x.asInt64()));
+  return out;
+}
+
 std::string showIds(const std::vector<int32_t>& ids) {
   std::string s;
   for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
@@ -131,28 +157,21 @@ TEST_F(MarianTokenizerTest, EveryLineMatchesTransformers) {
   ASSERT_TRUE(joint.isOk()) << joint.status().message();
   auto separate = MarianTokenizer::load(separateDir());
   ASSERT_TRUE(separate.isOk()) << separate.status().message();
-  auto lines = readTextLines(marianDir() + "/golden.jsonl.gz");
-  ASSERT_TRUE(lines.isOk()) << lines.status().message();
+  const std::vector<JsonValue> records = goldenRecords(marianDir() + "/golden.jsonl.gz");
   int checked = 0, failed = 0;
   std::string report;
-  for (size_t i = 0; i < lines->size(); ++i) {
-    auto rec = JsonValue::parse((*lines)[i]);
-    ASSERT_TRUE(rec.isOk()) << "golden line " << i + 1;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const JsonValue* rec = &records[i];
     const std::string text = rec->find("t")->asString();
     for (auto [key, tok] : {std::pair{"j", joint->get()}, {"s", separate->get()}}) {
       const auto& want = rec->find(key)->asArray();
-      auto ints = [](const JsonValue& v) {
-        std::vector<int32_t> out;
-        for (const JsonValue& x : v.asArray()) out.push_back(static_cast<int32_t>(x.asInt64()));
-        return out;
-      };
       ++checked;
       std::vector<int32_t> source = tok->encode(text);
       source.push_back(tok->eosId());  // the model's convention: ids EOS
       std::string why;
-      if (source != ints(want[0]))
-        why += "source ours " + showIds(source) + " hf " + showIds(ints(want[0])) + "; ";
-      std::string decoded = tok->decode(ints(want[1]));
+      if (source != intsOf(want[0]))
+        why += "source ours " + showIds(source) + " hf " + showIds(intsOf(want[0])) + "; ";
+      std::string decoded = tok->decode(intsOf(want[1]));
       if (decoded != want[2].asString())
         why += "decode ours \"" + decoded + "\" hf \"" + want[2].asString() + "\"";
       if (!why.empty() && failed++ < 8)
@@ -194,17 +213,13 @@ TEST(LlamaSentencePieceTest, EveryLineMatchesTransformers) {
   const std::string dir = std::string(TRANSFUSE_SOURCE_DIR) + "/tests/tokenizers/llama-spm";
   auto tok = LlamaSentencePiece::load(dir);
   ASSERT_TRUE(tok.isOk()) << tok.status().message();
-  auto lines = readTextLines(dir + "/golden.jsonl.gz");
-  ASSERT_TRUE(lines.isOk()) << lines.status().message();
+  const std::vector<JsonValue> records = goldenRecords(dir + "/golden.jsonl.gz");
   int checked = 0, failed = 0;
   std::string report;
-  for (size_t i = 0; i < lines->size(); ++i) {
-    auto rec = JsonValue::parse((*lines)[i]);
-    ASSERT_TRUE(rec.isOk()) << "golden line " << i + 1;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const JsonValue* rec = &records[i];
     const std::string text = rec->find("t")->asString();
-    std::vector<int32_t> want;
-    for (const JsonValue& x : rec->find("ids")->asArray())
-      want.push_back(static_cast<int32_t>(x.asInt64()));
+    const std::vector<int32_t> want = intsOf(*rec->find("ids"));
     std::vector<int32_t> ids = (*tok)->encodePrompt(text);
     std::string decoded = (*tok)->decode(want);
     ++checked;
