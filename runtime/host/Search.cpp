@@ -326,7 +326,8 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
       if (o.sample) {
         logProbs.resize(v);
         for (int32_t j = 0; j < v; ++j) logProbs[j] = lp(j);
-        for (int32_t t : banned) logProbs[t] = kNegInf;
+        for (int32_t t : banned)
+          if (t >= 0 && t < v) logProbs[t] = kNegInf;  // a stop id may lie outside
         // Keyed by the output's own step: the same draws however it was fed.
         int32_t t = draw(logProbs, o, (uint64_t)(step - (int64_t)s.feed.size()), (uint64_t)s.line);
         c.push_back({beam.logProb + logProbs[t], i, t});
