@@ -1,5 +1,6 @@
-// Fuzz target: a Hugging Face directory's config.json (the BERT family's keys,
-// sentence-transformers modules aside) through loadHuggingFaceDirectory:
+// Fuzz target: a Hugging Face directory's config.json (seeds: BERT, Llama 3 in
+// transformers 5's spelling, Marian; sentence-transformers modules aside)
+// through loadHuggingFaceDirectory:
 // every input is refused with an error naming the file, or builds a module
 // that verifies. Sizes are capped so that building stays fast (a config of
 // 1024 layers is valid and slow, which would starve the search).
@@ -37,7 +38,9 @@ bool small(llvm::StringRef text) {
   const std::pair<const char*, int64_t> caps[] = {
       {"num_hidden_layers", 3}, {"hidden_size", 256},       {"intermediate_size", 1024},
       {"vocab_size", 4096},     {"max_position_embeddings", 512}, {"type_vocab_size", 16},
-      {"num_attention_heads", 16}};
+      {"num_attention_heads", 16}, {"d_model", 256},          {"encoder_layers", 3},
+      {"decoder_layers", 3},        {"encoder_ffn_dim", 1024},  {"decoder_ffn_dim", 1024},
+      {"decoder_vocab_size", 4096}};
   for (const auto& [key, cap] : caps)
     if (std::optional<int64_t> v = o->getInteger(key); v && *v > cap) return false;
   return true;
