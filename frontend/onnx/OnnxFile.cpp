@@ -11,6 +11,10 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <cstring>
 #include <limits>
 
 using namespace mlir::transfuse;
@@ -119,6 +123,136 @@ std::optional<int64_t> onnx_import::elementBytes(int32_t dataType) {
   default:
     return std::nullopt;
   }
+}
+
+namespace {
+
+// IEEE half to float, exactly (subnormals, infinities and NaN included).
+float halfToFloat(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff, bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else { // subnormal: normalize
+    exponent = 113;
+    while (!(mantissa & 0x400)) {
+      mantissa <<= 1;
+      --exponent;
+    }
+    bits = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+float bf16ToFloat(uint16_t b) {
+  const uint32_t bits = (uint32_t)b << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// Little-endian element `i` of width `width` bytes in `raw`.
+uint64_t rawElement(const std::string &raw, size_t i, size_t width) {
+  uint64_t v = 0;
+  for (size_t b = 0; b < width; ++b)
+    v |= (uint64_t)(uint8_t)raw[i * width + b] << (8 * b);
+  return v;
+}
+
+} // namespace
+
+bool onnx_import::TensorValues::isFloat() const {
+  return dataType == onnx::TensorProto::FLOAT || dataType == onnx::TensorProto::FLOAT16 ||
+         dataType == onnx::TensorProto::BFLOAT16 || dataType == onnx::TensorProto::DOUBLE;
+}
+
+llvm::Expected<onnx_import::TensorValues> onnx_import::readTensor(const onnx::TensorProto &t,
+                                                                  llvm::StringRef where) {
+  using T = onnx::TensorProto;
+  const std::string what = where.str() + ": tensor '" + t.name() + "'";
+  TensorValues v;
+  v.dataType = t.data_type();
+  uint64_t count = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0 || (d > 0 && count > (uint64_t{1} << 40) / (uint64_t)d))
+      return fail(what + ": dims [" + llvm::join(llvm::map_range(t.dims(), [](int64_t x) {
+                    return std::to_string(x);
+                  }), ", ") + "] are negative or too large");
+    count *= (uint64_t)d;
+    v.dims.push_back(d);
+  }
+  std::optional<int64_t> width = elementBytes(t.data_type());
+  const bool known = width && t.data_type() != T::UINT16 && t.data_type() != T::INT16 &&
+                     t.data_type() != T::UINT32 && t.data_type() != T::UINT64;
+  if (!known)
+    return fail(what + ": data type " + llvm::Twine(t.data_type()) +
+                " is not supported (float, float16, bfloat16, double, int64, int32, int8, "
+                "uint8, bool are)");
+  const bool raw = t.has_raw_data();
+  // The typed field each type is stored in (onnx.proto), and its length.
+  int64_t typed = 0;
+  switch (t.data_type()) {
+  case T::FLOAT: typed = t.float_data_size(); break;
+  case T::DOUBLE: typed = t.double_data_size(); break;
+  case T::INT64: typed = t.int64_data_size(); break;
+  default: typed = t.int32_data_size(); break; // int32, int8, uint8, bool, float16, bfloat16
+  }
+  const uint64_t have = raw ? t.raw_data().size() / (uint64_t)*width : (uint64_t)typed;
+  if ((raw && t.raw_data().size() % *width) || have != count)
+    return fail(what + ": holds " + llvm::Twine(raw ? t.raw_data().size() : (uint64_t)typed) +
+                (raw ? " bytes" : " values") + " for dims that need " + llvm::Twine(count) +
+                (raw ? " values of " + llvm::Twine(*width) + " bytes" : llvm::Twine(" values")));
+  for (uint64_t i = 0; i < count; ++i) {
+    switch (t.data_type()) {
+    case T::FLOAT: {
+      if (raw) {
+        uint32_t bits = (uint32_t)rawElement(t.raw_data(), i, 4);
+        float f;
+        std::memcpy(&f, &bits, sizeof f);
+        v.floats.push_back(f);
+      } else {
+        v.floats.push_back(t.float_data((int)i));
+      }
+      break;
+    }
+    case T::DOUBLE: {
+      double d;
+      if (raw) {
+        uint64_t bits = rawElement(t.raw_data(), i, 8);
+        std::memcpy(&d, &bits, sizeof d);
+      } else {
+        d = t.double_data((int)i);
+      }
+      v.floats.push_back((float)d);
+      break;
+    }
+    case T::FLOAT16:
+    case T::BFLOAT16: {
+      uint16_t bits = raw ? (uint16_t)rawElement(t.raw_data(), i, 2) : (uint16_t)t.int32_data((int)i);
+      v.floats.push_back(t.data_type() == T::FLOAT16 ? halfToFloat(bits) : bf16ToFloat(bits));
+      break;
+    }
+    case T::INT64:
+      v.ints.push_back(raw ? (int64_t)rawElement(t.raw_data(), i, 8) : t.int64_data((int)i));
+      break;
+    case T::INT32:
+      v.ints.push_back(raw ? (int64_t)(int32_t)rawElement(t.raw_data(), i, 4) : t.int32_data((int)i));
+      break;
+    case T::INT8:
+      v.ints.push_back(raw ? (int64_t)(int8_t)rawElement(t.raw_data(), i, 1) : t.int32_data((int)i));
+      break;
+    default: // UINT8, BOOL
+      v.ints.push_back(raw ? (int64_t)rawElement(t.raw_data(), i, 1) : t.int32_data((int)i));
+      break;
+    }
+  }
+  return v;
 }
 
 llvm::Expected<onnx::ModelProto> onnx_import::readOnnxModel(llvm::StringRef path) {

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace mlir::transfuse::onnx_import {
 
@@ -33,6 +34,22 @@ llvm::Expected<onnx::ModelProto> readOnnxModel(llvm::StringRef path);
 /// Bytes per element of an ONNX TensorProto data type; none for a type
 /// without a fixed width (STRING) or one this frontend does not know.
 std::optional<int64_t> elementBytes(int32_t dataType);
+
+/// A tensor's values as the importer binds them: float32 (float16 and
+/// bfloat16 widened exactly, double narrowed) in `floats`, or int64, int32,
+/// uint8, int8 and bool in `ints`; from raw_data (little-endian) or the
+/// typed field the ONNX schema stores that type in.
+struct TensorValues {
+  int32_t dataType = 0;
+  std::vector<int64_t> dims;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  bool isFloat() const;
+};
+
+/// Errors name `where` (the file) and the tensor: a value count that
+/// disagrees with the dims, negative dims, another data type.
+llvm::Expected<TensorValues> readTensor(const onnx::TensorProto &tensor, llvm::StringRef where);
 
 } // namespace mlir::transfuse::onnx_import
 
