@@ -24,7 +24,6 @@ B·N new tokens).
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,13 +33,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 import safetensors_io  # noqa: E402
+from peers import bench_decode_ms, median_ms, run  # noqa: E402
 
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("failed: %s\n%s" % (" ".join(cmd), (r.stderr or r.stdout)[-2000:]))
-    return r.stdout
 
 
 def main():
@@ -111,20 +105,12 @@ def main():
                                   min_new_tokens=args.new_tokens, do_sample=False,
                                   use_cache=True, pad_token_id=eos)
             assert out.shape == (args.batch, args.prompt_len + args.new_tokens)
-        once()
-        ms, start = [], time.perf_counter()
-        while len(ms) < 3 or time.perf_counter() - start < args.min_seconds:
-            t0 = time.perf_counter()
-            once()
-            ms.append((time.perf_counter() - t0) * 1e3)
-        return float(np.median(ms))
+        return median_ms(once, args.min_seconds)
 
     def ours_run():
-        out = run([args.transfuse, "bench", "decode", args.model, "--weights", weights,
-                   "--batch", str(args.batch), "--src-len", str(args.prompt_len),
-                   "--new-tokens", str(args.new_tokens), "--threads", str(args.threads),
-                   "--min-seconds", str(args.min_seconds), "--json"])
-        return json.loads(out.strip().splitlines()[-1])["median_ms"]
+        return bench_decode_ms(args.transfuse, args.model, weights, args.threads,
+                               args.min_seconds, batch=args.batch, src_len=args.prompt_len,
+                               new_tokens=args.new_tokens)
 
     best = {"transfuse": 1e18, "transformers": 1e18}
     for _ in range(args.repeats):

@@ -21,22 +21,14 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 
 import numpy as np
 
+from peers import bench_decode_ms, ct2_request_ms, ct2_table, run
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKENIZER = os.path.join(ROOT, "tests", "tokenizers", "marian")
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("failed: %s\n%s" % (" ".join(cmd), (r.stderr or r.stdout)[-2000:]))
-    return r.stdout
 
 
 def main():
@@ -108,45 +100,18 @@ def main():
           (same, len(ours)))
 
     def ct2_run(kind, batch, beam):
-        t = ctranslate2.Translator(ct2[kind], device="cpu", intra_threads=args.threads,
-                                   inter_threads=1, compute_type=kind)
-        inputs = [tokens(s) for s in sources[:batch]]
-
-        def once():
-            r = t.translate_batch(inputs, beam_size=beam, max_decoding_length=args.new_tokens,
-                                  min_decoding_length=args.new_tokens, length_penalty=0)
-            assert all(len(x.hypotheses[0]) == args.new_tokens for x in r)
-        once()
-        ms, start = [], time.perf_counter()
-        while len(ms) < 3 or time.perf_counter() - start < args.min_seconds:
-            t0 = time.perf_counter()
-            once()
-            ms.append((time.perf_counter() - t0) * 1e3)
-        return float(np.median(ms))
+        return ct2_request_ms(ct2[kind], kind, args.threads, [tokens(s) for s in sources[:batch]],
+                              beam, args.new_tokens, args.min_seconds)
 
     def ours_run(batch, beam):
-        out = run([args.transfuse, "bench", "decode", model, "--weights", model, "--batch",
-                   str(batch), "--beam", str(beam), "--src-len", str(args.src_len),
-                   "--new-tokens", str(args.new_tokens), "--threads", str(args.threads),
-                   "--min-seconds", str(args.min_seconds), "--json"])
-        return json.loads(out.strip().splitlines()[-1])["median_ms"]
+        return bench_decode_ms(args.transfuse, model, model, args.threads, args.min_seconds,
+                               batch=batch, beam=beam, src_len=args.src_len,
+                               new_tokens=args.new_tokens)
 
     print("Marian 6+6, d 512, vocabulary %d, source %d, %d new tokens, %d threads, "
           "CTranslate2 %s" % (V, args.src_len, args.new_tokens, args.threads,
                               ctranslate2.__version__))
-    print("%-10s %14s %14s %14s %8s" % ("case", "transfuse", "ct2 float32", "ct2 int8", "ratio"))
-    for batch, beam in cases:
-        best = {"transfuse": 1e18, "float32": 1e18, "int8": 1e18}
-        for _ in range(args.repeats):
-            best["transfuse"] = min(best["transfuse"], ours_run(batch, beam))
-            for kind in ("float32", "int8"):
-                best[kind] = min(best[kind], ct2_run(kind, batch, beam))
-        tps = {k: batch * args.new_tokens / (ms / 1e3) for k, ms in best.items()}
-        print("B=%d K=%d   %9.1f tok/s %9.1f tok/s %9.1f tok/s %7.2fx" %
-              (batch, beam, tps["transfuse"], tps["float32"], tps["int8"],
-               tps["transfuse"] / tps["float32"]))
-        sys.stdout.flush()
-
+    ct2_table(cases, args.repeats, args.new_tokens, ours_run, ct2_run)
 
 if __name__ == "__main__":
     main()

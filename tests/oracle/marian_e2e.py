@@ -12,6 +12,7 @@ of Hugging Face's MarianMTModel (marian-golden/, made by make_marian_golden.py);
 bad directories refused with one error naming the key.
 """
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ sys.path.insert(0, HERE)
 import oracle  # noqa: E402
 import safetensors_io  # noqa: E402
 from bert_e2e import check_close, run  # noqa: E402
-from llama_e2e import refused  # noqa: E402
+from llama_e2e import refused, write_dir  # noqa: E402
 
 MARIAN = {
     "architectures": ["MarianMTModel"], "model_type": "marian", "d_model": 32,
@@ -75,14 +76,6 @@ def marian_weights(cfg, rng):
             w[p + "fc2.weight"], w[p + "fc2.bias"] = r(d, f), r(d)
             w[p + "final_layer_norm.weight"], w[p + "final_layer_norm.bias"] = 1 + r(d), r(d)
     return w
-
-
-def write_dir(path, cfg, weights):
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-    safetensors_io.write(os.path.join(path, "model.safetensors"), weights)
 
 
 def inputs(cfg, rng):
@@ -205,7 +198,6 @@ def text_case(args, rng):
     out = model + "-out"
     run([args.transfuse, "compile", model, "-o", out, "--fusion", "all", "--max-seq-len", "48",
          "--max-batch", "4"])
-    import gzip
     with gzip.open(os.path.join(tok_dir, "golden.jsonl.gz"), "rt", encoding="utf-8") as f:
         records = [r for r in map(json.loads, f) if 0 < len(r["j"][0]) < 40][:6]
     texts = os.path.join(args.workdir, "text-sources.txt")

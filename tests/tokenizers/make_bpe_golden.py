@@ -34,8 +34,6 @@ The trainer breaks ties in hash order: a rerun gives other vocabularies and
 ids (the test reads whatever the files say; commit the files of one run
 together).
 """
-import gzip
-import json
 import os
 import random
 import sys
@@ -46,7 +44,7 @@ from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normaliz
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_wordpiece_golden import pools, read  # noqa: E402
+from make_wordpiece_golden import pools, read, write_golden  # noqa: E402
 
 OUT = os.path.join(HERE, "bpe")
 
@@ -171,10 +169,7 @@ def main():
             records.append({"d": part, key: [tok.decode(part, skip_special_tokens=True),
                                              tok.decode(part, skip_special_tokens=False)]})
     path = os.path.join(OUT, "golden.jsonl.gz")
-    with gzip.GzipFile(path, "wb", mtime=0) as f:
-        for r in records:
-            f.write((json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
-                    .encode("utf-8"))
+    write_golden(path, records)
     print(f"tokenizers {tokenizers.__version__}: {len(lines)} corpus lines, {len(records)} "
           f"records -> {path} ({os.path.getsize(path)} bytes)")
 

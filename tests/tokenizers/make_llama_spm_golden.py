@@ -25,7 +25,7 @@ import transformers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_wordpiece_golden import read  # noqa: E402
+from make_wordpiece_golden import read, write_golden  # noqa: E402
 
 OUT = os.path.join(HERE, "llama-spm")
 
@@ -69,10 +69,7 @@ def main():
             differ += 1
         records.append(rec)
     out = os.path.join(OUT, "golden.jsonl.gz")
-    with gzip.GzipFile(out, "wb", mtime=0) as f:
-        for r in records:
-            f.write((json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
-                    .encode("utf-8"))
+    write_golden(out, records)
     print(f"transformers {transformers.__version__}, sentencepiece {spm.__version__}: "
           f"{len(records)} lines ({differ} where the slow tokenizer differs) -> {out} "
           f"({os.path.getsize(out)} bytes; the model {os.path.getsize(path)} bytes)")

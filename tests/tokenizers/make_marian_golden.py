@@ -32,7 +32,7 @@ import transformers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_wordpiece_golden import read  # noqa: E402
+from make_wordpiece_golden import read, write_golden  # noqa: E402
 
 OUT = os.path.join(HERE, "marian")
 
@@ -109,10 +109,7 @@ def main():
         records.append(rec)
     shutil.rmtree(sep_full)
     path = os.path.join(OUT, "golden.jsonl.gz")
-    with gzip.GzipFile(path, "wb", mtime=0) as f:
-        for r in records:
-            f.write((json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
-                    .encode("utf-8"))
+    write_golden(path, records)
     print(f"transformers {transformers.__version__}, sentencepiece {spm.__version__}: "
           f"{len(records)} lines -> {path} ({os.path.getsize(path)} bytes)")
 

@@ -109,6 +109,15 @@ LONG = ["a" * 100, "a" * 101, "b" * 150, "supercalifragilistic" * 6, "é" * 60, 
         "Rindfleischetikettierungsüberwachungsaufgabenübertragungsgesetz"]
 
 
+def write_golden(path, records):
+    """records as JSON lines, gzip'ed reproducibly (no timestamp); the golden files'
+    format."""
+    with gzip.GzipFile(path, "wb", mtime=0) as f:
+        for r in records:
+            f.write((json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
+                    .encode("utf-8"))
+
+
 def pools():
     words = ACCENTED + GREEK + CYRILLIC + CJK + OTHER_SCRIPTS
     return [words, EMOJI, PUNCT, NUMBERS, SPACES, CONTROLS, COMBINING, SPECIAL_TEXT, LONG]
@@ -272,10 +281,7 @@ def main():
                                             toks[key].decode(ids, skip_special_tokens=False)]})
 
     path = os.path.join(OUT, "golden.jsonl.gz")
-    with gzip.GzipFile(path, "wb", mtime=0) as f:
-        for r in records:
-            f.write((json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
-                    .encode("utf-8"))
+    write_golden(path, records)
     n_dec = sum(1 for r in records if "d" in r)
     print(f"tokenizers {tokenizers.__version__}: {len(records) - n_dec} encode records "
           f"({len(lines)} corpus lines), {n_dec} decode records -> {path} "

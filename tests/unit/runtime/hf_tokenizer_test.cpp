@@ -415,9 +415,11 @@ TEST(WordPiece, InvalidUtf8NamesTheByteOffset) {
 
 class WordPieceFiles : public ::testing::Test {
  protected:
-  // The uncased tokenizer.json with `edit` applied, written to the temp dir.
-  std::string variant(const std::string& name, void (*edit)(JsonValue&)) {
-    auto json = JsonValue::parse(readFile(dataDir() + "/tokenizer.json"));
+  // `source` (default: the uncased tokenizer.json) with `edit` applied,
+  // written to the temp dir.
+  std::string variant(const std::string& name, void (*edit)(JsonValue&),
+                      const std::string& source = dataDir() + "/tokenizer.json") {
+    auto json = JsonValue::parse(readFile(source));
     EXPECT_TRUE(json.isOk());
     edit(*json);
     std::string path = dir_.file(name);
@@ -566,9 +568,9 @@ TEST_F(WordPieceFiles, VocabTxtAndConfigErrors) {
   EXPECT_EQ(wrong.status().message(), config + ": do_lower_case: expected true or false");
 }
 
-TEST(WordPiece, ConcurrentEncodesAgree) {
-  LOAD(tok, "tokenizer.json");
-  std::string text = "Zwei junge M\xc3\xa4nner sind im Freien [MASK] \xe4\xb8\xad\xe6\x96\x87.";
+// Four threads encode `text` 200 times each with one tokenizer: every
+// encoding equals the first.
+void expectConcurrentEncodesAgree(const HfTokenizer& tok, const std::string& text) {
   auto want = tok.encode(text);
   ASSERT_TRUE(want.isOk());
   std::vector<std::thread> threads;
@@ -582,6 +584,12 @@ TEST(WordPiece, ConcurrentEncodesAgree) {
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(WordPiece, ConcurrentEncodesAgree) {
+  LOAD(tok, "tokenizer.json");
+  expectConcurrentEncodesAgree(
+      tok, "Zwei junge M\xc3\xa4nner sind im Freien [MASK] \xe4\xb8\xad\xe6\x96\x87.");
 }
 
 // ------------------------------------------------------- byte-level BPE
@@ -662,32 +670,15 @@ TEST(Bpe, TemplateAddsBosAndSpecialsAreWholeTokens) {
 
 TEST(Bpe, ConcurrentEncodesAgree) {
   LOAD_BPE(tok, "q");
-  std::string text = "def f(x):\n    return x ** 2  # \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 12345";
-  auto want = tok.encode(text);
-  ASSERT_TRUE(want.isOk());
-  std::vector<std::thread> threads;
-  std::atomic<int> bad{0};
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&] {
-      for (int i = 0; i < 200; ++i) {
-        auto e = tok.encode(text);
-        if (!e.isOk() || e->ids != want->ids) ++bad;
-      }
-    });
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(bad.load(), 0);
+  expectConcurrentEncodesAgree(
+      tok, "def f(x):\n    return x ** 2  # \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 12345");
 }
 
 class BpeFiles : public WordPieceFiles {
  protected:
   // The GPT-2 layout's tokenizer.json with `edit` applied.
   std::string bpeVariant(const std::string& name, void (*edit)(JsonValue&)) {
-    auto json = JsonValue::parse(readFile(dataDir("bpe") + "/tokenizer-gpt2.json"));
-    EXPECT_TRUE(json.isOk());
-    edit(*json);
-    std::string path = dir_.file(name);
-    testing::writeBytes(path, json->dump());
-    return path;
+    return variant(name, edit, dataDir("bpe") + "/tokenizer-gpt2.json");
   }
   static void setModel(JsonValue& j, const char* key, JsonValue value) {
     JsonValue model = *j.find("model");
