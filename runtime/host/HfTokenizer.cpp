@@ -1157,6 +1157,7 @@ Status HfTokenizer::finish(const std::string& name) {
     rawPatterns_.push_back(a.normalized ? std::u32string() : a.content);
     normalizedPatterns_.push_back(a.normalized ? normalizeCodepoints(a.content) : std::u32string());
     (a.normalized ? anyNormalized_ : anyRaw_) = true;
+    if (a.special) specialTexts_.insert(toUtf8(a.content));
   }
   if (auto it = vocab_.find(unkToken_); it != vocab_.end()) unkId_ = it->second;
   for (const auto* tmpl : {&single_, &pair_})
@@ -1583,10 +1584,7 @@ std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skipSpecia
     std::string token = tokenOf(id);
     if (skipSpecial) {
       // Tokenizer::decode skips a token whose text is a special added token's.
-      bool special = false;
-      for (const AddedToken& a : added_)
-        if (a.special && toUtf8(a.content) == token) special = true;
-      if (special) continue;
+      if (specialTexts_.count(token)) continue;
     }
     tokens.push_back(std::move(token));
   }

@@ -59,6 +59,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/Status.h"
@@ -221,6 +222,7 @@ class HfTokenizer {
   // What each added token is matched by: its content, or (normalized) the
   // normalizer's output of it; empty when the other kind matches it.
   std::vector<std::u32string> rawPatterns_, normalizedPatterns_;
+  std::unordered_set<std::string> specialTexts_;  // the special added tokens' text
   bool anyRaw_ = false, anyNormalized_ = false;
   std::vector<TemplatePiece> single_, pair_;
   size_t addedSingle_ = 0, addedPair_ = 0;
