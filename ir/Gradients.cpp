@@ -146,6 +146,43 @@ LogicalResult vjp(TanhOp op, OpBuilder &b, ValueRange g, Grads &out) {
   return success();
 }
 
+LogicalResult vjp(SigmoidOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // g·y·(1 - y) = g·y - g·y·y.
+  Location loc = op.getLoc();
+  Value y = op.getResult();
+  Value gy = MulOp::create(b, loc, g[0], y);
+  out[0] = SubOp::create(b, loc, gy, MulOp::create(b, loc, gy, y));
+  return success();
+}
+
+LogicalResult vjp(SqrtOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // g / (2·y).
+  Location loc = op.getLoc();
+  out[0] = DivOp::create(b, loc, g[0], ScaleOp::create(b, loc, op.getResult(), b.getF64FloatAttr(2.0)));
+  return success();
+}
+
+LogicalResult vjp(ErfOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // g · 2/√π · exp(-x²).
+  Location loc = op.getLoc();
+  Value x = op.getInput();
+  Value e = ExpOp::create(b, loc, ScaleOp::create(b, loc, MulOp::create(b, loc, x, x), b.getF64FloatAttr(-1.0)));
+  out[0] = MulOp::create(b, loc, g[0], ScaleOp::create(b, loc, e, b.getF64FloatAttr(1.1283791670955126)));
+  return success();
+}
+
+LogicalResult vjp(PowOp op, OpBuilder &b, ValueRange g, Grads &out) {
+  // d/da a^e = e·a^(e-1); the exponent must be a constant (d/de would need log).
+  if (!op.getRhs().getDefiningOp<ConstantOp>())
+    return op.emitOpError("is differentiated only with a constant exponent");
+  Location loc = op.getLoc();
+  Value e = op.getRhs();
+  Value power = PowOp::create(b, loc, op.getLhs(), SubOp::create(b, loc, e, scalar(b, loc, e, 1.0)));
+  out[0] = unbroadcast(b, loc, MulOp::create(b, loc, g[0], MulOp::create(b, loc, e, power)),
+                       op.getLhs().getType());
+  return success();
+}
+
 LogicalResult vjp(SelectOp op, OpBuilder &b, ValueRange g, Grads &out) {
   Location loc = op.getLoc();
   Value zero = scalar(b, loc, g[0], 0.0);
@@ -446,7 +483,8 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
 } // namespace
 
 void mlir::transfuse::attachGradientRules(MLIRContext *ctx) {
-  attach<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, SiluOp, ExpOp, TanhOp, SelectOp, SoftmaxOp,
+  attach<AddOp, SubOp, MulOp, DivOp, PowOp, ScaleOp, ReluOp, GeluOp, SiluOp, ExpOp, TanhOp,
+         SigmoidOp, SqrtOp, ErfOp, SelectOp, SoftmaxOp,
          LayerNormOp, RotaryOp, MatmulOp, GatherOp, DropoutOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp, SliceOp, ConcatOp,
          SplitOp, CrossEntropyOp, LinearOp, AddLayerNormOp, AttentionOp, PoolOp, L2NormalizeOp,
          UnfoldOp, ExpandOp>(ctx);

@@ -181,7 +181,8 @@ LogicalResult FusedElementwiseOp::verify() {
 }
 
 bool mlir::transfuse::isElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, ScaleOp, ReluOp, GeluOp, SiluOp, ExpOp, TanhOp,
+  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, ScaleOp, ReluOp, GeluOp, SiluOp, ExpOp, TanhOp,
+             SigmoidOp, SqrtOp, ErfOp,
              SelectOp, ConstantOp>(op);
 }
 

@@ -148,6 +148,7 @@ def Transfuse_AddOp : Transfuse_BinaryOp<"add", "lhs + rhs">;
 def Transfuse_SubOp : Transfuse_BinaryOp<"sub", "lhs - rhs">;
 def Transfuse_MulOp : Transfuse_BinaryOp<"mul", "lhs * rhs">;
 def Transfuse_DivOp : Transfuse_BinaryOp<"div", "lhs / rhs">;
+def Transfuse_PowOp : Transfuse_BinaryOp<"pow", "lhs ^ rhs (std::pow: NaN for lhs < 0 and rhs not an integer)">;
 
 class Transfuse_UnaryOp<string mnemonic, string formula, list<Trait> traits = []>
     : Transfuse_Op<mnemonic, !listconcat(traits,
@@ -162,6 +163,9 @@ def Transfuse_ReluOp : Transfuse_UnaryOp<"relu", "max(x, 0)">;
 def Transfuse_ExpOp : Transfuse_UnaryOp<"exp", "exp(x)">;
 def Transfuse_TanhOp : Transfuse_UnaryOp<"tanh", "tanh(x)">;
 def Transfuse_SiluOp : Transfuse_UnaryOp<"silu", "x · sigmoid(x) = x / (1 + exp(-x))">;
+def Transfuse_SigmoidOp : Transfuse_UnaryOp<"sigmoid", "1 / (1 + exp(-x))">;
+def Transfuse_SqrtOp : Transfuse_UnaryOp<"sqrt", "sqrt(x)">;
+def Transfuse_ErfOp : Transfuse_UnaryOp<"erf", "erf(x)">;
 
 def Transfuse_GeluOp : Transfuse_UnaryOp<"gelu", "gelu(x)"> {
   let description = [{

@@ -18,6 +18,10 @@ std::optional<math::Kind> mlir::transfuse::mathKindOf(Operation *op) {
       .Case([](SubOp) { return K::kSub; })
       .Case([](MulOp) { return K::kMul; })
       .Case([](DivOp) { return K::kDiv; })
+      .Case([](PowOp) { return K::kPow; })
+      .Case([](SigmoidOp) { return K::kSigmoid; })
+      .Case([](SqrtOp) { return K::kSqrt; })
+      .Case([](ErfOp) { return K::kErf; })
       .Case([](ExpOp) { return K::kExp; })
       .Case([](TanhOp) { return K::kTanh; })
       .Default([](Operation *) { return std::nullopt; });

@@ -65,7 +65,7 @@ LogicalResult Interpreter::eval(Operation *op) {
         set(m.getResult(), std::move(r));
         return success();
       })
-      .Case<AddOp, SubOp, MulOp, DivOp>([&](auto o) {
+      .Case<AddOp, SubOp, MulOp, DivOp, PowOp>([&](auto o) {
         math::Kind k = *mathKindOf(op);
         return binary(op, o.getLhs(), o.getRhs(),
                       [k](double x, double y) { return math::apply(k, x, y); });
@@ -75,7 +75,7 @@ LogicalResult Interpreter::eval(Operation *op) {
         unary(op, o.getInput(), [f](double x) { return x * f; });
         return success();
       })
-      .Case<ReluOp, ExpOp, TanhOp, GeluOp, SiluOp>([&](auto o) {
+      .Case<ReluOp, ExpOp, TanhOp, GeluOp, SiluOp, SigmoidOp, SqrtOp, ErfOp>([&](auto o) {
         math::Kind k = *mathKindOf(op);
         unary(op, o.getInput(), [k](double x) { return math::apply(k, x); });
         return success();

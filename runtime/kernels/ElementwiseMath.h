@@ -18,6 +18,10 @@
 //                = x / (1 + exp(-2√(2/π)·(x + 0.044715·x³))), the form
 //                  evaluated, for the same reason
 //   silu(x)      = x · sigmoid(x) = x / (1 + exp(-x))
+//   sigmoid(x)   = 1 / (1 + exp(-x))
+//   sqrt(x), erf(x)
+//   pow(a, b)    = a^b as std::pow: NaN for a < 0 and b not an integer,
+//                  1 for b = 0 (even a = NaN)
 //
 // No Highway or MLIR dependency: compilers, the runtime and generated code
 // all include it.
@@ -47,7 +51,11 @@ namespace transfuse::kernels::math {
   X(kTanh, 1, tanh, hn::Tanh, true)                  \
   X(kGelu, 1, gelu, tk::GeluErf, true)               \
   X(kGeluTanh, 1, geluTanh, tk::GeluTanh, true)      \
-  X(kSilu, 1, silu, tk::Silu, true)
+  X(kSilu, 1, silu, tk::Silu, true)                  \
+  X(kSigmoid, 1, sigmoid, tk::Sigmoid, true)         \
+  X(kSqrt, 1, sqrt, tk::Sqrt, true)                  \
+  X(kErf, 1, erf, tk::Erf, true)                     \
+  X(kPow, 2, pow, tk::Pow, true)
 
 // The activations' derivatives, for their gradients: X(Kind, scalar
 // template, Highway function taking `d` first).
@@ -78,6 +86,10 @@ template <class T> TRANSFUSE_HD T geluTanh(T x) {
   return x / (T(1) + std::exp(T(-1.5957691216057307118) * (x + T(0.044715) * x * x * x)));
 }
 template <class T> TRANSFUSE_HD T silu(T x) { return x / (T(1) + std::exp(-x)); }
+template <class T> TRANSFUSE_HD T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+template <class T> TRANSFUSE_HD T sqrt(T x) { return std::sqrt(x); }
+template <class T> TRANSFUSE_HD T erf(T x) { return std::erf(x); }
+template <class T> TRANSFUSE_HD T pow(T a, T b) { return std::pow(a, b); }
 
 // Derivatives of the activations, for their gradients (activation_grad):
 //   relu'(x)      = x > 0 ? 1 : 0

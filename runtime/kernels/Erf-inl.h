@@ -30,6 +30,13 @@
 //   Silu(x)     = x / (1 + exp(-x)), exp's argument held at 88 (its range; the
 //                 result is below 1e-36·|x| there).
 //   Relu(x)     = max(x, 0).
+//   Sigmoid(x)  = 1 / (1 + exp(-x)), exp's argument held at 88 (0 below -88,
+//                 where the true value is under 6e-39).
+//   Sqrt(x)     = hn::Sqrt, correctly rounded like std::sqrt.
+//   Pow(a, b)   = exp(b·log|a|), negated for a < 0 and odd integer b; NaN for
+//                 a < 0 and b not an integer; 1 for b = 0; 0 or inf for a = 0.
+//                 Its relative error grows with |b·log|a|| (the rounding of
+//                 the product): about 1e-7·(1 + |b·log|a||).
 
 #if defined(TRANSFUSE_KERNELS_ERF_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TRANSFUSE_KERNELS_ERF_INL_H_
@@ -37,6 +44,8 @@
 #else
 #define TRANSFUSE_KERNELS_ERF_INL_H_
 #endif
+
+#include <cmath>
 
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
@@ -207,6 +216,42 @@ HWY_INLINE V SiluDerivative(D d, V x) {
   return hn::IfThenElse(hn::Gt(x, lim), one,
                         hn::IfThenElse(hn::Lt(x, hn::Neg(lim)), hn::Zero(d),
                                        hn::IfThenElse(hn::Eq(x, x), y, x)));
+}
+
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V Sigmoid(D d, V x) {
+  const V one = hn::Set(d, 1.0f);
+  const V e = hn::Exp(d, hn::Min(hn::Neg(x), hn::Set(d, 88.0f)));
+  const V y = hn::Div(one, hn::Add(one, e));
+  return hn::IfThenElse(hn::Eq(x, x), y, x);
+}
+
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V Sqrt(D, V x) {
+  return hn::Sqrt(x);
+}
+
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V Pow(D d, V a, V b) {
+  const V zero = hn::Zero(d), one = hn::Set(d, 1.0f);
+  const V absA = hn::Abs(a);
+  // exp's range: above 88.7 the result is inf, below -87 it is 0 (fp32's
+  // subnormals are given up, as by Exp itself).
+  const V t = hn::Mul(b, hn::Log(d, hn::Max(absA, hn::Set(d, 1e-38f))));
+  const V mag = hn::IfThenElse(
+      hn::Gt(t, hn::Set(d, 88.72f)), hn::Set(d, HUGE_VALF),
+      hn::IfThenZeroElse(hn::Lt(t, hn::Set(d, -87.0f)), hn::Exp(d, hn::Min(hn::Max(t, hn::Set(d, -87.0f)), hn::Set(d, 88.72f)))));
+  const auto integer = hn::Eq(hn::Round(b), b);
+  const V half = hn::Mul(b, hn::Set(d, 0.5f));
+  const auto odd = hn::AndNot(hn::Eq(hn::Round(half), half), integer);
+  const auto negative = hn::Lt(a, zero);
+  // a = 0: 0 for b > 0, inf for b < 0 (signed like a for odd b).
+  const V atZero = hn::IfThenElse(hn::Gt(b, zero), zero, hn::Set(d, HUGE_VALF));
+  V r = hn::IfThenElse(hn::Eq(absA, zero), atZero, mag);
+  r = hn::IfThenElse(hn::And(hn::Lt(hn::CopySign(one, a), zero), odd), hn::Neg(r), r);
+  r = hn::IfThenElse(hn::AndNot(integer, negative), hn::Set(d, NAN), r);
+  r = hn::IfThenElse(hn::Or(hn::Eq(a, a), hn::Eq(b, zero)), r, a);  // NaN^b = NaN, but NaN^0 = 1
+  return hn::IfThenElse(hn::Eq(b, zero), one, r);
 }
 
 template <class D, class V = hn::Vec<D>>

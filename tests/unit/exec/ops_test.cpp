@@ -163,6 +163,8 @@ double unaryTol(ElementwiseKind op, double x, double ref) {
     case ElementwiseKind::kTanh: return 3e-7;
     case ElementwiseKind::kGelu: return 3e-7 * std::max(1.0, std::fabs(x));
     case ElementwiseKind::kGeluTanh: return 5e-7 * std::max(1.0, std::fabs(x));
+    case ElementwiseKind::kSigmoid: return 3e-7;
+    case ElementwiseKind::kErf: return 2e-7;
     default: return 0;
   }
 }
@@ -193,7 +195,8 @@ TEST(OpsUnary, MatchesScalarReference) {
   for (rt::ThreadPool* p : {static_cast<rt::ThreadPool*>(nullptr), &pool}) {
     for (ElementwiseKind op : {ElementwiseKind::kRelu, ElementwiseKind::kExp,
                                ElementwiseKind::kTanh, ElementwiseKind::kGelu,
-                               ElementwiseKind::kGeluTanh}) {
+                               ElementwiseKind::kGeluTanh, ElementwiseKind::kSigmoid,
+                               ElementwiseKind::kErf}) {
       for (int64_t n : {0, 1, 2, 7, 33, 100, 1001, 70001}) {
         for (bool inPlace : {false, true}) {
           SCOPED_TRACE("op " + std::to_string(int(op)) + " n " + std::to_string(n) +
