@@ -29,6 +29,8 @@ namespace mlir::transfuse {
 /// Function attributes holding the compile-time maxima of dynamic dimensions.
 inline constexpr llvm::StringLiteral kMaxBatchAttr = "transfuse.max_batch";
 inline constexpr llvm::StringLiteral kMaxSeqLenAttr = "transfuse.max_seq_len";
+/// Argument/result attribute naming an entry point's tensors.
+inline constexpr llvm::StringLiteral kNameAttr = "transfuse.name";
 
 /// Broadcasts two shapes like NumPy (trailing alignment). A dynamic size
 /// against a static size N > 1 gives N; against 1 or `?` it stays dynamic.

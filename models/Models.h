@@ -72,8 +72,6 @@ inline constexpr llvm::StringLiteral kConfigAttr = "transfuse.config";
 inline constexpr llvm::StringLiteral kWeightAliasesAttr = "transfuse.weight_aliases";
 inline constexpr llvm::StringLiteral kIgnoredWeightsAttr = "transfuse.ignored_weights";
 inline constexpr llvm::StringLiteral kWeightPrefixesAttr = "transfuse.weight_prefixes";
-/// Argument/result attribute naming an entry point's tensors.
-inline constexpr llvm::StringLiteral kNameAttr = "transfuse.name";
 
 /// The entry a training build differentiates: `loss(inputs..., labels)`,
 /// the mean cross-entropy (label smoothing from `options`, the config's

@@ -1,0 +1,2350 @@
+//===- OnnxImport.cpp - an ONNX graph as a function of the transfuse dialect ===//
+//
+// One pass over the nodes in graph order. Each ONNX value is either a
+// run-time tensor (an mlir::Value) or a value known at compile time (Host:
+// float, integer or boolean elements in double, row-major), and a node
+// whose inputs are all known is evaluated here (folded) instead of emitted.
+// Integer elements may be symbolic: the run-time size of a dynamic
+// dimension (a SizeExpr of an input's dimension), which is how Shape's
+// results flow through Gather, Concat and Unsqueeze into Reshape's target
+// or a Slice's end without ever becoming an op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/onnx/OnnxImport.h"
+
+#include "frontend/GraphBuilder.h"
+#include "frontend/onnx/OnnxFile.h"
+#include "ir/Sizes.h"
+#include "ir/TransfuseDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::transfuse;
+using namespace mlir::transfuse::onnx_import;
+
+namespace {
+
+constexpr int64_t kDyn = ShapedType::kDynamic;
+/// Float tensors of this many elements or more (not all equal) become
+/// parameters; smaller ones are constants in the IR.
+constexpr int64_t kParamElements = 16;
+
+enum class Elem { kFloat, kInt, kBool };
+
+int64_t product(llvm::ArrayRef<int64_t> shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+/// A tensor known at compile time.
+struct Host {
+  Elem elem = Elem::kFloat;
+  std::vector<int64_t> shape;
+  std::vector<double> v;
+  /// Empty, or one per element: a known() expression marks a run-time size.
+  std::vector<SizeExpr> sym;
+
+  int64_t numel() const { return static_cast<int64_t>(v.size()); }
+  bool symbolic(int64_t i) const { return !sym.empty() && sym[i].known(); }
+  bool anySymbolic() const {
+    return llvm::any_of(sym, [](const SizeExpr &s) { return s.known(); });
+  }
+  /// Element i's symbol (or an unknown expression).
+  SizeExpr symbolAt(int64_t i) const { return sym.empty() ? SizeExpr() : sym[i]; }
+};
+
+/// The elements of `x` at `from` (flat indices) in `shape`.
+Host pick(const Host &x, std::vector<int64_t> shape, llvm::ArrayRef<int64_t> from) {
+  Host r;
+  r.elem = x.elem;
+  r.shape = std::move(shape);
+  r.v.reserve(from.size());
+  for (int64_t i : from)
+    r.v.push_back(x.v[i]);
+  if (x.anySymbolic())
+    for (int64_t i : from)
+      r.sym.push_back(x.sym[i]);
+  return r;
+}
+
+/// "2x?x768".
+std::string shapeStr(llvm::ArrayRef<int64_t> shape) {
+  std::string s;
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? "x" : "") + (d == kDyn ? std::string("?") : std::to_string(d));
+  return s.empty() ? "a scalar" : s;
+}
+
+std::vector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+/// Calls f(flat index, multi-index) for every element of `shape`.
+void forEachIndex(llvm::ArrayRef<int64_t> shape,
+                  llvm::function_ref<void(int64_t, llvm::ArrayRef<int64_t>)> f) {
+  const int64_t n = product(shape);
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, idx);
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/// A run-time tensor or a known one.
+struct Val {
+  Value rt;
+  std::optional<Host> host;
+  /// A float initializer's name: the parameter it becomes.
+  std::string initializer;
+};
+
+std::string opTypeOf(const onnx::NodeProto &n) {
+  return n.domain().empty() || n.domain() == "ai.onnx" ? n.op_type()
+                                                       : n.domain() + "." + n.op_type();
+}
+
+class Importer {
+public:
+  Importer(MLIRContext &context, const onnx::ModelProto &model, llvm::StringRef path,
+           const ImportOptions &options)
+      : context(context), model(model), path(path.str()), options(options), b(&context),
+        loc(UnknownLoc::get(&context)) {}
+
+  llvm::Expected<ImportedModel> run();
+
+  /// The ops of the default domain the importer maps, each to its handler.
+  struct OpEntry {
+    llvm::StringRef name;
+    llvm::Error (*handler)(Importer &, llvm::StringRef);
+  };
+  static llvm::ArrayRef<OpEntry> table();
+
+private:
+  // --- errors -------------------------------------------------------------
+  llvm::Error fail(const llvm::Twine &message) const {
+    std::string where = path + ": ";
+    if (node)
+      where += "node '" + node->name() + "' (" + opTypeOf(*node) + ", opset " +
+               std::to_string(opset) + "): ";
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), where + message.str());
+  }
+
+  // --- values -------------------------------------------------------------
+  llvm::Error setup();
+  llvm::Error importNode(const onnx::NodeProto &n);
+  /// Input i of the current node; null when absent or empty (optional).
+  const Val *in(int i) const {
+    if (i >= node->input_size() || node->input(i).empty())
+      return nullptr;
+    auto it = values.find(node->input(i));
+    return it == values.end() ? nullptr : &it->second;
+  }
+  llvm::Expected<const Val *> need(int i) const {
+    if (const Val *v = in(i))
+      return v;
+    return fail("input " + std::to_string(i) + " is missing");
+  }
+  void out(int i, Val v) {
+    if (i < node->output_size() && !node->output(i).empty())
+      values[node->output(i)] = std::move(v);
+  }
+  void outRt(int i, Value v) { out(i, Val{v, std::nullopt, ""}); }
+  void outHost(int i, Host h) { out(i, Val{Value(), std::move(h), ""}); }
+  /// A known input as integers (axes, shapes, starts); fails when it is a
+  /// run-time tensor or symbolic unless `symbols`.
+  llvm::Expected<const Host *> known(int i, const char *what, bool symbols = false) const {
+    auto v = need(i);
+    if (!v)
+      return v.takeError();
+    if (!(*v)->host)
+      return fail(llvm::Twine(what) + " (input " + std::to_string(i) + ", '" + node->input(i) +
+                  "') must be known when compiling; it depends on run-time data");
+    if (!symbols && (*v)->host->anySymbolic())
+      return fail(llvm::Twine(what) + " (input " + std::to_string(i) +
+                  ") depends on a run-time size");
+    return &*(*v)->host;
+  }
+  llvm::Expected<std::vector<int64_t>> knownInts(int i, const char *what) const {
+    auto h = known(i, what);
+    if (!h)
+      return h.takeError();
+    std::vector<int64_t> r;
+    for (double x : (*h)->v)
+      r.push_back(static_cast<int64_t>(x));
+    return r;
+  }
+  /// The value as a run-time tensor (a known one materialized as a
+  /// constant or parameter).
+  llvm::Expected<Value> materialize(const Val &v, const std::string &name);
+  llvm::Expected<Value> rtIn(int i) {
+    auto v = need(i);
+    if (!v)
+      return v.takeError();
+    return materialize(**v, node->input(i));
+  }
+
+  // --- attributes ---------------------------------------------------------
+  const onnx::AttributeProto *attr(llvm::StringRef name) const {
+    for (const auto &a : node->attribute())
+      if (a.name() == name)
+        return &a;
+    return nullptr;
+  }
+  int64_t attrInt(llvm::StringRef name, int64_t dflt) const {
+    const auto *a = attr(name);
+    return a ? a->i() : dflt;
+  }
+  double attrFloat(llvm::StringRef name, double dflt) const {
+    const auto *a = attr(name);
+    return a ? a->f() : dflt;
+  }
+  std::optional<std::vector<int64_t>> attrInts(llvm::StringRef name) const {
+    const auto *a = attr(name);
+    if (!a)
+      return std::nullopt;
+    return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+  }
+  /// Fails on any attribute of the node not in `known`.
+  llvm::Error onlyAttributes(std::initializer_list<llvm::StringRef> known) const {
+    for (const auto &a : node->attribute())
+      if (!llvm::is_contained(known, a.name()))
+        return fail("attribute '" + a.name() + "' is not supported");
+    return llvm::Error::success();
+  }
+
+  // --- shapes -------------------------------------------------------------
+  static RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+  llvm::ArrayRef<int64_t> shapeOf(const Val &v) const {
+    return v.rt ? typeOf(v.rt).getShape() : llvm::ArrayRef<int64_t>(v.host->shape);
+  }
+  int64_t rankOf(const Val &v) const { return static_cast<int64_t>(shapeOf(v).size()); }
+  llvm::Expected<int64_t> axis(int64_t a, int64_t rank, const char *what = "axis") const {
+    if (a < -rank || a >= std::max<int64_t>(rank, 1))
+      return fail(llvm::Twine(what) + " " + std::to_string(a) + " is outside rank " +
+                  std::to_string(rank));
+    return a < 0 ? a + rank : a;
+  }
+  /// Dimension `axis` of a run-time tensor as a size expression.
+  SizeExpr sizeOf(Value v, int64_t a) { return sizes.dim(v, a); }
+  /// An index value of a run-time size (an input's dimension).
+  llvm::Expected<Value> indexOf(const SizeExpr &s) {
+    if (s.kind() != SizeExpr::Kind::kArgument)
+      return fail("uses the run-time size " + s.str() +
+                  ", which is not a dimension of an input");
+    return DimOp::create(b, loc, func.getArgument(s.arg()), s.dim()).getResult();
+  }
+  llvm::Expected<Value> reshapeTo(Value x, llvm::ArrayRef<int64_t> shape);
+
+  // --- folding ------------------------------------------------------------
+  llvm::Expected<Host> broadcastFold(const Host &x, const Host &y, Elem elem,
+                                     llvm::function_ref<double(double, double)> f);
+  llvm::Expected<std::vector<int64_t>> broadcastShape(llvm::ArrayRef<int64_t> a,
+                                                      llvm::ArrayRef<int64_t> b) const;
+
+  // --- ops ----------------------------------------------------------------
+  llvm::Error binary(llvm::StringRef op);
+  llvm::Error unary(llvm::StringRef op);
+  llvm::Error compare(llvm::StringRef op);
+  llvm::Error pow();
+  llvm::Error matmul();
+  llvm::Error gemm();
+  llvm::Error softmax();
+  llvm::Error reduce(llvm::StringRef op);
+  llvm::Error layerNorm(bool rms);
+  llvm::Error transpose();
+  llvm::Error reshape();
+  llvm::Error squeeze(bool unsqueeze);
+  llvm::Error flatten();
+  llvm::Error gather();
+  llvm::Error concat();
+  llvm::Error slice();
+  llvm::Error split();
+  llvm::Error expand();
+  llvm::Error where();
+  llvm::Error castNode();
+  llvm::Error shape();
+  llvm::Error constantOfShape();
+  llvm::Error size();
+  llvm::Error range();
+  llvm::Error trilu();
+  llvm::Error constant();
+  llvm::Error conv();
+  llvm::Error attention();
+  llvm::Error rotary();
+
+  llvm::Error reshapeRuntime(const Val &x, const Host &target, bool allowZero);
+  llvm::Expected<Value> sliceRuntime(Value x, int64_t axis, int64_t start, int64_t end,
+                                     const SizeExpr &endSym);
+
+  MLIRContext &context;
+  const onnx::ModelProto &model;
+  std::string path;
+  ImportOptions options;
+  OpBuilder b;
+  Location loc;
+  func::FuncOp func;
+  SizeAnalysis sizes;
+  int64_t opset = 0;
+  const onnx::NodeProto *node = nullptr;
+  std::map<std::string, Val> values;
+  std::map<std::string, Value> materialized;
+  std::vector<Weight> weights;
+  std::set<std::string> paramNames;
+};
+
+//===----------------------------------------------------------------------===//
+// Setup: opsets, inputs, initializers
+//===----------------------------------------------------------------------===//
+
+Host hostOf(const TensorValues &t) {
+  Host h;
+  h.shape = t.dims;
+  if (t.isFloat()) {
+    h.elem = Elem::kFloat;
+    h.v.assign(t.floats.begin(), t.floats.end());
+  } else {
+    h.elem = t.dataType == onnx::TensorProto::BOOL ? Elem::kBool : Elem::kInt;
+    h.v.assign(t.ints.begin(), t.ints.end());
+  }
+  return h;
+}
+
+llvm::Error Importer::setup() {
+  for (const auto &o : model.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      opset = o.version();
+  }
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return fail("the model imports opset " + std::to_string(opset) +
+                " of the default domain; the importer maps opsets " + std::to_string(kMinOpset) +
+                " to " + std::to_string(kMaxOpset) + " (convert it with onnx.version_converter)");
+  const onnx::GraphProto &graph = model.graph();
+
+  for (const auto &t : graph.initializer()) {
+    if (t.name().empty())
+      return fail("an initializer has no name");
+    auto values = readTensor(t, path);
+    if (!values)
+      return values.takeError();
+    Val v{Value(), hostOf(*values), ""};
+    if (v.host->elem == Elem::kFloat)
+      v.initializer = t.name();
+    this->values[t.name()] = std::move(v);
+  }
+
+  // Inputs: the graph's inputs that no initializer gives.
+  ModuleOp module = cast<ModuleOp>(b.getInsertionBlock()->getParentOp());
+  SmallVector<Type> argTypes;
+  std::vector<const onnx::ValueInfoProto *> inputs;
+  std::vector<std::vector<std::string>> dimNames;
+  std::string batchParam;
+  int64_t maxBatch = options.maxBatch ? options.maxBatch : 8;
+  int64_t maxSeq = options.maxSeqLen ? options.maxSeqLen : 512;
+  llvm::StringSet<> usedDims;
+  for (const auto &input : graph.input()) {
+    if (values.count(input.name()))
+      continue;
+    const auto &type = input.type();
+    if (!type.has_tensor_type())
+      return fail("input '" + input.name() + "' is not a tensor");
+    const auto &tt = type.tensor_type();
+    Type elem;
+    switch (tt.elem_type()) {
+    case onnx::TensorProto::FLOAT:
+      elem = b.getF32Type();
+      break;
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::INT32:
+      elem = b.getI32Type();
+      break;
+    case onnx::TensorProto::BOOL:
+      elem = b.getI1Type();
+      break;
+    default:
+      return fail("input '" + input.name() + "' has data type " +
+                  onnx::TensorProto::DataType_Name(
+                      static_cast<onnx::TensorProto::DataType>(tt.elem_type())) +
+                  "; inputs are float32, int64, int32 or bool");
+    }
+    if (!tt.has_shape())
+      return fail("input '" + input.name() + "' has no shape");
+    SmallVector<int64_t> shape;
+    std::vector<std::string> names;
+    for (const auto &[i, d] : llvm::enumerate(tt.shape().dim())) {
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 1)
+          return fail("input '" + input.name() + "' has dimension " + std::to_string(i) +
+                      " of size " + std::to_string(d.dim_value()));
+        shape.push_back(d.dim_value());
+        names.emplace_back();
+        continue;
+      }
+      shape.push_back(kDyn);
+      std::string name = d.has_dim_param() ? d.dim_param() : "";
+      names.push_back(name);
+      usedDims.insert(name);
+      if (i == 0) {
+        if (!batchParam.empty() && name != batchParam)
+          return fail("input '" + input.name() + "' has dynamic dimension 0 '" + name +
+                      "' where an earlier input has '" + batchParam +
+                      "': a dynamic dimension 0 is the batch, one for every input");
+        batchParam = name;
+      }
+      if (auto it = options.dims.find(name); it != options.dims.end()) {
+        if (i == 0)
+          maxBatch = std::max(options.maxBatch, it->second);
+        else
+          maxSeq = std::max(options.maxSeqLen ? maxSeq : 0, it->second);
+      }
+    }
+    argTypes.push_back(RankedTensorType::get(shape, elem));
+    inputs.push_back(&input);
+    dimNames.push_back(std::move(names));
+  }
+  for (const auto &[name, max] : options.dims)
+    if (!usedDims.contains(name))
+      return fail("--dim " + name + "=" + std::to_string(max) +
+                  ": no input has a dimension named '" + name + "'");
+
+  SmallVector<Type> resultTypes; // set when the outputs are known
+  b.setInsertionPointToEnd(module.getBody());
+  func = func::FuncOp::create(b, loc, "forward", b.getFunctionType(argTypes, resultTypes));
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  func->setAttr(kMaxBatchAttr, b.getI64IntegerAttr(maxBatch));
+  func->setAttr(kMaxSeqLenAttr, b.getI64IntegerAttr(maxSeq));
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    func.setArgAttr(i, kNameAttr, b.getStringAttr(input->name()));
+    values[input->name()] = Val{func.getArgument(i), std::nullopt, ""};
+    // Sizes of an earlier input with the same dynamic dimensions.
+    const auto &names = dimNames[i];
+    bool dynamic = llvm::any_of(names, [](const std::string &n) { return !n.empty(); });
+    for (size_t j = 0; dynamic && j < i; ++j)
+      if (dimNames[j] == names && llvm::none_of(names, [](const std::string &n) {
+            return n.empty() && false;
+          })) {
+        bool named = llvm::all_of(llvm::zip(names, typeOf(func.getArgument(i)).getShape()),
+                                  [](auto p) {
+                                    return std::get<1>(p) != kDyn || !std::get<0>(p).empty();
+                                  });
+        if (named) {
+          func.setArgAttr(i, kSizesOfAttr, b.getI64IntegerAttr(static_cast<int64_t>(j)));
+          break;
+        }
+      }
+  }
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Materializing known values
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<Value> Importer::materialize(const Val &v, const std::string &name) {
+  if (v.rt)
+    return v.rt;
+  if (auto it = materialized.find(name); it != materialized.end())
+    return it->second;
+  const Host &h = *v.host;
+  for (int64_t i = 0; i < h.numel(); ++i)
+    if (h.symbolic(i))
+      return fail("'" + name + "' holds the run-time size " + h.sym[i].str() +
+                  " and is used as a tensor; only shapes, axes and slice bounds may be sizes");
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&func.getBody().front());
+  const bool splat = h.numel() > 0 && llvm::all_of(h.v, [&](double x) {
+                       return x == h.v[0] || (std::isnan(x) && std::isnan(h.v[0]));
+                     });
+  Value result;
+  if (h.elem == Elem::kFloat) {
+    auto type = RankedTensorType::get(h.shape, b.getF32Type());
+    if (splat || h.numel() < kParamElements) {
+      std::vector<float> f(h.v.begin(), h.v.end());
+      DenseElementsAttr attr = splat ? DenseElementsAttr::get(type, static_cast<float>(h.v[0]))
+                                     : DenseElementsAttr::get(type, llvm::ArrayRef<float>(f));
+      result = ConstantOp::create(b, loc, attr);
+    } else {
+      std::string pname = v.initializer.empty() ? name : v.initializer;
+      if (!paramNames.insert(pname).second)
+        return fail("two parameters are named '" + pname + "'");
+      weights.push_back(Weight{pname, h.shape, std::vector<float>(h.v.begin(), h.v.end())});
+      result = ParamOp::create(b, loc, type, b.getStringAttr(pname),
+                               InitKindAttr::get(&context, InitKind::Zeros), IntegerAttr(),
+                               UnitAttr(), UnitAttr());
+    }
+  } else if (h.elem == Elem::kInt) {
+    auto type = RankedTensorType::get(h.shape, b.getI32Type());
+    std::vector<int32_t> ints;
+    for (double x : h.v) {
+      if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
+        return fail("'" + name + "' holds " + std::to_string(static_cast<int64_t>(x)) +
+                    ", outside the int32 range of run-time integer tensors");
+      ints.push_back(static_cast<int32_t>(x));
+    }
+    result = ConstantOp::create(b, loc, DenseElementsAttr::get(type, llvm::ArrayRef(ints)));
+  } else {
+    auto type = RankedTensorType::get(h.shape, b.getI1Type());
+    SmallVector<bool> bits;
+    for (double x : h.v)
+      bits.push_back(x != 0);
+    result = ConstantOp::create(b, loc, DenseElementsAttr::get(type, llvm::ArrayRef<bool>(bits)));
+  }
+  materialized[name] = result;
+  return result;
+}
+
+llvm::Expected<Value> Importer::reshapeTo(Value x, llvm::ArrayRef<int64_t> shape) {
+  if (typeOf(x).getShape() == shape)
+    return x;
+  auto type = RankedTensorType::get(shape, typeOf(x).getElementType());
+  auto op = ReshapeOp::create(b, loc, type, x);
+  if (failed(verify(op)))
+    return fail("cannot reshape a tensor of " + shapeStr(typeOf(x).getShape()) + " to " +
+                shapeStr(shape));
+  return op.getResult();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<std::vector<int64_t>> Importer::broadcastShape(llvm::ArrayRef<int64_t> x,
+                                                              llvm::ArrayRef<int64_t> y) const {
+  size_t rank = std::max(x.size(), y.size());
+  std::vector<int64_t> r(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t a = i < rank - x.size() ? 1 : x[i - (rank - x.size())];
+    int64_t c = i < rank - y.size() ? 1 : y[i - (rank - y.size())];
+    if (a != c && a != 1 && c != 1)
+      return fail("shapes do not broadcast (" + std::to_string(a) + " against " +
+                  std::to_string(c) + ")");
+    r[i] = a == 1 ? c : a;
+  }
+  return r;
+}
+
+/// Flat index into `shape` of the element at `idx` of a broadcast result.
+int64_t broadcastIndex(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> idx) {
+  int64_t flat = 0, stride = 1;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    size_t d = shape.size() - 1 - k;
+    int64_t i = idx[idx.size() - 1 - k];
+    flat += (shape[d] == 1 ? 0 : i) * stride;
+    stride *= shape[d];
+  }
+  return flat;
+}
+
+llvm::Expected<Host> Importer::broadcastFold(const Host &x, const Host &y, Elem elem,
+                                             llvm::function_ref<double(double, double)> f) {
+  auto shape = broadcastShape(x.shape, y.shape);
+  if (!shape)
+    return shape.takeError();
+  Host r;
+  r.elem = elem;
+  r.shape = *shape;
+  r.v.resize(product(*shape));
+  const bool sym = x.anySymbolic() || y.anySymbolic();
+  if (sym)
+    r.sym.resize(r.v.size());
+  llvm::Error err = llvm::Error::success();
+  forEachIndex(*shape, [&](int64_t i, llvm::ArrayRef<int64_t> idx) {
+    int64_t xi = broadcastIndex(x.shape, idx), yi = broadcastIndex(y.shape, idx);
+    r.v[i] = f(x.v[xi], y.v[yi]);
+    if (sym && (x.symbolic(xi) || y.symbolic(yi)) && !err) {
+      // A size passes through x·1, x/1, x+0, x-0; anything else would need
+      // arithmetic on run-time sizes.
+      const SizeExpr s = x.symbolic(xi) ? x.sym[xi] : y.sym[yi];
+      const double other = x.symbolic(xi) ? y.v[yi] : x.v[xi];
+      const bool passes = !(x.symbolic(xi) && y.symbolic(yi)) &&
+                          (r.v[i] == (x.symbolic(xi) ? x.v[xi] : y.v[yi])) &&
+                          (other == 0 || other == 1);
+      if (!passes)
+        err = fail("computes with the run-time size " + s.str() +
+                   "; sizes may only be gathered, concatenated and passed on");
+      r.sym[i] = s;
+    }
+  });
+  if (err)
+    return std::move(err);
+  return r;
+}
+
+double roundHalfEven(double x) { return std::nearbyint(x); }
+
+/// ONNX integer division: truncation toward zero, as C.
+double intDiv(double a, double b) { return b == 0 ? 0 : std::trunc(a / b); }
+
+llvm::Error Importer::binary(llvm::StringRef op) {
+  auto x = need(0), y = need(1);
+  if (!x || !y)
+    return llvm::joinErrors(x.takeError(), y.takeError());
+  if (auto e = onlyAttributes({}))
+    return e;
+  const Val &a = **x, &c = **y;
+  if (a.host && c.host) {
+    const Elem elem = a.host->elem;
+    if (elem != c.host->elem)
+      return fail("operands of different data types");
+    std::function<double(double, double)> f;
+    const bool isInt = elem != Elem::kFloat;
+    if (op == "Add")
+      f = [](double p, double q) { return p + q; };
+    else if (op == "Sub")
+      f = [](double p, double q) { return p - q; };
+    else if (op == "Mul")
+      f = [](double p, double q) { return p * q; };
+    else
+      f = isInt ? intDiv : [](double p, double q) { return static_cast<double>(
+                                                     static_cast<float>(p) / static_cast<float>(q)); };
+    if (elem == Elem::kFloat && op != "Div") {
+      auto g = f;
+      f = [g](double p, double q) { return static_cast<double>(static_cast<float>(g(p, q))); };
+    }
+    auto r = broadcastFold(*a.host, *c.host, elem, f);
+    if (!r)
+      return r.takeError();
+    outHost(0, std::move(*r));
+    return llvm::Error::success();
+  }
+  auto lhs = materialize(a, node->input(0));
+  if (!lhs)
+    return lhs.takeError();
+  auto rhs = materialize(c, node->input(1));
+  if (!rhs)
+    return rhs.takeError();
+  if (!isa<FloatType>(typeOf(*lhs).getElementType()) ||
+      !isa<FloatType>(typeOf(*rhs).getElementType()))
+    return fail("integer arithmetic on run-time tensors is not supported (only float32)");
+  Value r;
+  if (op == "Add")
+    r = AddOp::create(b, loc, *lhs, *rhs);
+  else if (op == "Sub")
+    r = SubOp::create(b, loc, *lhs, *rhs);
+  else if (op == "Mul")
+    r = MulOp::create(b, loc, *lhs, *rhs);
+  else
+    r = DivOp::create(b, loc, *lhs, *rhs);
+  outRt(0, r);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::pow() {
+  auto x = need(0), y = need(1);
+  if (!x || !y)
+    return llvm::joinErrors(x.takeError(), y.takeError());
+  const Val &a = **x, &e = **y;
+  auto f32 = [](double p, double q) {
+    return static_cast<double>(std::pow(static_cast<float>(p), static_cast<float>(q)));
+  };
+  if (a.host && e.host) {
+    auto r = broadcastFold(*a.host, *e.host, a.host->elem, f32);
+    if (!r)
+      return r.takeError();
+    outHost(0, std::move(*r));
+    return llvm::Error::success();
+  }
+  auto base = materialize(a, node->input(0));
+  if (!base)
+    return base.takeError();
+  if (!isa<FloatType>(typeOf(*base).getElementType()))
+    return fail("an integer base at run time is not supported");
+  // A known scalar exponent: the exact forms.
+  if (e.host && e.host->numel() == 1 && e.host->shape.size() <= typeOf(*base).getRank()) {
+    double p = e.host->v[0];
+    Value xv = *base, r;
+    if (p == 1)
+      r = xv;
+    else if (p == 2)
+      r = MulOp::create(b, loc, xv, xv);
+    else if (p == 3)
+      r = MulOp::create(b, loc, MulOp::create(b, loc, xv, xv), xv);
+    else if (p == 0.5)
+      r = SqrtOp::create(b, loc, xv);
+    if (r) {
+      auto shaped = reshapeTo(r, typeOf(r).getShape()); // same type
+      outRt(0, *shaped);
+      return llvm::Error::success();
+    }
+  }
+  auto ex = materialize(e, node->input(1));
+  if (!ex)
+    return ex.takeError();
+  if (!isa<FloatType>(typeOf(*ex).getElementType()))
+    return fail("an integer exponent at run time is not supported");
+  outRt(0, PowOp::create(b, loc, *base, *ex));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::unary(llvm::StringRef op) {
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  const Val &a = **x;
+  if (op == "Identity") {
+    out(0, a);
+    return llvm::Error::success();
+  }
+  if (auto e = onlyAttributes({}))
+    return e;
+  if (a.host) {
+    std::function<double(double)> f;
+    if (op == "Neg")
+      f = [](double v) { return -v; };
+    else if (op == "Not")
+      f = [](double v) { return v == 0 ? 1.0 : 0.0; };
+    else if (a.host->elem != Elem::kFloat && op != "Relu")
+      return fail("an integer input is not supported");
+    else if (op == "Sqrt")
+      f = [](double v) { return double(std::sqrt(float(v))); };
+    else if (op == "Reciprocal")
+      f = [](double v) { return double(1.0f / float(v)); };
+    else if (op == "Erf")
+      f = [](double v) { return double(std::erf(float(v))); };
+    else if (op == "Tanh")
+      f = [](double v) { return double(std::tanh(float(v))); };
+    else if (op == "Sigmoid")
+      f = [](double v) { return double(1.0f / (1.0f + std::exp(-float(v)))); };
+    else if (op == "Relu")
+      f = [](double v) { return v < 0 ? 0.0 : v; };
+    else if (op == "Exp")
+      f = [](double v) { return double(std::exp(float(v))); };
+    if (a.host->anySymbolic())
+      return fail("computes with a run-time size");
+    Host r = *a.host;
+    for (double &v : r.v)
+      v = f(v);
+    outHost(0, std::move(r));
+    return llvm::Error::success();
+  }
+  Value v = a.rt;
+  Type elem = typeOf(v).getElementType();
+  if (op == "Not") {
+    return fail("Not of a run-time tensor is not supported (only of masks known when "
+                "compiling)");
+  }
+  if (!isa<FloatType>(elem))
+    return fail("integer run-time tensors are not supported here (only float32)");
+  Value r;
+  if (op == "Neg")
+    r = ScaleOp::create(b, loc, v, b.getF64FloatAttr(-1.0));
+  else if (op == "Sqrt")
+    r = SqrtOp::create(b, loc, v);
+  else if (op == "Reciprocal")
+    r = DivOp::create(b, loc, GraphBuilder(b, loc).scalar(1.0), v);
+  else if (op == "Erf")
+    r = ErfOp::create(b, loc, v);
+  else if (op == "Tanh")
+    r = TanhOp::create(b, loc, v);
+  else if (op == "Sigmoid")
+    r = SigmoidOp::create(b, loc, v);
+  else if (op == "Relu")
+    r = ReluOp::create(b, loc, v);
+  else if (op == "Exp")
+    r = ExpOp::create(b, loc, v);
+  outRt(0, r);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::compare(llvm::StringRef op) {
+  auto x = need(0), y = need(1);
+  if (!x || !y)
+    return llvm::joinErrors(x.takeError(), y.takeError());
+  if (!(*x)->host || !(*y)->host)
+    return fail(op + " of a run-time tensor is not supported: comparisons and boolean logic "
+                     "are folded when their inputs are known when compiling");
+  std::function<double(double, double)> f;
+  if (op == "Equal")
+    f = [](double p, double q) { return p == q ? 1.0 : 0.0; };
+  else if (op == "Less")
+    f = [](double p, double q) { return p < q ? 1.0 : 0.0; };
+  else if (op == "Greater")
+    f = [](double p, double q) { return p > q ? 1.0 : 0.0; };
+  else if (op == "And")
+    f = [](double p, double q) { return p != 0 && q != 0 ? 1.0 : 0.0; };
+  else
+    f = [](double p, double q) { return p != 0 || q != 0 ? 1.0 : 0.0; };
+  if ((*x)->host->anySymbolic() || (*y)->host->anySymbolic())
+    return fail("compares a run-time size");
+  auto r = broadcastFold(*(*x)->host, *(*y)->host, Elem::kBool, f);
+  if (!r)
+    return r.takeError();
+  outHost(0, std::move(*r));
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Products, normalizations, reductions
+//===----------------------------------------------------------------------===//
+
+llvm::Error Importer::matmul() {
+  auto x = rtIn(0);
+  if (!x)
+    return x.takeError();
+  auto y = rtIn(1);
+  if (!y)
+    return y.takeError();
+  Value a = *x, w = *y;
+  if (!isa<FloatType>(typeOf(a).getElementType()) || !isa<FloatType>(typeOf(w).getElementType()))
+    return fail("MatMul of integer tensors is not supported");
+  const int64_t ra = typeOf(a).getRank(), rw = typeOf(w).getRank();
+  if (ra == 0 || rw == 0)
+    return fail("MatMul of a scalar");
+  // Vectors: [K] as [1, K] on the left, [K, 1] on the right, dropped after.
+  if (ra == 1) {
+    auto r = reshapeTo(a, {1, typeOf(a).getDimSize(0)});
+    if (!r)
+      return r.takeError();
+    a = *r;
+  }
+  if (rw == 1) {
+    auto r = reshapeTo(w, {typeOf(w).getDimSize(0), 1});
+    if (!r)
+      return r.takeError();
+    w = *r;
+  }
+  auto op = MatmulOp::create(b, loc, a, w, false, false);
+  if (failed(verify(op)))
+    return fail("operands of " + shapeStr(typeOf(a).getShape()) + " and " +
+                shapeStr(typeOf(w).getShape()) + " do not multiply");
+  Value r = op.getResult();
+  if (ra == 1 || rw == 1) {
+    SmallVector<int64_t> shape(typeOf(r).getShape());
+    if (rw == 1)
+      shape.pop_back();
+    if (ra == 1)
+      shape.erase(shape.end() - (rw == 1 ? 1 : 2));
+    auto s = reshapeTo(r, shape);
+    if (!s)
+      return s.takeError();
+    r = *s;
+  }
+  outRt(0, r);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::gemm() {
+  if (auto e = onlyAttributes({"alpha", "beta", "transA", "transB"}))
+    return e;
+  auto x = rtIn(0);
+  if (!x)
+    return x.takeError();
+  auto y = rtIn(1);
+  if (!y)
+    return y.takeError();
+  if (typeOf(*x).getRank() != 2 || typeOf(*y).getRank() != 2)
+    return fail("Gemm takes matrices");
+  auto op = MatmulOp::create(b, loc, *x, *y, attrInt("transA", 0) != 0, attrInt("transB", 0) != 0);
+  if (failed(verify(op)))
+    return fail("operands do not multiply");
+  Value r = op.getResult();
+  const double alpha = attrFloat("alpha", 1.0), beta = attrFloat("beta", 1.0);
+  if (alpha != 1.0)
+    r = ScaleOp::create(b, loc, r, b.getF64FloatAttr(alpha));
+  if (in(2) && beta != 0.0) {
+    auto c = rtIn(2);
+    if (!c)
+      return c.takeError();
+    Value cv = *c;
+    if (beta != 1.0)
+      cv = ScaleOp::create(b, loc, cv, b.getF64FloatAttr(beta));
+    r = AddOp::create(b, loc, r, cv);
+  }
+  outRt(0, r);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::softmax() {
+  if (auto e = onlyAttributes({"axis"}))
+    return e;
+  auto x = rtIn(0);
+  if (!x)
+    return x.takeError();
+  auto a = axis(attrInt("axis", -1), typeOf(*x).getRank());
+  if (!a)
+    return a.takeError();
+  outRt(0, SoftmaxOp::create(b, loc, *x, *a));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::reduce(llvm::StringRef op) {
+  if (auto e = onlyAttributes({"axes", "keepdims", "noop_with_empty_axes"}))
+    return e;
+  auto x = rtIn(0);
+  if (!x)
+    return x.takeError();
+  const int64_t rank = typeOf(*x).getRank();
+  // Axes: an attribute before opset 18 (13 for ReduceSum), an input after.
+  const bool axesInput = opset >= (op == "ReduceSum" ? 13 : 18);
+  std::vector<int64_t> axes;
+  if (axesInput) {
+    if (attr("axes"))
+      return fail("attribute 'axes' is an input from this opset on");
+    if (in(1)) {
+      auto k = knownInts(1, "axes");
+      if (!k)
+        return k.takeError();
+      axes = *k;
+    }
+  } else if (auto a = attrInts("axes")) {
+    axes = *a;
+  }
+  if (axes.empty()) {
+    if (attrInt("noop_with_empty_axes", 0)) {
+      outRt(0, *x);
+      return llvm::Error::success();
+    }
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  for (int64_t &a : axes) {
+    auto n = axis(a, rank);
+    if (!n)
+      return n.takeError();
+    a = *n;
+  }
+  llvm::sort(axes);
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  const bool keep = attrInt("keepdims", 1) != 0;
+  Value r;
+  if (op == "ReduceSum")
+    r = ReduceSumOp::create(b, loc, *x, axes, keep);
+  else if (op == "ReduceMean")
+    r = ReduceMeanOp::create(b, loc, *x, axes, keep);
+  else
+    r = ReduceMaxOp::create(b, loc, *x, axes, keep);
+  outRt(0, r);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::layerNorm(bool rms) {
+  if (auto e = onlyAttributes({"axis", "epsilon", "stash_type"}))
+    return e;
+  if (attrInt("stash_type", 1) != 1)
+    return fail("stash_type " + std::to_string(attrInt("stash_type", 1)) +
+                " is not supported (statistics are computed in float32)");
+  auto x = rtIn(0);
+  if (!x)
+    return x.takeError();
+  const int64_t rank = typeOf(*x).getRank();
+  auto a = axis(attrInt("axis", -1), rank);
+  if (!a)
+    return a.takeError();
+  llvm::ArrayRef<int64_t> normalized = typeOf(*x).getShape().drop_front(*a);
+  if (llvm::is_contained(normalized, kDyn))
+    return fail("normalizes over a dynamic dimension");
+  // Scale and bias of the normalized shape (a known one broadcast to it).
+  auto param = [&](int i) -> llvm::Expected<Value> {
+    const Val *v = in(i);
+    if (!v)
+      return Value();
+    if (v->host && llvm::ArrayRef<int64_t>(v->host->shape) != normalized) {
+      Host ones;
+      ones.shape.assign(normalized.begin(), normalized.end());
+      ones.v.assign(product(normalized), 0.0);
+      auto r = broadcastFold(*v->host, ones, Elem::kFloat, [](double p, double) { return p; });
+      if (!r)
+        return r.takeError();
+      if (llvm::ArrayRef<int64_t>(r->shape) != normalized)
+        return fail("input " + std::to_string(i) + " does not broadcast to the normalized shape");
+      return materialize(Val{Value(), std::move(*r), v->initializer}, node->input(i));
+    }
+    auto m = materialize(*v, node->input(i));
+    if (m && typeOf(*m).getShape() != normalized)
+      return fail("input " + std::to_string(i) + " has another shape than the normalized "
+                  "dimensions");
+    return m;
+  };
+  auto gamma = param(1);
+  if (!gamma)
+    return gamma.takeError();
+  if (!*gamma)
+    return fail("the scale input is missing");
+  auto beta = rms ? llvm::Expected<Value>(Value()) : param(2);
+  if (!beta)
+    return beta.takeError();
+  const double eps = attrFloat("epsilon", 1e-5);
+  outRt(0, LayerNormOp::create(b, loc, *x, *gamma, *beta, b.getI64IntegerAttr(*a),
+                               b.getF64FloatAttr(eps), rms ? b.getUnitAttr() : UnitAttr()));
+  // LayerNormalization's optional statistics: Mean and InvStdDev, with the
+  // normalized dimensions kept as 1.
+  const bool stats = !rms && ((node->output_size() > 1 && !node->output(1).empty()) ||
+                              (node->output_size() > 2 && !node->output(2).empty()));
+  if (stats) {
+    std::vector<int64_t> axes;
+    for (int64_t i = *a; i < rank; ++i)
+      axes.push_back(i);
+    Value mean = ReduceMeanOp::create(b, loc, *x, axes, true);
+    Value d = SubOp::create(b, loc, *x, mean);
+    Value var = ReduceMeanOp::create(b, loc, MulOp::create(b, loc, d, d), axes, true);
+    Value eps1 = GraphBuilder(b, loc).scalar(eps);
+    Value inv = DivOp::create(b, loc, GraphBuilder(b, loc).scalar(1.0),
+                              SqrtOp::create(b, loc, AddOp::create(b, loc, var, eps1)));
+    outRt(1, mean);
+    outRt(2, inv);
+  }
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------===//
+
+llvm::Error Importer::transpose() {
+  if (auto e = onlyAttributes({"perm"}))
+    return e;
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  const int64_t rank = rankOf(**x);
+  std::vector<int64_t> perm;
+  if (auto p = attrInts("perm"))
+    perm = *p;
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  std::vector<int64_t> sorted = perm;
+  llvm::sort(sorted);
+  for (int64_t i = 0; i < static_cast<int64_t>(sorted.size()); ++i)
+    if (sorted[i] != i || static_cast<int64_t>(perm.size()) != rank)
+      return fail("perm is not a permutation of the input's dimensions");
+  if ((*x)->host) {
+    const Host &h = *(*x)->host;
+    std::vector<int64_t> shape, from;
+    for (int64_t p : perm)
+      shape.push_back(h.shape[p]);
+    std::vector<int64_t> st = stridesOf(h.shape);
+    forEachIndex(shape, [&](int64_t, llvm::ArrayRef<int64_t> idx) {
+      int64_t f = 0;
+      for (int64_t k = 0; k < rank; ++k)
+        f += idx[k] * st[perm[k]];
+      from.push_back(f);
+    });
+    Host r = pick(h, shape, from);
+    out(0, Val{Value(), std::move(r), ""});
+    return llvm::Error::success();
+  }
+  outRt(0, TransposeOp::create(b, loc, (*x)->rt, perm));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::reshapeRuntime(const Val &xv, const Host &target, bool allowZero) {
+  Value x = xv.rt;
+  llvm::ArrayRef<int64_t> in = typeOf(x).getShape();
+  std::vector<int64_t> shape;
+  std::vector<SizeExpr> outDyn, inDyn;
+  int64_t inferred = -1, staticOut = 1, staticIn = 1;
+  for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
+    if (in[i] == kDyn)
+      inDyn.push_back(sizeOf(x, i));
+    else
+      staticIn *= in[i];
+  }
+  for (int64_t i = 0; i < target.numel(); ++i) {
+    if (target.symbolic(i)) {
+      shape.push_back(kDyn);
+      outDyn.push_back(target.sym[i]);
+      continue;
+    }
+    int64_t d = static_cast<int64_t>(target.v[i]);
+    if (d == 0 && !allowZero) {
+      if (i >= static_cast<int64_t>(in.size()))
+        return fail("shape element " + std::to_string(i) + " copies a dimension the input "
+                    "does not have");
+      d = in[i];
+      if (d == kDyn) {
+        shape.push_back(kDyn);
+        outDyn.push_back(sizeOf(x, i));
+        continue;
+      }
+    }
+    if (d == -1) {
+      if (inferred >= 0)
+        return fail("the shape has two -1 elements");
+      inferred = i;
+      shape.push_back(1);
+      continue;
+    }
+    if (d < 1)
+      return fail("shape element " + std::to_string(d) + " is not supported");
+    staticOut *= d;
+    shape.push_back(d);
+  }
+  if (inDyn != outDyn)
+    return fail("the reshape merges, splits or reorders dynamic dimensions, which the "
+                "dialect's reshape keeps in order");
+  if (inferred >= 0) {
+    if (staticOut == 0 || staticIn % staticOut != 0)
+      return fail("-1 cannot be inferred: the sizes do not divide");
+    shape[inferred] = staticIn / staticOut;
+  } else if (staticIn != staticOut) {
+    return fail("the shape holds another number of elements than the input");
+  }
+  auto r = reshapeTo(x, shape);
+  if (!r)
+    return r.takeError();
+  outRt(0, *r);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::reshape() {
+  if (auto e = onlyAttributes({"allowzero"}))
+    return e;
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  auto t = known(1, "the shape", /*symbols=*/true);
+  if (!t)
+    return t.takeError();
+  const bool allowZero = attrInt("allowzero", 0) != 0;
+  if ((*x)->rt)
+    return reshapeRuntime(**x, **t, allowZero);
+  const Host &h = *(*x)->host;
+  std::vector<int64_t> shape;
+  int64_t inferred = -1, known = 1;
+  for (int64_t i = 0; i < (*t)->numel(); ++i) {
+    if ((*t)->symbolic(i))
+      return fail("reshapes a known tensor to a run-time size");
+    int64_t d = static_cast<int64_t>((*t)->v[i]);
+    if (d == 0 && !allowZero) {
+      if (i >= static_cast<int64_t>(h.shape.size()))
+        return fail("shape element " + std::to_string(i) + " copies a missing dimension");
+      d = h.shape[i];
+    }
+    if (d == -1) {
+      inferred = i;
+      shape.push_back(1);
+      continue;
+    }
+    known *= d;
+    shape.push_back(d);
+  }
+  if (inferred >= 0) {
+    if (known == 0 || h.numel() % known != 0)
+      return fail("-1 cannot be inferred");
+    shape[inferred] = h.numel() / known;
+  } else if (known != h.numel()) {
+    return fail("the shape holds another number of elements than the input");
+  }
+  Host r = h;
+  r.shape = shape;
+  outHost(0, std::move(r));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::squeeze(bool unsqueeze) {
+  if (auto e = onlyAttributes({"axes"}))
+    return e;
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  if (attr("axes"))
+    return fail("attribute 'axes' is an input from opset 13 on");
+  std::vector<int64_t> axes;
+  if (in(1)) {
+    auto k = knownInts(1, "axes");
+    if (!k)
+      return k.takeError();
+    axes = *k;
+  } else if (unsqueeze) {
+    return fail("Unsqueeze needs its axes");
+  }
+  llvm::ArrayRef<int64_t> shape = shapeOf(**x);
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> result;
+  if (unsqueeze) {
+    const int64_t outRank = rank + static_cast<int64_t>(axes.size());
+    std::vector<bool> inserted(outRank, false);
+    for (int64_t a : axes) {
+      auto n = axis(a, outRank);
+      if (!n)
+        return n.takeError();
+      if (inserted[*n])
+        return fail("axes repeat");
+      inserted[*n] = true;
+    }
+    size_t j = 0;
+    for (int64_t i = 0; i < outRank; ++i)
+      result.push_back(inserted[i] ? 1 : shape[j++]);
+  } else {
+    std::vector<bool> removed(rank, false);
+    if (axes.empty())
+      for (int64_t i = 0; i < rank; ++i)
+        removed[i] = shape[i] == 1;
+    for (int64_t a : axes) {
+      auto n = axis(a, rank);
+      if (!n)
+        return n.takeError();
+      if (shape[*n] != 1)
+        return fail("squeezes dimension " + std::to_string(*n) + ", which is not 1");
+      removed[*n] = true;
+    }
+    for (int64_t i = 0; i < rank; ++i)
+      if (!removed[i])
+        result.push_back(shape[i]);
+  }
+  if ((*x)->host) {
+    Host r = *(*x)->host;
+    r.shape = result;
+    out(0, Val{Value(), std::move(r), (*x)->initializer});
+    return llvm::Error::success();
+  }
+  auto r = reshapeTo((*x)->rt, result);
+  if (!r)
+    return r.takeError();
+  outRt(0, *r);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::flatten() {
+  if (auto e = onlyAttributes({"axis"}))
+    return e;
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  llvm::ArrayRef<int64_t> shape = shapeOf(**x);
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t a = attrInt("axis", 1);
+  if (a < 0)
+    a += rank;
+  if (a < 0 || a > rank)
+    return fail("axis is outside the input's rank");
+  int64_t outer = product(shape.take_front(a)), inner = product(shape.drop_front(a));
+  if (llvm::is_contained(shape, kDyn))
+    return fail("flattens a dynamic dimension");
+  if ((*x)->host) {
+    Host r = *(*x)->host;
+    r.shape = {outer, inner};
+    outHost(0, std::move(r));
+    return llvm::Error::success();
+  }
+  auto r = reshapeTo((*x)->rt, {outer, inner});
+  if (!r)
+    return r.takeError();
+  outRt(0, *r);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::gather() {
+  if (auto e = onlyAttributes({"axis"}))
+    return e;
+  auto x = need(0), ids = need(1);
+  if (!x || !ids)
+    return llvm::joinErrors(x.takeError(), ids.takeError());
+  const Val &data = **x, &idx = **ids;
+  llvm::ArrayRef<int64_t> shape = shapeOf(data);
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  auto a = axis(attrInt("axis", 0), rank);
+  if (!a)
+    return a.takeError();
+  if (idx.host && idx.host->elem == Elem::kFloat)
+    return fail("indices must be integers");
+  if (data.host && idx.host) {
+    const Host &h = *data.host;
+    std::vector<int64_t> outShape(h.shape.begin(), h.shape.begin() + *a);
+    outShape.insert(outShape.end(), idx.host->shape.begin(), idx.host->shape.end());
+    outShape.insert(outShape.end(), h.shape.begin() + *a + 1, h.shape.end());
+    const int64_t n = h.shape[*a], inner = product(llvm::ArrayRef(h.shape).drop_front(*a + 1));
+    const int64_t outer = product(llvm::ArrayRef(h.shape).take_front(*a));
+    std::vector<int64_t> from;
+    for (int64_t o = 0; o < outer; ++o)
+      for (double iv : idx.host->v) {
+        int64_t i = static_cast<int64_t>(iv);
+        if (i < -n || i >= n)
+          return fail("index " + std::to_string(i) + " is outside [" + std::to_string(-n) +
+                      ", " + std::to_string(n) + ")");
+        if (i < 0)
+          i += n;
+        for (int64_t k = 0; k < inner; ++k)
+          from.push_back((o * n + i) * inner + k);
+      }
+    outHost(0, pick(h, outShape, from));
+    return llvm::Error::success();
+  }
+  auto table = materialize(data, node->input(0));
+  if (!table)
+    return table.takeError();
+  if (!isa<FloatType>(typeOf(*table).getElementType()))
+    return fail("gathers from an integer or boolean run-time tensor (only float32)");
+  // Known indices on a run-time tensor: negative ones normalized.
+  Value ids32;
+  if (idx.host) {
+    Host h = *idx.host;
+    const int64_t n = shape[*a];
+    if (n == kDyn)
+      return fail("gathers known indices along a dynamic dimension");
+    for (double &v : h.v) {
+      if (v < -n || v >= n)
+        return fail("index " + std::to_string(static_cast<int64_t>(v)) + " is outside [" +
+                    std::to_string(-n) + ", " + std::to_string(n) + ")");
+      if (v < 0)
+        v += n;
+    }
+    auto m = materialize(Val{Value(), std::move(h), ""}, node->input(1) + "#normalized");
+    if (!m)
+      return m.takeError();
+    ids32 = *m;
+  } else {
+    ids32 = idx.rt;
+    if (!typeOf(ids32).getElementType().isInteger(32))
+      return fail("indices must be integers");
+  }
+  // The table as [n, rest] with the gathered axis first.
+  Value t = *table;
+  std::vector<int64_t> perm;
+  if (*a != 0) {
+    perm.push_back(*a);
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != *a)
+        perm.push_back(i);
+    t = TransposeOp::create(b, loc, t, perm);
+  }
+  llvm::ArrayRef<int64_t> ts = typeOf(t).getShape();
+  if (llvm::is_contained(ts, kDyn))
+    return fail("gathers from a tensor with dynamic dimensions");
+  const int64_t rest = product(ts.drop_front());
+  auto t2 = reshapeTo(t, {ts[0], rest});
+  if (!t2)
+    return t2.takeError();
+  Value g = GatherOp::create(b, loc, *t2, ids32);
+  // [ids..., rest] -> [ids..., table dims but the first] -> the axis in place.
+  SmallVector<int64_t> gs(typeOf(ids32).getShape());
+  const int64_t idsRank = static_cast<int64_t>(gs.size());
+  gs.append(ts.begin() + 1, ts.end());
+  auto g2 = reshapeTo(g, gs);
+  if (!g2)
+    return g2.takeError();
+  Value r = *g2;
+  if (*a != 0) {
+    // Result dims now: ids..., data dims except a (in order). ONNX wants
+    // data[:a], ids..., data[a+1:].
+    std::vector<int64_t> p;
+    for (int64_t i = 0; i < *a; ++i)
+      p.push_back(idsRank + i);
+    for (int64_t i = 0; i < idsRank; ++i)
+      p.push_back(i);
+    for (int64_t i = *a; i < rank - 1; ++i)
+      p.push_back(idsRank + i);
+    r = TransposeOp::create(b, loc, r, p);
+  }
+  outRt(0, r);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::concat() {
+  if (auto e = onlyAttributes({"axis"}))
+    return e;
+  std::vector<const Val *> xs;
+  for (int i = 0; i < node->input_size(); ++i) {
+    auto v = need(i);
+    if (!v)
+      return v.takeError();
+    xs.push_back(*v);
+  }
+  if (xs.empty())
+    return fail("no inputs");
+  const int64_t rank = rankOf(*xs[0]);
+  auto a = axis(attrInt("axis", 0), rank);
+  if (!a)
+    return a.takeError();
+  if (llvm::all_of(xs, [](const Val *v) { return v->host.has_value(); })) {
+    Host r;
+    r.elem = xs[0]->host->elem;
+    r.shape = xs[0]->host->shape;
+    r.shape[*a] = 0;
+    for (const Val *v : xs) {
+      if (static_cast<int64_t>(v->host->shape.size()) != rank)
+        return fail("inputs of different ranks");
+      r.shape[*a] += v->host->shape[*a];
+    }
+    const int64_t outer = product(llvm::ArrayRef(r.shape).take_front(*a));
+    const bool sym = llvm::any_of(xs, [](const Val *v) { return v->host->anySymbolic(); });
+    for (int64_t o = 0; o < outer; ++o)
+      for (const Val *v : xs) {
+        const Host &h = *v->host;
+        const int64_t chunk = product(llvm::ArrayRef(h.shape).drop_front(*a));
+        for (int64_t k = 0; k < chunk; ++k) {
+          r.v.push_back(h.v[o * chunk + k]);
+          if (sym)
+            r.sym.push_back(h.symbolAt(o * chunk + k));
+        }
+      }
+    outHost(0, std::move(r));
+    return llvm::Error::success();
+  }
+  SmallVector<Value> operands;
+  for (int i = 0; i < node->input_size(); ++i) {
+    auto m = materialize(*xs[i], node->input(i));
+    if (!m)
+      return m.takeError();
+    operands.push_back(*m);
+  }
+  auto op = ConcatOp::create(b, loc, operands, *a);
+  if (failed(verify(op)))
+    return fail("inputs do not concatenate");
+  outRt(0, op.getResult());
+  return llvm::Error::success();
+}
+
+llvm::Expected<Value> Importer::sliceRuntime(Value x, int64_t a, int64_t start, int64_t end,
+                                             const SizeExpr &endSym) {
+  const int64_t n = typeOf(x).getDimSize(a);
+  if (n == kDyn) {
+    const bool toEnd = !endSym.known() && end >= std::numeric_limits<int32_t>::max();
+    if (start == 0 && toEnd)
+      return x;
+    if (start == 0 && endSym.known()) {
+      if (endSym == sizeOf(x, a))
+        return x;
+      return fail("slices a dynamic dimension to another run-time size");
+    }
+    return fail("slices a dynamic dimension at a fixed position (only [0, a run-time size) "
+                "and the whole dimension are supported)");
+  }
+  if (endSym.known()) {
+    if (start != 0)
+      return fail("a slice to a run-time size must start at 0");
+    auto len = indexOf(endSym);
+    if (!len)
+      return len.takeError();
+    return SliceOp::create(b, loc, x, Value(), *len, a, 0, IntegerAttr()).getResult();
+  }
+  auto clamp = [&](int64_t v) {
+    if (v < 0)
+      v += n;
+    return std::clamp<int64_t>(v, 0, n);
+  };
+  const int64_t s = clamp(start), e = clamp(end);
+  if (e <= s)
+    return fail("the slice is empty");
+  if (s == 0 && e == n)
+    return x;
+  return SliceOp::create(b, loc, x, Value(), Value(), a, s, b.getI64IntegerAttr(e - s))
+      .getResult();
+}
+
+llvm::Error Importer::slice() {
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  auto starts = knownInts(1, "starts");
+  if (!starts)
+    return starts.takeError();
+  auto ends = known(2, "ends", /*symbols=*/true);
+  if (!ends)
+    return ends.takeError();
+  const int64_t rank = rankOf(**x);
+  std::vector<int64_t> axes, steps;
+  if (in(3)) {
+    auto k = knownInts(3, "axes");
+    if (!k)
+      return k.takeError();
+    axes = *k;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(static_cast<int64_t>(i));
+  }
+  if (in(4)) {
+    auto k = knownInts(4, "steps");
+    if (!k)
+      return k.takeError();
+    steps = *k;
+  } else {
+    steps.assign(starts->size(), 1);
+  }
+  if (axes.size() != starts->size() || (*ends)->numel() != static_cast<int64_t>(axes.size()) ||
+      steps.size() != axes.size())
+    return fail("starts, ends, axes and steps differ in length");
+  for (int64_t &a : axes) {
+    auto n = axis(a, rank);
+    if (!n)
+      return n.takeError();
+    a = *n;
+  }
+  if ((*x)->host) {
+    const Host &h = *(*x)->host;
+    // Per axis: the indices taken.
+    std::vector<std::vector<int64_t>> take(rank);
+    for (int64_t d = 0; d < rank; ++d)
+      for (int64_t i = 0; i < h.shape[d]; ++i)
+        take[d].push_back(i);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      if ((*ends)->symbolic(static_cast<int64_t>(k)))
+        return fail("slices a known tensor to a run-time size");
+      const int64_t n = h.shape[axes[k]], step = steps[k];
+      if (step == 0)
+        return fail("a step of 0");
+      int64_t s = (*starts)[k], e = static_cast<int64_t>((*ends)->v[k]);
+      if (s < 0)
+        s += n;
+      if (e < 0)
+        e += n;
+      take[axes[k]].clear();
+      if (step > 0) {
+        s = std::clamp<int64_t>(s, 0, n);
+        e = std::clamp<int64_t>(e, 0, n);
+        for (int64_t i = s; i < e; i += step)
+          take[axes[k]].push_back(i);
+      } else {
+        s = std::clamp<int64_t>(s, 0, n - 1);
+        e = std::clamp<int64_t>(e, -1, n - 1);
+        for (int64_t i = s; i > e; i += step)
+          take[axes[k]].push_back(i);
+      }
+    }
+    std::vector<int64_t> shape, from;
+    for (auto &t : take)
+      shape.push_back(static_cast<int64_t>(t.size()));
+    std::vector<int64_t> st = stridesOf(h.shape);
+    forEachIndex(shape, [&](int64_t, llvm::ArrayRef<int64_t> idx) {
+      int64_t f = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        f += take[d][idx[d]] * st[d];
+      from.push_back(f);
+    });
+    outHost(0, pick(h, shape, from));
+    return llvm::Error::success();
+  }
+  Value r = (*x)->rt;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    if (steps[k] != 1)
+      return fail("a step of " + std::to_string(steps[k]) + " on a run-time tensor (only 1)");
+    auto s = sliceRuntime(r, axes[k], (*starts)[k], static_cast<int64_t>((*ends)->v[k]),
+                          (*ends)->symbolAt(static_cast<int64_t>(k)));
+    if (!s)
+      return s.takeError();
+    r = *s;
+  }
+  outRt(0, r);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::split() {
+  if (auto e = onlyAttributes({"axis", "split", "num_outputs"}))
+    return e;
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  llvm::ArrayRef<int64_t> shape = shapeOf(**x);
+  auto a = axis(attrInt("axis", 0), static_cast<int64_t>(shape.size()));
+  if (!a)
+    return a.takeError();
+  const int64_t n = shape[*a];
+  if (n == kDyn)
+    return fail("splits a dynamic dimension");
+  std::vector<int64_t> parts;
+  if (in(1)) {
+    auto k = knownInts(1, "split");
+    if (!k)
+      return k.takeError();
+    parts = *k;
+  } else if (auto s = attrInts("split")) {
+    if (opset >= 13)
+      return fail("attribute 'split' is an input from opset 13 on");
+    parts = *s;
+  } else {
+    const int64_t outputs = attr("num_outputs") ? attrInt("num_outputs", 1) : node->output_size();
+    if (outputs < 1)
+      return fail("num_outputs must be positive");
+    const int64_t chunk = (n + outputs - 1) / outputs;
+    for (int64_t i = 0, left = n; i < outputs; ++i, left -= chunk)
+      parts.push_back(std::min(chunk, left));
+  }
+  if (static_cast<int64_t>(parts.size()) != node->output_size())
+    return fail("the split has " + std::to_string(parts.size()) + " parts for " +
+                std::to_string(node->output_size()) + " outputs");
+  if (std::accumulate(parts.begin(), parts.end(), int64_t{0}) != n ||
+      llvm::any_of(parts, [](int64_t p) { return p < 1; }))
+    return fail("the parts do not cover the dimension of size " + std::to_string(n));
+  if ((*x)->host) {
+    const Host &h = *(*x)->host;
+    int64_t begin = 0;
+    for (auto [i, p] : llvm::enumerate(parts)) {
+      std::vector<int64_t> os(h.shape), from;
+      os[*a] = p;
+      std::vector<int64_t> st = stridesOf(h.shape);
+      forEachIndex(os, [&](int64_t, llvm::ArrayRef<int64_t> idx) {
+        int64_t f = 0;
+        for (size_t d = 0; d < os.size(); ++d)
+          f += (static_cast<int64_t>(d) == *a ? idx[d] + begin : idx[d]) * st[d];
+        from.push_back(f);
+      });
+      outHost(static_cast<int>(i), pick(h, os, from));
+      begin += p;
+    }
+    return llvm::Error::success();
+  }
+  auto op = SplitOp::create(b, loc, (*x)->rt, *a, parts);
+  for (auto [i, r] : llvm::enumerate(op.getResults()))
+    outRt(static_cast<int>(i), r);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::expand() {
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  auto t = known(1, "the shape", /*symbols=*/true);
+  if (!t)
+    return t.takeError();
+  llvm::ArrayRef<int64_t> shape = shapeOf(**x);
+  // The target's elements: 1 keeps the input's size.
+  std::vector<int64_t> target;
+  for (int64_t i = 0; i < (*t)->numel(); ++i)
+    target.push_back((*t)->symbolic(i) ? kDyn : static_cast<int64_t>((*t)->v[i]));
+  const size_t rank = std::max(shape.size(), target.size());
+  std::vector<int64_t> result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t a = i < rank - shape.size() ? 1 : shape[i - (rank - shape.size())];
+    size_t ti = i - (rank - target.size());
+    int64_t c = i < rank - target.size() ? 1 : target[ti];
+    if (c == kDyn) {
+      // A run-time size: the input must have that dimension already.
+      if (a != kDyn || !(*x)->rt ||
+          sizeOf((*x)->rt, static_cast<int64_t>(i - (rank - shape.size()))) != (*t)->sym[ti])
+        return fail("expands to a run-time size the input does not have");
+      result[i] = kDyn;
+      continue;
+    }
+    if (a != c && a != 1 && c != 1)
+      return fail("the input does not broadcast to the shape");
+    result[i] = a == 1 ? c : a;
+  }
+  if ((*x)->host) {
+    Host zeros;
+    zeros.elem = (*x)->host->elem;
+    zeros.shape = result;
+    zeros.v.assign(product(result), 0.0);
+    auto r = broadcastFold(*(*x)->host, zeros, (*x)->host->elem,
+                           [](double p, double) { return p; });
+    if (!r)
+      return r.takeError();
+    outHost(0, std::move(*r));
+    return llvm::Error::success();
+  }
+  Value v = (*x)->rt;
+  if (llvm::ArrayRef<int64_t>(result) == typeOf(v).getShape()) {
+    outRt(0, v);
+    return llvm::Error::success();
+  }
+  if (!isa<FloatType>(typeOf(v).getElementType()))
+    return fail("expands an integer or boolean run-time tensor (only float32)");
+  if (llvm::is_contained(result, kDyn))
+    return fail("expands a tensor with dynamic dimensions");
+  GraphBuilder g(b, loc);
+  Value like = ConstantOp::create(
+      b, loc, DenseElementsAttr::get(RankedTensorType::get(result, b.getF32Type()), 0.0f));
+  outRt(0, g.expand(v, like));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::where() {
+  auto c = need(0), x = need(1), y = need(2);
+  if (!c || !x || !y)
+    return llvm::joinErrors(llvm::joinErrors(c.takeError(), x.takeError()), y.takeError());
+  if ((*c)->host && (*x)->host && (*y)->host) {
+    const Host &ch = *(*c)->host, &xh = *(*x)->host, &yh = *(*y)->host;
+    auto s = broadcastShape(ch.shape, xh.shape);
+    if (!s)
+      return s.takeError();
+    auto shape = broadcastShape(*s, yh.shape);
+    if (!shape)
+      return shape.takeError();
+    Host r;
+    r.elem = xh.elem;
+    r.shape = *shape;
+    const bool sym = xh.anySymbolic() || yh.anySymbolic();
+    forEachIndex(*shape, [&](int64_t, llvm::ArrayRef<int64_t> idx) {
+      const bool take = ch.v[broadcastIndex(ch.shape, idx)] != 0;
+      const Host &h = take ? xh : yh;
+      const int64_t i = broadcastIndex(h.shape, idx);
+      r.v.push_back(h.v[i]);
+      if (sym)
+        r.sym.push_back(h.symbolAt(i));
+    });
+    outHost(0, std::move(r));
+    return llvm::Error::success();
+  }
+  auto cond = materialize(**c, node->input(0));
+  if (!cond)
+    return cond.takeError();
+  auto a = materialize(**x, node->input(1));
+  if (!a)
+    return a.takeError();
+  auto d = materialize(**y, node->input(2));
+  if (!d)
+    return d.takeError();
+  if (!typeOf(*cond).getElementType().isInteger(1))
+    return fail("the condition must be boolean");
+  if (!isa<FloatType>(typeOf(*a).getElementType()) || !isa<FloatType>(typeOf(*d).getElementType()))
+    return fail("selects between integer run-time tensors (only float32)");
+  auto op = SelectOp::create(b, loc, *cond, *a, *d);
+  if (failed(verify(op)))
+    return fail("the inputs do not broadcast");
+  outRt(0, op.getResult());
+  return llvm::Error::success();
+}
+
+std::optional<Elem> elemOfType(int64_t t) {
+  switch (t) {
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::DOUBLE:
+    return Elem::kFloat;
+  case onnx::TensorProto::INT64:
+  case onnx::TensorProto::INT32:
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::UINT8:
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16:
+  case onnx::TensorProto::UINT32:
+    return Elem::kInt;
+  case onnx::TensorProto::BOOL:
+    return Elem::kBool;
+  default:
+    return std::nullopt;
+  }
+}
+
+std::string typeName(int64_t t) {
+  return onnx::TensorProto::DataType_IsValid(static_cast<int>(t))
+             ? onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t))
+             : std::to_string(t);
+}
+
+llvm::Error Importer::castNode() {
+  if (auto e = onlyAttributes({"to", "saturate", "round_mode"}))
+    return e;
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  const int64_t to = attrInt("to", 0);
+  std::optional<Elem> elem = elemOfType(to);
+  if (!elem)
+    return fail("casts to " + typeName(to) + " (float32, int64, int32 and bool are supported)");
+  if ((*x)->host) {
+    Host r = *(*x)->host;
+    for (double &v : r.v) {
+      if (*elem == Elem::kBool)
+        v = v != 0 ? 1 : 0;
+      else if (*elem == Elem::kInt)
+        v = r.elem == Elem::kFloat ? std::trunc(v) : v;
+      else if (to == onnx::TensorProto::FLOAT)
+        v = static_cast<double>(static_cast<float>(v));
+    }
+    if (*elem == Elem::kFloat && r.anySymbolic())
+      return fail("casts a run-time size to float");
+    if (*elem == Elem::kFloat && to != onnx::TensorProto::FLOAT)
+      return fail("casts to " + typeName(to) + " (float32, int64, int32 and bool are supported)");
+    r.elem = *elem;
+    outHost(0, std::move(r));
+    return llvm::Error::success();
+  }
+  Type from = typeOf((*x)->rt).getElementType();
+  const bool same = (*elem == Elem::kFloat && to == onnx::TensorProto::FLOAT && isa<FloatType>(from)) ||
+                    (*elem == Elem::kInt && from.isInteger(32) &&
+                     (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32)) ||
+                    (*elem == Elem::kBool && from.isInteger(1));
+  if (!same)
+    return fail("casts a run-time tensor to " + typeName(to) +
+                " from another type (run-time casts keep the type: float32 to float32, "
+                "integers to int64 or int32, bool to bool)");
+  outRt(0, (*x)->rt);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::shape() {
+  if (auto e = onlyAttributes({"start", "end"}))
+    return e;
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  llvm::ArrayRef<int64_t> shape = shapeOf(**x);
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t s = attrInt("start", 0), e = attrInt("end", rank);
+  if (s < 0)
+    s += rank;
+  if (e < 0)
+    e += rank;
+  s = std::clamp<int64_t>(s, 0, rank);
+  e = std::clamp<int64_t>(e, 0, rank);
+  Host r;
+  r.elem = Elem::kInt;
+  for (int64_t i = s; i < e; ++i) {
+    if (shape[i] == kDyn) {
+      r.sym.resize(r.v.size());
+      r.sym.push_back(sizeOf((*x)->rt, i));
+      r.v.push_back(-1);
+    } else {
+      r.v.push_back(static_cast<double>(shape[i]));
+      if (!r.sym.empty())
+        r.sym.emplace_back();
+    }
+  }
+  if (!r.sym.empty())
+    r.sym.resize(r.v.size());
+  r.shape = {static_cast<int64_t>(r.v.size())};
+  outHost(0, std::move(r));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::size() {
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  llvm::ArrayRef<int64_t> shape = shapeOf(**x);
+  if (llvm::is_contained(shape, kDyn))
+    return fail("the size of a tensor with dynamic dimensions is a product of run-time sizes");
+  Host r;
+  r.elem = Elem::kInt;
+  r.v = {static_cast<double>(product(shape))};
+  outHost(0, std::move(r));
+  return llvm::Error::success();
+}
+
+llvm::Error tensorAttr(const onnx::AttributeProto &a, llvm::StringRef where, Host &h) {
+  auto t = readTensor(a.t(), where);
+  if (!t)
+    return t.takeError();
+  h = hostOf(*t);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::constantOfShape() {
+  if (auto e = onlyAttributes({"value"}))
+    return e;
+  auto s = knownInts(0, "the shape");
+  if (!s)
+    return s.takeError();
+  Host value;
+  value.v = {0.0};
+  value.shape = {1};
+  if (const auto *a = attr("value"))
+    if (auto e = tensorAttr(*a, path, value))
+      return e;
+  if (value.numel() != 1)
+    return fail("the value must hold one element");
+  Host r;
+  r.elem = value.elem;
+  r.shape = *s;
+  if (llvm::any_of(r.shape, [](int64_t d) { return d < 0; }))
+    return fail("a negative dimension");
+  r.v.assign(product(r.shape), value.v[0]);
+  outHost(0, std::move(r));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::range() {
+  if (auto e = onlyAttributes({}))
+    return e;
+  auto s = known(0, "start"), l = known(1, "limit"), d = known(2, "delta");
+  if (!s || !l || !d)
+    return llvm::joinErrors(llvm::joinErrors(s.takeError(), l.takeError()), d.takeError());
+  if ((*s)->numel() != 1 || (*l)->numel() != 1 || (*d)->numel() != 1)
+    return fail("start, limit and delta must be scalars");
+  const double start = (*s)->v[0], limit = (*l)->v[0], delta = (*d)->v[0];
+  if (delta == 0)
+    return fail("a delta of 0");
+  const double count = std::max(0.0, std::ceil((limit - start) / delta));
+  if (count > 1e8)
+    return fail("the range holds more than 1e8 elements");
+  Host r;
+  r.elem = (*s)->elem;
+  r.shape = {static_cast<int64_t>(count)};
+  for (int64_t i = 0; i < r.shape[0]; ++i) {
+    double v = start + static_cast<double>(i) * delta;
+    r.v.push_back(r.elem == Elem::kFloat ? static_cast<double>(static_cast<float>(v)) : v);
+  }
+  outHost(0, std::move(r));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::trilu() {
+  if (auto e = onlyAttributes({"upper"}))
+    return e;
+  auto x = need(0);
+  if (!x)
+    return x.takeError();
+  int64_t k = 0;
+  if (in(1)) {
+    auto kv = knownInts(1, "k");
+    if (!kv)
+      return kv.takeError();
+    if (kv->size() != 1)
+      return fail("k must be a scalar");
+    k = (*kv)[0];
+  }
+  if (!(*x)->host)
+    return fail("Trilu of a run-time tensor is not supported (it folds when its input is "
+                "known when compiling)");
+  Host r = *(*x)->host;
+  if (r.shape.size() < 2)
+    return fail("Trilu takes a matrix or a batch of them");
+  const bool upper = attrInt("upper", 1) != 0;
+  const int64_t rows = r.shape[r.shape.size() - 2], cols = r.shape.back();
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    const int64_t c = i % cols, row = (i / cols) % rows;
+    const bool keep = upper ? c - row >= k : c - row <= k;
+    if (!keep)
+      r.v[i] = 0;
+  }
+  outHost(0, std::move(r));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::constant() {
+  if (node->attribute_size() != 1)
+    return fail("a Constant has one attribute");
+  const auto &a = node->attribute(0);
+  Host h;
+  if (a.name() == "value") {
+    if (auto e = tensorAttr(a, path, h))
+      return e;
+  } else if (a.name() == "value_float") {
+    h.v = {a.f()};
+  } else if (a.name() == "value_floats") {
+    h.v.assign(a.floats().begin(), a.floats().end());
+    h.shape = {static_cast<int64_t>(h.v.size())};
+  } else if (a.name() == "value_int") {
+    h.elem = Elem::kInt;
+    h.v = {static_cast<double>(a.i())};
+  } else if (a.name() == "value_ints") {
+    h.elem = Elem::kInt;
+    for (int64_t i : a.ints())
+      h.v.push_back(static_cast<double>(i));
+    h.shape = {static_cast<int64_t>(h.v.size())};
+  } else {
+    return fail("attribute '" + a.name() + "' is not supported");
+  }
+  outHost(0, std::move(h));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::conv() {
+  if (auto e = onlyAttributes({"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"}))
+    return e;
+  auto x = rtIn(0);
+  if (!x)
+    return x.takeError();
+  auto w = need(1);
+  if (!w)
+    return w.takeError();
+  if (typeOf(*x).getRank() != 4 || rankOf(**w) != 4)
+    return fail("only the two-dimensional convolution is supported");
+  llvm::ArrayRef<int64_t> ws = shapeOf(**w), xs = typeOf(*x).getShape();
+  std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
+  auto strides = attrInts("strides").value_or(std::vector<int64_t>{1, 1});
+  auto pads = attrInts("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
+  auto dil = attrInts("dilations").value_or(std::vector<int64_t>{1, 1});
+  const auto *autoPad = attr("auto_pad");
+  if (attrInt("group", 1) != 1 || strides != kernel ||
+      llvm::any_of(pads, [](int64_t p) { return p != 0; }) ||
+      llvm::any_of(dil, [](int64_t d) { return d != 1; }) ||
+      (autoPad && autoPad->s() != "NOTSET" && autoPad->s() != "VALID") ||
+      (attrInts("kernel_shape") && *attrInts("kernel_shape") != kernel))
+    return fail("only the patch-embedding convolution is supported: stride = kernel, no "
+                "padding, no dilation, one group");
+  if (xs[1] != ws[1] || xs[2] == kDyn || xs[3] == kDyn || xs[2] % kernel[0] ||
+      xs[3] % kernel[1])
+    return fail("the image's channels or size do not fit the kernel (the height and width "
+                "must be static multiples of the patch)");
+  auto wv = materialize(**w, node->input(1));
+  if (!wv)
+    return wv.takeError();
+  GraphBuilder g(b, loc);
+  Value patches = g.unfold(*x, kernel[0], kernel[1]);            // [B, N, C·ph·pw]
+  auto w2 = reshapeTo(*wv, {ws[0], ws[1] * kernel[0] * kernel[1]}); // [D, C·ph·pw]
+  if (!w2)
+    return w2.takeError();
+  Value bias;
+  if (in(2)) {
+    auto bv = rtIn(2);
+    if (!bv)
+      return bv.takeError();
+    bias = *bv;
+  }
+  Value y = g.linear(patches, *w2, bias);                        // [B, N, D]
+  Value t = TransposeOp::create(b, loc, y, ArrayRef<int64_t>{0, 2, 1});
+  auto r = reshapeTo(t, {xs[0], ws[0], xs[2] / kernel[0], xs[3] / kernel[1]});
+  if (!r)
+    return r.takeError();
+  outRt(0, *r);
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Opset 23: Attention, RotaryEmbedding
+//===----------------------------------------------------------------------===//
+
+llvm::Error Importer::attention() {
+  if (auto e = onlyAttributes({"is_causal", "kv_num_heads", "q_num_heads", "scale", "softcap",
+                               "qk_matmul_output_mode", "softmax_precision"}))
+    return e;
+  for (int i = 1; i < node->output_size(); ++i)
+    if (!node->output(i).empty())
+      return fail("only the first output (Y) is supported");
+  if (in(4) || in(5) || in(6))
+    return fail("past_key, past_value and nonpad_kv_seqlen are not supported");
+  if (attrInt("softmax_precision", 1) != 1)
+    return fail("softmax_precision other than float32 is not supported");
+  auto q = rtIn(0);
+  if (!q)
+    return q.takeError();
+  auto k = rtIn(1);
+  if (!k)
+    return k.takeError();
+  auto v = rtIn(2);
+  if (!v)
+    return v.takeError();
+  GraphBuilder g(b, loc);
+  // 3-D inputs [B, S, H·dh] as heads [B, H, S, dh].
+  const bool flat = typeOf(*q).getRank() == 3;
+  auto heads = [&](Value x, int64_t h) -> llvm::Expected<Value> {
+    if (!flat)
+      return x;
+    if (h < 1)
+      return fail("3-D inputs need q_num_heads and kv_num_heads");
+    llvm::ArrayRef<int64_t> s = typeOf(x).getShape();
+    if (s[2] == kDyn || s[2] % h)
+      return fail("the hidden size does not split into the heads");
+    auto r = reshapeTo(x, {s[0], s[1], h, s[2] / h});
+    if (!r)
+      return r;
+    return TransposeOp::create(b, loc, *r, ArrayRef<int64_t>{0, 2, 1, 3}).getResult();
+  };
+  auto qh = heads(*q, attrInt("q_num_heads", 0));
+  if (!qh)
+    return qh.takeError();
+  auto kh = heads(*k, attrInt("kv_num_heads", 0));
+  if (!kh)
+    return kh.takeError();
+  auto vh = heads(*v, attrInt("kv_num_heads", 0));
+  if (!vh)
+    return vh.takeError();
+  if (typeOf(*qh).getRank() != 4 || typeOf(*kh).getRank() != 4 || typeOf(*vh).getRank() != 4)
+    return fail("Q, K and V must be 3-D or 4-D");
+  const int64_t hq = typeOf(*qh).getDimSize(1), hk = typeOf(*kh).getDimSize(1);
+  const int64_t dh = typeOf(*qh).getDimSize(3);
+  if (hq == kDyn || hk == kDyn || dh == kDyn || hq % hk)
+    return fail("the query heads must be a multiple of the key heads");
+  Value kk = *kh, vv = *vh;
+  if (hq != hk) {
+    kk = g.repeatHeads(kk, hq / hk);
+    vv = g.repeatHeads(vv, hq / hk);
+  }
+  const double scale = attrFloat("scale", 1.0 / std::sqrt(static_cast<double>(dh)));
+  Value s = g.scale(g.matmul(*qh, kk, false, true), scale); // [B, H, Sq, Sk]
+  if (const double cap = attrFloat("softcap", 0); cap != 0)
+    s = g.scale(g.tanh(g.scale(s, 1.0 / cap)), cap);
+  if (const Val *m = in(3)) {
+    auto mv = materialize(*m, node->input(3));
+    if (!mv)
+      return mv.takeError();
+    if (typeOf(*mv).getElementType().isInteger(1)) {
+      s = g.select(*mv, s, g.scalar(-std::numeric_limits<double>::infinity()));
+    } else {
+      s = AddOp::create(b, loc, s, *mv);
+    }
+  }
+  if (attrInt("is_causal", 0)) {
+    llvm::ArrayRef<int64_t> ss = typeOf(s).getShape();
+    // ONNX's causal mask is top-left aligned (key j visible to query i when
+    // j <= i); transfuse.causal_mask is bottom-right aligned: the same when
+    // Sq = Sk. Static lengths get the mask as a constant.
+    Value mask;
+    if (ss[2] != kDyn && ss[3] != kDyn) {
+      Host tri;
+      tri.elem = Elem::kBool;
+      tri.shape = {ss[2], ss[3]};
+      for (int64_t i = 0; i < ss[2]; ++i)
+        for (int64_t j = 0; j < ss[3]; ++j)
+          tri.v.push_back(j <= i ? 1 : 0);
+      auto m = materialize(Val{Value(), std::move(tri), ""}, node->output(0) + "#causal");
+      if (!m)
+        return m.takeError();
+      mask = *m;
+    } else if (sizeOf(s, 2) == sizeOf(s, 3)) {
+      mask = g.causalMask(g.dim(s, 2), g.dim(s, 3));
+    } else {
+      return fail("is_causal with dynamic query and key lengths that may differ");
+    }
+    s = g.select(mask, s, g.scalar(-std::numeric_limits<double>::infinity()));
+  }
+  Value p = g.softmax(s, 3);
+  Value y = g.matmul(p, vv); // [B, H, Sq, dh]
+  if (flat) {
+    Value t = g.transpose(y, {0, 2, 1, 3});
+    llvm::ArrayRef<int64_t> ts = typeOf(t).getShape();
+    auto r = reshapeTo(t, {ts[0], ts[1], hq * dh});
+    if (!r)
+      return r.takeError();
+    y = *r;
+  }
+  outRt(0, y);
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::rotary() {
+  if (auto e = onlyAttributes({"interleaved", "num_heads", "rotary_embedding_dim"}))
+    return e;
+  auto x = rtIn(0);
+  if (!x)
+    return x.takeError();
+  auto c = rtIn(1);
+  if (!c)
+    return c.takeError();
+  auto sn = rtIn(2);
+  if (!sn)
+    return sn.takeError();
+  GraphBuilder g(b, loc);
+  // X as heads [B, H, S, dh].
+  llvm::ArrayRef<int64_t> xs = typeOf(*x).getShape();
+  const bool flat = xs.size() == 3;
+  Value x4 = *x;
+  if (flat) {
+    const int64_t h = attrInt("num_heads", 0);
+    if (h < 1 || xs[2] == kDyn || xs[2] % h)
+      return fail("a 3-D input needs num_heads dividing its hidden size");
+    auto r = reshapeTo(*x, {xs[0], xs[1], h, xs[2] / h});
+    if (!r)
+      return r.takeError();
+    x4 = g.transpose(*r, {0, 2, 1, 3});
+  } else if (xs.size() != 4) {
+    return fail("the input must be 3-D or 4-D");
+  }
+  llvm::ArrayRef<int64_t> s4 = typeOf(x4).getShape();
+  const int64_t dh = s4[3];
+  const int64_t rdim = attrInt("rotary_embedding_dim", 0) ? attrInt("rotary_embedding_dim", 0) : dh;
+  if (rdim % 2 || rdim > dh)
+    return fail("rotary_embedding_dim must be even and at most the head size");
+  const int64_t half = rdim / 2;
+  // cos and sin [B, S, R]: gathered at the positions, or given per position.
+  auto table = [&](Value t) -> llvm::Expected<Value> {
+    if (typeOf(t).getShape().back() != half)
+      return fail("the cos and sin caches must have rotary_embedding_dim / 2 columns");
+    if (in(3)) {
+      auto pos = rtIn(3);
+      if (!pos)
+        return pos;
+      t = g.gather(t, *pos);
+    }
+    llvm::ArrayRef<int64_t> ts = typeOf(t).getShape();
+    if (ts.size() != 3)
+      return fail("the cos and sin caches must be [positions, R] with position_ids, else [B, S, R]");
+    return reshapeTo(t, {ts[0], 1, ts[1], ts[2]});
+  };
+  auto cosv = table(*c);
+  if (!cosv)
+    return cosv.takeError();
+  auto sinv = table(*sn);
+  if (!sinv)
+    return sinv.takeError();
+  Value rot = rdim == dh ? x4 : g.slice(x4, 3, 0, rdim);
+  Value cs = *cosv, sv = *sinv, x1, x2;
+  const bool interleaved = attrInt("interleaved", 0) != 0;
+  if (interleaved) {
+    auto r = reshapeTo(rot, {s4[0], s4[1], s4[2], half, 2});
+    if (!r)
+      return r.takeError();
+    llvm::ArrayRef<int64_t> cs4 = typeOf(cs).getShape();
+    auto c5 = reshapeTo(cs, {cs4[0], 1, cs4[2], half, 1});
+    auto s5 = reshapeTo(sv, {cs4[0], 1, cs4[2], half, 1});
+    if (!c5 || !s5)
+      return llvm::joinErrors(c5.takeError(), s5.takeError());
+    cs = *c5;
+    sv = *s5;
+    x1 = g.slice(*r, 4, 0, 1);
+    x2 = g.slice(*r, 4, 1, 1);
+  } else {
+    x1 = g.slice(rot, 3, 0, half);
+    x2 = g.slice(rot, 3, half, half);
+  }
+  Value o1 = SubOp::create(b, loc, g.mul(x1, cs), g.mul(x2, sv));
+  Value o2 = g.add(g.mul(x2, cs), g.mul(x1, sv));
+  Value y = g.concat({o1, o2}, interleaved ? 4 : 3);
+  if (interleaved) {
+    auto r = reshapeTo(y, {s4[0], s4[1], s4[2], rdim});
+    if (!r)
+      return r.takeError();
+    y = *r;
+  }
+  if (rdim != dh)
+    y = g.concat({y, g.slice(x4, 3, rdim, dh - rdim)}, 3);
+  if (flat) {
+    auto r = reshapeTo(g.transpose(y, {0, 2, 1, 3}), xs);
+    if (!r)
+      return r.takeError();
+    y = *r;
+  }
+  outRt(0, y);
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// The graph
+//===----------------------------------------------------------------------===//
+
+llvm::ArrayRef<Importer::OpEntry> Importer::table() {
+  using I = Importer;
+  using S = llvm::StringRef;
+  static const OpEntry ops[] = {
+      {"Add", [](I &i, S op) { return i.binary(op); }},
+      {"Sub", [](I &i, S op) { return i.binary(op); }},
+      {"Mul", [](I &i, S op) { return i.binary(op); }},
+      {"Div", [](I &i, S op) { return i.binary(op); }},
+      {"Pow", [](I &i, S) { return i.pow(); }},
+      {"Sqrt", [](I &i, S op) { return i.unary(op); }},
+      {"Neg", [](I &i, S op) { return i.unary(op); }},
+      {"Reciprocal", [](I &i, S op) { return i.unary(op); }},
+      {"Erf", [](I &i, S op) { return i.unary(op); }},
+      {"Tanh", [](I &i, S op) { return i.unary(op); }},
+      {"Sigmoid", [](I &i, S op) { return i.unary(op); }},
+      {"Relu", [](I &i, S op) { return i.unary(op); }},
+      {"Exp", [](I &i, S op) { return i.unary(op); }},
+      {"Identity", [](I &i, S op) { return i.unary(op); }},
+      {"Not", [](I &i, S op) { return i.unary(op); }},
+      {"Equal", [](I &i, S op) { return i.compare(op); }},
+      {"Less", [](I &i, S op) { return i.compare(op); }},
+      {"Greater", [](I &i, S op) { return i.compare(op); }},
+      {"And", [](I &i, S op) { return i.compare(op); }},
+      {"Or", [](I &i, S op) { return i.compare(op); }},
+      {"MatMul", [](I &i, S) { return i.matmul(); }},
+      {"Gemm", [](I &i, S) { return i.gemm(); }},
+      {"Softmax", [](I &i, S) { return i.softmax(); }},
+      {"ReduceMean", [](I &i, S op) { return i.reduce(op); }},
+      {"ReduceSum", [](I &i, S op) { return i.reduce(op); }},
+      {"ReduceMax", [](I &i, S op) { return i.reduce(op); }},
+      {"LayerNormalization", [](I &i, S) { return i.layerNorm(false); }},
+      {"RMSNormalization", [](I &i, S) { return i.layerNorm(true); }},
+      {"Transpose", [](I &i, S) { return i.transpose(); }},
+      {"Reshape", [](I &i, S) { return i.reshape(); }},
+      {"Squeeze", [](I &i, S) { return i.squeeze(false); }},
+      {"Unsqueeze", [](I &i, S) { return i.squeeze(true); }},
+      {"Flatten", [](I &i, S) { return i.flatten(); }},
+      {"Gather", [](I &i, S) { return i.gather(); }},
+      {"Concat", [](I &i, S) { return i.concat(); }},
+      {"Slice", [](I &i, S) { return i.slice(); }},
+      {"Split", [](I &i, S) { return i.split(); }},
+      {"Expand", [](I &i, S) { return i.expand(); }},
+      {"Where", [](I &i, S) { return i.where(); }},
+      {"Cast", [](I &i, S) { return i.castNode(); }},
+      {"Shape", [](I &i, S) { return i.shape(); }},
+      {"Size", [](I &i, S) { return i.size(); }},
+      {"ConstantOfShape", [](I &i, S) { return i.constantOfShape(); }},
+      {"Range", [](I &i, S) { return i.range(); }},
+      {"Trilu", [](I &i, S) { return i.trilu(); }},
+      {"Constant", [](I &i, S) { return i.constant(); }},
+      {"Conv", [](I &i, S) { return i.conv(); }},
+      {"Attention", [](I &i, S) { return i.attention(); }},
+      {"RotaryEmbedding", [](I &i, S) { return i.rotary(); }},
+  };
+  return ops;
+}
+
+llvm::Error Importer::importNode(const onnx::NodeProto &n) {
+  node = &n;
+  loc = NameLoc::get(b.getStringAttr(n.name().empty() ? n.op_type() : n.name() + " (" + n.op_type() + ")"));
+  if (n.domain() == "com.microsoft")
+    return fail("ONNX Runtime's contrib op com.microsoft." + n.op_type() +
+                " is not supported; export the model without ONNX Runtime's fusions");
+  if (!n.domain().empty() && n.domain() != "ai.onnx")
+    return fail("the domain '" + n.domain() + "' is not supported");
+  for (int i = 0; i < n.input_size(); ++i)
+    if (!n.input(i).empty() && !values.count(n.input(i)))
+      return fail("input '" + n.input(i) + "' is not defined before the node (an unknown "
+                  "name, or a cycle)");
+  for (const OpEntry &e : table())
+    if (e.name == n.op_type())
+      return e.handler(*this, n.op_type());
+  return fail("the op is not supported (docs/onnx.md lists those that are)");
+}
+
+llvm::Expected<ImportedModel> Importer::run() {
+  context.loadDialect<TransfuseDialect, func::FuncDialect>();
+  ImportedModel result;
+  result.module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(result.module->getBody());
+  if (!model.has_graph())
+    return fail("the model has no graph");
+  if (auto e = setup())
+    return std::move(e);
+  for (const auto &n : model.graph().node())
+    if (auto e = importNode(n))
+      return std::move(e);
+  node = nullptr;
+  loc = UnknownLoc::get(&context);
+  SmallVector<Value> outputs;
+  for (const auto &o : model.graph().output()) {
+    auto it = values.find(o.name());
+    if (it == values.end())
+      return fail("output '" + o.name() + "' is not computed by the graph");
+    auto v = materialize(it->second, o.name());
+    if (!v)
+      return v.takeError();
+    outputs.push_back(*v);
+  }
+  if (outputs.empty())
+    return fail("the graph has no outputs");
+  func::ReturnOp::create(b, loc, outputs);
+  func.setType(b.getFunctionType(func.getArgumentTypes(), ValueRange(outputs).getTypes()));
+  for (auto [i, o] : llvm::enumerate(model.graph().output()))
+    func.setResultAttr(i, kNameAttr, b.getStringAttr(o.name()));
+  std::string diagnostics;
+  {
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+      llvm::raw_string_ostream(diagnostics) << d.getLocation() << ": " << d.str();
+      return success();
+    });
+    if (failed(mlir::verify(*result.module)))
+      return fail("the imported graph does not verify: " + diagnostics);
+  }
+  result.weights = std::move(weights);
+  return result;
+}
+
+} // namespace
+
+llvm::Expected<ImportedModel> onnx_import::importModel(MLIRContext &context,
+                                                       const onnx::ModelProto &model,
+                                                       llvm::StringRef path,
+                                                       const ImportOptions &options) {
+  return Importer(context, model, path, options).run();
+}
+
+std::vector<std::string> onnx_import::supportedOps() {
+  std::vector<std::string> names;
+  for (const auto &e : Importer::table())
+    names.push_back(e.name.str());
+  return names;
+}
+
+llvm::Expected<ImportedModel> onnx_import::importOnnxFile(MLIRContext &context, llvm::StringRef path,
+                                                          const ImportOptions &options) {
+  auto model = readOnnxModel(path);
+  if (!model)
+    return model.takeError();
+  return importModel(context, *model, path, options);
+}
