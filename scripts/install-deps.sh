@@ -30,3 +30,15 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+if [[ "${1:-}" == "--test" ]]; then
+  # The ONNX backend node tests are written from the PyPI onnx package's
+  # case definitions (tests/onnx): a venv of its own, no torch.
+  venv="${XDG_CACHE_HOME:-$HOME/.cache}/transfuse/onnx-venv"
+  onnx_version=1.23.2
+  if ! "$venv/bin/python" -c "import onnx, sys; sys.exit(onnx.__version__ != '$onnx_version')" 2>/dev/null; then
+    echo "installing onnx==$onnx_version into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "onnx==$onnx_version"
+  fi
+fi

@@ -112,6 +112,13 @@ void forEachIndex(llvm::ArrayRef<int64_t> shape,
   }
 }
 
+/// "FLOAT16"; the number for a type newer than libonnx's enum.
+std::string typeName(int64_t t) {
+  return onnx::TensorProto::DataType_IsValid(static_cast<int>(t))
+             ? onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t))
+             : "type " + std::to_string(t);
+}
+
 /// A run-time tensor or a known one.
 struct Val {
   Value rt;
@@ -256,6 +263,15 @@ private:
     return DimOp::create(b, loc, func.getArgument(s.arg()), s.dim()).getResult();
   }
   llvm::Expected<Value> reshapeTo(Value x, llvm::ArrayRef<int64_t> shape);
+  /// Whether a just-built op verifies (its diagnostics dropped: the caller
+  /// reports the node); one that does not is erased.
+  bool verifies(Operation *op) {
+    ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
+    if (succeeded(mlir::verify(op)))
+      return true;
+    op->erase();
+    return false;
+  }
 
   // --- folding ------------------------------------------------------------
   llvm::Expected<Host> broadcastFold(const Host &x, const Host &y, Elem elem,
@@ -383,9 +399,7 @@ llvm::Error Importer::setup() {
       elem = b.getI1Type();
       break;
     default:
-      return fail("input '" + input.name() + "' has data type " +
-                  onnx::TensorProto::DataType_Name(
-                      static_cast<onnx::TensorProto::DataType>(tt.elem_type())) +
+      return fail("input '" + input.name() + "' has data type " + typeName(tt.elem_type()) +
                   "; inputs are float32, int64, int32 or bool");
     }
     if (!tt.has_shape())
@@ -520,7 +534,7 @@ llvm::Expected<Value> Importer::reshapeTo(Value x, llvm::ArrayRef<int64_t> shape
     return x;
   auto type = RankedTensorType::get(shape, typeOf(x).getElementType());
   auto op = ReshapeOp::create(b, loc, type, x);
-  if (failed(verify(op)))
+  if (!verifies(op))
     return fail("cannot reshape a tensor of " + shapeStr(typeOf(x).getShape()) + " to " +
                 shapeStr(shape));
   return op.getResult();
@@ -826,7 +840,7 @@ llvm::Error Importer::matmul() {
     w = *r;
   }
   auto op = MatmulOp::create(b, loc, a, w, false, false);
-  if (failed(verify(op)))
+  if (!verifies(op))
     return fail("operands of " + shapeStr(typeOf(a).getShape()) + " and " +
                 shapeStr(typeOf(w).getShape()) + " do not multiply");
   Value r = op.getResult();
@@ -857,7 +871,7 @@ llvm::Error Importer::gemm() {
   if (typeOf(*x).getRank() != 2 || typeOf(*y).getRank() != 2)
     return fail("Gemm takes matrices");
   auto op = MatmulOp::create(b, loc, *x, *y, attrInt("transA", 0) != 0, attrInt("transB", 0) != 0);
-  if (failed(verify(op)))
+  if (!verifies(op))
     return fail("operands do not multiply");
   Value r = op.getResult();
   const double alpha = attrFloat("alpha", 1.0), beta = attrFloat("beta", 1.0);
@@ -1402,7 +1416,7 @@ llvm::Error Importer::concat() {
     operands.push_back(*m);
   }
   auto op = ConcatOp::create(b, loc, operands, *a);
-  if (failed(verify(op)))
+  if (!verifies(op))
     return fail("inputs do not concatenate");
   outRt(0, op.getResult());
   return llvm::Error::success();
@@ -1701,7 +1715,7 @@ llvm::Error Importer::where() {
   if (!isa<FloatType>(typeOf(*a).getElementType()) || !isa<FloatType>(typeOf(*d).getElementType()))
     return fail("selects between integer run-time tensors (only float32)");
   auto op = SelectOp::create(b, loc, *cond, *a, *d);
-  if (failed(verify(op)))
+  if (!verifies(op))
     return fail("the inputs do not broadcast");
   outRt(0, op.getResult());
   return llvm::Error::success();
@@ -1729,11 +1743,6 @@ std::optional<Elem> elemOfType(int64_t t) {
   }
 }
 
-std::string typeName(int64_t t) {
-  return onnx::TensorProto::DataType_IsValid(static_cast<int>(t))
-             ? onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t))
-             : std::to_string(t);
-}
 
 llvm::Error Importer::castNode() {
   if (auto e = onlyAttributes({"to", "saturate", "round_mode"}))
@@ -2098,7 +2107,7 @@ llvm::Error Importer::attention() {
   if (flat) {
     Value t = g.transpose(y, {0, 2, 1, 3});
     llvm::ArrayRef<int64_t> ts = typeOf(t).getShape();
-    auto r = reshapeTo(t, {ts[0], ts[1], hq * dh});
+    auto r = reshapeTo(t, {ts[0], ts[1], hq * ts[3]});
     if (!r)
       return r.takeError();
     y = *r;
