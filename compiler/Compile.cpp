@@ -20,6 +20,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 
+#include <cstring>
+
 using namespace mlir;
 using namespace mlir::transfuse;
 using namespace mlir::transfuse::compiler;
@@ -44,7 +46,7 @@ struct Cleanup {
   void removeAll() const {
     for (const char *f : {"model.cpp", "model.h", "libmodel.so", "libmodel.a", "model",
                           "model.o", "build.log", "model.mlir", "kernels.mlir", "manifest.json",
-                          "report.json"})
+                          "report.json", kCarriedWeights})
       llvm::sys::fs::remove(dir + "/" + f);
     for (const char *f : kCarriedFiles)
       if (carries)
@@ -90,11 +92,31 @@ llvm::Expected<Emit> compiler::parseEmit(StringRef name) {
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>> compiler::loadDefinition(MLIRContext &context, StringRef path,
-                                                               BuildOptions model, bool train) {
+                                                               BuildOptions model, bool train,
+                                                               CarriedWeights *carried) {
   if (train) {
     model.training = true;
     model.decoding = false;
   }
+  if (path.ends_with(".onnx")) {
+    if (train)
+      return error("--train differentiates @loss, which an ONNX graph does not define");
+    if (model.imageSize[0] != 0)
+      return error("--image-size applies to a vision model's Hugging Face directory, not to '" +
+                   path + "'");
+    onnx_import::ImportOptions o;
+    o.maxBatch = model.maxBatch;
+    o.maxSeqLen = model.maxSeqLen;
+    o.dims = model.dims;
+    auto imported = onnx_import::importOnnxFile(context, path, o);
+    if (!imported)
+      return imported.takeError();
+    if (carried)
+      *carried = std::move(imported->weights);
+    return std::move(imported->module);
+  }
+  if (!model.dims.empty())
+    return error("--dim names the dimensions of an ONNX file's inputs, not of '" + path + "'");
   auto module = loadModelDefinition(context, path, model);
   if (!module)
     return module.takeError();
@@ -201,6 +223,21 @@ llvm::Expected<Artifact> compiler::compile(ModuleOp module, StringRef dir,
       continue;
     if (std::error_code c = llvm::sys::fs::copy_file(from, dir + "/" + f))
       return error("cannot copy '" + from + "' into '" + dir + "': " + c.message());
+  }
+  if (!options.weights.empty()) {
+    std::vector<rt::Tensor> tensors;
+    std::vector<std::pair<std::string, const rt::Tensor *>> list;
+    tensors.reserve(options.weights.size());
+    for (const onnx_import::Weight &w : options.weights) {
+      rt::Tensor t;
+      t.shape = w.shape;
+      t.bytes.resize(w.values.size() * sizeof(float));
+      std::memcpy(t.bytes.data(), w.values.data(), t.bytes.size());
+      tensors.push_back(std::move(t));
+      list.emplace_back(w.name, &tensors.back());
+    }
+    if (rt::Status s = rt::writeSafetensors(dir.str() + "/" + kCarriedWeights, list); !s.isOk())
+      return error(s.message());
   }
   cleanup.keep = true;
   artifact.interface = std::move(*mi);

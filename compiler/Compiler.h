@@ -15,6 +15,7 @@
 #include "codegen/Interface.h"
 #include "codegen/emit/Backend.h"
 #include "codegen/reference/Interpreter.h"
+#include "frontend/onnx/OnnxImport.h"
 #include "models/Models.h"
 #include "passes/Passes.h"
 #include "runtime/Tensor.h"
@@ -58,10 +59,19 @@ llvm::Expected<reference::TensorMap> loadWeights(const ModelInterface &mi, const
                                                  uint64_t seed,
                                                  std::vector<std::string> *warnings = nullptr);
 
-/// A model definition (.json config, .mlir) built at `model`'s maxima. With
-/// `train`, a training build, which must define @loss.
+/// Weights a definition carries with it: an ONNX file's initializers (and
+/// the weights folded from them), which `compile` writes to
+/// DIR/weights.safetensors (kCarriedWeights), where the driver finds them.
+using CarriedWeights = std::vector<onnx_import::Weight>;
+inline constexpr const char *kCarriedWeights = "weights.safetensors";
+
+/// A model definition (.json config, .mlir, a Hugging Face directory, a
+/// .onnx file) built at `model`'s maxima. With `train`, a training build,
+/// which must define @loss. An ONNX file's weights go to `carried` (null:
+/// dropped, as for a benchmark on random weights).
 llvm::Expected<OwningOpRef<ModuleOp>> loadDefinition(MLIRContext &context, llvm::StringRef path,
-                                                     BuildOptions model, bool train = false);
+                                                     BuildOptions model, bool train = false,
+                                                     CarriedWeights *carried = nullptr);
 
 /// Adds @loss_grad to a training build (in place): the gradient of the
 /// unfused @loss, with the loss, per parameter (--transfuse-autodiff).
@@ -84,6 +94,8 @@ struct CompileOptions {
   /// tokenizer files are copied into the artifact (kCarriedFiles), so that
   /// an artifact alone can take text.
   std::string sourceDirectory;
+  /// Weights the artifact carries (an ONNX file's): DIR/weights.safetensors.
+  CarriedWeights weights;
 };
 
 /// The files of a Hugging Face directory an artifact carries, as they are.

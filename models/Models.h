@@ -34,6 +34,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ struct BuildOptions {
   /// image_size. A ViT's learned positions are interpolated to it as Hugging
   /// Face's interpolate_pos_encoding does (docs/vision.md).
   std::array<int64_t, 2> imageSize = {0, 0};
+  /// An ONNX file's maxima per dim_param (`--dim NAME=MAX`).
+  std::map<std::string, int64_t> dims;
   /// Where a definition's warnings go (unknown keys of a Hugging Face
   /// config.json, ...); null: dropped.
   std::vector<std::string> *warnings = nullptr;

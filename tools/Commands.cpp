@@ -14,11 +14,12 @@ using namespace mlir::transfuse::tools;
 namespace {
 
 const std::vector<Command> kCommands = {
-  {"compile", "compile MODEL.json|MODEL.mlir -o DIR [options]",
+  {"compile", "compile MODEL.json|MODEL.onnx|MODEL.mlir|HF_DIR -o DIR [options]",
    "Compiles a model definition into an artifact directory.",
-   "Builds or parses a model definition (a built-in config, a Hugging Face directory or MLIR "
-   "text), runs the fusion strategy, and writes "
-   "DIR/model.mlir, DIR/manifest.json and DIR/report.json.",
+   "Builds or parses a model definition (a built-in config, a Hugging Face directory, an ONNX "
+   "file or MLIR text), runs the fusion strategy, and writes "
+   "DIR/model.mlir, DIR/manifest.json and DIR/report.json (an ONNX file's weights: "
+   "DIR/weights.safetensors, which run and the other commands load by default).",
    {{"-o", "DIR", "output directory (created if missing)"},
     {"--target", "NAME", "cpu (default) or cuda (sm_80 and sm_90 with nvcc; "
                          "inference and --train; docs/cuda.md)"},
@@ -37,6 +38,9 @@ const std::vector<Command> kCommands = {
                          "backward), for tf_model_train_step"},
     {"--max-batch", "N", "maximum batch size (default 8; MLIR input: its own)"},
     {"--max-seq-len", "N", "maximum sequence length (default: the config's max_seq_len)"},
+    {"--dim", "NAME=MAX,...", "an ONNX file: the maximum of each named dynamic dimension "
+                              "(dim_param); it raises --max-batch (dimension 0) or "
+                              "--max-seq-len (the others)"},
     {"--max-beam", "K", "decoding entries: beams per sentence the cache holds (default 4; "
                         "its rows are max-batch · max-beam)"},
     {"--image-size", "HxW", "a ViT directory: the images' size (default: the config's "

@@ -139,8 +139,12 @@ void writeNpy(const std::string &path, const std::vector<float> &data, int64_t r
 ModelArtifact tools::modelArtifact(const std::string &path, const Flags &flags, int64_t batch,
                                    std::array<int64_t, 2> imageSize) {
   ModelArtifact m{path, flag(flags, "--weights")};
-  if (llvm::sys::fs::exists(join(path, "manifest.json")))
+  if (llvm::sys::fs::exists(join(path, "manifest.json"))) {
+    // Weights the artifact carries (an ONNX file's) unless others are given.
+    if (m.weights.empty() && llvm::sys::fs::exists(join(path, compiler::kCarriedWeights)))
+      m.weights = join(path, compiler::kCarriedWeights);
     return m;
+  }
   if (!isHuggingFaceDirectory(path))
     die("'" + path + "' is neither an artifact (no manifest.json) nor a Hugging Face directory "
         "(no config.json)");

@@ -21,6 +21,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
@@ -56,6 +57,16 @@ BuildOptions buildOptions(const std::map<std::string, std::string> &flags) {
   o.maxSeqLen = intFlag(flags, "--max-seq-len", 0, 1, 1 << 20);
   o.maxBeam = intFlag(flags, "--max-beam", 0, 1, 1 << 10);
   o.imageSize = imageSizeFlag(flags);
+  // --dim NAME=MAX[,NAME=MAX...]: an ONNX file's maxima per dim_param.
+  for (llvm::StringRef item : llvm::split(flag(flags, "--dim"), ',')) {
+    if (item.empty())
+      continue;
+    auto [name, value] = item.split('=');
+    int64_t max = 0;
+    if (name.empty() || value.getAsInteger(10, max) || max < 1 || max > (1 << 20))
+      die("--dim " + item.str() + " is not NAME=MAX with MAX in [1, 1048576]");
+    o.dims[name.str()] = max;
+  }
   return o;
 }
 
@@ -107,8 +118,8 @@ reference::TensorMap readInputs(const rt::SafetensorsFile &file,
 int tools::runCompile(const std::vector<std::string> &positional,
                const std::map<std::string, std::string> &flags) {
   if (positional.size() != 1)
-    die("compile expects one model definition (MODEL.json, a Hugging Face directory or "
-        "MODEL.mlir)");
+    die("compile expects one model definition (MODEL.json, a Hugging Face directory, "
+        "MODEL.onnx or MODEL.mlir)");
   std::string out = flag(flags, "-o");
   if (out.empty())
     die("compile needs an output directory: -o DIR");
@@ -135,7 +146,8 @@ int tools::runCompile(const std::vector<std::string> &positional,
   BuildOptions maxima = buildOptions(flags);
   std::vector<std::string> warnings;
   maxima.warnings = &warnings;
-  auto module = compiler::loadDefinition(context, positional[0], maxima, options.train);
+  auto module =
+      compiler::loadDefinition(context, positional[0], maxima, options.train, &options.weights);
   for (const std::string &w : warnings)
     llvm::errs() << "transfuse: warning: " << w << "\n";
   if (!module)

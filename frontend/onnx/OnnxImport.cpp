@@ -1497,7 +1497,7 @@ llvm::Error Importer::slice() {
       return n.takeError();
     a = *n;
   }
-  if ((*x)->host) {
+  if ((*x)->host && !(*ends)->anySymbolic()) {
     const Host &h = *(*x)->host;
     // Per axis: the indices taken.
     std::vector<std::vector<int64_t>> take(rank);
@@ -1505,8 +1505,6 @@ llvm::Error Importer::slice() {
       for (int64_t i = 0; i < h.shape[d]; ++i)
         take[d].push_back(i);
     for (size_t k = 0; k < axes.size(); ++k) {
-      if ((*ends)->symbolic(static_cast<int64_t>(k)))
-        return fail("slices a known tensor to a run-time size");
       const int64_t n = h.shape[axes[k]], step = steps[k];
       if (step == 0)
         return fail("a step of 0");
@@ -1541,7 +1539,11 @@ llvm::Error Importer::slice() {
     outHost(0, pick(h, shape, from));
     return llvm::Error::success();
   }
-  Value r = (*x)->rt;
+  // A run-time tensor, or a known one (a position table) cut to a run-time size.
+  auto xv = materialize(**x, node->input(0));
+  if (!xv)
+    return xv.takeError();
+  Value r = *xv;
   for (size_t k = 0; k < axes.size(); ++k) {
     if (steps[k] != 1)
       return fail("a step of " + std::to_string(steps[k]) + " on a run-time tensor (only 1)");
@@ -2084,7 +2086,9 @@ llvm::Error Importer::attention() {
     // j <= i); transfuse.causal_mask is bottom-right aligned: the same when
     // Sq = Sk. Static lengths get the mask as a constant.
     Value mask;
-    if (ss[2] != kDyn && ss[3] != kDyn) {
+    if (ss[2] == ss[3] && (ss[2] != kDyn || sizeOf(s, 2) == sizeOf(s, 3))) {
+      mask = g.causalMask(g.dim(s, 2), g.dim(s, 3));
+    } else if (ss[2] != kDyn && ss[3] != kDyn) {
       Host tri;
       tri.elem = Elem::kBool;
       tri.shape = {ss[2], ss[3]};
@@ -2095,8 +2099,6 @@ llvm::Error Importer::attention() {
       if (!m)
         return m.takeError();
       mask = *m;
-    } else if (sizeOf(s, 2) == sizeOf(s, 3)) {
-      mask = g.causalMask(g.dim(s, 2), g.dim(s, 3));
     } else {
       return fail("is_causal with dynamic query and key lengths that may differ");
     }
