@@ -2,7 +2,7 @@
 # Builds the fuzz targets of tests/fuzz (build-asan/: clang-22, ASan + UBSan,
 # libFuzzer) and runs each for SECONDS (default 60), one after another:
 #   bash scripts/fuzz.sh [SECONDS] [TARGET...]     TARGET: safetensors config mlir model_inputs
-#                                                   hf_config tokenizer image
+#                                                   hf_config tokenizer image onnx
 # FUZZ_JOBS=N runs N targets at once (default 1).
 # Prints per target the executions, the coverage (edges, features) and, on a
 # crash, the path of the reproducer; exits non-zero when any target crashed,
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(safetensors config mlir model_inputs hf_config tokenizer image)
+((${#targets[@]})) || targets=(safetensors config mlir model_inputs hf_config tokenizer image onnx)
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be an integer, got '$seconds'" >&2; exit 2; }
 
 set -e

@@ -44,6 +44,9 @@ constexpr int64_t kDyn = ShapedType::kDynamic;
 /// Float tensors of this many elements or more (not all equal) become
 /// parameters; smaller ones are constants in the IR.
 constexpr int64_t kParamElements = 16;
+/// The most elements a tensor made when compiling (ConstantOfShape, Range,
+/// Expand of known values) may hold.
+constexpr int64_t kMaxFolded = int64_t{1} << 26;
 
 enum class Elem { kFloat, kInt, kBool };
 
@@ -1649,6 +1652,9 @@ llvm::Error Importer::expand() {
     result[i] = a == 1 ? c : a;
   }
   if ((*x)->host) {
+    if (llvm::any_of(result, [](int64_t d) { return d > kMaxFolded; }) ||
+        product(result) > kMaxFolded)
+      return fail("the expanded tensor holds more than 2^26 elements");
     Host zeros;
     zeros.elem = (*x)->host->elem;
     zeros.shape = result;
@@ -1861,8 +1867,9 @@ llvm::Error Importer::constantOfShape() {
   Host r;
   r.elem = value.elem;
   r.shape = *s;
-  if (llvm::any_of(r.shape, [](int64_t d) { return d < 0; }))
-    return fail("a negative dimension");
+  if (llvm::any_of(r.shape, [](int64_t d) { return d < 0 || d > kMaxFolded; }) ||
+      product(r.shape) > kMaxFolded)
+    return fail("the shape is negative or holds more than 2^26 elements");
   r.v.assign(product(r.shape), value.v[0]);
   outHost(0, std::move(r));
   return llvm::Error::success();
@@ -1880,8 +1887,8 @@ llvm::Error Importer::range() {
   if (delta == 0)
     return fail("a delta of 0");
   const double count = std::max(0.0, std::ceil((limit - start) / delta));
-  if (count > 1e8)
-    return fail("the range holds more than 1e8 elements");
+  if (count > static_cast<double>(kMaxFolded))
+    return fail("the range holds more than 2^26 elements");
   Host r;
   r.elem = (*s)->elem;
   r.shape = {static_cast<int64_t>(count)};
