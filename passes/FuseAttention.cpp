@@ -77,7 +77,7 @@ private:
   SmallVector<Value> keepMasks;
   SmallVector<std::pair<Value, double>> biases; // additive term, factor applied after it
   bool causal = false;
-  Value keyPadding, generalMask;
+  Value keyPadding;
 };
 
 std::optional<std::string> AttentionMatcher::walkScores() {
@@ -205,9 +205,11 @@ std::optional<std::string> AttentionMatcher::classifyMasks() {
       keyPadding = m;
       continue;
     }
-    if (generalMask)
-      return std::string("more than one mask that is neither causal nor key padding");
-    generalMask = m;
+    // The attention kernels (CPU and CUDA, forward and backward) take a
+    // causal and a key-padding mask; a fused op with another boolean mask
+    // would verify and then not lower, so the pattern stays unfused.
+    return std::string("a boolean mask that is neither causal nor key padding (the attention "
+                       "kernels take only those)");
   }
   return std::nullopt;
 }
@@ -285,7 +287,7 @@ LogicalResult AttentionMatcher::rewrite(PatternRewriter &rewriter, std::string &
     bias = bias ? AddOp::create(b, loc, bias, scaled).getResult() : scaled;
   }
   auto att = AttentionOp::create(
-      b, loc, pv.getType(), query, key, value, kp, generalMask, bias,
+      b, loc, pv.getType(), query, key, value, kp, /*mask=*/Value(), bias,
       b.getF64FloatAttr(scale), causal ? b.getUnitAttr() : UnitAttr(),
       b.getF64FloatAttr(dropout ? dropout.getRate().convertToDouble() : 0.0),
       b.getI64IntegerAttr(dropout ? (int64_t)dropout.getSeed() : 0),

@@ -9,7 +9,7 @@ packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools clang-22
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   libsentencepiece-dev libutf8proc-dev libonig-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
-  libonnx-dev libprotobuf-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler
   python3 python3-numpy python3-venv
 )
 if [[ "${1:-}" == "--test" ]]; then

@@ -17,7 +17,7 @@
 #ifndef TRANSFUSE_FRONTEND_ONNX_ONNXFILE_H
 #define TRANSFUSE_FRONTEND_ONNX_ONNXFILE_H
 
-#include "onnx/onnx_pb.h"
+#include "onnx/onnx.pb.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"

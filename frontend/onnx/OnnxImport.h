@@ -24,7 +24,7 @@
 #ifndef TRANSFUSE_FRONTEND_ONNX_ONNXIMPORT_H
 #define TRANSFUSE_FRONTEND_ONNX_ONNXIMPORT_H
 
-#include "onnx/onnx_pb.h"
+#include "onnx/onnx.pb.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"

@@ -1,6 +1,7 @@
 // The ONNX backend node tests as Transfuse's conformance suite.
 //
 //   onnx_node_tests CASES_DIR EXPECTED_FAILURES [--report FILE] [--only NAME]
+//                   [--compiled N]
 //
 // CASES_DIR holds the cases make_node_tests.py wrote (cases.tsv, one
 // directory per case). Every case whose op the importer claims
@@ -10,11 +11,18 @@
 // |expected| (numpy.testing.assert_allclose, NaN equal to NaN, as the
 // ONNX backend test runner compares).
 //
+// With --compiled N, every case that passes on the reference backend is
+// also compiled (cpu target, fusion all) and run through the C ABI: N cases
+// to an artifact, each case one entry point (case_K), so that a few C++
+// builds cover them all. A case passes when both backends pass.
+//
 // EXPECTED_FAILURES lists the cases expected to fail, one per line: the
 // name, then why. The run fails when a case fails that the list does not
 // name, or when a listed case passes (the list must shrink as the importer
 // grows). The report (markdown) gives the pass count per op.
 #include "codegen/reference/Interpreter.h"
+#include "compiler/Compiler.h"
+#include "runtime/host/CompiledModel.h"
 #include "frontend/onnx/OnnxFile.h"
 #include "frontend/onnx/OnnxImport.h"
 #include "ir/TransfuseDialect.h"
@@ -24,6 +32,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -99,20 +108,11 @@ double element(const rt::Tensor &t, int64_t i) {
   }
 }
 
-/// Runs one case; an empty string when it passes, else why not.
-std::string runCase(mlir::MLIRContext &context, const fs::path &dir, const Case &c) {
-  auto imported = onnx_import::importOnnxFile(context, (dir / "model.onnx").string(), {});
-  if (!imported)
-    return "import: " + llvm::toString(imported.takeError());
-  auto func = imported->module->lookupSymbol<mlir::func::FuncOp>("forward");
-  reference::TensorMap weights;
-  for (const auto &w : imported->weights) {
-    rt::Tensor t;
-    t.shape = w.shape;
-    t.bytes.resize(w.values.size() * 4);
-    std::copy(w.values.begin(), w.values.end(), t.data<float>());
-    weights[w.name] = std::move(t);
-  }
+/// Runs the function `func` of one case (through `run`) on each of its
+/// data sets; an empty string when every output agrees, else why not.
+std::string checkCase(
+    const fs::path &dir, const Case &c, mlir::func::FuncOp func,
+    const std::function<llvm::Expected<reference::TensorMap>(const reference::TensorMap &)> &run) {
   int sets = 0;
   for (int k = 0; fs::exists(dir / ("test_data_set_" + std::to_string(k))); ++k, ++sets) {
     const fs::path ds = dir / ("test_data_set_" + std::to_string(k));
@@ -127,7 +127,7 @@ std::string runCase(mlir::MLIRContext &context, const fs::path &dir, const Case 
         return "input " + std::to_string(i) + ": " + llvm::toString(t.takeError());
       inputs[func.getArgAttrOfType<mlir::StringAttr>(i, kNameAttr).str()] = std::move(*t);
     }
-    auto outputs = reference::run(func, weights, inputs);
+    auto outputs = run(inputs);
     if (!outputs)
       return "run: " + llvm::toString(outputs.takeError());
     for (unsigned i = 0; i < func.getNumResults(); ++i) {
@@ -157,6 +157,113 @@ std::string runCase(mlir::MLIRContext &context, const fs::path &dir, const Case 
   return "";
 }
 
+reference::TensorMap weightsOf(const std::vector<onnx_import::Weight> &ws,
+                               const std::string &prefix = "") {
+  reference::TensorMap weights;
+  for (const auto &w : ws) {
+    rt::Tensor t;
+    t.shape = w.shape;
+    t.bytes.resize(w.values.size() * 4);
+    std::copy(w.values.begin(), w.values.end(), t.data<float>());
+    weights[prefix + w.name] = std::move(t);
+  }
+  return weights;
+}
+
+/// Imports and runs one case on the reference backend.
+std::string runReference(mlir::MLIRContext &context, const fs::path &dir, const Case &c) {
+  auto imported = onnx_import::importOnnxFile(context, (dir / "model.onnx").string(), {});
+  if (!imported)
+    return "import: " + llvm::toString(imported.takeError());
+  auto func = imported->module->lookupSymbol<mlir::func::FuncOp>("forward");
+  const reference::TensorMap weights = weightsOf(imported->weights);
+  return checkCase(dir, c, func, [&](const reference::TensorMap &inputs) {
+    return reference::run(func, weights, inputs);
+  });
+}
+
+/// Compiles `batch` (cases that import) into one artifact, each case the
+/// entry case_K with its parameters prefixed "case_K.", and runs each;
+/// returns the failures by case name.
+std::map<std::string, std::string> runCompiled(const fs::path &casesDir,
+                                               const std::vector<Case> &batch) {
+  std::map<std::string, std::string> failures;
+  mlir::MLIRContext context;
+  mlir::OpBuilder b(&context);
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
+  compiler::CompileOptions options;
+  options.strategy = llvm::cantFail(FusionStrategy::parse("all"));
+  std::vector<std::string> entries;
+  for (const auto &[k, c] : llvm::enumerate(batch)) {
+    auto imported =
+        onnx_import::importOnnxFile(context, (casesDir / c.name / "model.onnx").string(), {});
+    if (!imported) {
+      failures[c.name] = "import: " + llvm::toString(imported.takeError());
+      continue;
+    }
+    const std::string entry = "case_" + std::to_string(k);
+    auto func = imported->module->lookupSymbol<mlir::func::FuncOp>("forward");
+    func.walk([&](ParamOp p) { p.setName(entry + "." + p.getName().str()); });
+    func->remove();
+    func.setName(entry);
+    module->push_back(func);
+    for (auto &w : imported->weights) {
+      w.name = entry + "." + w.name;
+      options.weights.push_back(std::move(w));
+    }
+    entries.push_back(c.name);
+  }
+  auto dir = compiler::TemporaryDirectory::create("transfuse-onnx-node");
+  if (!dir) {
+    std::cerr << llvm::toString(dir.takeError()) << "\n";
+    std::exit(2);
+  }
+  auto artifact = compiler::compile(*module, dir->path(), options);
+  if (!artifact) {
+    const std::string why = "compile: " + llvm::toString(artifact.takeError());
+    if (batch.size() == 1) {
+      failures.emplace(batch[0].name, why);
+      return failures;
+    }
+    // One case that does not compile fails the batch: halve it to find which.
+    const size_t half = batch.size() / 2;
+    for (auto part : {std::vector<Case>(batch.begin(), batch.begin() + half),
+                      std::vector<Case>(batch.begin() + half, batch.end())})
+      for (auto &[name, w] : runCompiled(casesDir, part))
+        failures[name] = w;
+    return failures;
+  }
+  rt::LoadOptions load;
+  load.weightsPath = dir->path() + "/" + compiler::kCarriedWeights;
+  if (!fs::exists(load.weightsPath))
+    load.weightsPath.clear();
+  load.threads = 2;
+  auto model = rt::CompiledModel::load(dir->path() + "/libmodel.so", load);
+  if (!model.isOk()) {
+    for (const Case &c : batch)
+      failures.emplace(c.name, "load: " + model.status().message());
+    return failures;
+  }
+  for (const auto &[k, c] : llvm::enumerate(batch)) {
+    if (failures.count(c.name))
+      continue;
+    const std::string entry = "case_" + std::to_string(k);
+    auto func = module->lookupSymbol<mlir::func::FuncOp>(entry);
+    const std::string why =
+        checkCase(casesDir / c.name, c, func,
+                  [&](const reference::TensorMap &inputs) -> llvm::Expected<reference::TensorMap> {
+                    auto out = (*model)->run(entry, inputs);
+                    if (!out.isOk())
+                      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                                     out.status().message());
+                    return std::move(*out);
+                  });
+    if (!why.empty())
+      failures[c.name] = "compiled: " + why;
+  }
+  return failures;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -167,11 +274,14 @@ int main(int argc, char **argv) {
   }
   const fs::path casesDir = argv[1];
   std::string reportPath, only;
+  size_t compiledBatch = 0;
   for (int i = 3; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--report")
       reportPath = argv[i + 1];
     else if (std::string(argv[i]) == "--only")
       only = argv[i + 1];
+    else if (std::string(argv[i]) == "--compiled")
+      compiledBatch = std::stoul(argv[i + 1]);
   }
   std::map<std::string, std::string> expected; // name -> why
   {
@@ -208,13 +318,30 @@ int main(int argc, char **argv) {
     }
   }
   mlir::MLIRContext context;
+  std::map<std::string, std::string> why; // failures by case
+  std::vector<Case> referencePassed;
+  for (const Case &c : cases) {
+    std::string w = runReference(context, casesDir / c.name, c);
+    if (w.empty())
+      referencePassed.push_back(c);
+    else
+      why[c.name] = w;
+  }
+  int compiledCases = 0;
+  for (size_t i = 0; compiledBatch && i < referencePassed.size(); i += compiledBatch) {
+    std::vector<Case> batch(referencePassed.begin() + i,
+                            referencePassed.begin() +
+                                std::min(referencePassed.size(), i + compiledBatch));
+    compiledCases += static_cast<int>(batch.size());
+    for (auto &[name, w] : runCompiled(casesDir, batch))
+      why[name] = w;
+  }
   std::map<std::string, std::pair<int, int>> perOp; // op -> passed, total
   int unexpected = 0, fixed = 0, passed = 0;
   std::set<std::string> seen;
   for (const Case &c : cases) {
     seen.insert(c.name);
-    const std::string why = runCase(context, casesDir / c.name, c);
-    const bool ok = why.empty();
+    const bool ok = !why.count(c.name);
     auto &[p, t] = perOp[c.op];
     p += ok;
     ++t;
@@ -222,12 +349,13 @@ int main(int argc, char **argv) {
     const bool listed = expected.count(c.name) != 0;
     if (!ok && !listed) {
       ++unexpected;
-      std::cout << "FAIL " << c.name << ": " << why << "\n";
+      std::cout << "FAIL " << c.name << ": " << why[c.name] << "\n";
     } else if (ok && listed) {
       ++fixed;
       std::cout << "PASSES BUT LISTED " << c.name << " (remove it from the expected failures)\n";
     } else if (!only.empty()) {
-      std::cout << (ok ? "PASS " : "EXPECTED FAIL ") << c.name << (ok ? "" : ": " + why) << "\n";
+      std::cout << (ok ? "PASS " : "EXPECTED FAIL ") << c.name << (ok ? "" : ": " + why[c.name])
+                << "\n";
     }
   }
   int stale = 0;
@@ -240,7 +368,7 @@ int main(int argc, char **argv) {
   std::cout << "onnx node tests: " << passed << " of " << cases.size() << " pass ("
             << cases.size() - passed << " expected to fail: " << expected.size() << " listed); "
             << unexpected << " unexpected failures, " << fixed << " listed cases pass, " << stale
-            << " listed cases not run\n";
+            << " listed cases not run; " << compiledCases << " also compiled (cpu)\n";
   if (!reportPath.empty()) {
     std::ofstream r(reportPath);
     r << "| op | pass | cases |\n|---|---:|---:|\n";
