@@ -187,6 +187,14 @@ std::optional<std::string> AttentionMatcher::walkProbabilities() {
                          "(a broadcasting matmul)");
   if (!dims.equal(k.value, k.axis(2), v.value, v.axis(2)))
     return std::string("V's length is not provably K's length");
+  // The attention kernels (CPU and CUDA) take one static head size, 1..256.
+  auto headSize = [](const Operand &o) {
+    return cast<RankedTensorType>(o.value.getType()).getDimSize(o.axis(3));
+  };
+  const int64_t d = headSize(q);
+  if (ShapedType::isDynamic(d) || d < 1 || d > 256 || headSize(k) != d || headSize(v) != d)
+    return std::string("Q, K and V do not share one static head size of 1 to 256 (what the "
+                       "attention kernels take)");
   return std::nullopt;
 }
 

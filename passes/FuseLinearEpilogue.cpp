@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/Sizes.h"
 #include "passes/PassDetail.h"
 
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
@@ -59,6 +60,18 @@ void replaceWithLinear(RewriterBase &rewriter, MatmulOp mm, ArrayRef<Operation *
   rewriter.eraseOp(mm);
 }
 
+/// True when a and b have provably equal sizes in every dimension.
+bool sameSizes(Value a, Value b) {
+  auto ta = cast<RankedTensorType>(a.getType()), tb = cast<RankedTensorType>(b.getType());
+  if (ta.getRank() != tb.getRank())
+    return false;
+  SizeAnalysis sizes;
+  for (int64_t d = 0; d < ta.getRank(); ++d)
+    if (!sizes.equal(a, d, b, d))
+      return false;
+  return true;
+}
+
 /// A linear-layer matmul and the bias add, activation and residual add that
 /// follow it -> one linear.
 struct FuseLinearEpilogue : OpRewritePattern<MatmulOp> {
@@ -87,10 +100,13 @@ struct FuseLinearEpilogue : OpRewritePattern<MatmulOp> {
         cur = user->getResult(0);
       }
     }
-    // residual: an add whose result no layer norm consumes
+    // residual: an add whose result no layer norm consumes, of the result's
+    // own sizes (the GEMM epilogue reads it element for element, no
+    // broadcasting)
     if (auto add = dyn_cast_or_null<AddOp>(soleUser(cur))) {
       Value r = otherOperand(add, cur);
-      if (add.getType() == cur.getType() && r != cur && !feedsLayerNorm(add.getResult())) {
+      if (add.getType() == cur.getType() && r != cur && !feedsLayerNorm(add.getResult()) &&
+          sameSizes(r, cur)) {
         residual = r;
         absorbed.push_back(add);
         cur = add.getResult();

@@ -113,13 +113,13 @@ func.func @relu_no_bias(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>) -> tenso
 
 // Tests that bias, relu and a residual add that no layer norm consumes all
 // go into one linear; the residual is computed after the matmul, so the linear is
-// built where the residual add was.
+// built where the residual add was. (%s has %x's sizes: sizes_of.)
 // CHECK-LABEL: func.func @bias_relu_residual
 // CHECK-SAME: (%[[X:[^:]+]]: {{[^,]+}}, %[[W:[^:]+]]: {{[^,]+}}, %[[B:[^:]+]]: {{[^,]+}}, %[[S:[^:]+]]:
 // CHECK-NEXT: %[[R:.+]] = transfuse.exp %[[S]]
 // CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] bias %[[B]] residual %[[R]] {activation = #transfuse.activation<relu>, transpose_weight} : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<128xf32>, tensor<?x?x128xf32>) -> tensor<?x?x128xf32>
 // CHECK-NEXT: return %[[Y]]
-func.func @bias_relu_residual(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>, %s: tensor<?x?x128xf32>) -> tensor<?x?x128xf32> {
+func.func @bias_relu_residual(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>, %s: tensor<?x?x128xf32> {transfuse.sizes_of = 0 : i64}) -> tensor<?x?x128xf32> {
   // expected-remark@+1 {{linear_epilogue: fused}}
   %0 = transfuse.matmul %x, %w {transpose_rhs = true} : (tensor<?x?x64xf32>, tensor<128x64xf32>) -> tensor<?x?x128xf32>
   %1 = transfuse.add %0, %b : (tensor<?x?x128xf32>, tensor<128xf32>) -> tensor<?x?x128xf32>
@@ -132,12 +132,12 @@ func.func @bias_relu_residual(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>, %b
 // -----
 
 // Tests that a full-shape add straight after the matmul is a residual, not
-// a bias.
+// a bias (%r has %x's sizes: sizes_of).
 // CHECK-LABEL: func.func @residual_only
 // CHECK-SAME: (%[[X:[^:]+]]: {{[^,]+}}, %[[W:[^:]+]]: {{[^,]+}}, %[[R:[^:]+]]:
 // CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] residual %[[R]] {transpose_weight}
 // CHECK-NEXT: return %[[Y]]
-func.func @residual_only(%x: tensor<?x?x64xf32>, %w: tensor<64x64xf32>, %r: tensor<?x?x64xf32>) -> tensor<?x?x64xf32> {
+func.func @residual_only(%x: tensor<?x?x64xf32>, %w: tensor<64x64xf32>, %r: tensor<?x?x64xf32> {transfuse.sizes_of = 0 : i64}) -> tensor<?x?x64xf32> {
   // expected-remark@+1 {{linear_epilogue: fused}}
   %0 = transfuse.matmul %x, %w {transpose_rhs = true} : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
   %1 = transfuse.add %0, %r : (tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
@@ -216,14 +216,15 @@ func.func @bias_add_second_consumer(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf3
 
 // -----
 
-// Tests that an add of a [1] vector (not [N]) right after the matmul is not
-// taken as the bias; it broadcasts to the result, so it is a residual.
-// CHECK-LABEL: func.func @one_element_add_is_residual
-// CHECK-SAME: (%[[X:[^:]+]]: {{[^,]+}}, %[[W:[^:]+]]: {{[^,]+}}, %[[C:[^:]+]]:
-// CHECK-NEXT: %[[Y:.+]] = transfuse.linear %[[X]], %[[W]] residual %[[C]] {transpose_weight} : (tensor<?x?x64xf32>, tensor<128x64xf32>, tensor<1xf32>) -> tensor<?x?x128xf32>
-// CHECK-NEXT: return %[[Y]]
-func.func @one_element_add_is_residual(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>, %c: tensor<1xf32>) -> tensor<?x?x128xf32> {
-  // expected-remark@+1 {{linear_epilogue: fused}}
+// Tests that an add of a [1] vector (not [N]) right after the matmul is
+// neither the bias nor a residual: it broadcasts to the result, which the
+// GEMM epilogue does not (it reads a residual element for element).
+// CHECK-LABEL: func.func @one_element_add_is_not_absorbed
+// CHECK-NOT: residual
+// CHECK: transfuse.add
+// CHECK-NEXT: return
+func.func @one_element_add_is_not_absorbed(%x: tensor<?x?x64xf32>, %w: tensor<128x64xf32>, %c: tensor<1xf32>) -> tensor<?x?x128xf32> {
+  // expected-remark@+1 {{linear_epilogue: not fused: no bias, activation or residual add follows the matmul (it runs as a plain linear)}}
   %0 = transfuse.matmul %x, %w {transpose_rhs = true} : (tensor<?x?x64xf32>, tensor<128x64xf32>) -> tensor<?x?x128xf32>
   %1 = transfuse.add %0, %c : (tensor<?x?x128xf32>, tensor<1xf32>) -> tensor<?x?x128xf32>
   return %1 : tensor<?x?x128xf32>
