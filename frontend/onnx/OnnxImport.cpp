@@ -329,6 +329,7 @@ private:
   const onnx::NodeProto *node = nullptr;
   std::map<std::string, Val> values;
   std::map<std::string, Value> materialized;
+  Operation *lastMaterialized = nullptr;
   std::vector<Weight> weights;
   std::set<std::string> paramNames;
 };
@@ -489,8 +490,13 @@ llvm::Expected<Value> Importer::materialize(const Val &v, const std::string &nam
     if (h.symbolic(i))
       return fail("'" + name + "' holds the run-time size " + h.sym[i].str() +
                   " and is used as a tensor; only shapes, axes and slice bounds may be sizes");
+  // Known values sit at the top of the function, in the order they are
+  // first used.
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&func.getBody().front());
+  if (lastMaterialized)
+    b.setInsertionPointAfter(lastMaterialized);
+  else
+    b.setInsertionPointToStart(&func.getBody().front());
   const bool splat = h.numel() > 0 && llvm::all_of(h.v, [&](double x) {
                        return x == h.v[0] || (std::isnan(x) && std::isnan(h.v[0]));
                      });
@@ -508,7 +514,7 @@ llvm::Expected<Value> Importer::materialize(const Val &v, const std::string &nam
         return fail("two parameters are named '" + pname + "'");
       weights.push_back(Weight{pname, h.shape, std::vector<float>(h.v.begin(), h.v.end())});
       result = ParamOp::create(b, loc, type, b.getStringAttr(pname),
-                               InitKindAttr::get(&context, InitKind::Zeros), IntegerAttr(),
+                               InitKindAttr::get(&context, InitKind::Normal002), IntegerAttr(),
                                UnitAttr(), UnitAttr());
     }
   } else if (h.elem == Elem::kInt) {
@@ -529,6 +535,7 @@ llvm::Expected<Value> Importer::materialize(const Val &v, const std::string &nam
     result = ConstantOp::create(b, loc, DenseElementsAttr::get(type, llvm::ArrayRef<bool>(bits)));
   }
   materialized[name] = result;
+  lastMaterialized = result.getDefiningOp();
   return result;
 }
 

@@ -18,6 +18,7 @@ config.environment["PATH"] = os.pathsep.join(
     [config.transfuse_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%models", os.path.join(config.transfuse_src_root, "models")))
 config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(("%onnx_python", config.onnx_python))
 config.substitutions.append(("%examples", os.path.join(config.transfuse_src_root, "examples")))
 config.substitutions.append(("%oracle", os.path.join(config.transfuse_src_root, "tests", "oracle")))
 config.substitutions.append(("%artifact_flags", config.artifact_flags))
