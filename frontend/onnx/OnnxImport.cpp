@@ -1420,10 +1420,16 @@ llvm::Error Importer::concat() {
   }
   SmallVector<Value> operands;
   for (int i = 0; i < node->input_size(); ++i) {
+    if (xs[i]->host && xs[i]->host->numel() == 0)
+      continue; // an empty piece adds nothing
     auto m = materialize(*xs[i], node->input(i));
     if (!m)
       return m.takeError();
     operands.push_back(*m);
+  }
+  if (operands.size() == 1) {
+    outRt(0, operands[0]);
+    return llvm::Error::success();
   }
   auto op = ConcatOp::create(b, loc, operands, *a);
   if (!verifies(op))
@@ -1602,8 +1608,33 @@ llvm::Error Importer::split() {
     return fail("the split has " + std::to_string(parts.size()) + " parts for " +
                 std::to_string(node->output_size()) + " outputs");
   if (std::accumulate(parts.begin(), parts.end(), int64_t{0}) != n ||
-      llvm::any_of(parts, [](int64_t p) { return p < 1; }))
+      llvm::any_of(parts, [](int64_t p) { return p < 0; }))
     return fail("the parts do not cover the dimension of size " + std::to_string(n));
+  // An empty part (a rotary embedding's pass-through of a fully rotated
+  // head) is a known tensor of no elements, which Concat skips.
+  if ((*x)->rt && llvm::is_contained(parts, 0)) {
+    std::vector<int64_t> nonEmpty;
+    for (int64_t p : parts)
+      if (p)
+        nonEmpty.push_back(p);
+    SmallVector<Value> pieces;
+    if (nonEmpty.size() == 1)
+      pieces.push_back((*x)->rt);
+    else
+      pieces = SmallVector<Value>(SplitOp::create(b, loc, (*x)->rt, *a, nonEmpty).getResults());
+    size_t next = 0;
+    for (auto [i, p] : llvm::enumerate(parts)) {
+      if (p) {
+        outRt(static_cast<int>(i), pieces[next++]);
+        continue;
+      }
+      Host empty;
+      empty.shape.assign(shape.begin(), shape.end());
+      empty.shape[*a] = 0;
+      outHost(static_cast<int>(i), std::move(empty));
+    }
+    return llvm::Error::success();
+  }
   if ((*x)->host) {
     const Host &h = *(*x)->host;
     int64_t begin = 0;
