@@ -1819,14 +1819,20 @@ llvm::Error Importer::castNode() {
     return llvm::Error::success();
   }
   Type from = typeOf((*x)->rt).getElementType();
+  if (from.isInteger(1) && to == onnx::TensorProto::FLOAT) {
+    // A boolean mask as 0/1 floats (a mask made arithmetic: (1 - m) · -1e4).
+    GraphBuilder g(b, loc);
+    outRt(0, g.select((*x)->rt, g.scalar(1.0), g.scalar(0.0)));
+    return llvm::Error::success();
+  }
   const bool same = (*elem == Elem::kFloat && to == onnx::TensorProto::FLOAT && isa<FloatType>(from)) ||
                     (*elem == Elem::kInt && from.isInteger(32) &&
                      (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32)) ||
                     (*elem == Elem::kBool && from.isInteger(1));
   if (!same)
     return fail("casts a run-time tensor to " + typeName(to) +
-                " from another type (run-time casts keep the type: float32 to float32, "
-                "integers to int64 or int32, bool to bool)");
+                " from another type (run-time casts keep the type, or make a bool mask "
+                "float32)");
   outRt(0, (*x)->rt);
   return llvm::Error::success();
 }

@@ -47,7 +47,9 @@ def const(name, values, dtype=np.int64):
 
 
 def encoder_layer(fp16_weights):
-    """One post-LN encoder layer over token ids [batch, seq] and a bool mask."""
+    """One post-LN encoder layer over token ids [batch, seq] and a bool mask:
+    applied by Where, or (with fp16 weights) made arithmetic as BERT's export
+    writes it, (1 - float(mask)) · -10000 added to the scores."""
     D, H, V, P = 16, 2, 50, 32
     dh = D // H
     wt = np.float16 if fp16_weights else np.float32
@@ -76,7 +78,17 @@ def encoder_layer(fp16_weights):
         helper.make_node("MatMul", ["qh", "kt"], ["s0"]),
         helper.make_node("Div", ["s0", "sqrt_dh"], ["s1"]),
         helper.make_node("Unsqueeze", ["attention_mask", "axes12"], ["m4"]),
-        helper.make_node("Where", ["m4", "s1", "ninf"], ["s2"]),
+    ]
+    if fp16_weights:
+        nodes += [
+            helper.make_node("Cast", ["m4"], ["mf"], to=TensorProto.FLOAT),
+            helper.make_node("Sub", ["onef", "mf"], ["inv"]),
+            helper.make_node("Mul", ["inv", "big_neg"], ["bias"]),
+            helper.make_node("Add", ["s1", "bias"], ["s2"]),
+        ]
+    else:
+        nodes += [helper.make_node("Where", ["m4", "s1", "ninf"], ["s2"])]
+    nodes += [
         helper.make_node("Softmax", ["s2"], ["p"], axis=-1),
         helper.make_node("MatMul", ["p", "vh"], ["o0"]),
         helper.make_node("Transpose", ["o0"], ["o1"], perm=[0, 2, 1, 3]),
@@ -107,7 +119,7 @@ def encoder_layer(fp16_weights):
         const("hd", [dh]), const("dmodel", [D]), const("axes12", [1, 2]),
         const("sqrt_dh", np.sqrt(dh), np.float32), const("ninf", -np.inf, np.float32),
         const("sqrt2", np.sqrt(2.0), np.float32), const("onef", 1.0, np.float32),
-        const("half", 0.5, np.float32),
+        const("half", 0.5, np.float32), const("big_neg", -10000.0, np.float32),
     ]
     if fp16_weights:
         # Weights stored as float16, each cast to float32 where it is used (how
