@@ -99,24 +99,13 @@ llvm::Expected<OwningOpRef<ModuleOp>> compiler::loadDefinition(MLIRContext &cont
     model.decoding = false;
   }
   if (path.ends_with(".onnx")) {
-    if (train)
-      return error("--train differentiates @loss, which an ONNX graph does not define");
-    if (model.imageSize[0] != 0)
-      return error("--image-size applies to a vision model's Hugging Face directory, not to '" +
-                   path + "'");
-    onnx_import::ImportOptions o;
-    o.maxBatch = model.maxBatch;
-    o.maxSeqLen = model.maxSeqLen;
-    o.dims = model.dims;
-    auto imported = onnx_import::importOnnxFile(context, path, o);
+    auto imported = importOnnxDefinition(context, path, model);
     if (!imported)
       return imported.takeError();
     if (carried)
       *carried = std::move(imported->weights);
     return std::move(imported->module);
   }
-  if (!model.dims.empty())
-    return error("--dim names the dimensions of an ONNX file's inputs, not of '" + path + "'");
   auto module = loadModelDefinition(context, path, model);
   if (!module)
     return module.takeError();

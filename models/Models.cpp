@@ -124,9 +124,32 @@ mlir::transfuse::finishModel(OwningOpRef<ModuleOp> module, llvm::json::Object co
   return std::move(module);
 }
 
+llvm::Expected<onnx_import::ImportedModel>
+mlir::transfuse::importOnnxDefinition(MLIRContext &context, llvm::StringRef path,
+                                      const BuildOptions &options) {
+  if (options.training)
+    return makeError("--train differentiates @loss, which an ONNX graph does not define");
+  if (options.imageSize[0] != 0)
+    return makeError("--image-size applies to a vision model's Hugging Face directory, not to '" +
+                     path + "'");
+  onnx_import::ImportOptions o;
+  o.maxBatch = options.maxBatch;
+  o.maxSeqLen = options.maxSeqLen;
+  o.dims = options.dims;
+  return onnx_import::importOnnxFile(context, path, o);
+}
+
 llvm::Expected<OwningOpRef<ModuleOp>>
 mlir::transfuse::loadModelDefinition(MLIRContext &context, llvm::StringRef path,
                                      const BuildOptions &options) {
+  if (path.ends_with(".onnx")) {
+    auto imported = importOnnxDefinition(context, path, options);
+    if (!imported)
+      return imported.takeError();
+    return std::move(imported->module);
+  }
+  if (!options.dims.empty())
+    return makeError("--dim names the dimensions of an ONNX file's inputs, not of '" + path + "'");
   if (isHuggingFaceDirectory(path))
     return loadHuggingFaceDirectory(context, path, options);
   if (options.imageSize[0] != 0)

@@ -25,6 +25,7 @@
 #ifndef TRANSFUSE_MODELS_MODELS_H
 #define TRANSFUSE_MODELS_MODELS_H
 
+#include "frontend/onnx/OnnxImport.h"
 #include "models/ModelConfig.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -97,9 +98,16 @@ llvm::Expected<OwningOpRef<ModuleOp>> finishModel(OwningOpRef<ModuleOp> module,
                                                   const BuildOptions &options,
                                                   int64_t defaultMaxSeqLen);
 
+/// An ONNX file (`.onnx`) imported at `options`' maxima and `dims`
+/// (frontend/onnx/OnnxImport.h), its weights beside the module.
+llvm::Expected<onnx_import::ImportedModel> importOnnxDefinition(MLIRContext &context,
+                                                                llvm::StringRef path,
+                                                                const BuildOptions &options);
+
 /// Loads a model definition: a JSON config of a built-in architecture
-/// (`.json`), a Hugging Face model directory (HuggingFace.h) or MLIR text of
-/// the dialect (anything else), verified. Maxima
+/// (`.json`), a Hugging Face model directory (HuggingFace.h), an ONNX file
+/// (`.onnx`; its weights dropped: importOnnxDefinition keeps them) or MLIR
+/// text of the dialect (anything else), verified. Maxima
 /// given in `options` override those of MLIR functions.
 llvm::Expected<OwningOpRef<ModuleOp>>
 loadModelDefinition(MLIRContext &context, llvm::StringRef path, const BuildOptions &options);

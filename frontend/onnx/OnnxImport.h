@@ -24,8 +24,6 @@
 #ifndef TRANSFUSE_FRONTEND_ONNX_ONNXIMPORT_H
 #define TRANSFUSE_FRONTEND_ONNX_ONNXIMPORT_H
 
-#include "onnx/onnx.pb.h"
-
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -35,6 +33,10 @@
 #include <map>
 #include <string>
 #include <vector>
+
+namespace onnx {
+class ModelProto;
+} // namespace onnx
 
 namespace mlir::transfuse::onnx_import {
 
