@@ -42,6 +42,21 @@ private:
   std::string path_;
 };
 
+// A directory of the process's own in /tmp, named from `prefix` on the
+// first call (a target uses one), for targets whose reader takes a folder or
+// resolves paths relative to the file.
+inline const std::string& scratchDirectory(const char* prefix) {
+  static const std::string dir = [prefix] {
+    std::string pattern = std::string("/tmp/") + prefix + "-XXXXXX";
+    if (!::mkdtemp(pattern.data())) {
+      std::fprintf(stderr, "fuzz harness: mkdtemp failed\n");
+      std::abort();
+    }
+    return pattern;
+  }();
+  return dir;
+}
+
 // A failed invariant of the code under test: a crash that libFuzzer records.
 #define FUZZ_CHECK(cond, ...)                                                  \
   do {                                                                         \

@@ -17,14 +17,7 @@
 namespace {
 
 // One directory per process, its config.json rewritten for each input.
-const std::string &directory() {
-  static const std::string dir = [] {
-    llvm::SmallString<128> path;
-    if (llvm::sys::fs::createUniqueDirectory("transfuse-fuzz-hf", path)) std::abort();
-    return path.str().str();
-  }();
-  return dir;
-}
+const std::string &directory() { return transfuse::fuzz::scratchDirectory("transfuse-fuzz-hf"); }
 
 // Keys that scale the model: past these caps an input is only parsed.
 bool small(llvm::StringRef text) {

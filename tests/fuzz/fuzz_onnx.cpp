@@ -8,25 +8,12 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
-#include "llvm/Support/FileSystem.h"
 
 #include <fstream>
 
-namespace {
-
-const std::string &directory() {
-  static const std::string dir = [] {
-    llvm::SmallString<128> path;
-    if (llvm::sys::fs::createUniqueDirectory("transfuse-fuzz-onnx", path)) std::abort();
-    return path.str().str();
-  }();
-  return dir;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string path = directory() + "/model.onnx";
+  const std::string path =
+      transfuse::fuzz::scratchDirectory("transfuse-fuzz-onnx") + "/model.onnx";
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
