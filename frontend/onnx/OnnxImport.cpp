@@ -266,6 +266,12 @@ private:
     return DimOp::create(b, loc, func.getArgument(s.arg()), s.dim()).getResult();
   }
   llvm::Expected<Value> reshapeTo(Value x, llvm::ArrayRef<int64_t> shape);
+  // The dialect's elementwise ops, matmul and concat infer their result
+  // types, and an op whose inference fails aborts the process: these check
+  // the operands first and fail with the node's error.
+  llvm::Error broadcasts(llvm::ArrayRef<Value> xs);
+  llvm::Expected<Value> matmulOf(Value x, Value y, bool tx, bool ty);
+  llvm::Expected<Value> concatOf(llvm::ArrayRef<Value> xs, int64_t axis);
   /// Whether a just-built op verifies (its diagnostics dropped: the caller
   /// reports the node); one that does not is erased.
   bool verifies(Operation *op) {
@@ -550,6 +556,43 @@ llvm::Expected<Value> Importer::reshapeTo(Value x, llvm::ArrayRef<int64_t> shape
   return op.getResult();
 }
 
+llvm::Error Importer::broadcasts(llvm::ArrayRef<Value> xs) {
+  SmallVector<int64_t> shape;
+  for (Value x : xs) {
+    SmallVector<int64_t> next;
+    std::string error;
+    if (failed(broadcastShapes(shape, typeOf(x).getShape(), next, error)))
+      return fail("operands do not broadcast: " + error);
+    shape = std::move(next);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<Value> Importer::matmulOf(Value x, Value y, bool tx, bool ty) {
+  llvm::ArrayRef<int64_t> xs = typeOf(x).getShape(), ys = typeOf(y).getShape();
+  const int64_t rx = static_cast<int64_t>(xs.size()), ry = static_cast<int64_t>(ys.size());
+  SmallVector<int64_t> batch;
+  std::string error;
+  if (rx < 2 || ry < 2 || !compatibleSizes(tx ? xs[rx - 2] : xs[rx - 1], ty ? ys[ry - 1] : ys[ry - 2]) ||
+      failed(broadcastShapes(xs.drop_back(2), ys.drop_back(2), batch, error)))
+    return fail("operands of " + shapeStr(xs) + " and " + shapeStr(ys) + " do not multiply");
+  return MatmulOp::create(b, loc, x, y, tx, ty).getResult();
+}
+
+llvm::Expected<Value> Importer::concatOf(llvm::ArrayRef<Value> xs, int64_t axis) {
+  RankedTensorType first = typeOf(xs[0]);
+  for (Value x : xs.drop_front()) {
+    RankedTensorType t = typeOf(x);
+    bool ok = t.getRank() == first.getRank() && t.getElementType() == first.getElementType();
+    for (int64_t d = 0; ok && d < t.getRank(); ++d)
+      ok = d == axis || compatibleSizes(t.getDimSize(d), first.getDimSize(d));
+    if (!ok)
+      return fail("inputs of " + shapeStr(first.getShape()) + " and " + shapeStr(t.getShape()) +
+                  " do not concatenate along axis " + std::to_string(axis));
+  }
+  return ConcatOp::create(b, loc, xs, axis).getResult();
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
@@ -662,6 +705,8 @@ llvm::Error Importer::binary(llvm::StringRef op) {
   if (!isa<FloatType>(typeOf(*lhs).getElementType()) ||
       !isa<FloatType>(typeOf(*rhs).getElementType()))
     return fail("integer arithmetic on run-time tensors is not supported (only float32)");
+  if (auto e = broadcasts({*lhs, *rhs}))
+    return e;
   Value r;
   if (op == "Add")
     r = AddOp::create(b, loc, *lhs, *rhs);
@@ -718,6 +763,8 @@ llvm::Error Importer::pow() {
     return ex.takeError();
   if (!isa<FloatType>(typeOf(*ex).getElementType()))
     return fail("an integer exponent at run time is not supported");
+  if (auto e = broadcasts({*base, *ex}))
+    return e;
   outRt(0, PowOp::create(b, loc, *base, *ex));
   return llvm::Error::success();
 }
@@ -849,11 +896,10 @@ llvm::Error Importer::matmul() {
       return r.takeError();
     w = *r;
   }
-  auto op = MatmulOp::create(b, loc, a, w, false, false);
-  if (!verifies(op))
-    return fail("operands of " + shapeStr(typeOf(a).getShape()) + " and " +
-                shapeStr(typeOf(w).getShape()) + " do not multiply");
-  Value r = op.getResult();
+  auto product = matmulOf(a, w, false, false);
+  if (!product)
+    return product.takeError();
+  Value r = *product;
   if (ra == 1 || rw == 1) {
     SmallVector<int64_t> shape(typeOf(r).getShape());
     if (rw == 1)
@@ -880,10 +926,10 @@ llvm::Error Importer::gemm() {
     return y.takeError();
   if (typeOf(*x).getRank() != 2 || typeOf(*y).getRank() != 2)
     return fail("Gemm takes matrices");
-  auto op = MatmulOp::create(b, loc, *x, *y, attrInt("transA", 0) != 0, attrInt("transB", 0) != 0);
-  if (!verifies(op))
-    return fail("operands do not multiply");
-  Value r = op.getResult();
+  auto product = matmulOf(*x, *y, attrInt("transA", 0) != 0, attrInt("transB", 0) != 0);
+  if (!product)
+    return product.takeError();
+  Value r = *product;
   const double alpha = attrFloat("alpha", 1.0), beta = attrFloat("beta", 1.0);
   if (alpha != 1.0)
     r = ScaleOp::create(b, loc, r, b.getF64FloatAttr(alpha));
@@ -894,6 +940,8 @@ llvm::Error Importer::gemm() {
     Value cv = *c;
     if (beta != 1.0)
       cv = ScaleOp::create(b, loc, cv, b.getF64FloatAttr(beta));
+    if (auto e = broadcasts({r, cv}))
+      return e;
     r = AddOp::create(b, loc, r, cv);
   }
   outRt(0, r);
@@ -1431,10 +1479,10 @@ llvm::Error Importer::concat() {
     outRt(0, operands[0]);
     return llvm::Error::success();
   }
-  auto op = ConcatOp::create(b, loc, operands, *a);
-  if (!verifies(op))
-    return fail("inputs do not concatenate");
-  outRt(0, op.getResult());
+  auto joined = concatOf(operands, *a);
+  if (!joined)
+    return joined.takeError();
+  outRt(0, *joined);
   return llvm::Error::success();
 }
 
@@ -1760,10 +1808,9 @@ llvm::Error Importer::where() {
     return fail("the condition must be boolean");
   if (!isa<FloatType>(typeOf(*a).getElementType()) || !isa<FloatType>(typeOf(*d).getElementType()))
     return fail("selects between integer run-time tensors (only float32)");
-  auto op = SelectOp::create(b, loc, *cond, *a, *d);
-  if (!verifies(op))
-    return fail("the inputs do not broadcast");
-  outRt(0, op.getResult());
+  if (auto e = broadcasts({*cond, *a, *d}))
+    return e;
+  outRt(0, SelectOp::create(b, loc, *cond, *a, *d).getResult());
   return llvm::Error::success();
 }
 
@@ -2046,6 +2093,8 @@ llvm::Error Importer::conv() {
     auto bv = rtIn(2);
     if (!bv)
       return bv.takeError();
+    if (typeOf(*bv).getShape() != llvm::ArrayRef<int64_t>{ws[0]})
+      return fail("the bias must hold one value per output channel");
     bias = *bv;
   }
   Value y = g.linear(patches, *w2, bias);                        // [B, N, D]
@@ -2118,13 +2167,18 @@ llvm::Error Importer::attention() {
     vv = g.repeatHeads(vv, hq / hk);
   }
   const double scale = attrFloat("scale", 1.0 / std::sqrt(static_cast<double>(dh)));
-  Value s = g.scale(g.matmul(*qh, kk, false, true), scale); // [B, H, Sq, Sk]
+  auto scores = matmulOf(*qh, kk, false, true); // [B, H, Sq, Sk]
+  if (!scores)
+    return scores.takeError();
+  Value s = g.scale(*scores, scale);
   if (const double cap = attrFloat("softcap", 0); cap != 0)
     s = g.scale(g.tanh(g.scale(s, 1.0 / cap)), cap);
   if (const Val *m = in(3)) {
     auto mv = materialize(*m, node->input(3));
     if (!mv)
       return mv.takeError();
+    if (auto e = broadcasts({s, *mv}))
+      return e;
     if (typeOf(*mv).getElementType().isInteger(1)) {
       s = g.select(*mv, s, g.scalar(-std::numeric_limits<double>::infinity()));
     } else {
@@ -2156,7 +2210,10 @@ llvm::Error Importer::attention() {
     s = g.select(mask, s, g.scalar(-std::numeric_limits<double>::infinity()));
   }
   Value p = g.softmax(s, 3);
-  Value y = g.matmul(p, vv); // [B, H, Sq, dh]
+  auto pv = matmulOf(p, vv, false, false); // [B, H, Sq, dv]
+  if (!pv)
+    return pv.takeError();
+  Value y = *pv;
   if (flat) {
     Value t = g.transpose(y, {0, 2, 1, 3});
     llvm::ArrayRef<int64_t> ts = typeOf(t).getShape();
@@ -2211,6 +2268,8 @@ llvm::Error Importer::rotary() {
       auto pos = rtIn(3);
       if (!pos)
         return pos;
+      if (!typeOf(*pos).getElementType().isInteger(32) || typeOf(t).getRank() != 2)
+        return fail("position_ids must be integers and the caches [positions, R]");
       t = g.gather(t, *pos);
     }
     llvm::ArrayRef<int64_t> ts = typeOf(t).getShape();
@@ -2244,9 +2303,19 @@ llvm::Error Importer::rotary() {
     x1 = g.slice(rot, 3, 0, half);
     x2 = g.slice(rot, 3, half, half);
   }
+  for (Value t : {cs, sv}) {
+    SmallVector<int64_t> shape;
+    std::string error;
+    if (failed(broadcastShapes(typeOf(x1).getShape(), typeOf(t).getShape(), shape, error)) ||
+        llvm::ArrayRef<int64_t>(shape) != typeOf(x1).getShape())
+      return fail("the cos and sin caches do not match the input's batch and positions");
+  }
   Value o1 = SubOp::create(b, loc, g.mul(x1, cs), g.mul(x2, sv));
   Value o2 = g.add(g.mul(x2, cs), g.mul(x1, sv));
-  Value y = g.concat({o1, o2}, interleaved ? 4 : 3);
+  auto joined = concatOf({o1, o2}, interleaved ? 4 : 3);
+  if (!joined)
+    return joined.takeError();
+  Value y = *joined;
   if (interleaved) {
     auto r = reshapeTo(y, {s4[0], s4[1], s4[2], rdim});
     if (!r)

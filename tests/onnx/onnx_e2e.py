@@ -275,6 +275,14 @@ def check_refusals(args, workdir):
     refused(model([helper.make_node("Relu", ["y"], ["t"], name="a"),
                    helper.make_node("Relu", ["t"], ["y"], name="b")]), "is not defined before")
     refused(model([helper.make_node("Relu", ["x"], ["y"])], opset=11), "opset 11")
+    # Shapes that do not fit: errors, never an abort in the dialect's type
+    # inference (fuzz_onnx found the first).
+    refused(model([helper.make_node("Mul", ["x", "w"], ["y"], name="m")], [init("w", [4])]),
+            "node 'm' (Mul, opset 17): operands do not broadcast")
+    refused(model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [init("w", [4, 3])]),
+            "do not multiply")
+    refused(model([helper.make_node("Concat", ["x", "w"], ["y"], name="c", axis=0)],
+                  [init("w", [2, 4])]), "do not concatenate")
     good = model([helper.make_node("Add", ["x", "w"], ["y"])], [init("w", [2, 3])])
     raw = good.SerializeToString()
     refused(None, "does not parse", raw=raw[: len(raw) // 2])
