@@ -85,6 +85,19 @@ Host pick(const Host &x, std::vector<int64_t> shape, llvm::ArrayRef<int64_t> fro
   return r;
 }
 
+/// A known element as an integer: saturated to int64's range (an int64
+/// tensor's INT64_MAX, "to the end", survives its trip through double), NaN
+/// as 0.
+int64_t toInt(double x) {
+  if (std::isnan(x))
+    return 0;
+  if (x >= 9.2233720368547758e18)
+    return std::numeric_limits<int64_t>::max();
+  if (x <= -9.2233720368547758e18)
+    return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(x);
+}
+
 /// "2x?x768".
 std::string shapeStr(llvm::ArrayRef<int64_t> shape) {
   std::string s;
@@ -184,13 +197,16 @@ private:
   void outHost(int i, Host h) { out(i, Val{Value(), std::move(h), ""}); }
   /// A known input as integers (axes, shapes, starts); fails when it is a
   /// run-time tensor or symbolic unless `symbols`.
-  llvm::Expected<const Host *> known(int i, const char *what, bool symbols = false) const {
+  llvm::Expected<const Host *> known(int i, const char *what, bool symbols = false,
+                                     bool integers = true) const {
     auto v = need(i);
     if (!v)
       return v.takeError();
     if (!(*v)->host)
       return fail(llvm::Twine(what) + " (input " + std::to_string(i) + ", '" + node->input(i) +
                   "') must be known when compiling; it depends on run-time data");
+    if (integers && (*v)->host->elem == Elem::kFloat)
+      return fail(llvm::Twine(what) + " (input " + std::to_string(i) + ") must be integers");
     if (!symbols && (*v)->host->anySymbolic())
       return fail(llvm::Twine(what) + " (input " + std::to_string(i) +
                   ") depends on a run-time size");
@@ -202,7 +218,7 @@ private:
       return h.takeError();
     std::vector<int64_t> r;
     for (double x : (*h)->v)
-      r.push_back(static_cast<int64_t>(x));
+      r.push_back(toInt(x));
     return r;
   }
   /// The value as a run-time tensor (a known one materialized as a
@@ -527,8 +543,8 @@ llvm::Expected<Value> Importer::materialize(const Val &v, const std::string &nam
     auto type = RankedTensorType::get(h.shape, b.getI32Type());
     std::vector<int32_t> ints;
     for (double x : h.v) {
-      if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
-        return fail("'" + name + "' holds " + std::to_string(static_cast<int64_t>(x)) +
+      if (!(x >= std::numeric_limits<int32_t>::min() && x <= std::numeric_limits<int32_t>::max()))
+        return fail("'" + name + "' holds " + std::to_string(toInt(x)) +
                     ", outside the int32 range of run-time integer tensors");
       ints.push_back(static_cast<int32_t>(x));
     }
@@ -658,8 +674,6 @@ llvm::Expected<Host> Importer::broadcastFold(const Host &x, const Host &y, Elem 
     return std::move(err);
   return r;
 }
-
-double roundHalfEven(double x) { return std::nearbyint(x); }
 
 /// ONNX integer division: truncation toward zero, as C.
 double intDiv(double a, double b) { return b == 0 ? 0 : std::trunc(a / b); }
@@ -1140,7 +1154,7 @@ llvm::Error Importer::reshapeRuntime(const Val &xv, const Host &target, bool all
       outDyn.push_back(target.sym[i]);
       continue;
     }
-    int64_t d = static_cast<int64_t>(target.v[i]);
+    int64_t d = toInt(target.v[i]);
     if (d == 0 && !allowZero) {
       if (i >= static_cast<int64_t>(in.size()))
         return fail("shape element " + std::to_string(i) + " copies a dimension the input "
@@ -1199,7 +1213,7 @@ llvm::Error Importer::reshape() {
   for (int64_t i = 0; i < (*t)->numel(); ++i) {
     if ((*t)->symbolic(i))
       return fail("reshapes a known tensor to a run-time size");
-    int64_t d = static_cast<int64_t>((*t)->v[i]);
+    int64_t d = toInt((*t)->v[i]);
     if (d == 0 && !allowZero) {
       if (i >= static_cast<int64_t>(h.shape.size()))
         return fail("shape element " + std::to_string(i) + " copies a missing dimension");
@@ -1343,7 +1357,7 @@ llvm::Error Importer::gather() {
     std::vector<int64_t> from;
     for (int64_t o = 0; o < outer; ++o)
       for (double iv : idx.host->v) {
-        int64_t i = static_cast<int64_t>(iv);
+        int64_t i = toInt(iv);
         if (i < -n || i >= n)
           return fail("index " + std::to_string(i) + " is outside [" + std::to_string(-n) +
                       ", " + std::to_string(n) + ")");
@@ -1369,7 +1383,7 @@ llvm::Error Importer::gather() {
       return fail("gathers known indices along a dynamic dimension");
     for (double &v : h.v) {
       if (v < -n || v >= n)
-        return fail("index " + std::to_string(static_cast<int64_t>(v)) + " is outside [" +
+        return fail("index " + std::to_string(toInt(v)) + " is outside [" +
                     std::to_string(-n) + ", " + std::to_string(n) + ")");
       if (v < 0)
         v += n;
@@ -1572,7 +1586,7 @@ llvm::Error Importer::slice() {
       const int64_t n = h.shape[axes[k]], step = steps[k];
       if (step == 0)
         return fail("a step of 0");
-      int64_t s = (*starts)[k], e = static_cast<int64_t>((*ends)->v[k]);
+      int64_t s = (*starts)[k], e = toInt((*ends)->v[k]);
       if (s < 0)
         s += n;
       if (e < 0)
@@ -1611,7 +1625,7 @@ llvm::Error Importer::slice() {
   for (size_t k = 0; k < axes.size(); ++k) {
     if (steps[k] != 1)
       return fail("a step of " + std::to_string(steps[k]) + " on a run-time tensor (only 1)");
-    auto s = sliceRuntime(r, axes[k], (*starts)[k], static_cast<int64_t>((*ends)->v[k]),
+    auto s = sliceRuntime(r, axes[k], (*starts)[k], toInt((*ends)->v[k]),
                           (*ends)->symbolAt(static_cast<int64_t>(k)));
     if (!s)
       return s.takeError();
@@ -1718,7 +1732,7 @@ llvm::Error Importer::expand() {
   // The target's elements: 1 keeps the input's size.
   std::vector<int64_t> target;
   for (int64_t i = 0; i < (*t)->numel(); ++i)
-    target.push_back((*t)->symbolic(i) ? kDyn : static_cast<int64_t>((*t)->v[i]));
+    target.push_back((*t)->symbolic(i) ? kDyn : toInt((*t)->v[i]));
   const size_t rank = std::max(shape.size(), target.size());
   std::vector<int64_t> result(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -1969,7 +1983,8 @@ llvm::Error Importer::constantOfShape() {
 llvm::Error Importer::range() {
   if (auto e = onlyAttributes({}))
     return e;
-  auto s = known(0, "start"), l = known(1, "limit"), d = known(2, "delta");
+  auto s = known(0, "start", false, false), l = known(1, "limit", false, false),
+       d = known(2, "delta", false, false);
   if (!s || !l || !d)
     return llvm::joinErrors(llvm::joinErrors(s.takeError(), l.takeError()), d.takeError());
   if ((*s)->numel() != 1 || (*l)->numel() != 1 || (*d)->numel() != 1)

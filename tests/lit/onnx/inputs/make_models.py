@@ -53,3 +53,13 @@ model("powers", [
 sh = helper.make_tensor_value_info("shape", TensorProto.INT64, [2])
 model("data_shape", [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_by_input")],
       [xs, sh], [ys])
+
+# Slices "to the end" as exporters write them (INT64_MAX), on a dynamic and
+# on a static dimension, and from a negative start.
+big = np.iinfo(np.int64).max
+y3 = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 6])
+model("slice_to_end", [
+    helper.make_node("Slice", ["x", "zero1", "big", "ax1"], ["a"]),
+    helper.make_node("Slice", ["a", "two", "big", "ax2"], ["y"]),
+], [x], [y3], [ints("zero1", [0]), ints("big", [big]), ints("ax1", [1]), ints("two", [2]),
+               ints("ax2", [2])])
