@@ -58,7 +58,8 @@ BuildOptions buildOptions(const std::map<std::string, std::string> &flags) {
   o.maxBeam = intFlag(flags, "--max-beam", 0, 1, 1 << 10);
   o.imageSize = imageSizeFlag(flags);
   // --dim NAME=MAX[,NAME=MAX...]: an ONNX file's maxima per dim_param.
-  for (llvm::StringRef item : llvm::split(flag(flags, "--dim"), ',')) {
+  const std::string dims = flag(flags, "--dim");
+  for (llvm::StringRef item : llvm::split(dims, ',')) {
     if (item.empty())
       continue;
     auto [name, value] = item.split('=');
