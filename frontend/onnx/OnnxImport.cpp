@@ -402,8 +402,7 @@ llvm::Error Importer::setup() {
   std::vector<const onnx::ValueInfoProto *> inputs;
   std::vector<std::vector<std::string>> dimNames;
   std::string batchParam;
-  int64_t maxBatch = options.maxBatch ? options.maxBatch : 8;
-  int64_t maxSeq = options.maxSeqLen ? options.maxSeqLen : 512;
+  int64_t batchDims = 0, seqDims = 0; // the largest --dim of each kind
   llvm::StringSet<> usedDims;
   for (const auto &input : graph.input()) {
     if (values.count(input.name()))
@@ -452,12 +451,8 @@ llvm::Error Importer::setup() {
                       "': a dynamic dimension 0 is the batch, one for every input");
         batchParam = name;
       }
-      if (auto it = options.dims.find(name); it != options.dims.end()) {
-        if (i == 0)
-          maxBatch = std::max(options.maxBatch, it->second);
-        else
-          maxSeq = std::max(options.maxSeqLen ? maxSeq : 0, it->second);
-      }
+      if (auto it = options.dims.find(name); it != options.dims.end())
+        (i == 0 ? batchDims : seqDims) = std::max(i == 0 ? batchDims : seqDims, it->second);
     }
     argTypes.push_back(RankedTensorType::get(shape, elem));
     inputs.push_back(&input);
@@ -468,6 +463,12 @@ llvm::Error Importer::setup() {
       return fail("--dim " + name + "=" + std::to_string(max) +
                   ": no input has a dimension named '" + name + "'");
 
+  // --max-batch and --max-seq-len, raised by --dim; 8 and 512 when neither.
+  auto maximum = [](int64_t given, int64_t fromDims, int64_t dflt) {
+    return given || fromDims ? std::max(given, fromDims) : dflt;
+  };
+  const int64_t maxBatch = maximum(options.maxBatch, batchDims, 8);
+  const int64_t maxSeq = maximum(options.maxSeqLen, seqDims, 512);
   SmallVector<Type> resultTypes; // set when the outputs are known
   b.setInsertionPointToEnd(module.getBody());
   func = func::FuncOp::create(b, loc, "forward", b.getFunctionType(argTypes, resultTypes));
@@ -478,21 +479,18 @@ llvm::Error Importer::setup() {
   for (auto [i, input] : llvm::enumerate(inputs)) {
     func.setArgAttr(i, kNameAttr, b.getStringAttr(input->name()));
     values[input->name()] = Val{func.getArgument(i), std::nullopt, ""};
-    // Sizes of an earlier input with the same dynamic dimensions.
+    // An input whose dynamic dimensions are an earlier input's (the same
+    // dim_params in the same places, every one named) has its sizes.
     const auto &names = dimNames[i];
-    bool dynamic = llvm::any_of(names, [](const std::string &n) { return !n.empty(); });
-    for (size_t j = 0; dynamic && j < i; ++j)
-      if (dimNames[j] == names && llvm::none_of(names, [](const std::string &n) {
-            return n.empty() && false;
-          })) {
-        bool named = llvm::all_of(llvm::zip(names, typeOf(func.getArgument(i)).getShape()),
-                                  [](auto p) {
-                                    return std::get<1>(p) != kDyn || !std::get<0>(p).empty();
-                                  });
-        if (named) {
-          func.setArgAttr(i, kSizesOfAttr, b.getI64IntegerAttr(static_cast<int64_t>(j)));
-          break;
-        }
+    const bool dynamic = llvm::any_of(names, [](const std::string &n) { return !n.empty(); });
+    const bool allNamed =
+        llvm::all_of(llvm::zip(names, typeOf(func.getArgument(i)).getShape()), [](auto p) {
+          return std::get<1>(p) != kDyn || !std::get<0>(p).empty();
+        });
+    for (size_t j = 0; dynamic && allNamed && j < i; ++j)
+      if (dimNames[j] == names) {
+        func.setArgAttr(i, kSizesOfAttr, b.getI64IntegerAttr(static_cast<int64_t>(j)));
+        break;
       }
   }
   return llvm::Error::success();

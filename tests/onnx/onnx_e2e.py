@@ -244,6 +244,27 @@ def check_model(name, make, args, workdir, cuda):
             assert err <= bound, f"{name} {backend}: error {err} > {bound}"
 
 
+def check_dims(args, workdir):
+    """--dim sets a dim_param's maximum; inputs with the same dim_params share
+    their sizes (sizes_of in the manifest)."""
+    import json
+    model, _, _, _ = encoder_layer(False)
+    d = os.path.join(workdir, "dims")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    onnx.save(model, path)
+    rc, out = run([args.transfuse, "compile", path, "-o", os.path.join(d, "out"), "--emit", "mlir",
+                   "--dim", "batch=3,seq=12"])
+    assert rc == 0, out
+    with open(os.path.join(d, "out", "manifest.json")) as f:
+        entry = json.load(f)["entry_points"][0]
+    inputs = {i["name"]: i for i in entry["inputs"]}
+    assert inputs["input_ids"]["max_shape"] == [3, 12], inputs
+    assert inputs["attention_mask"].get("sizes_of") == "input_ids", inputs
+    assert entry["outputs"][0]["max_shape"] == [3, 12, 16], entry
+    print("dims: --dim batch=3,seq=12 gives max_shape [3, 12]; the mask has input_ids' sizes")
+
+
 def check_refusals(args, workdir):
     d = os.path.join(workdir, "bad")
     os.makedirs(d, exist_ok=True)
@@ -321,6 +342,7 @@ def main():
     check_model("patches", patch_embedding, args, args.workdir, cuda)
     check_model("opset23", opset23, args, args.workdir, cuda)
     if not cuda:
+        check_dims(args, args.workdir)
         check_refusals(args, args.workdir)
     print("onnx_e2e: ok")
 
