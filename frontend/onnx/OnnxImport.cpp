@@ -288,6 +288,9 @@ private:
   llvm::Error broadcasts(llvm::ArrayRef<Value> xs);
   llvm::Expected<Value> matmulOf(Value x, Value y, bool tx, bool ty);
   llvm::Expected<Value> concatOf(llvm::ArrayRef<Value> xs, int64_t axis);
+  /// ONNX Gather of a run-time float tensor along `axis` by i32 indices
+  /// (normalized): transfuse.gather of rows, with transposes around it.
+  llvm::Expected<Value> gatherAlong(Value table, int64_t axis, Value ids32);
   /// Whether a just-built op verifies (its diagnostics dropped: the caller
   /// reports the node); one that does not is erased.
   bool verifies(Operation *op) {
@@ -1395,13 +1398,22 @@ llvm::Error Importer::gather() {
     if (!typeOf(ids32).getElementType().isInteger(32))
       return fail("indices must be integers");
   }
+  auto r = gatherAlong(*table, *a, ids32);
+  if (!r)
+    return r.takeError();
+  outRt(0, *r);
+  return llvm::Error::success();
+}
+
+llvm::Expected<Value> Importer::gatherAlong(Value table, int64_t axis, Value ids32) {
+  const int64_t rank = typeOf(table).getRank();
   // The table as [n, rest] with the gathered axis first.
-  Value t = *table;
+  Value t = table;
   std::vector<int64_t> perm;
-  if (*a != 0) {
-    perm.push_back(*a);
+  if (axis != 0) {
+    perm.push_back(axis);
     for (int64_t i = 0; i < rank; ++i)
-      if (i != *a)
+      if (i != axis)
         perm.push_back(i);
     t = TransposeOp::create(b, loc, t, perm);
   }
@@ -1421,20 +1433,19 @@ llvm::Error Importer::gather() {
   if (!g2)
     return g2.takeError();
   Value r = *g2;
-  if (*a != 0) {
+  if (axis != 0) {
     // Result dims now: ids..., data dims except a (in order). ONNX wants
     // data[:a], ids..., data[a+1:].
     std::vector<int64_t> p;
-    for (int64_t i = 0; i < *a; ++i)
+    for (int64_t i = 0; i < axis; ++i)
       p.push_back(idsRank + i);
     for (int64_t i = 0; i < idsRank; ++i)
       p.push_back(i);
-    for (int64_t i = *a; i < rank - 1; ++i)
+    for (int64_t i = axis; i < rank - 1; ++i)
       p.push_back(idsRank + i);
     r = TransposeOp::create(b, loc, r, p);
   }
-  outRt(0, r);
-  return llvm::Error::success();
+  return r;
 }
 
 llvm::Error Importer::concat() {
@@ -1621,8 +1632,39 @@ llvm::Error Importer::slice() {
     return xv.takeError();
   Value r = *xv;
   for (size_t k = 0; k < axes.size(); ++k) {
-    if (steps[k] != 1)
-      return fail("a step of " + std::to_string(steps[k]) + " on a run-time tensor (only 1)");
+    if (steps[k] != 1) {
+      // A strided (or reversed) slice of a static axis: a gather of the
+      // indices it takes.
+      const int64_t n = typeOf(r).getDimSize(axes[k]), step = steps[k];
+      if (n == kDyn || (*ends)->symbolic(static_cast<int64_t>(k)))
+        return fail("a step of " + std::to_string(step) + " on a dynamic dimension");
+      if (step == 0)
+        return fail("a step of 0");
+      int64_t s0 = (*starts)[k], e0 = toInt((*ends)->v[k]);
+      s0 = s0 < 0 ? s0 + n : s0;
+      e0 = e0 < 0 && e0 != std::numeric_limits<int64_t>::min() ? e0 + n : e0;
+      Host idx;
+      idx.elem = Elem::kInt;
+      if (step > 0)
+        for (int64_t i = std::clamp<int64_t>(s0, 0, n); i < std::clamp<int64_t>(e0, 0, n); i += step)
+          idx.v.push_back(static_cast<double>(i));
+      else
+        for (int64_t i = std::clamp<int64_t>(s0, 0, n - 1); i > std::clamp<int64_t>(e0, -1, n - 1);
+             i += step)
+          idx.v.push_back(static_cast<double>(i));
+      if (idx.v.empty())
+        return fail("the slice is empty");
+      idx.shape = {static_cast<int64_t>(idx.v.size())};
+      auto ids = materialize(Val{Value(), std::move(idx), ""},
+                             node->output(0) + "#indices" + std::to_string(k));
+      if (!ids)
+        return ids.takeError();
+      auto g = gatherAlong(r, axes[k], *ids);
+      if (!g)
+        return g.takeError();
+      r = *g;
+      continue;
+    }
     auto s = sliceRuntime(r, axes[k], (*starts)[k], toInt((*ends)->v[k]),
                           (*ends)->symbolAt(static_cast<int64_t>(k)));
     if (!s)
