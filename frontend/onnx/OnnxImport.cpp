@@ -2169,9 +2169,9 @@ llvm::Error Importer::attention() {
   if (auto e = onlyAttributes({"is_causal", "kv_num_heads", "q_num_heads", "scale", "softcap",
                                "qk_matmul_output_mode", "softmax_precision"}))
     return e;
-  for (int i = 1; i < node->output_size(); ++i)
-    if (!node->output(i).empty())
-      return fail("only the first output (Y) is supported");
+  const int64_t qkMode = attrInt("qk_matmul_output_mode", 0);
+  if (qkMode < 0 || qkMode > 3)
+    return fail("qk_matmul_output_mode " + std::to_string(qkMode) + " is not 0 to 3");
   if (in(4) || in(5) || in(6))
     return fail("past_key, past_value and nonpad_kv_seqlen are not supported");
   if (attrInt("softmax_precision", 1) != 1)
@@ -2228,6 +2228,13 @@ llvm::Error Importer::attention() {
   Value s = g.scale(*scores, scale);
   if (const double cap = attrFloat("softcap", 0); cap != 0)
     s = g.scale(g.tanh(g.scale(s, 1.0 / cap)), cap);
+  // Outputs 1 and 2 (present_key, present_value) are K and V as heads (no
+  // past cache); output 3 is the scores at the stage qk_matmul_output_mode
+  // names: 0 and 1 scaled (and soft-capped), 2 masked, 3 the softmax.
+  outRt(1, *kh);
+  outRt(2, *vh);
+  if (qkMode <= 1)
+    outRt(3, s);
   if (const Val *m = in(3)) {
     auto mv = materialize(*m, node->input(3));
     if (!mv)
@@ -2264,7 +2271,11 @@ llvm::Error Importer::attention() {
     }
     s = g.select(mask, s, g.scalar(-std::numeric_limits<double>::infinity()));
   }
+  if (qkMode == 2)
+    outRt(3, s);
   Value p = g.softmax(s, 3);
+  if (qkMode == 3)
+    outRt(3, p);
   auto pv = matmulOf(p, vv, false, false); // [B, H, Sq, dv]
   if (!pv)
     return pv.takeError();
