@@ -2172,8 +2172,11 @@ llvm::Error Importer::attention() {
   const int64_t qkMode = attrInt("qk_matmul_output_mode", 0);
   if (qkMode < 0 || qkMode > 3)
     return fail("qk_matmul_output_mode " + std::to_string(qkMode) + " is not 0 to 3");
-  if (in(4) || in(5) || in(6))
-    return fail("past_key, past_value and nonpad_kv_seqlen are not supported");
+  if (in(6))
+    return fail("nonpad_kv_seqlen (an external cache's lengths) is not supported");
+  if (!in(4) != !in(5))
+    return fail("past_key and past_value come together");
+  const bool past = in(4) != nullptr;
   if (attrInt("softmax_precision", 1) != 1)
     return fail("softmax_precision other than float32 is not supported");
   auto q = rtIn(0);
@@ -2216,6 +2219,19 @@ llvm::Error Importer::attention() {
   const int64_t dh = typeOf(*qh).getDimSize(3);
   if (hq == kDyn || hk == kDyn || dh == kDyn || hq % hk)
     return fail("the query heads must be a multiple of the key heads");
+  // A past cache [B, Hk, P, dh] goes before the new keys and values; the
+  // causal mask then lets query i see keys up to P + i.
+  if (past) {
+    for (auto [i, heads] : {std::pair{4, &*kh}, std::pair{5, &*vh}}) {
+      auto p = rtIn(i);
+      if (!p)
+        return p.takeError();
+      auto joined = concatOf({*p, *heads}, 2);
+      if (!joined)
+        return joined.takeError();
+      *heads = *joined;
+    }
+  }
   Value kk = *kh, vv = *vh;
   if (hq != hk) {
     kk = g.repeatHeads(kk, hq / hk);
@@ -2249,11 +2265,12 @@ llvm::Error Importer::attention() {
   }
   if (attrInt("is_causal", 0)) {
     llvm::ArrayRef<int64_t> ss = typeOf(s).getShape();
-    // ONNX's causal mask is top-left aligned (key j visible to query i when
-    // j <= i); transfuse.causal_mask is bottom-right aligned: the same when
-    // Sq = Sk. Static lengths get the mask as a constant.
+    // ONNX's causal mask lets query i see keys j <= i + P (P the past
+    // cache's length, else 0); transfuse.causal_mask is bottom-right aligned
+    // (j <= i + Sk - Sq): the same with a past cache, or when Sq = Sk. Other
+    // static lengths get the mask as a constant.
     Value mask;
-    if (ss[2] == ss[3] && (ss[2] != kDyn || sizeOf(s, 2) == sizeOf(s, 3))) {
+    if (past || (ss[2] == ss[3] && (ss[2] != kDyn || sizeOf(s, 2) == sizeOf(s, 3)))) {
       mask = g.causalMask(g.dim(s, 2), g.dim(s, 3));
     } else if (ss[2] != kDyn && ss[3] != kDyn) {
       Host tri;
