@@ -2221,7 +2221,11 @@ llvm::Error Importer::attention() {
     return fail("the query heads must be a multiple of the key heads");
   // A past cache [B, Hk, P, dh] goes before the new keys and values; the
   // causal mask then lets query i see keys up to P + i.
+  const Value newKeys = *kh;
+  int64_t pastLen = 0; // P, static or kDyn
   if (past) {
+    llvm::ArrayRef<int64_t> ps = shapeOf(*in(4));
+    pastLen = ps.size() == 4 ? ps[2] : kDyn;
     for (auto [i, heads] : {std::pair{4, &*kh}, std::pair{5, &*vh}}) {
       auto p = rtIn(i);
       if (!p)
@@ -2266,19 +2270,20 @@ llvm::Error Importer::attention() {
   if (attrInt("is_causal", 0)) {
     llvm::ArrayRef<int64_t> ss = typeOf(s).getShape();
     // ONNX's causal mask lets query i see keys j <= i + P (P the past
-    // cache's length, else 0); transfuse.causal_mask is bottom-right aligned
-    // (j <= i + Sk - Sq): the same with a past cache, or when Sq = Sk. Other
+    // cache's length, else 0). transfuse.causal_mask is bottom-right aligned
+    // (j <= i + Sk - Sq): the same when the new keys are as many as the
+    // queries (Sk = P + Sq), and what the attention fusion takes. Other
     // static lengths get the mask as a constant.
     Value mask;
-    if (past || (ss[2] == ss[3] && (ss[2] != kDyn || sizeOf(s, 2) == sizeOf(s, 3)))) {
+    if (sizeOf(*qh, 2) == sizeOf(newKeys, 2)) {
       mask = g.causalMask(g.dim(s, 2), g.dim(s, 3));
-    } else if (ss[2] != kDyn && ss[3] != kDyn) {
+    } else if (ss[2] != kDyn && ss[3] != kDyn && pastLen != kDyn) {
       Host tri;
       tri.elem = Elem::kBool;
       tri.shape = {ss[2], ss[3]};
       for (int64_t i = 0; i < ss[2]; ++i)
         for (int64_t j = 0; j < ss[3]; ++j)
-          tri.v.push_back(j <= i ? 1 : 0);
+          tri.v.push_back(j <= i + pastLen ? 1 : 0);
       auto m = materialize(Val{Value(), std::move(tri), ""}, node->output(0) + "#causal");
       if (!m)
         return m.takeError();
