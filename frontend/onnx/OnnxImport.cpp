@@ -2167,7 +2167,8 @@ llvm::Error Importer::conv() {
 
 llvm::Error Importer::attention() {
   if (auto e = onlyAttributes({"is_causal", "kv_num_heads", "q_num_heads", "scale", "softcap",
-                               "qk_matmul_output_mode", "softmax_precision"}))
+                               "qk_matmul_output_mode", "softmax_precision",
+                               "left_window_size", "right_window_size"}))
     return e;
   const int64_t qkMode = attrInt("qk_matmul_output_mode", 0);
   if (qkMode < 0 || qkMode > 3)
@@ -2177,8 +2178,11 @@ llvm::Error Importer::attention() {
   if (!in(4) != !in(5))
     return fail("past_key and past_value come together");
   const bool past = in(4) != nullptr;
-  if (attrInt("softmax_precision", 1) != 1)
-    return fail("softmax_precision other than float32 is not supported");
+  // The softmax runs in float32 (fp64 on the reference backend): what
+  // float32 asks, and within a rounding of what double asks.
+  if (const int64_t sp = attrInt("softmax_precision", onnx::TensorProto::FLOAT);
+      sp != onnx::TensorProto::FLOAT && sp != onnx::TensorProto::DOUBLE)
+    return fail("softmax_precision " + typeName(sp) + " is not supported (float32 or double)");
   auto q = rtIn(0);
   if (!q)
     return q.takeError();
@@ -2292,6 +2296,26 @@ llvm::Error Importer::attention() {
       return fail("is_causal with dynamic query and key lengths that may differ");
     }
     s = g.select(mask, s, g.scalar(-std::numeric_limits<double>::infinity()));
+  }
+  // Opset 25's sliding window: query i (at P + i) sees keys j with
+  // P + i - left <= j <= P + i + right (-1: that side unbounded).
+  const int64_t left = attrInt("left_window_size", -1), right = attrInt("right_window_size", -1);
+  if (left >= 0 || right >= 0) {
+    llvm::ArrayRef<int64_t> ss = typeOf(s).getShape();
+    if (ss[2] == kDyn || ss[3] == kDyn || pastLen == kDyn)
+      return fail("a sliding window with dynamic lengths is not supported");
+    Host window;
+    window.elem = Elem::kBool;
+    window.shape = {ss[2], ss[3]};
+    for (int64_t i = 0; i < ss[2]; ++i)
+      for (int64_t j = 0; j < ss[3]; ++j) {
+        const int64_t d = i + pastLen - j;
+        window.v.push_back((left < 0 || d <= left) && (right < 0 || -d <= right) ? 1 : 0);
+      }
+    auto m = materialize(Val{Value(), std::move(window), ""}, node->output(0) + "#window");
+    if (!m)
+      return m.takeError();
+    s = g.select(*m, s, g.scalar(-std::numeric_limits<double>::infinity()));
   }
   if (qkMode == 2)
     outRt(3, s);
