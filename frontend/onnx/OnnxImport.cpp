@@ -291,6 +291,9 @@ private:
   /// ONNX Gather of a run-time float tensor along `axis` by i32 indices
   /// (normalized): transfuse.gather of rows, with transposes around it.
   llvm::Expected<Value> gatherAlong(Value table, int64_t axis, Value ids32);
+  /// [B, S, H·d] as heads [B, H, S, d] (the opset-23 ops' 3-D inputs), and back.
+  llvm::Expected<Value> splitHeads(Value x, int64_t heads, const char *attribute);
+  llvm::Expected<Value> mergeHeads(Value x);
   /// Whether a just-built op verifies (its diagnostics dropped: the caller
   /// reports the node); one that does not is erased.
   bool verifies(Operation *op) {
@@ -1448,6 +1451,22 @@ llvm::Expected<Value> Importer::gatherAlong(Value table, int64_t axis, Value ids
   return r;
 }
 
+llvm::Expected<Value> Importer::splitHeads(Value x, int64_t heads, const char *attribute) {
+  llvm::ArrayRef<int64_t> s = typeOf(x).getShape();
+  if (heads < 1 || s[2] == kDyn || s[2] % heads)
+    return fail(llvm::Twine("a 3-D input needs ") + attribute + " dividing its hidden size");
+  auto r = reshapeTo(x, {s[0], s[1], heads, s[2] / heads});
+  if (!r)
+    return r;
+  return TransposeOp::create(b, loc, *r, ArrayRef<int64_t>{0, 2, 1, 3}).getResult();
+}
+
+llvm::Expected<Value> Importer::mergeHeads(Value x) {
+  Value t = TransposeOp::create(b, loc, x, ArrayRef<int64_t>{0, 2, 1, 3});
+  llvm::ArrayRef<int64_t> ts = typeOf(t).getShape();
+  return reshapeTo(t, {ts[0], ts[1], ts[2] * ts[3]});
+}
+
 llvm::Error Importer::concat() {
   if (auto e = onlyAttributes({"axis"}))
     return e;
@@ -2195,26 +2214,16 @@ llvm::Error Importer::attention() {
   GraphBuilder g(b, loc);
   // 3-D inputs [B, S, H·dh] as heads [B, H, S, dh].
   const bool flat = typeOf(*q).getRank() == 3;
-  auto heads = [&](Value x, int64_t h) -> llvm::Expected<Value> {
-    if (!flat)
-      return x;
-    if (h < 1)
-      return fail("3-D inputs need q_num_heads and kv_num_heads");
-    llvm::ArrayRef<int64_t> s = typeOf(x).getShape();
-    if (s[2] == kDyn || s[2] % h)
-      return fail("the hidden size does not split into the heads");
-    auto r = reshapeTo(x, {s[0], s[1], h, s[2] / h});
-    if (!r)
-      return r;
-    return TransposeOp::create(b, loc, *r, ArrayRef<int64_t>{0, 2, 1, 3}).getResult();
+  auto heads = [&](Value x, const char *attribute) -> llvm::Expected<Value> {
+    return flat ? splitHeads(x, attrInt(attribute, 0), attribute) : x;
   };
-  auto qh = heads(*q, attrInt("q_num_heads", 0));
+  auto qh = heads(*q, "q_num_heads");
   if (!qh)
     return qh.takeError();
-  auto kh = heads(*k, attrInt("kv_num_heads", 0));
+  auto kh = heads(*k, "kv_num_heads");
   if (!kh)
     return kh.takeError();
-  auto vh = heads(*v, attrInt("kv_num_heads", 0));
+  auto vh = heads(*v, "kv_num_heads");
   if (!vh)
     return vh.takeError();
   if (typeOf(*qh).getRank() != 4 || typeOf(*kh).getRank() != 4 || typeOf(*vh).getRank() != 4)
@@ -2327,9 +2336,7 @@ llvm::Error Importer::attention() {
     return pv.takeError();
   Value y = *pv;
   if (flat) {
-    Value t = g.transpose(y, {0, 2, 1, 3});
-    llvm::ArrayRef<int64_t> ts = typeOf(t).getShape();
-    auto r = reshapeTo(t, {ts[0], ts[1], hq * ts[3]});
+    auto r = mergeHeads(y);
     if (!r)
       return r.takeError();
     y = *r;
@@ -2356,13 +2363,10 @@ llvm::Error Importer::rotary() {
   const bool flat = xs.size() == 3;
   Value x4 = *x;
   if (flat) {
-    const int64_t h = attrInt("num_heads", 0);
-    if (h < 1 || xs[2] == kDyn || xs[2] % h)
-      return fail("a 3-D input needs num_heads dividing its hidden size");
-    auto r = reshapeTo(*x, {xs[0], xs[1], h, xs[2] / h});
+    auto r = splitHeads(*x, attrInt("num_heads", 0), "num_heads");
     if (!r)
       return r.takeError();
-    x4 = g.transpose(*r, {0, 2, 1, 3});
+    x4 = *r;
   } else if (xs.size() != 4) {
     return fail("the input must be 3-D or 4-D");
   }
@@ -2437,7 +2441,7 @@ llvm::Error Importer::rotary() {
   if (rdim != dh)
     y = g.concat({y, g.slice(x4, 3, rdim, dh - rdim)}, 3);
   if (flat) {
-    auto r = reshapeTo(g.transpose(y, {0, 2, 1, 3}), xs);
+    auto r = mergeHeads(y);
     if (!r)
       return r.takeError();
     y = *r;
