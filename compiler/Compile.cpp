@@ -214,17 +214,10 @@ llvm::Expected<Artifact> compiler::compile(ModuleOp module, StringRef dir,
       return error("cannot copy '" + from + "' into '" + dir + "': " + c.message());
   }
   if (!options.weights.empty()) {
-    std::vector<rt::Tensor> tensors;
+    const reference::TensorMap tensors = carriedTensors(options.weights);
     std::vector<std::pair<std::string, const rt::Tensor *>> list;
-    tensors.reserve(options.weights.size());
-    for (const onnx_import::Weight &w : options.weights) {
-      rt::Tensor t;
-      t.shape = w.shape;
-      t.bytes.resize(w.values.size() * sizeof(float));
-      std::memcpy(t.bytes.data(), w.values.data(), t.bytes.size());
-      tensors.push_back(std::move(t));
-      list.emplace_back(w.name, &tensors.back());
-    }
+    for (const auto &[name, t] : tensors)
+      list.emplace_back(name, &t);
     if (rt::Status s = rt::writeSafetensors(dir.str() + "/" + kCarriedWeights, list); !s.isOk())
       return error(s.message());
   }
@@ -232,6 +225,18 @@ llvm::Expected<Artifact> compiler::compile(ModuleOp module, StringRef dir,
   artifact.interface = std::move(*mi);
   artifact.seconds = secondsSince(t0);
   return artifact;
+}
+
+reference::TensorMap compiler::carriedTensors(const CarriedWeights &weights) {
+  reference::TensorMap tensors;
+  for (const onnx_import::Weight &w : weights) {
+    rt::Tensor t;
+    t.shape = w.shape;
+    t.bytes.resize(w.values.size() * sizeof(float));
+    std::memcpy(t.bytes.data(), w.values.data(), t.bytes.size());
+    tensors[w.name] = std::move(t);
+  }
+  return tensors;
 }
 
 llvm::Expected<reference::TensorMap> compiler::loadWeights(const ModelInterface &mi,

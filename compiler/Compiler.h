@@ -65,6 +65,9 @@ llvm::Expected<reference::TensorMap> loadWeights(const ModelInterface &mi, const
 using CarriedWeights = std::vector<onnx_import::Weight>;
 inline constexpr const char *kCarriedWeights = "weights.safetensors";
 
+/// Carried weights as F32 tensors by name (what kCarriedWeights holds).
+reference::TensorMap carriedTensors(const CarriedWeights &weights);
+
 /// A model definition (.json config, .mlir, a Hugging Face directory, a
 /// .onnx file) built at `model`'s maxima. With `train`, a training build,
 /// which must define @loss. An ONNX file's weights go to `carried` (null:

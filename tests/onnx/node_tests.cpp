@@ -158,26 +158,13 @@ std::string checkCase(
   return "";
 }
 
-reference::TensorMap weightsOf(const std::vector<onnx_import::Weight> &ws,
-                               const std::string &prefix = "") {
-  reference::TensorMap weights;
-  for (const auto &w : ws) {
-    rt::Tensor t;
-    t.shape = w.shape;
-    t.bytes.resize(w.values.size() * 4);
-    std::copy(w.values.begin(), w.values.end(), t.data<float>());
-    weights[prefix + w.name] = std::move(t);
-  }
-  return weights;
-}
-
 /// Imports and runs one case on the reference backend.
 std::string runReference(mlir::MLIRContext &context, const fs::path &dir, const Case &c) {
   auto imported = onnx_import::importOnnxFile(context, (dir / "model.onnx").string(), {});
   if (!imported)
     return "import: " + llvm::toString(imported.takeError());
   auto func = imported->module->lookupSymbol<mlir::func::FuncOp>("forward");
-  const reference::TensorMap weights = weightsOf(imported->weights);
+  const reference::TensorMap weights = compiler::carriedTensors(imported->weights);
   return checkCase(dir, c, func, [&](const reference::TensorMap &inputs) {
     return reference::run(func, weights, inputs);
   });
