@@ -51,7 +51,8 @@ inline bool compatibleSizes(int64_t a, int64_t b) {
 }
 
 /// True for ops a fused_elementwise body may hold: the elementwise math
-/// (add, sub, mul, div, scale, relu, gelu, exp, tanh, select) and constants.
+/// (add, sub, mul, div, scale, relu, gelu, exp, tanh, select, cast) and
+/// constants.
 bool isElementwise(Operation *op);
 
 /// The activation `op` computes (relu, gelu by its approximation, silu): what

@@ -183,7 +183,7 @@ LogicalResult FusedElementwiseOp::verify() {
 bool mlir::transfuse::isElementwise(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, PowOp, ScaleOp, ReluOp, GeluOp, SiluOp, ExpOp, TanhOp,
              SigmoidOp, SqrtOp, ErfOp,
-             SelectOp, ConstantOp>(op);
+             SelectOp, CastOp, ConstantOp>(op);
 }
 
 Value mlir::transfuse::createActivation(OpBuilder &b, Location loc, Value x,

@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
@@ -98,6 +99,47 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 SizeExpr GatherOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
   // [ids..., D]: the leading dimensions are the ids'.
   return sizes.dim(getIds(), axis);
+}
+
+namespace {
+/// gather(table, ids) whose ids are consecutive rows c0 + start .. of a
+/// constant (c[i] = c[0] + i), sliced and perhaps reshaped: those rows of
+/// the table, a slice. Learned positions as an exporter writes them,
+/// Gather(table, Range(0, S)), become what the builder writes. The slice's
+/// run-time bounds check stands where the gather's id check stood.
+struct GatherOfConsecutiveRows : OpRewritePattern<GatherOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GatherOp op, PatternRewriter &rw) const override {
+    Value ids = op.getIds();
+    if (auto r = ids.getDefiningOp<ReshapeOp>())
+      ids = r.getInput();
+    auto slice = ids.getDefiningOp<SliceOp>();
+    auto c = slice ? slice.getInput().getDefiningOp<ConstantOp>() : ConstantOp();
+    auto values = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : DenseIntElementsAttr();
+    if (!values || slice.getOffset() || slice.getType().getRank() != 1 || values.empty())
+      return failure();
+    const int64_t c0 = (*values.begin()).getSExtValue();
+    int64_t i = 0;
+    for (const APInt &v : values)
+      if (v.getSExtValue() != c0 + i++)
+        return failure();
+    const int64_t first = c0 + slice.getStart();
+    const int64_t rows = op.getTable().getType().getDimSize(0);
+    const int64_t n = slice.getType().getDimSize(0);
+    if (first < 0 || (!ShapedType::isDynamic(n) && !ShapedType::isDynamic(rows) && first + n > rows))
+      return failure(); // the gather's run-time error stands
+    Value picked = SliceOp::create(rw, op.getLoc(), op.getTable(), Value(), slice.getLength(), 0,
+                                   first, slice.getSizeAttr());
+    if (picked.getType() != op.getType())
+      picked = ReshapeOp::create(rw, op.getLoc(), op.getType(), picked);
+    rw.replaceOp(op, picked);
+    return success();
+  }
+};
+} // namespace
+
+void GatherOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *ctx) {
+  results.add<GatherOfConsecutiveRows>(ctx);
 }
 
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -647,6 +689,16 @@ LogicalResult CausalMaskOp::verify() {
 
 SizeExpr CausalMaskOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
   return sizes.index(axis == 0 ? getQueryLen() : getKeyLen());
+}
+
+LogicalResult CastOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError("result shape must be the input's, got ") << getType();
+  return success();
+}
+
+SizeExpr CastOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {
+  return sizes.dim(getInput(), axis);
 }
 
 SizeExpr KeyPaddingMaskOp::resultSize(unsigned, int64_t axis, SizeAnalysis &sizes) {

@@ -107,6 +107,7 @@ def Transfuse_GatherOp : Transfuse_Op<"gather", [TF_ShapeRule,
   let arguments = (ins TF_FloatTensor:$table, TF_TokenTensor:$ids);
   let results = (outs TF_FloatTensor:$result);
   let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasCanonicalizer = 1;
 }
 
 def Transfuse_MatmulOp : Transfuse_Op<"matmul", [TF_ShapeRule,
@@ -197,6 +198,22 @@ def Transfuse_SelectOp : Transfuse_Op<"select", [TF_Broadcasting,
                        TF_FloatTensor:$on_false);
   let results = (outs TF_FloatTensor:$result);
   let assemblyFormat = "$cond `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)";
+}
+
+def Transfuse_CastOp : Transfuse_Op<"cast", [TF_ShapeRule]> {
+  let summary = "integers or booleans as floats, elementwise";
+  let description = [{
+    Each element converted to the result's float type (true is 1, false 0),
+    rounded to nearest: a mask given as 0/1 integers made arithmetic.
+
+    ```mlir
+    %f = transfuse.cast %m : (tensor<?x1x1x?xi32>) -> tensor<?x1x1x?xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I32, I1]>:$input);
+  let results = (outs TF_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

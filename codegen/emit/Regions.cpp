@@ -45,6 +45,8 @@ std::string mlir::transfuse::emit::regionExpr(Operation &inner,
   }
   if (isa<SelectOp>(inner) && !vector)
     return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+  if (auto c = dyn_cast<CastOp>(inner); c && !vector) // an integer or bool input, read as it is
+    return "static_cast<float>(" + arg(0) + ")";
   return "";
 }
 

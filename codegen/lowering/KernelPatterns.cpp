@@ -293,6 +293,21 @@ LOWERING(SelectOp) {
   return success();
 }
 
+LOWERING(CastOp) {
+  // A region of one op: the printers' scalar loops read the integer input
+  // as it is (fused_elementwise regions hold casts the same way).
+  Value out = dest(rw, op);
+  auto e = tfk::ElementwiseOp::create(rw, op.getLoc(), ValueRange{a.getInput()}, out,
+                                      rw.getStrArrayAttr({"full"}), /*vector=*/false);
+  OpBuilder::InsertionGuard guard(rw);
+  Block *body = rw.createBlock(&e.getBody());
+  Value x = body->addArgument(op.getInput().getType(), op.getLoc());
+  Value y = CastOp::create(rw, op.getLoc(), op.getType(), x);
+  tfk::YieldOp::create(rw, op.getLoc(), y);
+  rw.replaceOp(op, out);
+  return success();
+}
+
 LOWERING(SoftmaxOp) {
   Value out = dest(rw, op);
   int64_t axis = normalizedAxis(op.getAxis(), op.getInput().getType().getRank());
@@ -556,7 +571,7 @@ void mlir::transfuse::lowering::populateKernelPatterns(RewritePatternSet &patter
                ExpandOpLowering, SliceGradOpLowering, PoolOpLowering, PoolGradOpLowering,
                UnfoldOpLowering, UnfoldGradOpLowering,
                L2NormalizeOpLowering, L2NormalizeGradOpLowering, WeightGradOpLowering, LinearInputGradOpLowering, MatmulOpLowering,
-               LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering,
+               LinearOpLowering, MathLowering, ScaleOpLowering, SelectOpLowering, CastOpLowering,
                SoftmaxOpLowering, LayerNormOpLowering, AddLayerNormOpLowering,
                AttentionOpLowering, FusedElementwiseOpLowering, TransposeOpLowering,
                ConcatOpLowering, SplitOpLowering, SliceOpLowering, ReduceLowering<ReduceSumOp>,

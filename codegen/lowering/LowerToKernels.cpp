@@ -145,7 +145,7 @@ LogicalResult check(func::FuncOp func, Entry &entry, const llvm::DenseSet<Operat
             auto c = dyn_cast<ConstantOp>(inner);
             auto splat = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
             bool ok = c ? splat && splat.isSplat() && isa<FloatType>(splat.getElementType())
-                        : isa<ScaleOp, SelectOp>(inner) || mathKindOf(&inner).has_value();
+                        : isa<ScaleOp, SelectOp, CastOp>(inner) || mathKindOf(&inner).has_value();
             if (!ok) {
               bad = bad ? bad : &inner;
               why = why.empty() ? "is not supported in a fused region" : why;

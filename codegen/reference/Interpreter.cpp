@@ -206,6 +206,10 @@ LogicalResult Interpreter::eval(Operation *op) {
         set(c.getResult(), std::move(r));
         return success();
       })
+      .Case([&](CastOp c) {
+        unary(op, c.getInput(), [](double x) { return (double)(float)x; });
+        return success();
+      })
       .Case([&](KeyPaddingMaskOp k) {
         double pad = (double)k.getPadId();
         unary(op, k.getTokens(), [pad](double t) { return t != pad ? 1.0 : 0.0; });

@@ -335,6 +335,7 @@ private:
   llvm::Error constantOfShape();
   llvm::Error size();
   llvm::Error range();
+  llvm::Error rangeToSize(Elem elem, double start, double delta, const SizeExpr &limit);
   llvm::Error trilu();
   llvm::Error constant();
   llvm::Error conv();
@@ -354,6 +355,8 @@ private:
   func::FuncOp func;
   SizeAnalysis sizes;
   int64_t opset = 0;
+  /// The compiled maxima of the batch and the other dynamic dimensions.
+  int64_t maxBatch = 0, maxSeqLen = 0;
   const onnx::NodeProto *node = nullptr;
   std::map<std::string, Val> values;
   std::map<std::string, Value> materialized;
@@ -473,15 +476,15 @@ llvm::Error Importer::setup() {
   auto maximum = [](int64_t given, int64_t fromDims, int64_t dflt) {
     return given || fromDims ? std::max(given, fromDims) : dflt;
   };
-  const int64_t maxBatch = maximum(options.maxBatch, batchDims, 8);
-  const int64_t maxSeq = maximum(options.maxSeqLen, seqDims, 512);
+  maxBatch = maximum(options.maxBatch, batchDims, 8);
+  maxSeqLen = maximum(options.maxSeqLen, seqDims, 512);
   SmallVector<Type> resultTypes; // set when the outputs are known
   b.setInsertionPointToEnd(module.getBody());
   func = func::FuncOp::create(b, loc, "forward", b.getFunctionType(argTypes, resultTypes));
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
   func->setAttr(kMaxBatchAttr, b.getI64IntegerAttr(maxBatch));
-  func->setAttr(kMaxSeqLenAttr, b.getI64IntegerAttr(maxSeq));
+  func->setAttr(kMaxSeqLenAttr, b.getI64IntegerAttr(maxSeqLen));
   for (auto [i, input] : llvm::enumerate(inputs)) {
     func.setArgAttr(i, kNameAttr, b.getStringAttr(input->name()));
     values[input->name()] = Val{func.getArgument(i), std::nullopt, ""};
@@ -1930,8 +1933,6 @@ llvm::Error Importer::castNode() {
       else if (to == onnx::TensorProto::FLOAT)
         v = static_cast<double>(static_cast<float>(v));
     }
-    if (*elem == Elem::kFloat && r.anySymbolic())
-      return fail("casts a run-time size to float");
     if (*elem == Elem::kFloat && to != onnx::TensorProto::FLOAT)
       return fail("casts to " + typeName(to) + " (float32, int64, int32 and bool are supported)");
     r.elem = *elem;
@@ -1939,10 +1940,10 @@ llvm::Error Importer::castNode() {
     return llvm::Error::success();
   }
   Type from = typeOf((*x)->rt).getElementType();
-  if (from.isInteger(1) && to == onnx::TensorProto::FLOAT) {
-    // A boolean mask as 0/1 floats (a mask made arithmetic: (1 - m) · -1e4).
-    GraphBuilder g(b, loc);
-    outRt(0, g.select((*x)->rt, g.scalar(1.0), g.scalar(0.0)));
+  if (isa<IntegerType>(from) && to == onnx::TensorProto::FLOAT) {
+    // Ids or a 0/1 mask as floats (a mask made arithmetic: (1 - m) · -1e4).
+    auto type = RankedTensorType::get(typeOf((*x)->rt).getShape(), b.getF32Type());
+    outRt(0, CastOp::create(b, loc, type, (*x)->rt).getResult());
     return llvm::Error::success();
   }
   const bool same = (*elem == Elem::kFloat && to == onnx::TensorProto::FLOAT && isa<FloatType>(from)) ||
@@ -1951,8 +1952,8 @@ llvm::Error Importer::castNode() {
                     (*elem == Elem::kBool && from.isInteger(1));
   if (!same)
     return fail("casts a run-time tensor to " + typeName(to) +
-                " from another type (run-time casts keep the type, or make a bool mask "
-                "float32)");
+                " from another type (run-time casts keep the type, or make integers or "
+                "booleans float32)");
   outRt(0, (*x)->rt);
   return llvm::Error::success();
 }
@@ -2042,7 +2043,7 @@ llvm::Error Importer::constantOfShape() {
 llvm::Error Importer::range() {
   if (auto e = onlyAttributes({}))
     return e;
-  auto s = known(0, "start", false, false), l = known(1, "limit", false, false),
+  auto s = known(0, "start", false, false), l = known(1, "limit", true, false),
        d = known(2, "delta", false, false);
   if (!s || !l || !d)
     return llvm::joinErrors(llvm::joinErrors(s.takeError(), l.takeError()), d.takeError());
@@ -2051,6 +2052,8 @@ llvm::Error Importer::range() {
   const double start = (*s)->v[0], limit = (*l)->v[0], delta = (*d)->v[0];
   if (delta == 0)
     return fail("a delta of 0");
+  if ((*l)->symbolic(0))
+    return rangeToSize((*s)->elem, start, delta, (*l)->sym[0]);
   const double count = std::max(0.0, std::ceil((limit - start) / delta));
   if (count > static_cast<double>(kMaxFolded))
     return fail("the range holds more than 2^26 elements");
@@ -2062,6 +2065,34 @@ llvm::Error Importer::range() {
     r.v.push_back(r.elem == Elem::kFloat ? static_cast<double>(static_cast<float>(v)) : v);
   }
   outHost(0, std::move(r));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::rangeToSize(Elem elem, double start, double delta, const SizeExpr &limit) {
+  // 0, 1, ..., limit - 1 for the run-time size `limit`: the first `limit`
+  // elements of a constant as long as the size's compiled maximum. Gathers
+  // of its rows become slices (GatherOp's canonicalization).
+  if (start != 0 || delta != 1)
+    return fail("a range to a run-time size must start at 0 with step 1");
+  const int64_t n = limit.maximum(maxBatch, maxSeqLen);
+  if (n < 1 || n > kMaxFolded)
+    return fail("the range's run-time limit " + limit.str() + " has no usable maximum");
+  auto len = indexOf(limit);
+  if (!len)
+    return len.takeError();
+  Value iota;
+  if (elem == Elem::kFloat) {
+    auto type = RankedTensorType::get({n}, b.getF32Type());
+    std::vector<float> v(n);
+    std::iota(v.begin(), v.end(), 0.0f);
+    iota = ConstantOp::create(b, loc, DenseElementsAttr::get(type, llvm::ArrayRef<float>(v)));
+  } else {
+    auto type = RankedTensorType::get({n}, b.getI32Type());
+    std::vector<int32_t> v(n);
+    std::iota(v.begin(), v.end(), 0);
+    iota = ConstantOp::create(b, loc, DenseElementsAttr::get(type, llvm::ArrayRef<int32_t>(v)));
+  }
+  outRt(0, SliceOp::create(b, loc, iota, Value(), *len, 0, 0, IntegerAttr()).getResult());
   return llvm::Error::success();
 }
 
