@@ -38,14 +38,17 @@ struct FusionStrategy {
        elementwise = false;
   static llvm::Expected<FusionStrategy> parse(llvm::StringRef text);
   std::string str() const;
+  /// Whether any fusion runs.
+  bool any() const;
 };
 
 /// Adds the graph clean-up every pipeline starts and ends with:
 /// canonicalize (folds and dead-code removal) and CSE.
 void buildCleanupPipeline(OpPassManager &pm);
 
-/// Adds the fusion pipeline of `strategy`: clean-up, the chosen fusions in a
-/// fixed order (projections, attention, layernorm, epilogue, elementwise),
+/// Adds the fusion pipeline of `strategy`: clean-up, when anything fuses
+/// --transfuse-raise-decomposed and clean-up, the chosen fusions in a fixed
+/// order (projections, attention, layernorm, epilogue, elementwise),
 /// clean-up.
 void buildFusionPipeline(OpPassManager &pm, const FusionStrategy &strategy,
                          FusionReport *report);

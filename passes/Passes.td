@@ -109,6 +109,29 @@ def TransfuseMergeProjections
   }];
 }
 
+def TransfuseRaiseDecomposed : Pass<"transfuse-raise-decomposed", "mlir::ModuleOp"> {
+  let summary = "Raise what a graph writes in primitives (GELU, SiLU, LayerNorm, RMSNorm, causal masks) to the named ops";
+  let description = [{
+    Exported graphs (ONNX) spell out ops the dialect has: this finds them in
+    any association and operand order and replaces them, so that the
+    fusions apply. The fusion pipeline runs it first when a strategy fuses.
+      0.5·x·(1 + erf(x/√2))                       -> gelu(x)
+      0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))  -> gelu(x) {approximate = tanh}
+      x·sigmoid(x)                                -> silu(x)
+      (x - mean(x)) / sqrt(mean((x - mean(x))²) + eps) · g + b
+                                                  -> layer_norm(x, g, b)
+      x / sqrt(mean(x²) + eps) · g (or x · 1/sqrt(...))
+                                                  -> layer_norm(x, g) {rms}
+      select(slice of a constant lower triangle, s, fill)
+                                                  -> select(causal_mask, s, fill)
+      x + y, y [1, S, D]                          -> x + y as [S, D]
+    Means are over the last axis with dimensions kept; the norm's gamma and
+    beta are [D] or [1, ..., D]. A causal fill of finfo(float32).min becomes
+    -inf (RaiseCausalMask says why that is exact).
+  }];
+  let dependentDialects = ["mlir::transfuse::TransfuseDialect"];
+}
+
 def TransfuseFuseElementwise
     : FusionPass<"transfuse-fuse-elementwise",
                  "Fuse chains of elementwise ops into transfuse.fused_elementwise"> {

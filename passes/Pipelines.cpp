@@ -46,6 +46,10 @@ llvm::Expected<FusionStrategy> FusionStrategy::parse(llvm::StringRef text) {
   return s;
 }
 
+bool FusionStrategy::any() const {
+  return attention || layernorm || epilogue || projections || elementwise;
+}
+
 std::string FusionStrategy::str() const {
   if (attention && layernorm && epilogue && projections && elementwise)
     return "all";
@@ -66,6 +70,12 @@ void transfuse::buildCleanupPipeline(OpPassManager &pm) {
 void transfuse::buildFusionPipeline(OpPassManager &pm, const FusionStrategy &s,
                                     FusionReport *report) {
   buildCleanupPipeline(pm);
+  if (s.any()) {
+    // Imported graphs: their decomposed ops become the named ones the
+    // fusions take.
+    pm.addPass(createTransfuseRaiseDecomposed());
+    buildCleanupPipeline(pm);
+  }
   if (s.projections)
     pm.addPass(createMergeProjectionsPass(report));
   if (s.attention)

@@ -141,6 +141,11 @@ struct Val {
   std::optional<Host> host;
   /// A float initializer's name: the parameter it becomes.
   std::string initializer;
+  /// When > 0, the ONNX value is `rt` with its first `folded` dimensions
+  /// merged into one: x.view(-1, D) of a [B, S, D] tensor, which the
+  /// dialect's reshape cannot write (it keeps dynamic dimensions apart).
+  /// Only a product by a weight (Gemm, MatMul) and a Reshape back take it.
+  int64_t folded = 0;
 };
 
 std::string opTypeOf(const onnx::NodeProto &n) {
@@ -193,8 +198,8 @@ private:
     if (i < node->output_size() && !node->output(i).empty())
       values[node->output(i)] = std::move(v);
   }
-  void outRt(int i, Value v) { out(i, Val{v, std::nullopt, ""}); }
-  void outHost(int i, Host h) { out(i, Val{Value(), std::move(h), ""}); }
+  void outRt(int i, Value v) { out(i, Val{v, std::nullopt, "", 0}); }
+  void outHost(int i, Host h) { out(i, Val{Value(), std::move(h), "", 0}); }
   /// A known input as integers (axes, shapes, starts); fails when it is a
   /// run-time tensor or symbolic unless `symbols`.
   llvm::Expected<const Host *> known(int i, const char *what, bool symbols = false,
@@ -314,9 +319,14 @@ private:
   llvm::Error binary(llvm::StringRef op);
   llvm::Error unary(llvm::StringRef op);
   llvm::Error compare(llvm::StringRef op);
+  llvm::Error equalSizes(const Host &x, const Host &y);
   llvm::Error pow();
   llvm::Error matmul();
   llvm::Error gemm();
+  /// Gemm's alpha·product + beta·C.
+  llvm::Expected<Value> gemmEpilogue(Value product);
+  /// Gemm or MatMul of a folded view (Val::folded) by a weight.
+  llvm::Error foldedProduct(const Val &x, bool transA, bool transB);
   llvm::Error softmax();
   llvm::Error reduce(llvm::StringRef op);
   llvm::Error layerNorm(bool rms);
@@ -343,6 +353,14 @@ private:
   llvm::Error rotary();
 
   llvm::Error reshapeRuntime(const Val &x, const Host &target, bool allowZero);
+  /// Reshapes to and from a folded view (Val::folded); none when `target`
+  /// is neither.
+  std::optional<llvm::Error> reshapeFolded(const Val &x, const Host &target);
+  std::string foldedUse(const std::string &name) const {
+    return "'" + name + "' is a view merging dynamic dimensions (x.view(-1, D) of a [B, S, D] "
+           "tensor); only Gemm and MatMul by a weight and a Reshape back to the dimensions "
+           "it merged take it";
+  }
   llvm::Expected<Value> sliceRuntime(Value x, int64_t axis, int64_t start, int64_t end,
                                      const SizeExpr &endSym);
 
@@ -510,6 +528,8 @@ llvm::Error Importer::setup() {
 //===----------------------------------------------------------------------===//
 
 llvm::Expected<Value> Importer::materialize(const Val &v, const std::string &name) {
+  if (v.folded)
+    return fail(foldedUse(name));
   if (v.rt)
     return v.rt;
   if (auto it = materialized.find(name); it != materialized.end())
@@ -692,6 +712,16 @@ llvm::Error Importer::binary(llvm::StringRef op) {
   if (auto e = onlyAttributes({}))
     return e;
   const Val &a = **x, &c = **y;
+  if (op == "Sub" && a.host && c.host && a.host->numel() == 1 && c.host->numel() == 1 &&
+      a.host->symbolic(0) && a.host->sym == c.host->sym) {
+    // A run-time size less itself (GPT-2's key_length - query_length
+    // without a past): 0, known.
+    Host zero = *a.host;
+    zero.v = {0.0};
+    zero.sym.clear();
+    outHost(0, std::move(zero));
+    return llvm::Error::success();
+  }
   if (a.host && c.host) {
     const Elem elem = a.host->elem;
     if (elem != c.host->elem)
@@ -860,6 +890,36 @@ llvm::Error Importer::unary(llvm::StringRef op) {
   return llvm::Error::success();
 }
 
+llvm::Error Importer::equalSizes(const Host &x, const Host &y) {
+  // A run-time size equals itself and is never negative (expand's -1
+  // "keep this dimension", compared with a shape holding the batch size);
+  // any other comparison with one would need its value.
+  auto shape = broadcastShape(x.shape, y.shape);
+  if (!shape)
+    return shape.takeError();
+  Host r;
+  r.elem = Elem::kBool;
+  r.shape = *shape;
+  llvm::Error err = llvm::Error::success();
+  forEachIndex(*shape, [&](int64_t, llvm::ArrayRef<int64_t> idx) {
+    const int64_t i = broadcastIndex(x.shape, idx), j = broadcastIndex(y.shape, idx);
+    const bool sx = x.symbolic(i), sy = y.symbolic(j);
+    if (!sx && !sy)
+      r.v.push_back(x.v[i] == y.v[j] ? 1.0 : 0.0);
+    else if (sx && sy && x.sym[i] == y.sym[j])
+      r.v.push_back(1.0);
+    else if ((sx && !sy && y.v[j] < 0) || (sy && !sx && x.v[i] < 0))
+      r.v.push_back(0.0);
+    else if (!err)
+      err = fail("compares the run-time size " + (sx ? x.sym[i] : y.sym[j]).str() +
+                 " with a value it may equal");
+  });
+  if (err)
+    return err;
+  outHost(0, std::move(r));
+  return llvm::Error::success();
+}
+
 llvm::Error Importer::compare(llvm::StringRef op) {
   auto x = need(0), y = need(1);
   if (!x || !y)
@@ -878,6 +938,8 @@ llvm::Error Importer::compare(llvm::StringRef op) {
     f = [](double p, double q) { return p != 0 && q != 0 ? 1.0 : 0.0; };
   else
     f = [](double p, double q) { return p != 0 || q != 0 ? 1.0 : 0.0; };
+  if (op == "Equal" && ((*x)->host->anySymbolic() || (*y)->host->anySymbolic()))
+    return equalSizes(*(*x)->host, *(*y)->host);
   if ((*x)->host->anySymbolic() || (*y)->host->anySymbolic())
     return fail("compares a run-time size");
   auto r = broadcastFold(*(*x)->host, *(*y)->host, Elem::kBool, f);
@@ -892,6 +954,8 @@ llvm::Error Importer::compare(llvm::StringRef op) {
 //===----------------------------------------------------------------------===//
 
 llvm::Error Importer::matmul() {
+  if (const Val *v = in(0); v && v->folded)
+    return foldedProduct(*v, false, false);
   auto x = rtIn(0);
   if (!x)
     return x.takeError();
@@ -939,6 +1003,8 @@ llvm::Error Importer::matmul() {
 llvm::Error Importer::gemm() {
   if (auto e = onlyAttributes({"alpha", "beta", "transA", "transB"}))
     return e;
+  if (const Val *v = in(0); v && v->folded)
+    return foldedProduct(*v, attrInt("transA", 0) != 0, attrInt("transB", 0) != 0);
   auto x = rtIn(0);
   if (!x)
     return x.takeError();
@@ -950,7 +1016,14 @@ llvm::Error Importer::gemm() {
   auto product = matmulOf(*x, *y, attrInt("transA", 0) != 0, attrInt("transB", 0) != 0);
   if (!product)
     return product.takeError();
-  Value r = *product;
+  auto r = gemmEpilogue(*product);
+  if (!r)
+    return r.takeError();
+  outRt(0, *r);
+  return llvm::Error::success();
+}
+
+llvm::Expected<Value> Importer::gemmEpilogue(Value r) {
   const double alpha = attrFloat("alpha", 1.0), beta = attrFloat("beta", 1.0);
   if (alpha != 1.0)
     r = ScaleOp::create(b, loc, r, b.getF64FloatAttr(alpha));
@@ -962,10 +1035,32 @@ llvm::Error Importer::gemm() {
     if (beta != 1.0)
       cv = ScaleOp::create(b, loc, cv, b.getF64FloatAttr(beta));
     if (auto e = broadcasts({r, cv}))
-      return e;
+      return std::move(e);
     r = AddOp::create(b, loc, r, cv);
   }
-  outRt(0, r);
+  return r;
+}
+
+llvm::Error Importer::foldedProduct(const Val &x, bool transA, bool transB) {
+  // [B·S, K] (x.rt [B, S, K]) by a [K, N] weight: [B, S, N], still folded.
+  auto w = rtIn(1);
+  if (!w)
+    return w.takeError();
+  if (transA || typeOf(*w).getRank() != 2)
+    return fail(foldedUse(node->input(0)));
+  if (const Val *c = in(2); c && rankOf(*c) == 2 && shapeOf(*c)[0] != 1)
+    return fail("C has a row per row of a view merging dynamic dimensions");
+  auto product = matmulOf(x.rt, *w, false, transB);
+  if (!product)
+    return product.takeError();
+  Value r = *product;
+  if (node->op_type() == "Gemm") {
+    auto e = gemmEpilogue(r);
+    if (!e)
+      return e.takeError();
+    r = *e;
+  }
+  out(0, Val{r, std::nullopt, "", x.folded});
   return llvm::Error::success();
 }
 
@@ -1143,7 +1238,53 @@ llvm::Error Importer::transpose() {
   return llvm::Error::success();
 }
 
+std::optional<llvm::Error> Importer::reshapeFolded(const Val &xv, const Host &target) {
+  Value x = xv.rt;
+  llvm::ArrayRef<int64_t> in = typeOf(x).getShape();
+  const int64_t rank = static_cast<int64_t>(in.size()), n = target.numel();
+  auto staticAt = [&](int64_t i) { return target.symbolic(i) ? -2 : toInt(target.v[i]); };
+  if (!xv.folded) {
+    // [-1, D...]: the leading dimensions, among them a dynamic one, merged.
+    const int64_t f = rank - (n - 1);
+    if (n < 2 || f < 2 || staticAt(0) != -1 ||
+        !llvm::is_contained(in.take_front(f), kDyn))
+      return std::nullopt;
+    for (int64_t i = 1; i < n; ++i)
+      if (staticAt(i) != in[f + i - 1] || in[f + i - 1] == kDyn)
+        return std::nullopt;
+    out(0, Val{x, std::nullopt, "", f});
+    return llvm::Error::success();
+  }
+  // Back: the merged dimensions as they were, then static ones.
+  const int64_t f = xv.folded;
+  if (n < f)
+    return fail("reshapes a merged view to fewer dimensions than it merged");
+  for (int64_t i = 0; i < f; ++i) {
+    const bool same = target.symbolic(i) ? target.sym[i] == sizeOf(x, i)
+                                         : in[i] != kDyn && toInt(target.v[i]) == in[i];
+    if (!same)
+      return fail("reshapes a merged view other than back to the dimensions it merged");
+  }
+  std::vector<int64_t> shape(in.begin(), in.begin() + f);
+  int64_t rest = 1;
+  for (int64_t i = f; i < n; ++i) {
+    if (staticAt(i) < 1)
+      return fail("reshapes a merged view other than back to the dimensions it merged");
+    shape.push_back(staticAt(i));
+    rest *= shape.back();
+  }
+  if (rest != product(in.drop_front(f)))
+    return fail("the shape holds another number of elements than the input");
+  auto r = reshapeTo(x, shape);
+  if (!r)
+    return r.takeError();
+  outRt(0, *r);
+  return llvm::Error::success();
+}
+
 llvm::Error Importer::reshapeRuntime(const Val &xv, const Host &target, bool allowZero) {
+  if (auto folded = reshapeFolded(xv, target))
+    return std::move(*folded);
   Value x = xv.rt;
   llvm::ArrayRef<int64_t> in = typeOf(x).getShape();
   std::vector<int64_t> shape;
@@ -1946,6 +2087,11 @@ llvm::Error Importer::castNode() {
     outRt(0, CastOp::create(b, loc, type, (*x)->rt).getResult());
     return llvm::Error::success();
   }
+  if (from.isInteger(32) && *elem == Elem::kBool) {
+    // x != 0: the key-padding mask with padding id 0 (a 0/1 mask made bool).
+    outRt(0, KeyPaddingMaskOp::create(b, loc, (*x)->rt, 0).getResult());
+    return llvm::Error::success();
+  }
   const bool same = (*elem == Elem::kFloat && to == onnx::TensorProto::FLOAT && isa<FloatType>(from)) ||
                     (*elem == Elem::kInt && from.isInteger(32) &&
                      (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32)) ||
@@ -2554,6 +2700,10 @@ llvm::Error Importer::importNode(const onnx::NodeProto &n) {
     if (!n.input(i).empty() && !values.count(n.input(i)))
       return fail("input '" + n.input(i) + "' is not defined before the node (an unknown "
                   "name, or a cycle)");
+  for (int i = 0; i < n.input_size(); ++i)
+    if (!n.input(i).empty() && values.at(n.input(i)).folded &&
+        !(i == 0 && llvm::is_contained({"Reshape", "Gemm", "MatMul"}, n.op_type())))
+      return fail(foldedUse(n.input(i)));
   for (const OpEntry &e : table())
     if (e.name == n.op_type())
       return e.handler(*this, n.op_type());

@@ -1,0 +1,399 @@
+//===- RaiseDecomposed.cpp - --transfuse-raise-decomposed -----------------===//
+//
+// An exported graph spells out in primitives what the dialect has as one op:
+// GELU as 0.5·x·(1 + erf(x/√2)) or its tanh form, SiLU as x·sigmoid(x),
+// LayerNorm and RMSNorm as means, powers, square roots and divisions, and
+// the causal mask as a slice of a constant triangle. These patterns find
+// each form, whatever the association of its products and whichever side
+// its operands are on, and replace it with the named op, so that the
+// fusions (linear epilogues, add_layer_norm, attention) apply to imported
+// graphs as to the builder's. Every rewrite computes the same function; the
+// one numeric assumption is documented on RaiseCausalMask.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PassDetail.h"
+
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mlir::transfuse {
+#define GEN_PASS_DEF_TRANSFUSERAISEDECOMPOSED
+#include "passes/Passes.h.inc"
+} // namespace mlir::transfuse
+
+using namespace mlir;
+using namespace mlir::transfuse;
+
+namespace {
+
+bool near(double value, double want) {
+  return std::abs(value - want) <= 1e-5 * std::abs(want);
+}
+
+/// c · Π factors: a value flattened through mul, scale, division by a
+/// constant and scalar constants (any association, either operand order).
+struct Product {
+  double coeff = 1.0;
+  SmallVector<Value> factors;
+
+  /// Whether the factors are exactly `want` (as a multiset).
+  bool factorsAre(ArrayRef<Value> want) const {
+    if (factors.size() != want.size())
+      return false;
+    SmallVector<Value> rest(factors);
+    for (Value w : want) {
+      auto it = llvm::find(rest, w);
+      if (it == rest.end())
+        return false;
+      rest.erase(it);
+    }
+    return true;
+  }
+};
+
+void flatten(Value v, Product &p, int depth = 0) {
+  if (auto c = constantScalar(v)) {
+    p.coeff *= *c;
+    return;
+  }
+  Operation *def = v.getDefiningOp();
+  if (def && depth < 8) {
+    if (auto m = dyn_cast<MulOp>(def)) {
+      flatten(m.getLhs(), p, depth + 1);
+      flatten(m.getRhs(), p, depth + 1);
+      return;
+    }
+    if (auto s = dyn_cast<ScaleOp>(def)) {
+      p.coeff *= s.getFactor().convertToDouble();
+      flatten(s.getInput(), p, depth + 1);
+      return;
+    }
+    if (auto d = dyn_cast<DivOp>(def))
+      if (auto c = constantScalar(d.getRhs()); c && *c != 0.0) {
+        p.coeff /= *c;
+        flatten(d.getLhs(), p, depth + 1);
+        return;
+      }
+  }
+  p.factors.push_back(v);
+}
+
+Product productOf(Value v) {
+  Product p;
+  flatten(v, p);
+  return p;
+}
+
+/// `add` = x + c for a scalar constant c: x.
+Value plusConstant(Value v, double c) {
+  auto add = v.getDefiningOp<AddOp>();
+  if (!add)
+    return Value();
+  if (auto k = constantScalar(add.getRhs()); k && *k == c)
+    return add.getLhs();
+  if (auto k = constantScalar(add.getLhs()); k && *k == c)
+    return add.getRhs();
+  return Value();
+}
+
+/// x³ as pow(x, 3) or x·x·x: x.
+Value cubeOf(const Product &p) {
+  if (p.factors.size() == 3 && llvm::all_equal(p.factors))
+    return p.factors[0];
+  if (p.factors.size() == 1)
+    if (auto pw = p.factors[0].getDefiningOp<PowOp>())
+      if (auto e = constantScalar(pw.getRhs()); e && *e == 3.0)
+        return pw.getLhs();
+  return Value();
+}
+
+/// Whether `t` (a tanh's input) is √(2/π)·(x + 0.044715·x³), as a product of
+/// a sum or as the sum of the two products.
+bool isGeluTanhArgument(Value t, Value x) {
+  const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+  auto sumIs = [&](Value s, double scale) {
+    auto add = s.getDefiningOp<AddOp>();
+    if (!add)
+      return false;
+    for (auto [a, b] : {std::pair{add.getLhs(), add.getRhs()}, {add.getRhs(), add.getLhs()}}) {
+      Product pa = productOf(a), pb = productOf(b);
+      if (pa.factorsAre({x}) && near(pa.coeff, scale) && cubeOf(pb) == x &&
+          near(pb.coeff, scale * c))
+        return true;
+    }
+    return false;
+  };
+  Product p = productOf(t);
+  if (p.factors.size() == 1 && near(p.coeff, k) && sumIs(p.factors[0], 1.0))
+    return true;
+  return sumIs(t, k);
+}
+
+/// 0.5·x·(1 + erf(x/√2)) -> gelu(x); 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+/// -> gelu(x) {approximate = tanh}; x·sigmoid(x) -> silu(x).
+struct RaiseActivation : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rw) const override {
+    Product p = productOf(root.getResult());
+    if (p.factors.size() != 2)
+      return failure();
+    for (auto [x, other] : {std::pair{p.factors[0], p.factors[1]}, {p.factors[1], p.factors[0]}}) {
+      if (x.getType() != root.getType())
+        continue;
+      if (auto s = other.getDefiningOp<SigmoidOp>(); s && s.getInput() == x && p.coeff == 1.0) {
+        rw.replaceOpWithNewOp<SiluOp>(root, x);
+        return success();
+      }
+      Value inner = plusConstant(other, 1.0);
+      if (!inner || !near(p.coeff, 0.5))
+        continue;
+      if (auto erf = inner.getDefiningOp<ErfOp>()) {
+        Product q = productOf(erf.getInput());
+        if (q.factorsAre({x}) && near(q.coeff, M_SQRT1_2)) {
+          rw.replaceOpWithNewOp<GeluOp>(root, x, GeluApproximation::None);
+          return success();
+        }
+      }
+      if (auto tanh = inner.getDefiningOp<TanhOp>(); tanh && isGeluTanhArgument(tanh.getInput(), x)) {
+        rw.replaceOpWithNewOp<GeluOp>(root, x, GeluApproximation::Tanh);
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
+/// Whether `v` is reduce_mean(x) over the last axis, dimensions kept.
+bool isLastAxisMean(Value v, Value x) {
+  auto mean = v.getDefiningOp<ReduceMeanOp>();
+  if (!mean || mean.getInput() != x || !mean.getKeepDims())
+    return false;
+  const int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  return mean.getAxes().size() == 1 &&
+         (mean.getAxes()[0] == rank - 1 || mean.getAxes()[0] == -1);
+}
+
+/// y² as pow(y, 2) or y·y: y.
+Value squareOf(Value v) {
+  if (auto pw = v.getDefiningOp<PowOp>())
+    if (auto e = constantScalar(pw.getRhs()); e && *e == 2.0)
+      return pw.getLhs();
+  if (auto m = v.getDefiningOp<MulOp>(); m && m.getLhs() == m.getRhs())
+    return m.getLhs();
+  return Value();
+}
+
+/// The only user of `v`, when it has one.
+Operation *soleUser(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
+
+/// [D] (or [1, ..., 1, D]) of static D: the affine weight of a norm over a
+/// last dimension of D.
+Value affineVector(PatternRewriter &rw, Location loc, Value w, int64_t d) {
+  auto t = cast<RankedTensorType>(w.getType());
+  if (t.getRank() < 1 || t.getShape().back() != d || t.getNumElements() != d)
+    return Value();
+  if (t.getRank() == 1)
+    return w;
+  return ReshapeOp::create(rw, loc, RankedTensorType::get({d}, t.getElementType()), w);
+}
+
+/// The normalization written out:
+///   mean = reduce_mean(x); n = x - mean; var = reduce_mean(n²)    (LayerNorm)
+///   n = x; var = reduce_mean(x²)                                   (RMSNorm)
+///   y = n / sqrt(var + eps)  or  n · (1 / sqrt(var + eps))
+///   z = y · gamma (+ beta)                                         (optional)
+/// -> layer_norm(x, gamma, beta) over the last axis, `rms` for RMSNorm.
+/// Anchored on the square root.
+struct RaiseNorm : OpRewritePattern<SqrtOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SqrtOp sqrt, PatternRewriter &rw) const override {
+    auto sum = sqrt.getInput().getDefiningOp<AddOp>();
+    if (!sum)
+      return failure();
+    Value var;
+    std::optional<double> eps;
+    for (auto [a, b] : {std::pair{sum.getLhs(), sum.getRhs()}, {sum.getRhs(), sum.getLhs()}})
+      if (auto c = constantScalar(b); c && *c >= 0.0 && a.getDefiningOp<ReduceMeanOp>()) {
+        var = a;
+        eps = c;
+      }
+    if (!var)
+      return failure();
+    Value n = squareOf(var.getDefiningOp<ReduceMeanOp>().getInput());
+    if (!n || !isLastAxisMean(var, var.getDefiningOp<ReduceMeanOp>().getInput()))
+      return failure();
+    // n / sqrt, or n · (1 / sqrt).
+    Value y;
+    for (Operation *user : sqrt->getUsers()) {
+      auto div = dyn_cast<DivOp>(user);
+      if (!div || div.getRhs() != sqrt.getResult())
+        continue;
+      if (div.getLhs() == n && div.getType() == n.getType())
+        y = div.getResult();
+      else if (auto one = constantScalar(div.getLhs()); one && *one == 1.0)
+        for (Operation *u : div->getUsers())
+          if (auto m = dyn_cast<MulOp>(u); m && m.getType() == n.getType() &&
+                                             ((m.getLhs() == n && m.getRhs() == div.getResult()) ||
+                                              (m.getRhs() == n && m.getLhs() == div.getResult())))
+            y = m.getResult();
+      if (y)
+        break;
+    }
+    if (!y)
+      return failure();
+    Value x = n;
+    bool rms = true;
+    if (auto sub = n.getDefiningOp<SubOp>(); sub && isLastAxisMean(sub.getRhs(), sub.getLhs())) {
+      x = sub.getLhs();
+      rms = false;
+    }
+    auto type = cast<RankedTensorType>(x.getType());
+    const int64_t d = type.getShape().back();
+    if (type != y.getType() || ShapedType::isDynamic(d))
+      return failure();
+    // The affine part: · gamma, then + beta (either operand order).
+    Location loc = sqrt.getLoc();
+    Value root = y, gamma, beta;
+    auto otherOperand = [](Operation *op, Value v) {
+      return op->getOperand(0) == v ? op->getOperand(1) : op->getOperand(0);
+    };
+    if (auto m = dyn_cast_or_null<MulOp>(soleUser(root)); m && m.getType() == type)
+      if (Value g = affineVector(rw, loc, otherOperand(m, root), d)) {
+        gamma = g;
+        root = m.getResult();
+        if (auto a = dyn_cast_or_null<AddOp>(soleUser(root)); a && a.getType() == type)
+          if (Value bv = affineVector(rw, loc, otherOperand(a, root), d)) {
+            beta = bv;
+            root = a.getResult();
+          }
+      }
+    if (!gamma)
+      gamma = ConstantOp::create(rw, loc, DenseElementsAttr::get(
+                                              RankedTensorType::get({d}, type.getElementType()),
+                                              rw.getFloatAttr(type.getElementType(), 1.0)));
+    auto norm = LayerNormOp::create(rw, loc, x, gamma, beta, rw.getI64IntegerAttr(type.getRank() - 1),
+                                    rw.getF64FloatAttr(*eps), rms ? rw.getUnitAttr() : UnitAttr());
+    rw.replaceOp(root.getDefiningOp(), norm.getResult());
+    return success();
+  }
+};
+
+/// [Sq, Sk] of a constant [1, ..., 1, P, P] boolean triangle sliced to
+/// [0, Lq) and [0, Lk) on its last two axes (and perhaps reshaped): the
+/// lengths, and whether the triangle keeps (j <= i) or masks (j > i).
+struct SlicedTriangle {
+  Value queryLen, keyLen;
+  bool keeps = true;
+};
+
+std::optional<SlicedTriangle> slicedTriangle(Value cond) {
+  if (auto r = cond.getDefiningOp<ReshapeOp>())
+    cond = r.getInput();
+  auto outer = cond.getDefiningOp<SliceOp>();
+  auto inner = outer ? outer.getInput().getDefiningOp<SliceOp>() : SliceOp();
+  auto c = inner ? inner.getInput().getDefiningOp<ConstantOp>() : ConstantOp();
+  if (!c || outer.getOffset() || inner.getOffset() || outer.getStart() != 0 ||
+      inner.getStart() != 0 || !outer.getLength() || !inner.getLength())
+    return std::nullopt;
+  auto t = cast<RankedTensorType>(c.getType());
+  const int64_t rank = t.getRank();
+  if (rank < 2 || !t.getElementType().isInteger(1) || !t.hasStaticShape())
+    return std::nullopt;
+  auto axis = [&](SliceOp s) { return s.getAxis() < 0 ? s.getAxis() + rank : s.getAxis(); };
+  SliceOp rows = axis(inner) == rank - 2 ? inner : outer, cols = rows == inner ? outer : inner;
+  if (axis(rows) != rank - 2 || axis(cols) != rank - 1)
+    return std::nullopt;
+  const int64_t p = t.getDimSize(rank - 2);
+  if (t.getNumElements() != p * p || t.getDimSize(rank - 1) != p)
+    return std::nullopt;
+  auto values = dyn_cast<DenseIntElementsAttr>(c.getValue());
+  if (!values)
+    return std::nullopt;
+  SmallVector<bool> bits(values.getValues<bool>());
+  bool lower = true, strictUpper = true;
+  for (int64_t i = 0; i < p; ++i)
+    for (int64_t j = 0; j < p; ++j) {
+      lower &= bits[i * p + j] == (j <= i);
+      strictUpper &= bits[i * p + j] == (j > i);
+    }
+  if (!lower && !strictUpper)
+    return std::nullopt;
+  return SlicedTriangle{rows.getLength(), cols.getLength(), lower};
+}
+
+/// select(tri, s, fill), tri a constant lower triangle sliced to the first
+/// L rows and columns (GPT-2's causal buffer), or select(upper, fill, s)
+/// with the strict upper triangle (masked_fill's form) -> select(causal_mask
+/// (L, L), s, fill), which attention fusion takes as `causal`. Both slices
+/// must have provably one length L: the triangle is then top-left and
+/// bottom-right aligned at once, and no row is wholly masked. A finite fill
+/// of -1e30 or less (finfo(float32).min) becomes -inf: with a key kept in
+/// every row, exp(fill - max) is 0 in fp32 for any kept score above
+/// -1e30 + 104, as exp(-inf) is.
+struct RaiseCausalMask : OpRewritePattern<SelectOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SelectOp sel, PatternRewriter &rw) const override {
+    auto tri = slicedTriangle(sel.getCond());
+    if (!tri)
+      return failure();
+    SizeAnalysis sizes;
+    SizeExpr len = sizes.index(tri->queryLen);
+    if (!len.known() || len != sizes.index(tri->keyLen))
+      return failure();
+    Value scores = tri->keeps ? sel.getOnTrue() : sel.getOnFalse();
+    Value fill = tri->keeps ? sel.getOnFalse() : sel.getOnTrue();
+    if (auto f = constantScalar(fill); f && std::isfinite(*f) && *f <= -1e30) {
+      auto ft = cast<RankedTensorType>(fill.getType());
+      fill = ConstantOp::create(
+          rw, sel.getLoc(),
+          DenseElementsAttr::get(ft, rw.getFloatAttr(ft.getElementType(),
+                                                     -std::numeric_limits<double>::infinity())));
+    }
+    Value causal = CausalMaskOp::create(
+        rw, sel.getLoc(), RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                                rw.getI1Type()),
+        tri->queryLen, tri->queryLen);
+    rw.replaceOpWithNewOp<SelectOp>(sel, sel.getType(), causal, scores, fill);
+    return success();
+  }
+};
+
+/// x + y where y [1, ..., 1, S, D] only broadcasts along leading unit
+/// dimensions -> x + y as [S, D] (positions added to a batch of
+/// embeddings): what a residual must be for add_layer_norm (the sum's
+/// shape or its trailing dimensions). NumPy broadcasting adds the ones back.
+struct DropLeadingUnitDims : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rw) const override {
+    for (int i : {0, 1}) {
+      Value y = add->getOperand(i), x = add->getOperand(1 - i);
+      auto yt = cast<RankedTensorType>(y.getType());
+      if (x.getType() != add.getType() || yt.getRank() < 2 || yt.getDimSize(0) != 1 ||
+          add.getType().getDimSize(0) == 1)
+        continue;
+      ArrayRef<int64_t> shape = yt.getShape();
+      while (shape.size() > 1 && shape.front() == 1)
+        shape = shape.drop_front();
+      Value trailing = ReshapeOp::create(rw, add.getLoc(),
+                                         RankedTensorType::get(shape, yt.getElementType()), y);
+      rw.modifyOpInPlace(add, [&] { add->setOperand(i, trailing); });
+      return success();
+    }
+    return failure();
+  }
+};
+
+struct RaiseDecomposedPass
+    : mlir::transfuse::impl::TransfuseRaiseDecomposedBase<RaiseDecomposedPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<RaiseActivation, RaiseNorm, RaiseCausalMask, DropLeadingUnitDims>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
