@@ -339,6 +339,10 @@ private:
   llvm::Error slice();
   llvm::Error split();
   llvm::Error expand();
+  /// A float tensor of `shape`'s rank whose dynamic dimensions are the
+  /// run-time sizes `syms` and whose others are 1: what an Expand to those
+  /// sizes broadcasts with.
+  llvm::Expected<Value> likeOfSizes(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<SizeExpr> syms);
   llvm::Error where();
   llvm::Error castNode();
   llvm::Error shape();
@@ -1924,6 +1928,32 @@ llvm::Error Importer::split() {
   return llvm::Error::success();
 }
 
+llvm::Expected<Value> Importer::likeOfSizes(llvm::ArrayRef<int64_t> shape,
+                                            llvm::ArrayRef<SizeExpr> syms) {
+  // The dynamic sizes are dimensions of one input, in its order: that input
+  // sliced to one element along its other dimensions, as float32 and in
+  // `shape`'s rank, is a tensor of the shape that broadcasting grows to it.
+  const unsigned arg = syms.front().arg();
+  SmallVector<int64_t> dims;
+  for (const SizeExpr &s : syms) {
+    if (s.kind() != SizeExpr::Kind::kArgument || s.arg() != arg ||
+        (!dims.empty() && s.dim() <= dims.back()))
+      return fail("expands to run-time sizes that are not one input's dimensions in order");
+    dims.push_back(s.dim());
+  }
+  Value v = func.getArgument(arg);
+  for (int64_t d = 0; d < typeOf(v).getRank(); ++d)
+    if (!llvm::is_contained(dims, d) && typeOf(v).getDimSize(d) != 1)
+      v = SliceOp::create(b, loc, v, Value(), Value(), d, 0, b.getI64IntegerAttr(1)).getResult();
+  if (!isa<FloatType>(typeOf(v).getElementType()))
+    v = CastOp::create(b, loc, RankedTensorType::get(typeOf(v).getShape(), b.getF32Type()), v);
+  SmallVector<int64_t> ones(shape.size(), 1);
+  for (auto [i, d] : llvm::enumerate(shape))
+    if (d == kDyn)
+      ones[i] = kDyn;
+  return reshapeTo(v, ones);
+}
+
 llvm::Error Importer::expand() {
   auto x = need(0);
   if (!x)
@@ -1938,23 +1968,28 @@ llvm::Error Importer::expand() {
     target.push_back((*t)->symbolic(i) ? kDyn : toInt((*t)->v[i]));
   const size_t rank = std::max(shape.size(), target.size());
   std::vector<int64_t> result(rank);
+  std::vector<SizeExpr> resultSyms; // of the dynamic dimensions, in order
   for (size_t i = 0; i < rank; ++i) {
     int64_t a = i < rank - shape.size() ? 1 : shape[i - (rank - shape.size())];
     size_t ti = i - (rank - target.size());
     int64_t c = i < rank - target.size() ? 1 : target[ti];
     if (c == kDyn) {
-      // A run-time size: the input must have that dimension already.
-      if (a != kDyn || !(*x)->rt ||
-          sizeOf((*x)->rt, static_cast<int64_t>(i - (rank - shape.size()))) != (*t)->sym[ti])
+      // A run-time size: the input's own, or an input's dimension that a
+      // dimension of 1 grows to (a class token expanded to the batch).
+      const bool own = a == kDyn && (*x)->rt &&
+                       sizeOf((*x)->rt, static_cast<int64_t>(i - (rank - shape.size()))) ==
+                           (*t)->sym[ti];
+      if (!own && a != 1)
         return fail("expands to a run-time size the input does not have");
       result[i] = kDyn;
+      resultSyms.push_back((*t)->sym[ti]);
       continue;
     }
     if (a != c && a != 1 && c != 1)
       return fail("the input does not broadcast to the shape");
     result[i] = a == 1 ? c : a;
   }
-  if ((*x)->host) {
+  if ((*x)->host && !llvm::is_contained(result, kDyn)) {
     if (llvm::any_of(result, [](int64_t d) { return d > kMaxFolded; }) ||
         product(result) > kMaxFolded)
       return fail("the expanded tensor holds more than 2^26 elements");
@@ -1969,19 +2004,30 @@ llvm::Error Importer::expand() {
     outHost(0, std::move(*r));
     return llvm::Error::success();
   }
-  Value v = (*x)->rt;
+  auto xv = rtIn(0);
+  if (!xv)
+    return xv.takeError();
+  Value v = *xv;
   if (llvm::ArrayRef<int64_t>(result) == typeOf(v).getShape()) {
     outRt(0, v);
     return llvm::Error::success();
   }
   if (!isa<FloatType>(typeOf(v).getElementType()))
     return fail("expands an integer or boolean run-time tensor (only float32)");
-  if (llvm::is_contained(result, kDyn))
-    return fail("expands a tensor with dynamic dimensions");
-  GraphBuilder g(b, loc);
-  Value like = ConstantOp::create(
-      b, loc, DenseElementsAttr::get(RankedTensorType::get(result, b.getF32Type()), 0.0f));
-  outRt(0, g.expand(v, like));
+  Value like;
+  if (llvm::is_contained(result, kDyn)) {
+    auto l = likeOfSizes(result, resultSyms);
+    if (!l)
+      return l.takeError();
+    like = *l;
+  } else {
+    like = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(RankedTensorType::get(result, b.getF32Type()), 0.0f));
+  }
+  // The result is the broadcast of the input and `like` (transfuse.expand's
+  // shape rule): `like` has the run-time sizes, the input the others.
+  outRt(0, ExpandOp::create(b, loc, RankedTensorType::get(result, b.getF32Type()), v, like)
+               .getResult());
   return llvm::Error::success();
 }
 
