@@ -133,15 +133,19 @@ bool isGeluTanhArgument(Value t, Value x) {
 }
 
 /// 0.5·x·(1 + erf(x/√2)) -> gelu(x); 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
-/// -> gelu(x) {approximate = tanh}; x·sigmoid(x) -> silu(x).
-struct RaiseActivation : OpRewritePattern<MulOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rw) const override {
-    Product p = productOf(root.getResult());
+/// -> gelu(x) {approximate = tanh}; x·sigmoid(x) -> silu(x). Anchored on
+/// the outermost product (a mul, scale or division by a constant).
+struct RaiseActivation : RewritePattern {
+  explicit RaiseActivation(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+  LogicalResult matchAndRewrite(Operation *root, PatternRewriter &rw) const override {
+    if (!isa<MulOp, ScaleOp, DivOp>(root))
+      return failure();
+    Product p = productOf(root->getResult(0));
     if (p.factors.size() != 2)
       return failure();
     for (auto [x, other] : {std::pair{p.factors[0], p.factors[1]}, {p.factors[1], p.factors[0]}}) {
-      if (x.getType() != root.getType())
+      if (x.getType() != root->getResult(0).getType())
         continue;
       if (auto s = other.getDefiningOp<SigmoidOp>(); s && s.getInput() == x && p.coeff == 1.0) {
         rw.replaceOpWithNewOp<SiluOp>(root, x);

@@ -63,3 +63,47 @@ model("slice_to_end", [
     helper.make_node("Slice", ["a", "two", "big", "ax2"], ["y"]),
 ], [x], [y3], [ints("zero1", [0]), ints("big", [big]), ints("ax1", [1]), ints("two", [2]),
                ints("ax2", [2])])
+
+# Positions as exporters write them: Range(0, seq) of a run-time length
+# gathered from a table, and an int64 mask cast to float and to bool.
+ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])
+yp = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "seq", 8])
+ym = helper.make_tensor_value_info("m", TensorProto.FLOAT, ["batch", "seq"])
+yb = helper.make_tensor_value_info("k", TensorProto.BOOL, ["batch", "seq"])
+model("positions", [
+    helper.make_node("Shape", ["ids"], ["s"]),
+    helper.make_node("Gather", ["s", "i1"], ["n"], axis=0),
+    helper.make_node("Range", ["i0", "n", "i1"], ["r"], name="arange"),
+    helper.make_node("Unsqueeze", ["r", "ax0"], ["r1"]),
+    helper.make_node("Gather", ["table", "r1"], ["y"]),
+    helper.make_node("Cast", ["ids"], ["m"], to=TensorProto.FLOAT),
+    helper.make_node("Cast", ["ids"], ["k"], to=TensorProto.BOOL),
+], [ids], [yp, ym, yb], [ints("i0", 0), ints("i1", 1), ints("ax0", [0]),
+                         floats("table", np.arange(64 * 8).reshape(64, 8) / 64)])
+
+# GPT-2's Conv1D: x.view(-1, D) by a weight (Gemm with a bias), viewed back
+# to [batch, seq, N] with the sizes from Shape; and the class token of ViT
+# expanded to the batch (Expand to a run-time size the input has as 1).
+w = numpy_helper.from_array(np.ones((8, 6), np.float32) / 8, "w")
+y6 = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 6])
+yc = helper.make_tensor_value_info("c", TensorProto.FLOAT, ["batch", 1, 8])
+model("merged_rows", [
+    helper.make_node("Reshape", ["x", "rows"], ["x2"], name="view"),
+    helper.make_node("Gemm", ["x2", "w", "bias"], ["p"]),
+    helper.make_node("Shape", ["x"], ["s"]),
+    helper.make_node("Slice", ["s", "i0", "i2"], ["bs"]),
+    helper.make_node("Concat", ["bs", "n6"], ["back"], axis=0),
+    helper.make_node("Reshape", ["p", "back"], ["y"], name="view_back"),
+    helper.make_node("Gather", ["s", "i0s"], ["b"], axis=0),
+    helper.make_node("Unsqueeze", ["b", "ax0"], ["b1"]),
+    helper.make_node("Concat", ["b1", "one1", "one1"], ["cshape"], axis=0),
+    helper.make_node("Expand", ["cls", "cshape"], ["c"], name="expand_cls"),
+], [x], [y6, yc], [ints("rows", [-1, 8]), w, floats("bias", [0.5] * 6), ints("i0", [0]),
+                   ints("i2", [2]), ints("n6", [6]), ints("i0s", 0), ints("ax0", [0]),
+                   ints("one1", [1]), floats("cls", np.arange(8).reshape(1, 1, 8))])
+
+# A merged view used by anything but a product or a view back: one error.
+model("merged_misuse", [
+    helper.make_node("Reshape", ["x", "rows"], ["x2"], name="view"),
+    helper.make_node("Relu", ["x2"], ["y"], name="act"),
+], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])], [ints("rows", [-1, 8])])
