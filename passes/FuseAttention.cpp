@@ -29,6 +29,18 @@ struct Operand {
   Value value;
   bool swapped = false;
   int64_t axis(int64_t a) const { return swapped && a >= 2 ? 5 - a : a; }
+
+  /// `value` as read through transposes of its last two dimensions (an
+  /// exporter's k.transpose(-1, -2)): their input, the flag flipped.
+  static Operand through(Value v, bool swapped) {
+    while (auto t = v.getDefiningOp<TransposeOp>()) {
+      if (t.getPermutation() != ArrayRef<int64_t>{0, 1, 3, 2})
+        break;
+      v = t.getInput();
+      swapped = !swapped;
+    }
+    return {v, swapped};
+  }
 };
 
 /// The constant factor of a scale-like op on a value (scale, mul or div by a
@@ -152,8 +164,8 @@ std::optional<std::string> AttentionMatcher::walkScores() {
       scale *= s->first;
       *side = s->second;
     }
-  q = {lhs, qk.getTransposeLhs()};
-  k = {rhs, !qk.getTransposeRhs()};
+  q = Operand::through(lhs, qk.getTransposeLhs());
+  k = Operand::through(rhs, !qk.getTransposeRhs());
   return std::nullopt;
 }
 
@@ -176,7 +188,7 @@ std::optional<std::string> AttentionMatcher::walkProbabilities() {
     return std::string("the softmax result is not multiplied by V");
   if (pv.getRhs().getType().getRank() != 4)
     return std::string("V is not [B, H, Sk, Dv] (rank 4)");
-  v = {pv.getRhs(), pv.getTransposeRhs()};
+  v = Operand::through(pv.getRhs(), pv.getTransposeRhs());
   for (Operand *o : {&q, &k})
     if (cast<RankedTensorType>(o->value.getType()).getRank() != 4)
       return std::string("Q and K are not [B, H, S, D] (rank 4)");
@@ -234,23 +246,36 @@ std::optional<std::string> AttentionMatcher::match() {
   return classifyMasks();
 }
 
-/// x [B, Hkv, S, D] where `v` is x with each head repeated G times
-/// (GraphBuilder::repeatHeads: reshape to [B, Hkv, 1, S, D], G copies
-/// concatenated along axis 2, reshape to [B, Hkv·G, S, D]), with G; else
-/// none. The fused op reads grouped K/V heads as they are.
+/// x [B, Hkv, S, D] where `v` is x with each head repeated G times: x
+/// reshaped to [B, Hkv, 1, S, D], then G copies concatenated along axis 2
+/// (GraphBuilder::repeatHeads) or an expand of axis 2 to G by a constant
+/// (Hugging Face's repeat_kv as exported), reshaped to [B, Hkv·G, S, D];
+/// with G; else none. The fused op reads grouped K/V heads as they are.
 std::optional<std::pair<Value, int64_t>> unrepeatedHeads(Value v) {
   auto outer = v.getDefiningOp<ReshapeOp>();
-  auto concat = outer ? outer.getInput().getDefiningOp<ConcatOp>() : ConcatOp();
-  if (!concat || concat.getAxis() != 2 || concat.getInputs().empty() ||
-      !llvm::all_equal(concat.getInputs()))
-    return std::nullopt;
-  auto inner = concat.getInputs()[0].getDefiningOp<ReshapeOp>();
-  if (!inner)
+  Value repeated = outer ? outer.getInput() : Value();
+  ReshapeOp inner;
+  int64_t g = 0;
+  if (auto concat = repeated ? repeated.getDefiningOp<ConcatOp>() : ConcatOp()) {
+    if (concat.getAxis() != 2 || concat.getInputs().empty() || !llvm::all_equal(concat.getInputs()))
+      return std::nullopt;
+    inner = concat.getInputs()[0].getDefiningOp<ReshapeOp>();
+    g = (int64_t)concat.getInputs().size();
+  } else if (auto expand = repeated ? repeated.getDefiningOp<ExpandOp>() : ExpandOp()) {
+    // Only axis 2 grows: `like` is a constant of ones elsewhere.
+    auto lt = cast<RankedTensorType>(expand.getLike().getType());
+    if (!expand.getLike().getDefiningOp<ConstantOp>() || lt.getRank() != 5 ||
+        llvm::any_of(llvm::enumerate(lt.getShape()),
+                     [](auto d) { return d.index() != 2 && d.value() != 1; }))
+      return std::nullopt;
+    inner = expand.getInput().getDefiningOp<ReshapeOp>();
+    g = expand.getType().getDimSize(2);
+  }
+  if (!inner || g < 1 || ShapedType::isDynamic(g))
     return std::nullopt;
   Value x = inner.getInput();
   auto xt = cast<RankedTensorType>(x.getType()), it = cast<RankedTensorType>(inner.getType());
   auto vt = cast<RankedTensorType>(v.getType());
-  const int64_t g = (int64_t)concat.getInputs().size();
   if (xt.getRank() != 4 || it.getRank() != 5 || vt.getRank() != 4)
     return std::nullopt;
   auto xs = xt.getShape();

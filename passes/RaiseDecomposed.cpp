@@ -365,6 +365,166 @@ struct RaiseCausalMask : OpRewritePattern<SelectOp> {
   }
 };
 
+/// x as rotate_half(x) = concat(-x[..., h:], x[..., :h]) writes it (static
+/// slices of the last axis, the negation as a scale, mul or division by a
+/// constant): x.
+Value rotatedHalfOf(Value v) {
+  auto cat = v.getDefiningOp<ConcatOp>();
+  auto type = cast<RankedTensorType>(v.getType());
+  const int64_t rank = type.getRank(), d = type.getShape().back();
+  if (!cat || cat.getInputs().size() != 2 || ShapedType::isDynamic(d) || d % 2 != 0 ||
+      (cat.getAxis() != rank - 1 && cat.getAxis() != -1))
+    return Value();
+  auto sliceOf = [&](Value s, int64_t start) -> Value {
+    auto sl = s.getDefiningOp<SliceOp>();
+    if (!sl || sl.getOffset() || sl.getLength() || sl.getStart() != start ||
+        (sl.getAxis() != rank - 1 && sl.getAxis() != -1) || sl.getType().getShape().back() != d / 2)
+      return Value();
+    return sl.getInput();
+  };
+  Product neg = productOf(cat.getInputs()[0]);
+  if (neg.coeff != -1.0 || neg.factors.size() != 1)
+    return Value();
+  Value x = sliceOf(neg.factors[0], d / 2);
+  if (!x || sliceOf(cat.getInputs()[1], 0) != x || x.getType() != type)
+    return Value();
+  return x;
+}
+
+/// A constant table [P, D] sliced to its first rows (perhaps with leading
+/// unit dimensions added): the table and the slice.
+std::pair<DenseFPElementsAttr, SliceOp> slicedTable(Value v) {
+  if (auto r = v.getDefiningOp<ReshapeOp>())
+    v = r.getInput();
+  auto slice = v.getDefiningOp<SliceOp>();
+  auto c = slice ? slice.getInput().getDefiningOp<ConstantOp>() : ConstantOp();
+  auto table = c ? dyn_cast<DenseFPElementsAttr>(c.getValue()) : DenseFPElementsAttr();
+  if (!table || slice.getOffset() || slice.getStart() != 0 || slice.getAxis() != 0 ||
+      cast<RankedTensorType>(table.getType()).getRank() != 2)
+    return {};
+  return {table, slice};
+}
+
+/// The frequencies f [D/2] when cos and sin are the tables of rotate-half
+/// rotary embeddings, cos[p, j] = cos(fp32(p·f[j mod D/2])) and sin
+/// likewise (a model's cos/sin caches), within 2e-6; none otherwise. Each f
+/// is read off the last row's angle (its turns counted from row 1's) and
+/// the float32 nearest to it is searched for the one that makes the tables.
+std::optional<SmallVector<float>> rotaryFrequencies(DenseFPElementsAttr cosTable,
+                                                    DenseFPElementsAttr sinTable) {
+  auto shape = cast<RankedTensorType>(cosTable.getType()).getShape();
+  if (shape != cast<RankedTensorType>(sinTable.getType()).getShape() || shape[1] % 2 != 0 ||
+      shape[0] < 2)
+    return std::nullopt;
+  const int64_t rows = shape[0], d = shape[1], h = d / 2;
+  SmallVector<float> c(cosTable.getValues<float>()), s(sinTable.getValues<float>());
+  auto at = [&](const SmallVector<float> &t, int64_t p, int64_t j) { return (double)t[p * d + j]; };
+  SmallVector<float> freqs;
+  for (int64_t j = 0; j < h; ++j) {
+    const double f1 = std::atan2(at(s, 1, j), at(c, 1, j));
+    const int64_t last = rows - 1;
+    const double turns = std::round((f1 * last - std::atan2(at(s, last, j), at(c, last, j))) /
+                                    (2 * M_PI));
+    const float estimate =
+        (float)((std::atan2(at(s, last, j), at(c, last, j)) + 2 * M_PI * turns) / last);
+    // The estimate and its float32 neighbours, 4 either side: the one whose
+    // angles make the table.
+    float f = estimate;
+    for (int k = 0; k < 4; ++k)
+      f = std::nextafter(f, -INFINITY);
+    float best = f;
+    double bestError = std::numeric_limits<double>::infinity();
+    for (int k = 0; k <= 8; ++k, f = std::nextafter(f, INFINITY)) {
+      double error = 0;
+      for (int64_t p = 0; p < rows; ++p) {
+        const float angle = (float)p * f;
+        for (int64_t col : {j, j + h})
+          error = std::max({error, std::abs(at(c, p, col) - std::cos((double)angle)),
+                            std::abs(at(s, p, col) - std::sin((double)angle))});
+      }
+      if (error < bestError)
+        best = f, bestError = error;
+    }
+    if (bestError > 2e-6)
+      return std::nullopt;
+    freqs.push_back(best);
+  }
+  return freqs;
+}
+
+/// x·cos + rotate_half(x)·sin, cos and sin constant caches sliced to the
+/// first L rows with L provably x's length (dimension -2), any operand order
+/// -> rotary(x) with the frequencies the tables hold (rotaryFrequencies).
+/// Hugging Face's apply_rotary_pos_emb over caches (Llama, GPT-NeoX, Qwen2
+/// exports).
+struct RaiseRotary : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rw) const override {
+    Product a = productOf(add.getLhs()), b = productOf(add.getRhs());
+    if (a.coeff != 1.0 || b.coeff != 1.0 || a.factors.size() != 2 || b.factors.size() != 2)
+      return failure();
+    for (auto [pc, ps] : {std::pair{&a, &b}, {&b, &a}})
+      for (int i : {0, 1})
+        for (int k : {0, 1}) {
+          Value x = pc->factors[i], cosv = pc->factors[1 - i];
+          Value rotated = ps->factors[k], sinv = ps->factors[1 - k];
+          if (x.getType() != add.getType() || rotatedHalfOf(rotated) != x)
+            continue;
+          auto [cosTable, cosSlice] = slicedTable(cosv);
+          auto [sinTable, sinSlice] = slicedTable(sinv);
+          if (!cosTable || !sinTable)
+            continue;
+          auto xt = cast<RankedTensorType>(x.getType());
+          const int64_t d = xt.getShape().back();
+          if (cast<RankedTensorType>(cosTable.getType()).getDimSize(1) != d || xt.getRank() < 2)
+            continue;
+          // Row s of x (dimension -2) at position s: the slices are its length.
+          SizeAnalysis sizes;
+          SizeExpr len = sizes.dim(x, xt.getRank() - 2);
+          if (!len.known() || sizes.dim(cosSlice, 0) != len || sizes.dim(sinSlice, 0) != len)
+            continue;
+          auto freqs = rotaryFrequencies(cosTable, sinTable);
+          if (!freqs)
+            continue;
+          auto ft = RankedTensorType::get({(int64_t)freqs->size()}, rw.getF32Type());
+          Value invFreq = ConstantOp::create(rw, add.getLoc(),
+                                             DenseElementsAttr::get(ft, ArrayRef<float>(*freqs)));
+          rw.replaceOpWithNewOp<RotaryOp>(add, add.getType(), x, invFreq, Value(),
+                                          rw.getI64IntegerAttr(d), UnitAttr());
+          return success();
+        }
+    return failure();
+  }
+};
+
+/// rotary(transpose{0,2,1,3}(reshape x [B, S, H·D] -> [B, S, H, D])) ->
+/// transpose(reshape(rotary(x))): the rotation is per head and per row, so
+/// it applies before the heads are split as after, where the linear
+/// epilogue fusion takes it into the Q/K projection (the builder's order).
+struct RotaryBeforeHeadSplit : OpRewritePattern<RotaryOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(RotaryOp op, PatternRewriter &rw) const override {
+    auto t = op.getInput().getDefiningOp<TransposeOp>();
+    auto r = t ? t.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+    if (!r || t.getPermutation() != ArrayRef<int64_t>{0, 2, 1, 3} || op.getInverse())
+      return failure();
+    auto xt = cast<RankedTensorType>(r.getInput().getType());
+    auto rt = cast<RankedTensorType>(r.getType());
+    if (xt.getRank() != 3 || rt.getRank() != 4 || rt.getDimSize(3) != op.getHeadDim() ||
+        ShapedType::isDynamic(xt.getDimSize(2)) ||
+        xt.getDimSize(2) != rt.getDimSize(2) * rt.getDimSize(3))
+      return failure();
+    SizeAnalysis sizes;
+    if (!sizes.equal(r.getInput(), 0, r, 0) || !sizes.equal(r.getInput(), 1, r, 1))
+      return failure();
+    Value rotated = RotaryOp::create(rw, op.getLoc(), xt, r.getInput(), op.getInvFreq(),
+                                     op.getOffset(), op.getHeadDimAttr(), UnitAttr());
+    Value heads = ReshapeOp::create(rw, op.getLoc(), rt, rotated);
+    rw.replaceOpWithNewOp<TransposeOp>(op, op.getType(), heads, t.getPermutationAttr());
+    return success();
+  }
+};
+
 /// x + y where y [1, ..., 1, S, D] only broadcasts along leading unit
 /// dimensions -> x + y as [S, D] (positions added to a batch of
 /// embeddings): what a residual must be for add_layer_norm (the sum's
@@ -394,7 +554,8 @@ struct RaiseDecomposedPass
     : mlir::transfuse::impl::TransfuseRaiseDecomposedBase<RaiseDecomposedPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<RaiseActivation, RaiseNorm, RaiseCausalMask, DropLeadingUnitDims>(&getContext());
+    patterns.add<RaiseActivation, RaiseNorm, RaiseCausalMask, RaiseRotary, RotaryBeforeHeadSplit,
+                 DropLeadingUnitDims>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -181,6 +181,7 @@ private:
 
   // --- values -------------------------------------------------------------
   llvm::Error setup();
+  void findPositionTables();
   llvm::Error importNode(const onnx::NodeProto &n);
   /// Input i of the current node; null when absent or empty (optional).
   const Val *in(int i) const {
@@ -385,6 +386,10 @@ private:
   Operation *lastMaterialized = nullptr;
   std::vector<Weight> weights;
   std::set<std::string> paramNames;
+  /// Float initializers read only by Slices (through Identity): tables of
+  /// positions, such as rotary cos/sin caches, whose values the raising
+  /// patterns check. They become constants, not parameters.
+  std::set<std::string> positionTables;
 };
 
 //===----------------------------------------------------------------------===//
@@ -402,6 +407,33 @@ Host hostOf(const TensorValues &t) {
     h.v.assign(t.ints.begin(), t.ints.end());
   }
   return h;
+}
+
+void Importer::findPositionTables() {
+  // Every use of each initializer, through Identity (exporters alias equal
+  // buffers of different layers with it).
+  const onnx::GraphProto &graph = model.graph();
+  std::map<std::string, std::string> root; // a value -> the initializer it aliases
+  for (const auto &t : graph.initializer())
+    root[t.name()] = t.name();
+  std::map<std::string, bool> onlySliced;
+  for (const auto &n : graph.node())
+    for (int i = 0; i < n.input_size(); ++i) {
+      auto it = root.find(n.input(i));
+      if (it == root.end())
+        continue;
+      if (n.op_type() == "Identity" && n.output_size() == 1) {
+        root[n.output(0)] = it->second;
+        continue;
+      }
+      auto [entry, inserted] = onlySliced.try_emplace(it->second, true);
+      entry->second = entry->second && n.op_type() == "Slice" && i == 0;
+    }
+  for (const auto &[name, sliced] : onlySliced)
+    if (sliced)
+      positionTables.insert(name);
+  for (const auto &o : graph.output())
+    positionTables.erase(root.count(o.name()) ? root[o.name()] : o.name());
 }
 
 llvm::Error Importer::setup() {
@@ -426,6 +458,7 @@ llvm::Error Importer::setup() {
       v.initializer = t.name();
     this->values[t.name()] = std::move(v);
   }
+  findPositionTables();
 
   // Inputs: the graph's inputs that no initializer gives.
   ModuleOp module = cast<ModuleOp>(b.getInsertionBlock()->getParentOp());
@@ -536,7 +569,9 @@ llvm::Expected<Value> Importer::materialize(const Val &v, const std::string &nam
     return fail(foldedUse(name));
   if (v.rt)
     return v.rt;
-  if (auto it = materialized.find(name); it != materialized.end())
+  // An initializer once, whatever Identity aliases name it.
+  const std::string key = v.initializer.empty() ? name : v.initializer;
+  if (auto it = materialized.find(key); it != materialized.end())
     return it->second;
   const Host &h = *v.host;
   for (int64_t i = 0; i < h.numel(); ++i)
@@ -556,7 +591,7 @@ llvm::Expected<Value> Importer::materialize(const Val &v, const std::string &nam
   Value result;
   if (h.elem == Elem::kFloat) {
     auto type = RankedTensorType::get(h.shape, b.getF32Type());
-    if (splat || h.numel() < kParamElements) {
+    if (splat || h.numel() < kParamElements || positionTables.count(v.initializer)) {
       std::vector<float> f(h.v.begin(), h.v.end());
       DenseElementsAttr attr = splat ? DenseElementsAttr::get(type, static_cast<float>(h.v[0]))
                                      : DenseElementsAttr::get(type, llvm::ArrayRef<float>(f));
@@ -587,7 +622,7 @@ llvm::Expected<Value> Importer::materialize(const Val &v, const std::string &nam
       bits.push_back(x != 0);
     result = ConstantOp::create(b, loc, DenseElementsAttr::get(type, llvm::ArrayRef<bool>(bits)));
   }
-  materialized[name] = result;
+  materialized[key] = result;
   lastMaterialized = result.getDefiningOp();
   return result;
 }
@@ -1968,7 +2003,8 @@ llvm::Error Importer::expand() {
     target.push_back((*t)->symbolic(i) ? kDyn : toInt((*t)->v[i]));
   const size_t rank = std::max(shape.size(), target.size());
   std::vector<int64_t> result(rank);
-  std::vector<SizeExpr> resultSyms; // of the dynamic dimensions, in order
+  std::vector<SizeExpr> grownSyms; // of the dimensions 1 grows to a run-time size
+  std::vector<int64_t> grownStatic(rank, 1); // the static sizes 1 grows to, else 1
   for (size_t i = 0; i < rank; ++i) {
     int64_t a = i < rank - shape.size() ? 1 : shape[i - (rank - shape.size())];
     size_t ti = i - (rank - target.size());
@@ -1982,12 +2018,15 @@ llvm::Error Importer::expand() {
       if (!own && a != 1)
         return fail("expands to a run-time size the input does not have");
       result[i] = kDyn;
-      resultSyms.push_back((*t)->sym[ti]);
+      if (!own)
+        grownSyms.push_back((*t)->sym[ti]);
       continue;
     }
     if (a != c && a != 1 && c != 1)
       return fail("the input does not broadcast to the shape");
     result[i] = a == 1 ? c : a;
+    if (a == 1)
+      grownStatic[i] = c;
   }
   if ((*x)->host && !llvm::is_contained(result, kDyn)) {
     if (llvm::any_of(result, [](int64_t d) { return d > kMaxFolded; }) ||
@@ -2014,20 +2053,31 @@ llvm::Error Importer::expand() {
   }
   if (!isa<FloatType>(typeOf(v).getElementType()))
     return fail("expands an integer or boolean run-time tensor (only float32)");
-  Value like;
-  if (llvm::is_contained(result, kDyn)) {
-    auto l = likeOfSizes(result, resultSyms);
-    if (!l)
-      return l.takeError();
-    like = *l;
-  } else {
-    like = ConstantOp::create(
-        b, loc, DenseElementsAttr::get(RankedTensorType::get(result, b.getF32Type()), 0.0f));
+  // transfuse.expand's result is the broadcast of its input and `like`: a
+  // constant grows the static dimensions, an input's slice the run-time ones.
+  auto grow = [&](Value like) {
+    std::vector<int64_t> shape(rank);
+    auto vs = typeOf(v).getShape(), ls = typeOf(like).getShape();
+    for (size_t i = 0; i < rank; ++i) {
+      int64_t a = i < rank - vs.size() ? 1 : vs[i - (rank - vs.size())];
+      shape[i] = a == 1 ? ls[i] : a;
+    }
+    v = ExpandOp::create(b, loc, RankedTensorType::get(shape, b.getF32Type()), v, like);
+  };
+  if (llvm::any_of(grownStatic, [](int64_t d) { return d != 1; }))
+    grow(ConstantOp::create(
+        b, loc, DenseElementsAttr::get(RankedTensorType::get(grownStatic, b.getF32Type()), 0.0f)));
+  if (!grownSyms.empty()) {
+    std::vector<int64_t> dynamicOnly(rank, 1);
+    for (size_t i = 0; i < rank; ++i)
+      if (result[i] == kDyn && (i < rank - shape.size() || shape[i - (rank - shape.size())] == 1))
+        dynamicOnly[i] = kDyn;
+    auto like = likeOfSizes(dynamicOnly, grownSyms);
+    if (!like)
+      return like.takeError();
+    grow(*like);
   }
-  // The result is the broadcast of the input and `like` (transfuse.expand's
-  // shape rule): `like` has the run-time sizes, the input the others.
-  outRt(0, ExpandOp::create(b, loc, RankedTensorType::get(result, b.getF32Type()), v, like)
-               .getResult());
+  outRt(0, v);
   return llvm::Error::success();
 }
 

@@ -225,6 +225,73 @@ def vit_inputs(batch, _):
     return {"pixel_values": torch.randn(batch, 3, 16, 16, generator=g)}
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(1 + 0.1 * torch.randn(d))
+        self.eps = eps
+
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.eps))
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self, d, h, kv, positions):
+        super().__init__()
+        self.h, self.kv, self.dh = h, kv, d // h
+        dh = self.dh
+        self.q_proj, self.o_proj = nn.Linear(d, h * dh, bias=False), nn.Linear(h * dh, d, bias=False)
+        self.k_proj, self.v_proj = (nn.Linear(d, kv * dh, bias=False) for _ in range(2))
+        self.gate_proj, self.up_proj = (nn.Linear(d, 2 * d, bias=False) for _ in range(2))
+        self.down_proj = nn.Linear(2 * d, d, bias=False)
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(d), RMSNorm(d)
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, dh, 2).float() / dh))
+        freqs = torch.outer(torch.arange(positions).float(), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", emb.cos())
+        self.register_buffer("sin_cached", emb.sin())
+        self.register_buffer("masked", torch.triu(torch.ones(positions, positions, dtype=torch.bool), 1))
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        y = self.input_layernorm(x)
+        q = self.q_proj(y).view(b, s, self.h, self.dh).transpose(1, 2)
+        k = self.k_proj(y).view(b, s, self.kv, self.dh).transpose(1, 2)
+        v = self.v_proj(y).view(b, s, self.kv, self.dh).transpose(1, 2)
+        cos, sin = self.cos_cached[:s], self.sin_cached[:s]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = self.h // self.kv  # repeat_kv
+        k = k[:, :, None, :, :].expand(b, self.kv, rep, s, self.dh).reshape(b, self.h, s, self.dh)
+        v = v[:, :, None, :, :].expand(b, self.kv, rep, s, self.dh).reshape(b, self.h, s, self.dh)
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.dh)
+        w = w.masked_fill(self.masked[:s, :s], float("-inf"))
+        a = torch.matmul(F.softmax(w, dim=-1), v).transpose(1, 2).reshape(b, s, self.h * self.dh)
+        x = x + self.o_proj(a)
+        y = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))
+
+
+class Llama(nn.Module):
+    def __init__(self, layers=2, d=32, h=4, kv=2, positions=64):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(100, d)
+        self.layers = nn.ModuleList(LlamaLayer(d, h, kv, positions) for _ in range(layers))
+        self.norm = RMSNorm(d)
+
+    def forward(self, input_ids):
+        x = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+
+
 MODELS = {
     # name: (module, inputs, dynamic axes, sizes, expected counts)
     "bert": (lambda: Bert(), bert_inputs, {"input_ids": {0: "batch", 1: "seq"},
@@ -237,6 +304,9 @@ MODELS = {
                                      "gelu": 2}),
     "gpt2": (lambda: Gpt2(), gpt2_inputs, {"input_ids": {0: "batch", 1: "seq"}},
              [(1, 5), (2, 13)], {"attention": 2, "add_layer_norm": 5, "gelu_tanh": 2}),
+    "llama": (lambda: Llama(), gpt2_inputs, {"input_ids": {0: "batch", 1: "seq"}},
+              [(1, 5), (2, 13)], {"attention": 2, "add_layer_norm": 4, "layer_norm": 1,
+                                  "rotary": 2, "gated_silu": 2, "kv_heads": 2}),
     "vit": (lambda: Vit(), vit_inputs, {"pixel_values": {0: "batch"}},
             [(1, 0), (3, 0)], {"attention": 2, "add_layer_norm": 5, "gelu": 2}),
 }
@@ -275,11 +345,22 @@ def check_ir(name, art, expect):
         f"{name}: {count.get('transfuse.layer_norm', 0)} layer_norm, expected {expect.get('layer_norm', 0)}"
     for left in ("erf", "tanh", "sigmoid", "reduce_mean", "sqrt", "pow", "silu", "gelu"):
         assert count.get("transfuse." + left, 0) == 0, f"{name}: transfuse.{left} is left unfused"
+    linears = re.findall(r"transfuse\.linear .*", forward)
     for act in ("gelu", "gelu_tanh", "silu"):
-        n = len(re.findall(r"activation = #transfuse.activation<%s>" % act, forward))
+        n = sum(f"activation = #transfuse.activation<{act}>" in l and "gated" not in l for l in linears)
         assert n == expect.get(act, 0), f"{name}: {n} linear ops with {act}, expected {expect.get(act, 0)}"
+    n = sum("activation = #transfuse.activation<silu>" in l and "gated" in l for l in linears)
+    assert n == expect.get("gated_silu", 0), f"{name}: {n} gated silu linear ops"
+    # Rotary embeddings in the merged Q/K/V projection's epilogue, one per layer.
+    rotary = sum("rotary_columns" in l for l in linears)
+    assert rotary == expect.get("rotary", 0) and count.get("transfuse.rotary", 0) == 0, \
+        f"{name}: {rotary} rotary epilogues, expected {expect.get('rotary', 0)}"
+    if "kv_heads" in expect:  # grouped K/V heads read as they are, not repeated
+        for line in re.findall(r"transfuse\.attention .*", forward):
+            key = re.findall(r"tensor<\?x(\d+)x", line.split(":")[-1])[1]
+            assert int(key) == expect["kv_heads"], f"{name}: attention reads {key} K heads: {line}"
     print(f"{name}: {expect['attention']} attention fused, {expect['add_layer_norm']} add_layer_norm, "
-          f"activations in the epilogues; {len(ops)} ops")
+          f"activations{' and rotary' if rotary else ''} in the epilogues; {len(ops)} ops")
 
 
 def check(name, args):
