@@ -42,7 +42,7 @@ struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
       Operation *def = ln.getInput().getDefiningOp();
       return rewriter.notifyMatchFailure(
           ln, def ? "its input is not a residual add (it comes from '" +
-                        def->getName().getStringRef().str() + "')"
+                        def->getName().getStringRef().str() + "'" + at(def) + ")"
                   : std::string("its input is not a residual add (it is a function argument)"));
     }
     // The operand with the sum's own type is the input; the other broadcasts.

@@ -96,9 +96,9 @@ std::optional<std::string> AttentionMatcher::walkScores() {
   Value cur = softmax.getInput();
   double after = 1.0; // product of the factors between `cur` and the softmax
   while (true) {
-    if (!cur.hasOneUse())
-      return std::string("an intermediate of the scores has a second consumer");
     Operation *def = cur.getDefiningOp();
+    if (!cur.hasOneUse())
+      return "an intermediate of the scores has a second consumer" + at(def);
     if (!def)
       return std::string("the scores are not computed by a matmul");
     if (auto mm = dyn_cast<MatmulOp>(def)) {
@@ -108,9 +108,9 @@ std::optional<std::string> AttentionMatcher::walkScores() {
     if (auto sel = dyn_cast<SelectOp>(def)) {
       std::optional<double> fill = constantScalar(sel.getOnFalse());
       if (!fill || !std::isinf(*fill) || *fill > 0)
-        return std::string("a select that does not set masked scores to -inf");
+        return "a select that does not set masked scores to -inf" + at(def);
       if (sel.getOnTrue().getType() != sel.getType())
-        return std::string("a mask that does not broadcast to the scores without growing them");
+        return "a mask that does not broadcast to the scores without growing them" + at(def);
       if (after <= 0.0)
         return std::string("a non-positive scale after masking");
       keepMasks.push_back(sel.getCond());
@@ -127,7 +127,7 @@ std::optional<std::string> AttentionMatcher::walkScores() {
       continue;
     }
     if (isa<MulOp, DivOp>(def))
-      return std::string("the scale is not a constant");
+      return "the scale is not a constant" + at(def);
     if (auto add = dyn_cast<AddOp>(def)) {
       // The scores come from the matmul chain; the other operand is the mask.
       auto fromChain = [](Value x) {
@@ -138,17 +138,18 @@ std::optional<std::string> AttentionMatcher::walkScores() {
                      : fromChain(add.getRhs()) ? add.getRhs()
                                                : Value();
       if (!scores)
-        return std::string("the scores are not computed by a matmul");
+        return "the scores are not computed by a matmul" + at(def);
       Value bias = scores == add.getLhs() ? add.getRhs() : add.getLhs();
       if (scores.getType() != add.getType())
-        return std::string("an additive mask that does not broadcast to the scores without growing them");
+        return "an additive mask that does not broadcast to the scores without growing them" +
+               at(def);
       biases.push_back({bias, after});
       chain.push_back(def);
       cur = scores;
       continue;
     }
-    return "the scores pass through '" + def->getName().getStringRef().str() +
-           "', which attention cannot absorb";
+    return "the scores pass through '" + def->getName().getStringRef().str() + "'" + at(def) +
+           ", which attention cannot absorb";
   }
   if (qk.getType().getRank() != 4)
     return std::string("the scores are not [B, H, Sq, Sk] (rank 4)");
@@ -185,7 +186,8 @@ std::optional<std::string> AttentionMatcher::walkProbabilities() {
   }
   pv = dyn_cast<MatmulOp>(user);
   if (!pv || pv.getLhs() != p || pv.getTransposeLhs())
-    return std::string("the softmax result is not multiplied by V");
+    return "the softmax result is not multiplied by V (its consumer is '" +
+           user->getName().getStringRef().str() + "'" + at(user) + ")";
   if (pv.getRhs().getType().getRank() != 4)
     return std::string("V is not [B, H, Sk, Dv] (rank 4)");
   v = Operand::through(pv.getRhs(), pv.getTransposeRhs());
@@ -228,8 +230,11 @@ std::optional<std::string> AttentionMatcher::classifyMasks() {
     // The attention kernels (CPU and CUDA, forward and backward) take a
     // causal and a key-padding mask; a fused op with another boolean mask
     // would verify and then not lower, so the pattern stays unfused.
-    return std::string("a boolean mask that is neither causal nor key padding (the attention "
-                       "kernels take only those)");
+    return "a boolean mask that is neither causal nor key padding (the attention kernels take "
+           "only those): '" +
+           (m.getDefiningOp() ? m.getDefiningOp()->getName().getStringRef().str()
+                              : std::string("an argument")) +
+           "'" + at(m.getDefiningOp());
   }
   return std::nullopt;
 }

@@ -24,6 +24,19 @@ std::optional<double> mlir::transfuse::constantScalar(Value v) {
   return (*dense.getValues<APFloat>().begin()).convertToDouble();
 }
 
+std::string mlir::transfuse::at(Operation *op) {
+  // Named locations only: an imported graph's nodes (a remark on MLIR text
+  // already points at its line).
+  if (!op)
+    return "";
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc); fused && !fused.getLocations().empty())
+    loc = fused.getLocations()[0];
+  if (!isa<NameLoc>(loc))
+    return "";
+  return " at " + locationString(loc);
+}
+
 bool mlir::transfuse::isLinearCandidate(MatmulOp mm) {
   return mm.getRhs().getType().getRank() == 2 && !mm.getTransposeLhs() &&
          !ShapedType::isDynamic(mm.getType().getShape().back());

@@ -33,6 +33,11 @@ bool isLinearCandidate(MatmulOp mm);
 /// dimension) and the product's type: b (a bias). Null otherwise.
 Value biasOf(AddOp add, Value product);
 
+/// " at NODE": the imported graph's node `op` came from (its name and op
+/// type), for a why-not that names the op a pattern broke at; empty for ops
+/// without a named location.
+std::string at(Operation *op);
+
 /// Records a pass's fusions into a report and, when asked, as remarks.
 struct FusionRecorder {
   llvm::StringRef fusion;
