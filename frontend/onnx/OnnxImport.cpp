@@ -319,6 +319,7 @@ private:
   // --- ops ----------------------------------------------------------------
   llvm::Error binary(llvm::StringRef op);
   llvm::Error unary(llvm::StringRef op);
+  llvm::Error gelu();
   llvm::Error compare(llvm::StringRef op);
   llvm::Error equalSizes(const Host &x, const Host &y);
   llvm::Error pow();
@@ -956,6 +957,25 @@ llvm::Error Importer::equalSizes(const Host &x, const Host &y) {
   if (err)
     return err;
   outHost(0, std::move(r));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::gelu() {
+  // Opset 20: approximate "none" (erf) or "tanh".
+  if (auto e = onlyAttributes({"approximate"}))
+    return e;
+  const auto *a = attr("approximate");
+  const std::string approximate = a ? a->s() : "none";
+  if (approximate != "none" && approximate != "tanh")
+    return fail("approximate '" + approximate + "' is not none or tanh");
+  auto x = rtIn(0);
+  if (!x)
+    return x.takeError();
+  if (!isa<FloatType>(typeOf(*x).getElementType()))
+    return fail("Gelu of an integer tensor");
+  outRt(0, GeluOp::create(b, loc, *x,
+                          approximate == "tanh" ? GeluApproximation::Tanh : GeluApproximation::None)
+               .getResult());
   return llvm::Error::success();
 }
 
@@ -2743,6 +2763,7 @@ llvm::ArrayRef<Importer::OpEntry> Importer::table() {
       {"Tanh", [](I &i, S op) { return i.unary(op); }},
       {"Sigmoid", [](I &i, S op) { return i.unary(op); }},
       {"Relu", [](I &i, S op) { return i.unary(op); }},
+      {"Gelu", [](I &i, S) { return i.gelu(); }},
       {"Exp", [](I &i, S op) { return i.unary(op); }},
       {"Identity", [](I &i, S op) { return i.unary(op); }},
       {"Not", [](I &i, S op) { return i.unary(op); }},

@@ -10,7 +10,8 @@ python3-torch (torch.onnx.export, opset 17, dynamic batch and sequence), then
     erf GELU, positions from arange;
   - bert-pre: pre-LN with a LayerNorm written out (ReduceMean, Sub, Pow,
     Sqrt, Div), the mask by Where(bool(mask), s, -inf), the scale on Q
-    before Q·Kᵀ, fp16 weights cast to fp32 in the graph;
+    before Q·Kᵀ, the weights stored as fp16 and cast to fp32 in the graph
+    (converted with the onnx venv's onnx package);
   - gpt2: Conv1D projections (addmm: Gemm), one c_attn split into Q, K and
     V, the causal mask sliced from a tril buffer and applied by Where with
     finfo.min, tanh GELU written out (Pow, Tanh);
@@ -28,7 +29,7 @@ activations in the linear epilogues, and no decomposed GELU, SiLU or norm
 left; then run on two input sizes against the exporting module's outputs,
 within 1e-4 of scale.
 
-    torch_exports.py --transfuse build/tools/transfuse --workdir DIR [--only NAME]
+    torch_exports.py --transfuse build/tools/transfuse --onnx-python PY --workdir DIR [--only NAME]
 """
 import argparse
 import json
@@ -307,7 +308,7 @@ MODELS = {
                  bert_inputs, {"input_ids": {0: "batch", 1: "seq"},
                                "attention_mask": {0: "batch", 1: "seq"}},
                  [(1, 5), (3, 11)], {"attention": 2, "add_layer_norm": 4, "layer_norm": 1,
-                                     "gelu": 2}),
+                                     "gelu": 2, "fp16_weights": True}),
     "bert-softcap": (lambda: Bert(softcap=True), bert_inputs,
                      {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
                      [(2, 7)], {"attention": 0, "why_not": ("/layers.0/Tanh (Tanh)",
@@ -320,6 +321,32 @@ MODELS = {
     "vit": (lambda: Vit(), vit_inputs, {"pixel_values": {0: "batch"}},
             [(1, 0), (3, 0)], {"attention": 2, "add_layer_norm": 5, "gelu": 2}),
 }
+
+
+FP16_WEIGHTS = """
+import sys
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+m = onnx.load(sys.argv[1])
+casts = []
+for t in list(m.graph.initializer):
+    if t.data_type != TensorProto.FLOAT or len(t.dims) == 0:
+        continue
+    half = numpy_helper.from_array(numpy_helper.to_array(t).astype("float16"), t.name + "_fp16")
+    m.graph.initializer.remove(t)
+    m.graph.initializer.append(half)
+    casts.append(helper.make_node("Cast", [half.name], [t.name], to=TensorProto.FLOAT))
+for n in reversed(casts):
+    m.graph.node.insert(0, n)
+onnx.save(m, sys.argv[1])
+"""
+
+
+def to_fp16_weights(path, onnx_python):
+    """Stores the float weights as float16, each cast to float32 in the graph (what fp16 weight
+    conversion writes), with the onnx venv's onnx package."""
+    rc, out = run([onnx_python, "-c", FP16_WEIGHTS, path])
+    assert rc == 0, out
 
 
 def run(cmd):
@@ -388,6 +415,8 @@ def check(name, args):
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "model.onnx")
     export(name, module, make_inputs, axes, path)
+    if expect.get("fp16_weights"):
+        to_fp16_weights(path, args.onnx_python)
     art = os.path.join(d, "artifact")
     rc, out = run([args.transfuse, "compile", path, "-o", art, "--fusion", "all", "--report"])
     assert rc == 0, f"{name}: compile failed:\n{out}"
@@ -416,6 +445,8 @@ def main():
     parser.add_argument("--transfuse", required=True)
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--only", choices=sorted(MODELS))
+    parser.add_argument("--onnx-python", required=True,
+                        help="the onnx venv's python (fp16 weight conversion)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     for name in [args.only] if args.only else MODELS:
