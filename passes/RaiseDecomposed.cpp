@@ -405,18 +405,19 @@ std::pair<DenseFPElementsAttr, SliceOp> slicedTable(Value v) {
   return {table, slice};
 }
 
-/// The frequencies f [D/2] when cos and sin are the tables of rotate-half
-/// rotary embeddings, cos[p, j] = cos(fp32(p·f[j mod D/2])) and sin
-/// likewise (a model's cos/sin caches), within 2e-6; none otherwise. Each f
-/// is read off the last row's angle (its turns counted from row 1's) and
-/// the float32 nearest to it is searched for the one that makes the tables.
+/// The frequencies f [D/2] when cos and sin are the tables of rotary
+/// embeddings, cos[p, j] = cos(fp32(p·f[j mod D/2])) and sin likewise (a
+/// model's cos/sin caches: D columns, rotate-half's duplicated halves, or
+/// D/2 with `halves`), within 2e-6; none otherwise. Each f is read off the
+/// last row's angle (its turns counted from row 1's) and the float32
+/// nearest to it is searched for the one that makes the tables.
 std::optional<SmallVector<float>> rotaryFrequencies(DenseFPElementsAttr cosTable,
-                                                    DenseFPElementsAttr sinTable) {
+                                                    DenseFPElementsAttr sinTable, bool halves) {
   auto shape = cast<RankedTensorType>(cosTable.getType()).getShape();
-  if (shape != cast<RankedTensorType>(sinTable.getType()).getShape() || shape[1] % 2 != 0 ||
-      shape[0] < 2)
+  if (shape != cast<RankedTensorType>(sinTable.getType()).getShape() ||
+      (!halves && shape[1] % 2 != 0) || shape[0] < 2)
     return std::nullopt;
-  const int64_t rows = shape[0], d = shape[1], h = d / 2;
+  const int64_t rows = shape[0], d = shape[1], h = halves ? d : d / 2;
   SmallVector<float> c(cosTable.getValues<float>()), s(sinTable.getValues<float>());
   auto at = [&](const SmallVector<float> &t, int64_t p, int64_t j) { return (double)t[p * d + j]; };
   SmallVector<float> freqs;
@@ -438,7 +439,7 @@ std::optional<SmallVector<float>> rotaryFrequencies(DenseFPElementsAttr cosTable
       double error = 0;
       for (int64_t p = 0; p < rows; ++p) {
         const float angle = (float)p * f;
-        for (int64_t col : {j, j + h})
+        for (int64_t col : {j, halves ? j : j + h})
           error = std::max({error, std::abs(at(c, p, col) - std::cos((double)angle)),
                             std::abs(at(s, p, col) - std::sin((double)angle))});
       }
@@ -483,7 +484,7 @@ struct RaiseRotary : OpRewritePattern<AddOp> {
           SizeExpr len = sizes.dim(x, xt.getRank() - 2);
           if (!len.known() || sizes.dim(cosSlice, 0) != len || sizes.dim(sinSlice, 0) != len)
             continue;
-          auto freqs = rotaryFrequencies(cosTable, sinTable);
+          auto freqs = rotaryFrequencies(cosTable, sinTable, /*halves=*/false);
           if (!freqs)
             continue;
           auto ft = RankedTensorType::get({(int64_t)freqs->size()}, rw.getF32Type());
@@ -493,6 +494,75 @@ struct RaiseRotary : OpRewritePattern<AddOp> {
                                           rw.getI64IntegerAttr(d), UnitAttr());
           return success();
         }
+    return failure();
+  }
+};
+
+/// concat(x1·cos - x2·sin, x2·cos + x1·sin) of x's halves x1 = x[..., :D/2]
+/// and x2 = x[..., D/2:], cos and sin [P, D/2] caches sliced to x's first L
+/// rows (ONNX RotaryEmbedding as the importer writes it, positions 0..L-1)
+/// -> rotary(x).
+struct RaiseRotaryHalves : OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConcatOp cat, PatternRewriter &rw) const override {
+    auto type = cat.getType();
+    const int64_t rank = type.getRank(), d = type.getShape().back();
+    if (cat.getInputs().size() != 2 || rank < 2 || ShapedType::isDynamic(d) || d % 2 != 0 ||
+        (cat.getAxis() != rank - 1 && cat.getAxis() != -1))
+      return failure();
+    auto sub = cat.getInputs()[0].getDefiningOp<SubOp>();
+    auto add = cat.getInputs()[1].getDefiningOp<AddOp>();
+    if (!sub || !add)
+      return failure();
+    // The halves of one x.
+    auto half = [&](Value v, int64_t start) -> Value {
+      auto sl = v.getDefiningOp<SliceOp>();
+      if (!sl || sl.getOffset() || sl.getLength() || sl.getStart() != start ||
+          (sl.getAxis() != rank - 1 && sl.getAxis() != -1) || sl.getType().getShape().back() != d / 2)
+        return Value();
+      return sl.getInput();
+    };
+    // a·b where one factor is `x` and the other is returned.
+    auto times = [](Value v, Value x) -> Value {
+      auto m = v.getDefiningOp<MulOp>();
+      if (!m)
+        return Value();
+      return m.getLhs() == x ? m.getRhs() : m.getRhs() == x ? m.getLhs() : Value();
+    };
+    auto m1 = sub.getLhs().getDefiningOp<MulOp>();
+    if (!m1)
+      return failure();
+    for (Value x1 : {m1.getLhs(), m1.getRhs()}) {
+      Value x = half(x1, 0);
+      if (!x || x.getType() != type)
+        continue;
+      auto x2s = llvm::filter_to_vector(x.getUsers(), [&](Operation *u) {
+        return isa<SliceOp>(u) && half(u->getResult(0), d / 2) == x;
+      });
+      for (Operation *x2op : x2s) {
+        Value x2 = x2op->getResult(0);
+        Value c = times(sub.getLhs(), x1), sn = times(sub.getRhs(), x2);
+        if (!c || !sn || times(add.getLhs(), x2) != c || times(add.getRhs(), x1) != sn)
+          continue;
+        auto [cosTable, cosSlice] = slicedTable(c);
+        auto [sinTable, sinSlice] = slicedTable(sn);
+        if (!cosTable || !sinTable || cast<RankedTensorType>(cosTable.getType()).getDimSize(1) != d / 2)
+          continue;
+        SizeAnalysis sizes;
+        SizeExpr len = sizes.dim(x, rank - 2);
+        if (!len.known() || sizes.dim(cosSlice, 0) != len || sizes.dim(sinSlice, 0) != len)
+          continue;
+        auto freqs = rotaryFrequencies(cosTable, sinTable, /*halves=*/true);
+        if (!freqs)
+          continue;
+        auto ft = RankedTensorType::get({(int64_t)freqs->size()}, rw.getF32Type());
+        Value invFreq = ConstantOp::create(rw, cat.getLoc(),
+                                           DenseElementsAttr::get(ft, ArrayRef<float>(*freqs)));
+        rw.replaceOpWithNewOp<RotaryOp>(cat, type, x, invFreq, Value(), rw.getI64IntegerAttr(d),
+                                        UnitAttr());
+        return success();
+      }
+    }
     return failure();
   }
 };
@@ -554,8 +624,8 @@ struct RaiseDecomposedPass
     : mlir::transfuse::impl::TransfuseRaiseDecomposedBase<RaiseDecomposedPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<RaiseActivation, RaiseNorm, RaiseCausalMask, RaiseRotary, RotaryBeforeHeadSplit,
-                 DropLeadingUnitDims>(&getContext());
+    patterns.add<RaiseActivation, RaiseNorm, RaiseCausalMask, RaiseRotary, RaiseRotaryHalves,
+                 RotaryBeforeHeadSplit, DropLeadingUnitDims>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -387,9 +387,10 @@ private:
   Operation *lastMaterialized = nullptr;
   std::vector<Weight> weights;
   std::set<std::string> paramNames;
-  /// Float initializers read only by Slices (through Identity): tables of
-  /// positions, such as rotary cos/sin caches, whose values the raising
-  /// patterns check. They become constants, not parameters.
+  /// Float initializers read only by Slices (through Identity) or as
+  /// RotaryEmbedding's caches: tables of positions, such as rotary cos/sin
+  /// caches, whose values the raising patterns check. They become
+  /// constants, not parameters.
   std::set<std::string> positionTables;
 };
 
@@ -428,7 +429,8 @@ void Importer::findPositionTables() {
         continue;
       }
       auto [entry, inserted] = onlySliced.try_emplace(it->second, true);
-      entry->second = entry->second && n.op_type() == "Slice" && i == 0;
+      entry->second = entry->second && ((n.op_type() == "Slice" && i == 0) ||
+                                        (n.op_type() == "RotaryEmbedding" && (i == 1 || i == 2)));
     }
   for (const auto &[name, sliced] : onlySliced)
     if (sliced)
@@ -2582,7 +2584,9 @@ llvm::Error Importer::attention() {
     // static lengths get the mask as a constant.
     Value mask;
     if (sizeOf(*qh, 2) == sizeOf(newKeys, 2)) {
-      mask = g.causalMask(g.dim(s, 2), g.dim(s, 3));
+      // The lengths of Q and K, not the scores' (a use of them would keep
+      // attention fusion from taking the chain).
+      mask = g.causalMask(g.dim(*qh, 2), g.dim(kk, 2));
     } else if (ss[2] != kDyn && ss[3] != kDyn && pastLen != kDyn) {
       Host tri;
       tri.elem = Elem::kBool;

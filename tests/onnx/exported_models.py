@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch modules exported by torch.onnx, compiled, fused and run.
+"""Exported models compiled, fused and run: PyTorch modules exported by torch.onnx, and the
+stored opset-23 fixtures.
 
 Tiny random models of the four families written here as PyTorch modules the
 way their reference implementations write them, exported by Debian's
@@ -23,13 +24,18 @@ python3-torch (torch.onnx.export, opset 17, dynamic batch and sequence), then
     rotary embeddings from cos/sin buffers by rotate-half (Slice, Neg,
     Concat), grouped K/V heads repeated by Expand and Reshape, the causal
     mask by masked_fill, SwiGLU (Sigmoid, Mul).
+The opset-23 fixtures (tests/onnx/fixtures, written by make_opset23_fixtures.py
+with the onnx package's helper API: BERT-shaped layers with LayerNormalization,
+Attention and Gelu; Llama-shaped with RMSNormalization, RotaryEmbedding and
+grouped-head causal Attention) are compiled the same way and compared with the
+outputs stored beside them (onnx's ReferenceEvaluator's).
 Each compiled artifact is checked on its IR and report: one fused attention
 per layer and no softmax left, the norms fused with their residual adds, the
 activations in the linear epilogues, and no decomposed GELU, SiLU or norm
 left; then run on two input sizes against the exporting module's outputs,
 within 1e-4 of scale.
 
-    torch_exports.py --transfuse build/tools/transfuse --onnx-python PY --workdir DIR [--only NAME]
+    exported_models.py --transfuse build/tools/transfuse --onnx-python PY --workdir DIR [--only NAME]
 """
 import argparse
 import json
@@ -349,6 +355,15 @@ def to_fp16_weights(path, onnx_python):
     assert rc == 0, out
 
 
+# The stored opset-23 fixtures: name -> expected counts.
+FIXTURES = {
+    "bert23": {"attention": 2, "add_layer_norm": 5, "gelu": 2},
+    "llama23": {"attention": 2, "add_layer_norm": 4, "layer_norm": 1, "rotary": 2,
+                "gated_silu": 2, "kv_heads": 2},
+}
+FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+
+
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
     return r.returncode, r.stdout + r.stderr
@@ -418,39 +433,61 @@ def check(name, args):
     if expect.get("fp16_weights"):
         to_fp16_weights(path, args.onnx_python)
     art = os.path.join(d, "artifact")
-    rc, out = run([args.transfuse, "compile", path, "-o", art, "--fusion", "all", "--report"])
-    assert rc == 0, f"{name}: compile failed:\n{out}"
-    check_ir(name, art, expect)
+    compile_checked(name, path, art, args, expect)
     for batch, seq in sizes:
         feeds = make_inputs(batch, seq)
         with torch.no_grad():
             want = module(*feeds.values()).numpy().astype(np.float64)
         ins = {k: (v.numpy().astype(np.int32) if v.dtype == torch.long else v.numpy())
                for k, v in feeds.items()}
-        inp = os.path.join(d, "in.safetensors")
-        outp = os.path.join(d, "out.safetensors")
-        safetensors_io.write(inp, ins)
-        rc, out = run([args.transfuse, "run", art, "--inputs", inp, "--outputs", outp])
-        assert rc == 0, f"{name}: run failed:\n{out}"
-        got = next(iter(safetensors_io.read(outp).values()))
-        assert got.shape == want.shape, f"{name}: shape {got.shape} vs {want.shape}"
-        err = float(np.max(np.abs(got.astype(np.float64) - want)))
-        bound = 1e-4 * max(1.0, float(np.max(np.abs(want))))
-        print(f"{name} B={batch} S={seq}: max |error| {err:.2e} (bound {bound:.1e})")
-        assert err <= bound, f"{name}: error {err} > {bound}"
+        compare(name, args.transfuse, art, ins, want, d, f"B={batch} S={seq}")
+
+
+def compile_checked(name, path, art, args, expect):
+    rc, out = run([args.transfuse, "compile", path, "-o", art, "--fusion", "all", "--report"])
+    assert rc == 0, f"{name}: compile failed:\n{out}"
+    check_ir(name, art, expect)
+
+
+def compare(name, transfuse, art, ins, want, d, label):
+    """Runs the artifact on `ins` and checks its output against `want` within 1e-4 of scale."""
+    inp, outp = os.path.join(d, "in.safetensors"), os.path.join(d, "out.safetensors")
+    safetensors_io.write(inp, ins)
+    rc, out = run([transfuse, "run", art, "--inputs", inp, "--outputs", outp])
+    assert rc == 0, f"{name}: run failed:\n{out}"
+    got = next(iter(safetensors_io.read(outp).values()))
+    assert got.shape == want.shape, f"{name}: shape {got.shape} vs {want.shape}"
+    err = float(np.max(np.abs(got.astype(np.float64) - want)))
+    bound = 1e-4 * max(1.0, float(np.max(np.abs(want))))
+    print(f"{name} {label}: max |error| {err:.2e} (bound {bound:.1e})")
+    assert err <= bound, f"{name}: error {err} > {bound}"
+
+
+def check_fixture(name, args):
+    d = os.path.join(args.workdir, name)
+    os.makedirs(d, exist_ok=True)
+    art = os.path.join(d, "artifact")
+    compile_checked(name, os.path.join(FIXTURE_DIR, name + ".onnx"), art, args, FIXTURES[name])
+    io = safetensors_io.read(os.path.join(FIXTURE_DIR, name + ".io.safetensors"))
+    for k in sorted({key.split("/")[0] for key in io}):
+        ins = {key.split("/")[1]: v for key, v in io.items()
+               if key.startswith(k + "/") and not key.endswith("/expected")}
+        want = io[k + "/expected"].astype(np.float64)
+        compare(name, args.transfuse, art, ins, want, d,
+                "B=%d S=%d" % next(iter(ins.values())).shape[:2])
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--transfuse", required=True)
     parser.add_argument("--workdir", required=True)
-    parser.add_argument("--only", choices=sorted(MODELS))
+    parser.add_argument("--only", choices=sorted(MODELS) + sorted(FIXTURES))
     parser.add_argument("--onnx-python", required=True,
                         help="the onnx venv's python (fp16 weight conversion)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    for name in [args.only] if args.only else MODELS:
-        check(name, args)
+    for name in [args.only] if args.only else list(MODELS) + list(FIXTURES):
+        (check_fixture if name in FIXTURES else check)(name, args)
     print("all exports compiled, fused and matched")
 
 
