@@ -37,10 +37,9 @@ import argparse
 import json
 import logging
 import os
-import statistics
 import subprocess
+import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +47,9 @@ import onnxruntime as ort
 import torch
 import transformers
 from transformers import BertConfig, BertModel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bert_peers import measure, ort_session  # noqa: E402
 
 logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
 transformers.logging.set_verbosity_error()
@@ -103,15 +105,6 @@ def make_model(args):
     print(f"wrote {out} and {out / 'model.onnx'}")
 
 
-def ort_session(path, threads):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
 def optimized(args, config):
     from onnxruntime.transformers import optimizer
     path = Path(args.dir) / "model-ort-opt.onnx"
@@ -133,17 +126,6 @@ def transfuse_round(args, model, extra):
         row = json.loads(out.strip().splitlines()[-1])["rows"][0]
         return row["median_ms"], row["min_ms"]
     return round_
-
-
-def measure(call, min_seconds):
-    for _ in range(3):
-        call()
-    times, start = [], time.perf_counter()
-    while len(times) < 5 or time.perf_counter() - start < min_seconds:
-        t0 = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times), min(times)
 
 
 def time_peers(args):

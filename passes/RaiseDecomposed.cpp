@@ -453,6 +453,34 @@ std::optional<SmallVector<float>> rotaryFrequencies(DenseFPElementsAttr cosTable
   return freqs;
 }
 
+/// Replaces `root` with rotary(x) when `cosv` and `sinv` are constant caches
+/// (D columns, or D/2 with `halves`) sliced to x's first L rows, L provably
+/// x's length (dimension -2: row s at position s), whose values are a
+/// rotary table's (rotaryFrequencies).
+LogicalResult rotaryOfTables(PatternRewriter &rw, Operation *root, Value x, Value cosv, Value sinv,
+                             bool halves) {
+  auto [cosTable, cosSlice] = slicedTable(cosv);
+  auto [sinTable, sinSlice] = slicedTable(sinv);
+  auto xt = cast<RankedTensorType>(x.getType());
+  const int64_t d = xt.getShape().back();
+  if (!cosTable || !sinTable || xt.getRank() < 2 || x.getType() != root->getResult(0).getType() ||
+      cast<RankedTensorType>(cosTable.getType()).getDimSize(1) != (halves ? d / 2 : d))
+    return failure();
+  SizeAnalysis sizes;
+  SizeExpr len = sizes.dim(x, xt.getRank() - 2);
+  if (!len.known() || sizes.dim(cosSlice, 0) != len || sizes.dim(sinSlice, 0) != len)
+    return failure();
+  auto freqs = rotaryFrequencies(cosTable, sinTable, halves);
+  if (!freqs)
+    return failure();
+  auto ft = RankedTensorType::get({(int64_t)freqs->size()}, rw.getF32Type());
+  Value invFreq =
+      ConstantOp::create(rw, root->getLoc(), DenseElementsAttr::get(ft, ArrayRef<float>(*freqs)));
+  rw.replaceOpWithNewOp<RotaryOp>(root, xt, x, invFreq, Value(), rw.getI64IntegerAttr(d),
+                                  UnitAttr());
+  return success();
+}
+
 /// x·cos + rotate_half(x)·sin, cos and sin constant caches sliced to the
 /// first L rows with L provably x's length (dimension -2), any operand order
 /// -> rotary(x) with the frequencies the tables hold (rotaryFrequencies).
@@ -469,30 +497,9 @@ struct RaiseRotary : OpRewritePattern<AddOp> {
         for (int k : {0, 1}) {
           Value x = pc->factors[i], cosv = pc->factors[1 - i];
           Value rotated = ps->factors[k], sinv = ps->factors[1 - k];
-          if (x.getType() != add.getType() || rotatedHalfOf(rotated) != x)
-            continue;
-          auto [cosTable, cosSlice] = slicedTable(cosv);
-          auto [sinTable, sinSlice] = slicedTable(sinv);
-          if (!cosTable || !sinTable)
-            continue;
-          auto xt = cast<RankedTensorType>(x.getType());
-          const int64_t d = xt.getShape().back();
-          if (cast<RankedTensorType>(cosTable.getType()).getDimSize(1) != d || xt.getRank() < 2)
-            continue;
-          // Row s of x (dimension -2) at position s: the slices are its length.
-          SizeAnalysis sizes;
-          SizeExpr len = sizes.dim(x, xt.getRank() - 2);
-          if (!len.known() || sizes.dim(cosSlice, 0) != len || sizes.dim(sinSlice, 0) != len)
-            continue;
-          auto freqs = rotaryFrequencies(cosTable, sinTable, /*halves=*/false);
-          if (!freqs)
-            continue;
-          auto ft = RankedTensorType::get({(int64_t)freqs->size()}, rw.getF32Type());
-          Value invFreq = ConstantOp::create(rw, add.getLoc(),
-                                             DenseElementsAttr::get(ft, ArrayRef<float>(*freqs)));
-          rw.replaceOpWithNewOp<RotaryOp>(add, add.getType(), x, invFreq, Value(),
-                                          rw.getI64IntegerAttr(d), UnitAttr());
-          return success();
+          if (rotatedHalfOf(rotated) == x &&
+              succeeded(rotaryOfTables(rw, add, x, cosv, sinv, /*halves=*/false)))
+            return success();
         }
     return failure();
   }
@@ -542,25 +549,9 @@ struct RaiseRotaryHalves : OpRewritePattern<ConcatOp> {
       for (Operation *x2op : x2s) {
         Value x2 = x2op->getResult(0);
         Value c = times(sub.getLhs(), x1), sn = times(sub.getRhs(), x2);
-        if (!c || !sn || times(add.getLhs(), x2) != c || times(add.getRhs(), x1) != sn)
-          continue;
-        auto [cosTable, cosSlice] = slicedTable(c);
-        auto [sinTable, sinSlice] = slicedTable(sn);
-        if (!cosTable || !sinTable || cast<RankedTensorType>(cosTable.getType()).getDimSize(1) != d / 2)
-          continue;
-        SizeAnalysis sizes;
-        SizeExpr len = sizes.dim(x, rank - 2);
-        if (!len.known() || sizes.dim(cosSlice, 0) != len || sizes.dim(sinSlice, 0) != len)
-          continue;
-        auto freqs = rotaryFrequencies(cosTable, sinTable, /*halves=*/true);
-        if (!freqs)
-          continue;
-        auto ft = RankedTensorType::get({(int64_t)freqs->size()}, rw.getF32Type());
-        Value invFreq = ConstantOp::create(rw, cat.getLoc(),
-                                           DenseElementsAttr::get(ft, ArrayRef<float>(*freqs)));
-        rw.replaceOpWithNewOp<RotaryOp>(cat, type, x, invFreq, Value(), rw.getI64IntegerAttr(d),
-                                        UnitAttr());
-        return success();
+        if (c && sn && times(add.getLhs(), x2) == c && times(add.getRhs(), x1) == sn &&
+            succeeded(rotaryOfTables(rw, cat, x, c, sn, /*halves=*/true)))
+          return success();
       }
     }
     return failure();

@@ -42,7 +42,6 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 import warnings
 
@@ -53,6 +52,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oracle"))
 import safetensors_io  # noqa: E402
+from artifact_check import check_output, run  # noqa: E402
 
 
 def split_heads(t, h):
@@ -364,11 +364,6 @@ FIXTURES = {
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    return r.returncode, r.stdout + r.stderr
-
-
 def export(name, module, make_inputs, axes, path):
     example = make_inputs(2, 7)
     outputs = ["output"]
@@ -440,27 +435,13 @@ def check(name, args):
             want = module(*feeds.values()).numpy().astype(np.float64)
         ins = {k: (v.numpy().astype(np.int32) if v.dtype == torch.long else v.numpy())
                for k, v in feeds.items()}
-        compare(name, args.transfuse, art, ins, want, d, f"B={batch} S={seq}")
+        check_output(args.transfuse, art, ins, want, d, f"{name} B={batch} S={seq}")
 
 
 def compile_checked(name, path, art, args, expect):
     rc, out = run([args.transfuse, "compile", path, "-o", art, "--fusion", "all", "--report"])
     assert rc == 0, f"{name}: compile failed:\n{out}"
     check_ir(name, art, expect)
-
-
-def compare(name, transfuse, art, ins, want, d, label):
-    """Runs the artifact on `ins` and checks its output against `want` within 1e-4 of scale."""
-    inp, outp = os.path.join(d, "in.safetensors"), os.path.join(d, "out.safetensors")
-    safetensors_io.write(inp, ins)
-    rc, out = run([transfuse, "run", art, "--inputs", inp, "--outputs", outp])
-    assert rc == 0, f"{name}: run failed:\n{out}"
-    got = next(iter(safetensors_io.read(outp).values()))
-    assert got.shape == want.shape, f"{name}: shape {got.shape} vs {want.shape}"
-    err = float(np.max(np.abs(got.astype(np.float64) - want)))
-    bound = 1e-4 * max(1.0, float(np.max(np.abs(want))))
-    print(f"{name} {label}: max |error| {err:.2e} (bound {bound:.1e})")
-    assert err <= bound, f"{name}: error {err} > {bound}"
 
 
 def check_fixture(name, args):
@@ -473,8 +454,8 @@ def check_fixture(name, args):
         ins = {key.split("/")[1]: v for key, v in io.items()
                if key.startswith(k + "/") and not key.endswith("/expected")}
         want = io[k + "/expected"].astype(np.float64)
-        compare(name, args.transfuse, art, ins, want, d,
-                "B=%d S=%d" % next(iter(ins.values())).shape[:2])
+        check_output(args.transfuse, art, ins, want, d,
+                     name + " B=%d S=%d" % next(iter(ins.values())).shape[:2])
 
 
 def main():

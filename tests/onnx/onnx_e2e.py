@@ -24,7 +24,6 @@ nvcc builds, which the sanitizer runs skip with the other cuda_* tests).
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -34,6 +33,7 @@ from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oracle"))
 import safetensors_io  # noqa: E402
+from artifact_check import check_output, run  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -203,11 +203,6 @@ def opset23():
     return model, inputs, [(2, 6)], []
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    return r.returncode, r.stdout + r.stderr
-
-
 def check_model(name, make, args, workdir, cuda):
     model, make_inputs, sizes, flags = make()
     d = os.path.join(workdir, name)
@@ -229,19 +224,8 @@ def check_model(name, make, args, workdir, cuda):
         feeds = make_inputs(batch, seq)
         (want,) = ref.run(None, feeds)
         ins = {k: (v.astype(np.int32) if v.dtype == np.int64 else v) for k, v in feeds.items()}
-        inp = os.path.join(d, "in.safetensors")
-        safetensors_io.write(inp, ins)
         for backend in ("compiled", "reference"):
-            outp = os.path.join(d, f"out-{backend}.safetensors")
-            rc, out = run([args.transfuse, "run", art, "--inputs", inp, "--outputs", outp,
-                           "--backend", backend])
-            assert rc == 0, f"{name} {backend}: run failed:\n{out}"
-            got = next(iter(safetensors_io.read(outp).values()))
-            assert got.shape == want.shape, f"{name}: shape {got.shape} vs {want.shape}"
-            err = float(np.max(np.abs(got.astype(np.float64) - want)))
-            bound = 1e-4 * max(1.0, float(np.max(np.abs(want))))
-            print(f"{name} {backend} B={batch} S={seq}: max |error| {err:.2e} (bound {bound:.1e})")
-            assert err <= bound, f"{name} {backend}: error {err} > {bound}"
+            check_output(args.transfuse, art, ins, want, d, f"{name} B={batch} S={seq}", backend)
 
 
 def check_dims(args, workdir):

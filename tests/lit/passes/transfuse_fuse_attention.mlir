@@ -589,3 +589,27 @@ func.func @counts(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor
   %o2 = transfuse.matmul %p2, %v : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
   return %o0, %o1, %o2 : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
 }
+
+// -----
+
+// Tests grouped K/V heads repeated as Hugging Face's repeat_kv exports it
+// (reshape to [B, Hkv, 1, S, D], expand axis 2 by a constant, reshape to
+// [B, H, S, D]): the fused op reads the 2 K/V heads as they are.
+// CHECK-LABEL: func.func @repeat_kv_by_expand
+// CHECK-SAME: (%[[Q:[^:]+]]: {{[^,]+}}, %[[K:[^:]+]]: {{[^,]+}}, %[[V:[^:]+]]:
+// CHECK: %[[O:.+]] = transfuse.attention %[[Q]], %[[K]], %[[V]] {scale = 2.500000e-01 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+func.func @repeat_kv_by_expand(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32> {
+  %g = transfuse.constant dense<0.0> : tensor<1x1x2x1x1xf32>
+  %k1 = transfuse.reshape %k : (tensor<2x2x8x16xf32>) -> tensor<2x2x1x8x16xf32>
+  %k2 = transfuse.expand %k1, %g : (tensor<2x2x1x8x16xf32>, tensor<1x1x2x1x1xf32>) -> tensor<2x2x2x8x16xf32>
+  %kr = transfuse.reshape %k2 : (tensor<2x2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %v1 = transfuse.reshape %v : (tensor<2x2x8x16xf32>) -> tensor<2x2x1x8x16xf32>
+  %v2 = transfuse.expand %v1, %g : (tensor<2x2x1x8x16xf32>, tensor<1x1x2x1x1xf32>) -> tensor<2x2x2x8x16xf32>
+  %vr = transfuse.reshape %v2 : (tensor<2x2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %s = transfuse.matmul %q, %kr {transpose_rhs = true} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
+  %t = transfuse.scale %s {factor = 0.25 : f64} : tensor<2x4x8x8xf32>
+  // expected-remark@+1 {{attention: fused}}
+  %p = transfuse.softmax %t {axis = 3 : i64} : tensor<2x4x8x8xf32>
+  %o = transfuse.matmul %p, %vr : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return %o : tensor<2x4x8x16xf32>
+}

@@ -251,3 +251,57 @@ func.func @leading_unit_dims(%x: tensor<?x?x64xf32>, %p: tensor<1x?x64xf32>, %q:
   %b = transfuse.add %a, %q : (tensor<?x?x64xf32>, tensor<?x1x64xf32>) -> tensor<?x?x64xf32>
   return %b : tensor<?x?x64xf32>
 }
+
+// -----
+
+// Tests rotate-half rotary over cos/sin caches sliced to the sequence
+// (Hugging Face's apply_rotary_pos_emb as exported): x·cos +
+// rotate_half(x)·sin becomes rotary with the frequencies the tables hold
+// (1 and 0.01, to the float32s that make six rows of tables), and the
+// rotation moves before the head split.
+// CHECK-LABEL: func.func @rotary_from_caches
+// CHECK-SAME: (%[[X:[^:]+]]:
+// CHECK-DAG: %[[F:.+]] = transfuse.constant dense<[1.000000e+00, 0.0099999{{[0-9]+}}]> : tensor<2xf32>
+// CHECK: %[[R:.+]] = transfuse.rotary %[[X]], %[[F]] {head_dim = 4 : i64} : (tensor<?x?x8xf32>, tensor<2xf32>) -> tensor<?x?x8xf32>
+// CHECK-NEXT: %[[H:.+]] = transfuse.reshape %[[R]] : (tensor<?x?x8xf32>) -> tensor<?x?x2x4xf32>
+// CHECK-NEXT: %[[T:.+]] = transfuse.transpose %[[H]] {permutation = array<i64: 0, 2, 1, 3>}
+// CHECK-NEXT: return %[[T]]
+func.func @rotary_from_caches(%x: tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> {
+  %cos = transfuse.constant dense<[[1.0, 1.0, 1.0, 1.0], [0.540302277, 0.999949992, 0.540302277, 0.999949992], [-0.416146845, 0.999800026, -0.416146845, 0.999800026], [-0.989992499, 0.999550045, -0.989992499, 0.999550045], [-0.653643608, 0.999200106, -0.653643608, 0.999200106], [0.2836622, 0.998750269, 0.2836622, 0.998750269]]> : tensor<6x4xf32>
+  %sin = transfuse.constant dense<[[0.0, 0.0, 0.0, 0.0], [0.841470957, 0.00999983307, 0.841470957, 0.00999983307], [0.909297407, 0.0199986659, 0.909297407, 0.0199986659], [0.141120002, 0.0299954992, 0.141120002, 0.0299954992], [-0.756802499, 0.0399893336, -0.756802499, 0.0399893336], [-0.958924294, 0.0499791652, -0.958924294, 0.0499791652]]> : tensor<6x4xf32>
+  %h = transfuse.reshape %x : (tensor<?x?x8xf32>) -> tensor<?x?x2x4xf32>
+  %q = transfuse.transpose %h {permutation = array<i64: 0, 2, 1, 3>} : (tensor<?x?x2x4xf32>) -> tensor<?x2x?x4xf32>
+  %len = transfuse.dim %x, 1 : tensor<?x?x8xf32>
+  %c = transfuse.slice %cos length %len {axis = 0 : i64, start = 0 : i64} : (tensor<6x4xf32>, index) -> tensor<?x4xf32>
+  %s = transfuse.slice %sin length %len {axis = 0 : i64, start = 0 : i64} : (tensor<6x4xf32>, index) -> tensor<?x4xf32>
+  %x2 = transfuse.slice %q {axis = 3 : i64, size = 2 : i64, start = 2 : i64} : (tensor<?x2x?x4xf32>) -> tensor<?x2x?x2xf32>
+  %n = transfuse.scale %x2 {factor = -1.0 : f64} : tensor<?x2x?x2xf32>
+  %x1 = transfuse.slice %q {axis = 3 : i64, size = 2 : i64, start = 0 : i64} : (tensor<?x2x?x4xf32>) -> tensor<?x2x?x2xf32>
+  %rh = transfuse.concat %n, %x1 {axis = 3 : i64} : (tensor<?x2x?x2xf32>, tensor<?x2x?x2xf32>) -> tensor<?x2x?x4xf32>
+  %a = transfuse.mul %q, %c : (tensor<?x2x?x4xf32>, tensor<?x4xf32>) -> tensor<?x2x?x4xf32>
+  %b = transfuse.mul %s, %rh : (tensor<?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  %y = transfuse.add %b, %a : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  return %y : tensor<?x2x?x4xf32>
+}
+
+// -----
+
+// Tests that tables that are not cos and sin of p·f (a changed entry) stay
+// as written.
+// CHECK-LABEL: func.func @rotary_wrong_table
+// CHECK-NOT: transfuse.rotary
+func.func @rotary_wrong_table(%q: tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32> {
+  %cos = transfuse.constant dense<[[1.0, 1.0, 1.0, 1.0], [0.540302277, 0.999949992, 0.540302277, 0.999949992], [-0.416146845, 0.999800026, -0.416146845, 0.5], [-0.989992499, 0.999550045, -0.989992499, 0.999550045]]> : tensor<4x4xf32>
+  %sin = transfuse.constant dense<[[0.0, 0.0, 0.0, 0.0], [0.841470957, 0.00999983307, 0.841470957, 0.00999983307], [0.909297407, 0.0199986659, 0.909297407, 0.0199986659], [0.141120002, 0.0299954992, 0.141120002, 0.0299954992]]> : tensor<4x4xf32>
+  %len = transfuse.dim %q, 2 : tensor<?x2x?x4xf32>
+  %c = transfuse.slice %cos length %len {axis = 0 : i64, start = 0 : i64} : (tensor<4x4xf32>, index) -> tensor<?x4xf32>
+  %s = transfuse.slice %sin length %len {axis = 0 : i64, start = 0 : i64} : (tensor<4x4xf32>, index) -> tensor<?x4xf32>
+  %x2 = transfuse.slice %q {axis = 3 : i64, size = 2 : i64, start = 2 : i64} : (tensor<?x2x?x4xf32>) -> tensor<?x2x?x2xf32>
+  %n = transfuse.scale %x2 {factor = -1.0 : f64} : tensor<?x2x?x2xf32>
+  %x1 = transfuse.slice %q {axis = 3 : i64, size = 2 : i64, start = 0 : i64} : (tensor<?x2x?x4xf32>) -> tensor<?x2x?x2xf32>
+  %rh = transfuse.concat %n, %x1 {axis = 3 : i64} : (tensor<?x2x?x2xf32>, tensor<?x2x?x2xf32>) -> tensor<?x2x?x4xf32>
+  %a = transfuse.mul %q, %c : (tensor<?x2x?x4xf32>, tensor<?x4xf32>) -> tensor<?x2x?x4xf32>
+  %b = transfuse.mul %rh, %s : (tensor<?x2x?x4xf32>, tensor<?x4xf32>) -> tensor<?x2x?x4xf32>
+  %y = transfuse.add %a, %b : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  return %y : tensor<?x2x?x4xf32>
+}
