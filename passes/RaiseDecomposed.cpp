@@ -176,7 +176,7 @@ bool isLastAxisMean(Value v, Value x) {
   if (!mean || mean.getInput() != x || !mean.getKeepDims())
     return false;
   const int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
-  return mean.getAxes().size() == 1 &&
+  return rank >= 1 && mean.getAxes().size() == 1 &&
          (mean.getAxes()[0] == rank - 1 || mean.getAxes()[0] == -1);
 }
 
@@ -310,19 +310,21 @@ std::optional<SlicedTriangle> slicedTriangle(Value cond) {
   SliceOp rows = axis(inner) == rank - 2 ? inner : outer, cols = rows == inner ? outer : inner;
   if (axis(rows) != rank - 2 || axis(cols) != rank - 1)
     return std::nullopt;
+  // At most 8192 positions (a splat is no triangle).
   const int64_t p = t.getDimSize(rank - 2);
-  if (t.getNumElements() != p * p || t.getDimSize(rank - 1) != p)
+  if (p < 2 || p > 8192 || t.getDimSize(rank - 1) != p || t.getNumElements() != p * p)
     return std::nullopt;
   auto values = dyn_cast<DenseIntElementsAttr>(c.getValue());
-  if (!values)
+  if (!values || values.isSplat())
     return std::nullopt;
-  SmallVector<bool> bits(values.getValues<bool>());
   bool lower = true, strictUpper = true;
-  for (int64_t i = 0; i < p; ++i)
-    for (int64_t j = 0; j < p; ++j) {
-      lower &= bits[i * p + j] == (j <= i);
-      strictUpper &= bits[i * p + j] == (j > i);
-    }
+  int64_t k = 0;
+  for (bool bit : values.getValues<bool>()) {
+    const int64_t i = k / p, j = k % p;
+    lower &= bit == (j <= i);
+    strictUpper &= bit == (j > i);
+    ++k;
+  }
   if (!lower && !strictUpper)
     return std::nullopt;
   return SlicedTriangle{rows.getLength(), cols.getLength(), lower};
@@ -399,7 +401,8 @@ std::pair<DenseFPElementsAttr, SliceOp> slicedTable(Value v) {
   auto slice = v.getDefiningOp<SliceOp>();
   auto c = slice ? slice.getInput().getDefiningOp<ConstantOp>() : ConstantOp();
   auto table = c ? dyn_cast<DenseFPElementsAttr>(c.getValue()) : DenseFPElementsAttr();
-  if (!table || slice.getOffset() || slice.getStart() != 0 || slice.getAxis() != 0 ||
+  if (!table || table.isSplat() || table.getNumElements() > (int64_t{1} << 22) ||
+      slice.getOffset() || slice.getStart() != 0 || slice.getAxis() != 0 ||
       cast<RankedTensorType>(table.getType()).getRank() != 2)
     return {};
   return {table, slice};
@@ -572,7 +575,7 @@ struct RotaryBeforeHeadSplit : OpRewritePattern<RotaryOp> {
     auto xt = cast<RankedTensorType>(r.getInput().getType());
     auto rt = cast<RankedTensorType>(r.getType());
     if (xt.getRank() != 3 || rt.getRank() != 4 || rt.getDimSize(3) != op.getHeadDim() ||
-        ShapedType::isDynamic(xt.getDimSize(2)) ||
+        ShapedType::isDynamic(xt.getDimSize(2)) || ShapedType::isDynamic(rt.getDimSize(2)) ||
         xt.getDimSize(2) != rt.getDimSize(2) * rt.getDimSize(3))
       return failure();
     SizeAnalysis sizes;

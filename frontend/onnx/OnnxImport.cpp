@@ -387,10 +387,10 @@ private:
   Operation *lastMaterialized = nullptr;
   std::vector<Weight> weights;
   std::set<std::string> paramNames;
-  /// Float initializers read only by Slices (through Identity) or as
-  /// RotaryEmbedding's caches: tables of positions, such as rotary cos/sin
-  /// caches, whose values the raising patterns check. They become
-  /// constants, not parameters.
+  /// Float initializers (of at most 2^20 elements) read only by Slices to a
+  /// computed end or as RotaryEmbedding's caches (through Identity): tables
+  /// of positions, such as rotary cos/sin caches, whose values the raising
+  /// patterns check. They become constants, not parameters.
   std::set<std::string> positionTables;
 };
 
@@ -413,11 +413,23 @@ Host hostOf(const TensorValues &t) {
 
 void Importer::findPositionTables() {
   // Every use of each initializer, through Identity (exporters alias equal
-  // buffers of different layers with it).
+  // buffers of different layers with it). A table is sliced to a computed
+  // end (a length), not to a constant one (a weight cut in pieces), and
+  // holds at most 2^20 elements.
   const onnx::GraphProto &graph = model.graph();
   std::map<std::string, std::string> root; // a value -> the initializer it aliases
-  for (const auto &t : graph.initializer())
-    root[t.name()] = t.name();
+  std::set<std::string> constants;         // initializers and Constant nodes' outputs
+  for (const auto &t : graph.initializer()) {
+    const int64_t n = std::accumulate(t.dims().begin(), t.dims().end(), int64_t{1},
+                                      std::multiplies<>());
+    if (n <= (int64_t{1} << 20))
+      root[t.name()] = t.name();
+    constants.insert(t.name());
+  }
+  for (const auto &n : graph.node())
+    if (n.op_type() == "Constant")
+      for (const auto &o : n.output())
+        constants.insert(o);
   std::map<std::string, bool> onlySliced;
   for (const auto &n : graph.node())
     for (int i = 0; i < n.input_size(); ++i) {
@@ -428,9 +440,11 @@ void Importer::findPositionTables() {
         root[n.output(0)] = it->second;
         continue;
       }
+      const bool toLength = n.op_type() == "Slice" && i == 0 && n.input_size() > 2 &&
+                            !constants.count(n.input(2));
+      const bool cache = n.op_type() == "RotaryEmbedding" && (i == 1 || i == 2);
       auto [entry, inserted] = onlySliced.try_emplace(it->second, true);
-      entry->second = entry->second && ((n.op_type() == "Slice" && i == 0) ||
-                                        (n.op_type() == "RotaryEmbedding" && (i == 1 || i == 2)));
+      entry->second = entry->second && (toLength || cache);
     }
   for (const auto &[name, sliced] : onlySliced)
     if (sliced)
