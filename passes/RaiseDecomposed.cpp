@@ -2,13 +2,15 @@
 //
 // An exported graph spells out in primitives what the dialect has as one op:
 // GELU as 0.5·x·(1 + erf(x/√2)) or its tanh form, SiLU as x·sigmoid(x),
-// LayerNorm and RMSNorm as means, powers, square roots and divisions, and
-// the causal mask as a slice of a constant triangle. These patterns find
-// each form, whatever the association of its products and whichever side
-// its operands are on, and replace it with the named op, so that the
-// fusions (linear epilogues, add_layer_norm, attention) apply to imported
-// graphs as to the builder's. Every rewrite computes the same function; the
-// one numeric assumption is documented on RaiseCausalMask.
+// LayerNorm and RMSNorm as means, powers, square roots and divisions, the
+// causal mask as a slice of a constant triangle, rotary embeddings as
+// products with cos/sin caches. These patterns find each form, whatever the
+// association of its products and whichever side its operands are on, and
+// replace it with the named op, so that the fusions (linear epilogues,
+// add_layer_norm, attention) apply to imported graphs as to the builder's.
+// Every rewrite computes the same function: constants match to 1e-6 (a
+// float32 rounding of √2 or √(2/π) is 6e-8 off), rotary tables to 2e-6,
+// and the one assumption about values is documented on RaiseCausalMask.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,8 +31,9 @@ using namespace mlir::transfuse;
 
 namespace {
 
+/// A constant as written in float32 (or float64) for `want`.
 bool near(double value, double want) {
-  return std::abs(value - want) <= 1e-5 * std::abs(want);
+  return std::abs(value - want) <= 1e-6 * std::abs(want);
 }
 
 /// c · Π factors: a value flattened through mul, scale, division by a

@@ -142,9 +142,10 @@ struct Val {
   /// A float initializer's name: the parameter it becomes.
   std::string initializer;
   /// When > 0, the ONNX value is `rt` with its first `folded` dimensions
-  /// merged into one: x.view(-1, D) of a [B, S, D] tensor, which the
-  /// dialect's reshape cannot write (it keeps dynamic dimensions apart).
-  /// Only a product by a weight (Gemm, MatMul) and a Reshape back take it.
+  /// merged into one: x.view(-1, D) or Flatten of a [B, S, D] tensor, which
+  /// the dialect's reshape cannot write (it keeps dynamic dimensions
+  /// apart). Only a product by a weight (Gemm, MatMul) and a Reshape that
+  /// keeps `rt`'s dynamic dimensions in order (back) take it.
   int64_t folded = 0;
 };
 
@@ -1330,31 +1331,13 @@ std::optional<llvm::Error> Importer::reshapeFolded(const Val &xv, const Host &ta
     out(0, Val{x, std::nullopt, "", f});
     return llvm::Error::success();
   }
-  // Back: the merged dimensions as they were, then static ones.
-  const int64_t f = xv.folded;
-  if (n < f)
-    return fail("reshapes a merged view to fewer dimensions than it merged");
-  for (int64_t i = 0; i < f; ++i) {
-    const bool same = target.symbolic(i) ? target.sym[i] == sizeOf(x, i)
-                                         : in[i] != kDyn && toInt(target.v[i]) == in[i];
-    if (!same)
-      return fail("reshapes a merged view other than back to the dimensions it merged");
-  }
-  std::vector<int64_t> shape(in.begin(), in.begin() + f);
-  int64_t rest = 1;
-  for (int64_t i = f; i < n; ++i) {
-    if (staticAt(i) < 1)
-      return fail("reshapes a merged view other than back to the dimensions it merged");
-    shape.push_back(staticAt(i));
-    rest *= shape.back();
-  }
-  if (rest != product(in.drop_front(f)))
-    return fail("the shape holds another number of elements than the input");
-  auto r = reshapeTo(x, shape);
-  if (!r)
-    return r.takeError();
-  outRt(0, *r);
-  return llvm::Error::success();
+  // A view's elements are `x`'s in the same order: any reshape of `x` that
+  // keeps its dynamic dimensions in order (back to them, typically). A 0
+  // would copy a dimension of the view, which `x` does not have.
+  for (int64_t i = 0; i < n; ++i)
+    if (staticAt(i) == 0)
+      return fail("copies a dimension (0) of a view merging dynamic dimensions");
+  return reshapeRuntime(Val{x, std::nullopt, "", 0}, target, /*allowZero=*/false);
 }
 
 llvm::Error Importer::reshapeRuntime(const Val &xv, const Host &target, bool allowZero) {
@@ -1540,9 +1523,22 @@ llvm::Error Importer::flatten() {
     a += rank;
   if (a < 0 || a > rank)
     return fail("axis is outside the input's rank");
-  int64_t outer = product(shape.take_front(a)), inner = product(shape.drop_front(a));
+  if ((*x)->rt && !llvm::is_contained(shape.drop_front(a), kDyn) &&
+      llvm::is_contained(shape.take_front(a), kDyn) && a >= 2) {
+    const int64_t inner = product(shape.drop_front(a));
+    // [B, S, ...] to [B·S, inner]: the view merging dynamic dimensions
+    // (Val::folded) of the tensor with its trailing dimensions as one.
+    SmallVector<int64_t> kept(shape.take_front(a));
+    kept.push_back(inner);
+    auto r = reshapeTo((*x)->rt, kept);
+    if (!r)
+      return r.takeError();
+    out(0, Val{*r, std::nullopt, "", a});
+    return llvm::Error::success();
+  }
   if (llvm::is_contained(shape, kDyn))
     return fail("flattens a dynamic dimension");
+  const int64_t outer = product(shape.take_front(a)), inner = product(shape.drop_front(a));
   if ((*x)->host) {
     Host r = *(*x)->host;
     r.shape = {outer, inner};

@@ -107,3 +107,14 @@ model("merged_misuse", [
     helper.make_node("Reshape", ["x", "rows"], ["x2"], name="view"),
     helper.make_node("Relu", ["x2"], ["y"], name="act"),
 ], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])], [ints("rows", [-1, 8])])
+
+# Flatten of [batch, seq, 8] at axis 2 is the same merged view: MatMul by a
+# weight, then a Reshape back (its target from Shape).
+model("flatten_rows", [
+    helper.make_node("Flatten", ["x"], ["x2"], axis=2, name="flat"),
+    helper.make_node("MatMul", ["x2", "w"], ["p"]),
+    helper.make_node("Shape", ["x"], ["s"]),
+    helper.make_node("Slice", ["s", "i0", "i2"], ["bs"]),
+    helper.make_node("Concat", ["bs", "n6"], ["back"], axis=0),
+    helper.make_node("Reshape", ["p", "back"], ["y"], name="view_back"),
+], [x], [y6], [w, ints("i0", [0]), ints("i2", [2]), ints("n6", [6])])
