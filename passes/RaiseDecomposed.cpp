@@ -370,28 +370,41 @@ struct RaiseCausalMask : OpRewritePattern<SelectOp> {
   }
 };
 
+/// Whether `cat` joins two halves along the last axis of a static, even
+/// size: the size.
+std::optional<int64_t> halvesJoined(ConcatOp cat) {
+  auto type = cat.getType();
+  const int64_t rank = type.getRank(), d = type.getShape().back();
+  if (cat.getInputs().size() != 2 || ShapedType::isDynamic(d) || d % 2 != 0 ||
+      (cat.getAxis() != rank - 1 && cat.getAxis() != -1))
+    return std::nullopt;
+  return d;
+}
+
+/// x where `v` = x[..., start : start + half] (a static slice of the last
+/// axis of x, which has the same rank); else null.
+Value halfOf(Value v, int64_t start, int64_t half) {
+  auto sl = v.getDefiningOp<SliceOp>();
+  const int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+  if (!sl || sl.getOffset() || sl.getLength() || sl.getStart() != start ||
+      (sl.getAxis() != rank - 1 && sl.getAxis() != -1) || sl.getType().getShape().back() != half)
+    return Value();
+  return sl.getInput();
+}
+
 /// x as rotate_half(x) = concat(-x[..., h:], x[..., :h]) writes it (static
 /// slices of the last axis, the negation as a scale, mul or division by a
 /// constant): x.
 Value rotatedHalfOf(Value v) {
   auto cat = v.getDefiningOp<ConcatOp>();
-  auto type = cast<RankedTensorType>(v.getType());
-  const int64_t rank = type.getRank(), d = type.getShape().back();
-  if (!cat || cat.getInputs().size() != 2 || ShapedType::isDynamic(d) || d % 2 != 0 ||
-      (cat.getAxis() != rank - 1 && cat.getAxis() != -1))
+  std::optional<int64_t> d = cat ? halvesJoined(cat) : std::nullopt;
+  if (!d)
     return Value();
-  auto sliceOf = [&](Value s, int64_t start) -> Value {
-    auto sl = s.getDefiningOp<SliceOp>();
-    if (!sl || sl.getOffset() || sl.getLength() || sl.getStart() != start ||
-        (sl.getAxis() != rank - 1 && sl.getAxis() != -1) || sl.getType().getShape().back() != d / 2)
-      return Value();
-    return sl.getInput();
-  };
   Product neg = productOf(cat.getInputs()[0]);
   if (neg.coeff != -1.0 || neg.factors.size() != 1)
     return Value();
-  Value x = sliceOf(neg.factors[0], d / 2);
-  if (!x || sliceOf(cat.getInputs()[1], 0) != x || x.getType() != type)
+  Value x = halfOf(neg.factors[0], *d / 2, *d / 2);
+  if (!x || halfOf(cat.getInputs()[1], 0, *d / 2) != x || x.getType() != v.getType())
     return Value();
   return x;
 }
@@ -518,23 +531,11 @@ struct RaiseRotary : OpRewritePattern<AddOp> {
 struct RaiseRotaryHalves : OpRewritePattern<ConcatOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(ConcatOp cat, PatternRewriter &rw) const override {
-    auto type = cat.getType();
-    const int64_t rank = type.getRank(), d = type.getShape().back();
-    if (cat.getInputs().size() != 2 || rank < 2 || ShapedType::isDynamic(d) || d % 2 != 0 ||
-        (cat.getAxis() != rank - 1 && cat.getAxis() != -1))
+    std::optional<int64_t> d = halvesJoined(cat);
+    auto sub = cat.getInputs().size() == 2 ? cat.getInputs()[0].getDefiningOp<SubOp>() : SubOp();
+    auto add = cat.getInputs().size() == 2 ? cat.getInputs()[1].getDefiningOp<AddOp>() : AddOp();
+    if (!d || !sub || !add)
       return failure();
-    auto sub = cat.getInputs()[0].getDefiningOp<SubOp>();
-    auto add = cat.getInputs()[1].getDefiningOp<AddOp>();
-    if (!sub || !add)
-      return failure();
-    // The halves of one x.
-    auto half = [&](Value v, int64_t start) -> Value {
-      auto sl = v.getDefiningOp<SliceOp>();
-      if (!sl || sl.getOffset() || sl.getLength() || sl.getStart() != start ||
-          (sl.getAxis() != rank - 1 && sl.getAxis() != -1) || sl.getType().getShape().back() != d / 2)
-        return Value();
-      return sl.getInput();
-    };
     // a·b where one factor is `x` and the other is returned.
     auto times = [](Value v, Value x) -> Value {
       auto m = v.getDefiningOp<MulOp>();
@@ -546,11 +547,11 @@ struct RaiseRotaryHalves : OpRewritePattern<ConcatOp> {
     if (!m1)
       return failure();
     for (Value x1 : {m1.getLhs(), m1.getRhs()}) {
-      Value x = half(x1, 0);
-      if (!x || x.getType() != type)
+      Value x = halfOf(x1, 0, *d / 2);
+      if (!x || x.getType() != cat.getType())
         continue;
       auto x2s = llvm::filter_to_vector(x.getUsers(), [&](Operation *u) {
-        return isa<SliceOp>(u) && half(u->getResult(0), d / 2) == x;
+        return isa<SliceOp>(u) && halfOf(u->getResult(0), *d / 2, *d / 2) == x;
       });
       for (Operation *x2op : x2s) {
         Value x2 = x2op->getResult(0);
