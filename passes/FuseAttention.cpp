@@ -230,11 +230,11 @@ std::optional<std::string> AttentionMatcher::classifyMasks() {
     // The attention kernels (CPU and CUDA, forward and backward) take a
     // causal and a key-padding mask; a fused op with another boolean mask
     // would verify and then not lower, so the pattern stays unfused.
+    Operation *def = m.getDefiningOp();
     return "a boolean mask that is neither causal nor key padding (the attention kernels take "
-           "only those): '" +
-           (m.getDefiningOp() ? m.getDefiningOp()->getName().getStringRef().str()
-                              : std::string("an argument")) +
-           "'" + at(m.getDefiningOp());
+           "only those): " +
+           (def ? "'" + def->getName().getStringRef().str() + "'" + at(def)
+                : std::string("a function argument"));
   }
   return std::nullopt;
 }

@@ -421,9 +421,7 @@ void Importer::findPositionTables() {
   std::map<std::string, std::string> root; // a value -> the initializer it aliases
   std::set<std::string> constants;         // initializers and Constant nodes' outputs
   for (const auto &t : graph.initializer()) {
-    const int64_t n = std::accumulate(t.dims().begin(), t.dims().end(), int64_t{1},
-                                      std::multiplies<>());
-    if (n <= (int64_t{1} << 20))
+    if (values.at(t.name()).host->numel() <= (int64_t{1} << 20))
       root[t.name()] = t.name();
     constants.insert(t.name());
   }
