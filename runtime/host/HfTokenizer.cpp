@@ -827,6 +827,10 @@ StatusOr<WordPieceOptions> readTokenizerConfig(const std::string& path) {
 }
 
 namespace {
+// The largest token id a tokenizer.json may name: the id → token tables are
+// dense, so an id is memory (the largest real vocabularies hold about 2^18).
+constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+
 uint64_t pairKey(int32_t left, int32_t right) {
   return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
 }
@@ -915,8 +919,10 @@ StatusOr<HfTokenizer> HfTokenizer::fromTokenizerJson(const std::string& path) {
   if (!vocab) return keyError(path, "model.vocab", "missing");
   if (!vocab->isObject()) return keyError(path, "model.vocab", "expected an object of ids");
   for (const auto& [token, id] : vocab->members()) {
-    if (!id.isInteger() || id.asInt64() < 0 || id.asInt64() >= INT32_MAX)
-      return keyError(path, "model.vocab", "the id of \"" + token + "\" is not a valid id");
+    if (!id.isInteger() || id.asInt64() < 0 || id.asInt64() > kMaxTokenId)
+      return keyError(path, "model.vocab",
+                      "the id of \"" + token + "\" is not an id in [0, " +
+                          std::to_string(kMaxTokenId) + "]");
     t.vocab_[token] = static_cast<int32_t>(id.asInt64());
   }
   WP_RETURN_IF_ERROR(readString(*model, "unk_token", t.unkToken_, path, "model."));
@@ -944,7 +950,9 @@ StatusOr<HfTokenizer> HfTokenizer::fromTokenizerJson(const std::string& path) {
       int64_t id = -1;
       WP_RETURN_IF_ERROR(readString(item, "content", content, path, at));
       WP_RETURN_IF_ERROR(readInt(item, "id", id, path, at));
-      if (id < 0 || id >= INT32_MAX) return keyError(path, at + "id", "missing");
+      if (id < 0 || id > kMaxTokenId)
+        return keyError(path, at + "id", "missing, or not an id in [0, " +
+                                              std::to_string(kMaxTokenId) + "]");
       WP_RETURN_IF_ERROR(readBool(item, "single_word", a.singleWord, path, at));
       WP_RETURN_IF_ERROR(readBool(item, "lstrip", a.lstrip, path, at));
       WP_RETURN_IF_ERROR(readBool(item, "rstrip", a.rstrip, path, at));

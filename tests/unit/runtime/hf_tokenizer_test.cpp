@@ -501,7 +501,18 @@ TEST_F(WordPieceFiles, ErrorsNameTheFileAndTheKey) {
     j.set("model", model);
   });
   e = loadError(badId);
-  EXPECT_EQ(e, badId + ": model.vocab: the id of \"[CLS]\" is not a valid id");
+  EXPECT_EQ(e, badId + ": model.vocab: the id of \"[CLS]\" is not an id in [0, 16777215]");
+
+  // The id → token tables are dense: an id of 2^31 - 2 would be 64 GiB of them.
+  std::string hugeId = variant("hugeid.json", [](JsonValue& j) {
+    JsonValue model = *j.find("model");
+    JsonValue vocab = *model.find("vocab");
+    vocab.set("[CLS]", JsonValue(int64_t{2147483646}));
+    model.set("vocab", vocab);
+    j.set("model", model);
+  });
+  e = loadError(hugeId);
+  EXPECT_EQ(e, hugeId + ": model.vocab: the id of \"[CLS]\" is not an id in [0, 16777215]");
 
   std::string notJson = dir_.file("broken.json");
   testing::writeBytes(notJson, "{\"model\": {\"type\": \"WordPiece\",}");
