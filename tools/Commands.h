@@ -10,8 +10,6 @@
 #ifndef TRANSFUSE_TOOLS_COMMANDS_H
 #define TRANSFUSE_TOOLS_COMMANDS_H
 
-#include "runtime/host/HfTokenizer.h"
-#include "runtime/host/Tokenizer.h"
 
 #include <array>
 #include <cstdint>
@@ -54,28 +52,6 @@ int runDemo(const Positional &positional, const Flags &flags);
 // EmbedCommands.cpp
 int runTokenize(const Positional &positional, const Flags &flags);
 int runEmbed(const Positional &positional, const Flags &flags);
-/// A Hugging Face tokenizer: `path` is a tokenizer.json, or a directory
-/// (a model's or an artifact's) with tokenizer.json, else vocab.txt and
-/// tokenizer_config.json's settings. Dies naming the file on error.
-::transfuse::rt::HfTokenizer loadTokenizer(const std::string &path);
-
-/// Text in and out through what a directory carries: its tokenizer.model
-/// (SentencePiece: Llama 2, Mistral; the family's <s>, tokenizer_config.json)
-/// when it has one, else loadTokenizer's (the template's specials).
-struct DirectoryTokenizer {
-  std::unique_ptr<::transfuse::rt::LlamaSentencePiece> spm;
-  std::optional<::transfuse::rt::HfTokenizer> json;
-
-  /// The ids of `text`, the conventions' specials added unless `plain`;
-  /// invalid UTF-8 (tokenizer.json) is an error naming the byte offset.
-  ::transfuse::rt::StatusOr<std::vector<int32_t>> encode(const std::string &text,
-                                                        bool plain = false) const;
-  /// The text of ids, special tokens dropped unless `keepSpecials`
-  /// (tokenizer.json only: SentencePiece always drops them).
-  std::string decode(const std::vector<int32_t> &ids, bool keepSpecials = false) const;
-  int32_t idOf(const std::string &token) const;
-};
-DirectoryTokenizer loadDirectoryTokenizer(const std::string &path);
 // ClassifyCommands.cpp
 int runClassify(const Positional &positional, const Flags &flags);
 

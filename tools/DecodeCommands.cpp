@@ -3,6 +3,7 @@
 #include "tools/DecodeCommands.h"
 
 #include "runtime/host/CompiledModel.h"
+#include "runtime/host/DirectoryTokenizer.h"
 #include "runtime/host/HfTokenizer.h"
 #include "runtime/host/Tokenizer.h"
 #include "runtime/host/Search.h"
@@ -121,53 +122,6 @@ Artifact loadArtifact(const std::vector<std::string> &positional,
 } // namespace
 
 namespace {
-/// Ids that end a continuation besides the manifest's EOS, from the files
-/// an artifact compiled from a Hugging Face directory carries: config.json's
-/// and generation_config.json's eos_token_id (an id or a list: Llama 3
-/// Instruct's <|end_of_text|> and <|eot_id|>), and tokenizer_config.json's
-/// eos_token through the tokenizer. A file that does not parse adds none
-/// (compile checked config.json; the others are hints).
-std::vector<int32_t> stopIds(const std::string &dir, const DirectoryTokenizer *tokenizer,
-                             int32_t eos) {
-  std::vector<int32_t> out;
-  auto add = [&](int64_t id) {
-    if (id >= 0 && id <= INT32_MAX && id != eos &&
-        std::find(out.begin(), out.end(), (int32_t)id) == out.end())
-      out.push_back((int32_t)id);
-  };
-  auto read = [&](const char *file) -> std::optional<llvm::json::Value> {
-    auto buffer = llvm::MemoryBuffer::getFile(dir + "/" + file);
-    if (!buffer)
-      return std::nullopt;
-    auto json = llvm::json::parse((*buffer)->getBuffer());
-    if (!json) {
-      llvm::consumeError(json.takeError());
-      return std::nullopt;
-    }
-    return std::move(*json);
-  };
-  for (const char *file : {"config.json", "generation_config.json"})
-    if (auto json = read(file); json && json->getAsObject())
-      if (const llvm::json::Value *v = json->getAsObject()->get("eos_token_id")) {
-        if (auto id = v->getAsInteger())
-          add(*id);
-        else if (const llvm::json::Array *list = v->getAsArray())
-          for (const llvm::json::Value &x : *list)
-            if (auto id = x.getAsInteger())
-              add(*id);
-      }
-  if (tokenizer)
-    if (auto json = read("tokenizer_config.json"); json && json->getAsObject())
-      if (const llvm::json::Value *v = json->getAsObject()->get("eos_token")) {
-        std::optional<llvm::StringRef> name = v->getAsString();
-        if (const llvm::json::Object *o = v->getAsObject())
-          name = o->getString("content");
-        if (name)
-          add(tokenizer->idOf(name->str()));
-      }
-  return out;
-}
-
 /// The search flags translate and generate share.
 rt::SearchOptions searchOptions(const std::map<std::string, std::string> &flags) {
   rt::SearchOptions o;
@@ -293,17 +247,17 @@ int mlir::transfuse::tools::runGenerate(const std::vector<std::string> &position
     a.ids.eos = (int32_t)intFlag(flags, "--eos-id", -1, 0, INT32_MAX);
   // Text goes through the tokenizer the artifact carries (compiled from a
   // Hugging Face directory that has one).
-  std::optional<DirectoryTokenizer> tokenizer;
+  std::optional<rt::DirectoryTokenizer> tokenizer;
   if (text) {
     if (!llvm::sys::fs::exists(a.dir + "/tokenizer.model") &&
         !llvm::sys::fs::exists(a.dir + "/tokenizer.json"))
       die("'" + a.dir + "' carries no tokenizer.json or tokenizer.model (compile a Hugging Face "
           "directory that has one, or give ids with --prompt-ids)");
-    tokenizer = loadDirectoryTokenizer(a.dir);
+    tokenizer = orDie(rt::DirectoryTokenizer::load(a.dir));
   }
   // EOS as given, or every id the directory says ends a sequence.
   if (!flags.count("--eos-id") && a.ids.eos >= 0)
-    o.stopIds = stopIds(a.dir, tokenizer ? &*tokenizer : nullptr, a.ids.eos);
+    o.stopIds = rt::stopIds(a.dir, tokenizer ? &*tokenizer : nullptr, a.ids.eos);
   auto generator = orDie(rt::Generator::create(*a.model, a.ids));
   const char *source = file ? (text ? "--prompt-file" : "--prompt-ids-file")
                             : (text ? "--prompt" : "--prompt-ids");

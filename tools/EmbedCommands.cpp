@@ -23,6 +23,7 @@
 #include "runtime/Json.h"
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/Corpus.h"
+#include "runtime/host/DirectoryTokenizer.h"
 #include "runtime/host/HfTokenizer.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -48,53 +49,6 @@ std::string join(llvm::StringRef dir, llvm::StringRef name) {
   llvm::sys::path::append(path, name);
   return path.str().str();
 }
-
-} // namespace
-
-rt::HfTokenizer mlir::transfuse::tools::loadTokenizer(const std::string &dir) {
-  if (!llvm::sys::fs::is_directory(dir)) {
-    if (!llvm::sys::fs::exists(dir))
-      die("'" + dir + "': no such tokenizer.json or directory");
-    return orDie(rt::HfTokenizer::fromTokenizerJson(dir));
-  }
-  if (llvm::sys::fs::exists(join(dir, "tokenizer.json")))
-    return orDie(rt::HfTokenizer::fromTokenizerJson(join(dir, "tokenizer.json")));
-  if (!llvm::sys::fs::exists(join(dir, "vocab.txt")))
-    die("'" + dir + "' has no tokenizer (tokenizer.json or vocab.txt)");
-  rt::WordPieceOptions options;
-  if (llvm::sys::fs::exists(join(dir, "tokenizer_config.json")))
-    options = orDie(rt::readTokenizerConfig(join(dir, "tokenizer_config.json")));
-  return orDie(rt::HfTokenizer::fromVocabTxt(join(dir, "vocab.txt"), options));
-}
-
-DirectoryTokenizer mlir::transfuse::tools::loadDirectoryTokenizer(const std::string &path) {
-  DirectoryTokenizer t;
-  if (llvm::sys::fs::is_directory(path) && llvm::sys::fs::exists(join(path, "tokenizer.model")))
-    t.spm = orDie(rt::LlamaSentencePiece::load(path));
-  else
-    t.json = loadTokenizer(path);
-  return t;
-}
-
-rt::StatusOr<std::vector<int32_t>> DirectoryTokenizer::encode(const std::string &text,
-                                                            bool plain) const {
-  if (spm)
-    return plain ? spm->encode(text) : spm->encodePrompt(text);
-  auto e = json->encode(text, nullptr, 0, true, !plain);
-  if (!e.isOk())
-    return e.status();
-  return std::move(e->ids);
-}
-
-std::string DirectoryTokenizer::decode(const std::vector<int32_t> &ids, bool keepSpecials) const {
-  return spm ? spm->decode(ids) : json->decode(ids, !keepSpecials);
-}
-
-int32_t DirectoryTokenizer::idOf(const std::string &token) const {
-  return spm ? spm->pieceId(token) : json->idOf(token);
-}
-
-namespace {
 
 /// sentence_bert_config.json's max_seq_length, or 0.
 int64_t sentenceMaxLength(const std::string &dir) {
@@ -203,7 +157,7 @@ int tools::runEmbed(const Positional &positional, const Flags &flags) {
   int64_t maxLength = (*specs)[0].maxShape[1];
   if (int64_t s = sentenceMaxLength(m.dir); s > 0)
     maxLength = std::min(maxLength, s);
-  const rt::HfTokenizer tokenizer = loadTokenizer(m.dir);
+  const rt::HfTokenizer tokenizer = orDie(rt::loadHfTokenizer(m.dir));
   if (tokenizer.modelMaxLength() > 0)
     maxLength = std::min(maxLength, tokenizer.modelMaxLength());
 
@@ -275,7 +229,7 @@ int mlir::transfuse::tools::runTokenize(const Positional &positional, const Flag
   if (positional.size() != 1)
     die("tokenize expects one tokenizer: a tokenizer.json, or a directory that holds one (or a "
         "tokenizer.model)");
-  const DirectoryTokenizer tokenizer = loadDirectoryTokenizer(positional[0]);
+  const rt::DirectoryTokenizer tokenizer = orDie(rt::DirectoryTokenizer::load(positional[0]));
   const std::string input = flag(flags, "--input");
   const std::string name = input.empty() || input == "-" ? "<stdin>" : input;
   std::vector<std::string> lines;

@@ -46,6 +46,7 @@ struct CompiledModel::Api {
   int32_t (*stateCopy)(tf_state*, const tf_state*, tf_error*) = nullptr;
   int32_t (*runWithState)(tf_model*, int32_t, tf_state*, const tf_tensor*, int32_t,
                           const tf_tensor*, int32_t, tf_error*) = nullptr;
+  int32_t (*entryUsesState)(const tf_model*, int32_t) = nullptr;
   // ABI 2: parameters and training.
   int32_t (*numParams)(const tf_model*) = nullptr;
   int32_t (*paramInfo)(const tf_model*, int32_t, tf_param_info*, tf_error*) = nullptr;
@@ -143,6 +144,7 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::load(const std::string& 
   TF_RESOLVE(stateReorder, "tf_state_reorder")
   TF_RESOLVE(stateCopy, "tf_state_copy")
   TF_RESOLVE(runWithState, "tf_model_run_with_state")
+  TF_RESOLVE(entryUsesState, "tf_model_entry_uses_state")
   TF_RESOLVE(numParams, "tf_model_num_params")
   TF_RESOLVE(paramInfo, "tf_model_param_info")
   TF_RESOLVE(paramRead, "tf_model_param_read")
@@ -227,42 +229,76 @@ StatusOr<std::map<std::string, Tensor>> CompiledModel::run(
 Status CompiledModel::runInto(const std::string& entry,
                               const std::map<std::string, Tensor>& inputs,
                               std::map<std::string, Tensor>& outputs, ModelState* state) {
+  std::vector<TensorView> in;
+  in.reserve(inputs.size());
+  for (const auto& [name, t] : inputs)
+    in.push_back({name, t.dtype, t.shape, const_cast<uint8_t*>(t.bytes.data())});
+  StatusOr<std::vector<TensorSpec>> shapes = outputShapes(entry, in);
+  if (!shapes.isOk()) return shapes.status();
+  std::vector<TensorView> out;
+  for (TensorSpec& spec : *shapes) {
+    auto it = outputs.find(spec.name);
+    if (it == outputs.end() || it->second.dtype != spec.dtype || it->second.shape != spec.shape)
+      it = outputs.insert_or_assign(spec.name, Tensor::zeros(spec.dtype, spec.shape)).first;
+    out.push_back({spec.name, spec.dtype, spec.shape, it->second.bytes.data()});
+  }
+  return runViews(entry, in, out, state);
+}
+
+namespace {
+std::vector<tf_tensor> toTf(const std::vector<CompiledModel::TensorView>& views) {
+  std::vector<tf_tensor> out;
+  out.reserve(views.size());
+  for (const CompiledModel::TensorView& v : views)
+    out.push_back(tf_tensor{v.name.c_str(), static_cast<int32_t>(v.dtype),
+                            static_cast<int32_t>(v.shape.size()), v.shape.data(), v.data,
+                            TF_DEVICE_CPU});
+  return out;
+}
+}  // namespace
+
+StatusOr<std::vector<TensorSpec>> CompiledModel::outputShapes(
+    const std::string& entry, const std::vector<TensorView>& inputs) const {
   int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
   if (e < 0) return unknownEntry(library_, entry, entryPoints());
   std::vector<tf_tensor> in = toTf(inputs);
-  const int32_t numIn = static_cast<int32_t>(in.size());
-  int32_t numOut = api_->numOutputs(asModel(model_), e);
-  std::vector<std::string> names;
+  const int32_t numOut = api_->numOutputs(asModel(model_), e);
+  std::vector<TensorSpec> specs;
+  specs.reserve(numOut);
   for (int32_t i = 0; i < numOut; ++i) {
     tf_tensor_spec spec{};
     tf_error err{};
     if (api_->outputSpec(asModel(model_), e, i, &spec, &err) != 0)
       return Status::error("entry point '" + entry + "': " + err.message);
-    std::vector<int64_t> shape(spec.rank > 0 ? spec.rank : 0);
-    if (api_->outputShape(asModel(model_), e, in.data(), numIn, i, shape.data(), &err) != 0)
+    specs.push_back(fromTf(spec));
+    if (api_->outputShape(asModel(model_), e, in.data(), static_cast<int32_t>(in.size()), i,
+                          specs.back().shape.data(), &err) != 0)
       return Status::error("entry point '" + entry + "': " + err.message);
-    names.push_back(spec.name ? spec.name : "");
-    auto dtype = static_cast<DType>(spec.dtype);
-    auto it = outputs.find(names.back());
-    if (it == outputs.end() || it->second.dtype != dtype || it->second.shape != shape)
-      outputs[names.back()] = Tensor::zeros(dtype, std::move(shape));
   }
-  std::vector<tf_tensor> out;
-  for (const std::string& name : names) {
-    Tensor& t = outputs[name];
-    out.push_back(tf_tensor{name.c_str(), static_cast<int32_t>(t.dtype),
-                            static_cast<int32_t>(t.shape.size()), t.shape.data(), t.bytes.data(), TF_DEVICE_CPU});
-  }
-  tf_error err{};
+  return specs;
+}
+
+Status CompiledModel::runViews(const std::string& entry, const std::vector<TensorView>& inputs,
+                               const std::vector<TensorView>& outputs, ModelState* state) {
+  int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
+  if (e < 0) return unknownEntry(library_, entry, entryPoints());
   if (state && state->model_ != this)
     return Status::error("entry point '" + entry + "': the state belongs to another model");
+  std::vector<tf_tensor> in = toTf(inputs), out = toTf(outputs);
+  tf_error err{};
   const int32_t rc =
       state ? api_->runWithState(asModel(model_), e, static_cast<tf_state*>(state->state_),
-                                 in.data(), numIn, out.data(), static_cast<int32_t>(out.size()), &err)
-            : api_->run(asModel(model_), e, in.data(), numIn, out.data(),
-                        static_cast<int32_t>(out.size()), &err);
+                                 in.data(), static_cast<int32_t>(in.size()), out.data(),
+                                 static_cast<int32_t>(out.size()), &err)
+            : api_->run(asModel(model_), e, in.data(), static_cast<int32_t>(in.size()),
+                        out.data(), static_cast<int32_t>(out.size()), &err);
   if (rc != 0) return Status::error("entry point '" + entry + "': " + err.message);
   return Status::ok();
+}
+
+bool CompiledModel::usesState(const std::string& entry) const {
+  int32_t e = api_->findEntryPoint(asModel(model_), entry.c_str());
+  return e >= 0 && api_->entryUsesState(asModel(model_), e) == 1;
 }
 
 std::vector<TensorSpec> CompiledModel::states() const {

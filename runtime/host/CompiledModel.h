@@ -82,6 +82,24 @@ public:
   Status runInto(const std::string& entry, const std::map<std::string, Tensor>& inputs,
                  std::map<std::string, Tensor>& outputs, ModelState* state = nullptr);
 
+  // The same on tensors the caller holds in place (bindings: NumPy arrays and
+  // PyTorch tensors read and written without a copy). outputShapes gives
+  // every output's spec with its shape for these inputs (validated as run
+  // validates them); runViews writes into `outputs`, one per output, of
+  // those shapes.
+  struct TensorView {
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+    void* data = nullptr;
+  };
+  StatusOr<std::vector<TensorSpec>> outputShapes(const std::string& entry,
+                                                 const std::vector<TensorView>& inputs) const;
+  Status runViews(const std::string& entry, const std::vector<TensorView>& inputs,
+                  const std::vector<TensorView>& outputs, ModelState* state = nullptr);
+  // Whether `entry` reads and writes state (and so needs a ModelState).
+  bool usesState(const std::string& entry) const;
+
   // The model's state tensors (their max_shape is the capacity), and a new
   // state holding them.
   std::vector<TensorSpec> states() const;

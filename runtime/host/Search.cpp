@@ -265,6 +265,7 @@ StatusOr<std::vector<std::vector<Hypothesis>>> search(StepModel& model,
   std::vector<int32_t> last, banned;
   std::vector<int64_t> sourceRows;
   for (int64_t step = 0; !rows.empty(); ++step) {
+    if (o.stop && o.stop()) return Status::error("interrupted");
     const int64_t r = (int64_t)rows.size();
     last.clear();
     sourceRows.clear();

@@ -71,6 +71,9 @@ struct SearchOptions {
   // Beam 1 (greedy or sampling): called with a sentence's line and each
   // token as the search appends it (EOS not), as it is produced.
   std::function<void(int64_t line, int32_t token)> onToken;
+  // Asked before every step (a binding's Ctrl-C): true ends the search with
+  // the error "interrupted"; the model and its state stay usable.
+  std::function<bool()> stop;
 };
 
 struct Hypothesis {

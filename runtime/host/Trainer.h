@@ -198,6 +198,9 @@ struct TrainerCallbacks {
   std::function<StatusOr<Validation>()> validate;
   std::function<void(int64_t epoch, int64_t step, const Validation&)> onValidation;
   std::function<void(const std::string& checkpoint, int64_t step)> onCheckpoint;
+  // Asked before every step (a binding's Ctrl-C): true ends run() with the
+  // error "interrupted", the last step taken and checkpointed as usual.
+  std::function<bool()> stop;
 };
 
 struct ResumePoint {
