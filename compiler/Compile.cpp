@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Compiler.h"
+#include "compiler/Graph.h"
 #include "compiler/Support.h"
 
 #include "codegen/lowering/Lowering.h"
@@ -46,7 +47,7 @@ struct Cleanup {
   void removeAll() const {
     for (const char *f : {"model.cpp", "model.h", "libmodel.so", "libmodel.a", "model",
                           "model.o", "build.log", "model.mlir", "kernels.mlir", "manifest.json",
-                          "report.json", kCarriedWeights})
+                          "report.json", "graph.before.dot", "graph.after.dot", kCarriedWeights})
       llvm::sys::fs::remove(dir + "/" + f);
     for (const char *f : kCarriedFiles)
       if (carries)
@@ -88,7 +89,8 @@ llvm::Expected<Emit> compiler::parseEmit(StringRef name) {
   if (name == "shared") return Emit::kShared;
   if (name == "static") return Emit::kStatic;
   if (name == "exe") return Emit::kExecutable;
-  return error("--emit " + name + " is not one of mlir, kernels, cpp, shared, static, exe");
+  if (name == "dot") return Emit::kDot;
+  return error("--emit " + name + " is not one of mlir, kernels, cpp, shared, static, exe, dot");
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>> compiler::loadDefinition(MLIRContext &context, StringRef path,
@@ -154,17 +156,19 @@ llvm::Expected<Artifact> compiler::compile(ModuleOp module, StringRef dir,
   const emit::Backend &backend = *emit::backendOf(build);
   Artifact artifact;
   artifact.dir = dir.str();
+  const std::string graphBefore = graphDot(module, nullptr);
   PassManager pm(module.getContext());
   buildCompilePipeline(pm, options.strategy, &artifact.report, train);
   if (llvm::Error e = runPasses(pm, module, "the compile pipeline"))
     return std::move(e);
+  const std::string graphAfter = graphDot(module, &artifact.report);
   auto mi = extractInterface(module);
   if (!mi)
     return mi.takeError();
   if (build.bf16)
     *mi = emit::bf16Interface(std::move(*mi));
   OwningOpRef<ModuleOp> kernels;
-  if (emit != Emit::kMlir) {
+  if (emit != Emit::kMlir && emit != Emit::kDot) {
     auto lowered = lowerToKernels(module, build.target);
     if (!lowered)
       return lowered.takeError();
@@ -185,10 +189,18 @@ llvm::Expected<Artifact> compiler::compile(ModuleOp module, StringRef dir,
   if (llvm::Error e = writeMlirArtifact(module, kernels ? *kernels : ModuleOp(), *mi, dir,
                                        options.strategy.str(), artifact.report.toJson()))
     return std::move(e);
+  for (auto [name, text] : {std::pair{"graph.before.dot", &graphBefore},
+                             std::pair{"graph.after.dot", &graphAfter}}) {
+    std::error_code wec;
+    llvm::raw_fd_ostream os((dir + "/" + name).str(), wec);
+    if (wec)
+      return error("cannot write '" + dir + "/" + name + "': " + wec.message());
+    os << *text;
+  }
   static const char *products[] = {"model.mlir", "kernels.mlir", "", "libmodel.so", "libmodel.a",
-                                   "model"};
+                                   "model", "graph.after.dot"};
   artifact.product = emit == Emit::kCpp ? backend.sourceFile().str() : products[(int)emit];
-  if (emit != Emit::kMlir && emit != Emit::kKernels) {
+  if (emit != Emit::kMlir && emit != Emit::kKernels && emit != Emit::kDot) {
     auto source = emit::generateSource(*kernels, *mi, options.strategy.str(), build);
     if (!source)
       return source.takeError();

@@ -29,7 +29,9 @@
 
 namespace mlir::transfuse::compiler {
 
-enum class Emit { kMlir, kKernels, kCpp, kShared, kStatic, kExecutable };
+/// What `compile` writes besides model.mlir, manifest.json, report.json and
+/// the graphs (graph.before.dot, graph.after.dot): kDot nothing more.
+enum class Emit { kMlir, kKernels, kCpp, kShared, kStatic, kExecutable, kDot };
 
 /// A fresh directory in the system's temporary folder, removed with its
 /// contents when this object is destroyed (benchmarks and stress runs compile
@@ -49,7 +51,7 @@ private:
   std::string path_;
 };
 
-/// Parses "mlir", "kernels", "cpp", "shared" (libmodel.so), "static", "exe".
+/// Parses "mlir", "kernels", "cpp", "shared" (libmodel.so), "static", "exe", "dot".
 llvm::Expected<Emit> parseEmit(llvm::StringRef name);
 
 /// Weights for `mi`: bound by name from a safetensors file (what binding

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: install what is missing, build, and run every
-# test (GoogleTest, lit, the NumPy oracle, the PyTorch check).
+# test (GoogleTest, lit, the NumPy oracle, the PyTorch check; then the Python
+# package's pytest suite).
 #   bash scripts/test.sh                               build/, every test
 #   bash scripts/test.sh --sanitize address,undefined  build-asan/, every test under
 #                                                      ASan + UBSan (compiled artifacts too)
@@ -18,7 +19,13 @@ fi
 bash scripts/install-deps.sh --test
 if [[ -z "$sanitize" ]]; then
   bash scripts/build.sh
-  exec ctest --test-dir build --output-on-failure -j 2 "$@"
+  ctest --test-dir build --output-on-failure -j 2 "$@"
+  # The Python package's tests (python/tests, pytest) on the package in
+  # build/python; only with the whole suite (no ctest arguments).
+  (($#)) && exit 0
+  pyvenv="${XDG_CACHE_HOME:-$HOME/.cache}/transfuse/python-venv"
+  exec env PYTHONPATH="$PWD/build/python" "$pyvenv/bin/python" -m pytest -q -p no:cacheprovider \
+    python/tests
 fi
 if [[ "$sanitize" == thread ]]; then
   # Only what the concurrency tests run (the driver, which builds the

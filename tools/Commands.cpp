@@ -25,7 +25,7 @@ const std::vector<Command> kCommands = {
                          "inference and --train; docs/cuda.md)"},
     {"--dtype", "T", "f32 (default), or bf16 with --target cuda: tensors and weights "
                      "stored as bf16, arithmetic in fp32 (inference)"},
-    {"--emit", "KIND", "shared (default: libmodel.so), static (libmodel.a), exe, cpp, kernels or mlir"},
+    {"--emit", "KIND", "shared (default: libmodel.so), static (libmodel.a), exe, cpp, kernels, mlir, or dot (the graphs only: graph.before.dot and graph.after.dot, which every kind writes)"},
     {"--cxx", "PATH", "C++ compiler for the artifact (default: $TRANSFUSE_CXX, else clang++-22)"},
     {"--verify", nullptr, "run the compiled model against the reference backend, random "
                           "weights and padded inputs; exit 1 past the tolerance"},

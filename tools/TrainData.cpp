@@ -30,33 +30,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// token conventions).
+/// The example of a pair (tgt null: a decoder_only line) by the config's
+/// token conventions.
 rt::Example makeExample(const ModelConfig &c, const std::vector<int32_t> &src,
                         const std::vector<int32_t> *tgt) {
-  rt::Example e;
-  if (c.isDecoderOnly()) {
-    std::vector<int32_t> seq;
-    if (c.bosId)
-      seq.push_back((int32_t)*c.bosId);
-    seq.insert(seq.end(), src.begin(), src.end());
-    if (c.eosId)
-      seq.push_back((int32_t)*c.eosId);
-    if (seq.size() >= 2) {
-      e.in.assign(seq.begin(), seq.end() - 1);
-      e.labels.assign(seq.begin() + 1, seq.end());
-    }
-    return e;
-  }
-  const int32_t bos = (int32_t)*c.bosId, eos = (int32_t)*c.eosId;
-  if (c.sourceBos)
-    e.src.push_back(bos);
-  e.src.insert(e.src.end(), src.begin(), src.end());
-  e.src.push_back(eos);
-  e.in.push_back(bos);
-  e.in.insert(e.in.end(), tgt->begin(), tgt->end());
-  e.labels.assign(tgt->begin(), tgt->end());
-  e.labels.push_back(eos);
-  return e;
+  rt::TokenIds ids;
+  ids.bos = c.bosId ? (int32_t)*c.bosId : -1;
+  ids.eos = c.eosId ? (int32_t)*c.eosId : -1;
+  ids.sourceBos = c.sourceBos;
+  return rt::makeExample(ids, src, c.isDecoderOnly() ? nullptr : tgt);
 }
 
 /// The sentences of `path` as ids: lines of ids, or text through the tokenizer.

@@ -51,6 +51,30 @@ std::string momentName(const CompiledModel::ParamInfo& p) {
 
 }  // namespace
 
+Example makeExample(const TokenIds& ids, const std::vector<int32_t>& src,
+                    const std::vector<int32_t>* tgt) {
+  Example e;
+  if (!tgt) {
+    std::vector<int32_t> seq;
+    if (ids.bos >= 0) seq.push_back(ids.bos);
+    seq.insert(seq.end(), src.begin(), src.end());
+    if (ids.eos >= 0) seq.push_back(ids.eos);
+    if (seq.size() >= 2) {
+      e.in.assign(seq.begin(), seq.end() - 1);
+      e.labels.assign(seq.begin() + 1, seq.end());
+    }
+    return e;
+  }
+  if (ids.sourceBos) e.src.push_back(ids.bos);
+  e.src.insert(e.src.end(), src.begin(), src.end());
+  e.src.push_back(ids.eos);
+  e.in.push_back(ids.bos);
+  e.in.insert(e.in.end(), tgt->begin(), tgt->end());
+  e.labels.assign(tgt->begin(), tgt->end());
+  e.labels.push_back(ids.eos);
+  return e;
+}
+
 double learningRate(const AdamOptions& o, int64_t step) {
   const double s = static_cast<double>(step);
   return o.lrFactor / std::sqrt(static_cast<double>(o.dModel)) *

@@ -16,6 +16,7 @@
 #include "runtime/Tensor.h"
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/Corpus.h"
+#include "runtime/host/Search.h"
 
 #include <chrono>
 #include <cstdint>
@@ -110,6 +111,13 @@ struct Example {
   std::vector<int32_t> src, in, labels;
   int64_t line = 0;  // in the files, from 1
 };
+
+// The example of a sentence pair (tgt null: a decoder_only model's line),
+// by those conventions and `ids` (ids.sourceBos: the source starts with
+// BOS). A decoder_only line of fewer than 2 tokens with its specials gives
+// empty `in` and `labels`.
+Example makeExample(const TokenIds& ids, const std::vector<int32_t>& src,
+                    const std::vector<int32_t>* tgt);
 
 // What the Trainer trains on: examples, the sizes each takes in a batch
 // (what batching by tokens counts), and the inputs of a batch of them.
