@@ -370,11 +370,7 @@ public:
       nb::gil_scoped_release released;
       std::lock_guard<std::mutex> lock(decodeMutex_);
       status = [&]() -> rt::Status {
-        if (!translator_) {
-          auto t = rt::Translator::create(*model_, tokenIds());
-          if (!t.isOk()) return t.status();
-          translator_ = std::move(*t);
-        }
+        if (rt::Status s = ensureTranslator(); !s.isOk()) return s;
         const int64_t batch = batchSize.value_or(defaultBatch(translator_->rows(), o.beam));
         if (batch < 1 || batch * o.beam > translator_->rows())
           return rt::Status::error("batch_size " + std::to_string(batch) + " with beam " +
@@ -408,11 +404,7 @@ public:
       nb::gil_scoped_release released;
       std::lock_guard<std::mutex> lock(decodeMutex_);
       status = [&]() -> rt::Status {
-        if (!translator_) {
-          auto t = rt::Translator::create(*model_, tokenIds());
-          if (!t.isOk()) return t.status();
-          translator_ = std::move(*t);
-        }
+        if (rt::Status s = ensureTranslator(); !s.isOk()) return s;
         const int64_t batch = batchSize.value_or(std::min<int64_t>(32, translator_->rows()));
         if (batch < 1 || batch > translator_->rows())
           return rt::Status::error("batch_size " + std::to_string(batch) + " is not in [1, " +
@@ -589,6 +581,16 @@ public:
   CompiledModel& model() { return *model_; }
 
 private:
+  // The Translator over this model's KV cache, created on first use (the
+  // caller holds decodeMutex_).
+  rt::Status ensureTranslator() {
+    if (translator_) return rt::Status::ok();
+    auto t = rt::Translator::create(*model_, tokenIds());
+    if (!t.isOk()) return t.status();
+    translator_ = std::move(*t);
+    return rt::Status::ok();
+  }
+
   rt::TokenIds tokenIds() const {
     if (manifest_.empty()) throw Error("the model was loaded without its manifest.json");
     return check(rt::readTokenIds(manifest_));
