@@ -672,6 +672,10 @@ void bindRuntime(nb::module_& m) {
       .def("id_of", &Tokenizer::idOf, nb::arg("token"))
       .def("model_max_length", &Tokenizer::modelMaxLength)
       .def("stop_ids", &Tokenizer::stopIds, nb::arg("dir"), nb::arg("eos"));
+  m.def(
+      "_stop_ids", [](const std::string& dir, int32_t eos) { return rt::stopIds(dir, nullptr, eos); },
+      nb::arg("dir"), nb::arg("eos"),
+      "Ids besides `eos` that end a continuation, as the directory's config files say.");
   m.def("_last_run_pointers", [] { return lastPointers; },
         "The data pointers of this thread's last run by tensor name (the zero-copy tests).");
 }

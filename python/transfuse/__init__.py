@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from . import _transfuse
 from ._transfuse import CompileError, Error, InputError
@@ -25,9 +25,6 @@ __all__ = [
     "CompileError", "Error", "InputError", "Model", "Trainer", "compile", "load",
     "fusion_report", "graph",
 ]
-
-PathLike = "str | os.PathLike[str]"
-
 
 def _is_mlir_text(text: str) -> bool:
     return "\n" in text or text.lstrip().startswith(("module", "func.func", "#", "//"))
@@ -206,8 +203,7 @@ class Model:
     def _text_in(self, lines: Sequence[Any], kind: str) -> "tuple[list, Any]":
         if all(isinstance(x, str) for x in lines) and lines:
             tok = self.tokenizer(kind)
-            return [tok.encode(x, kind != "marian") if kind != "marian" else tok.encode(x)
-                    for x in lines], tok
+            return [tok.encode(x) for x in lines], tok
         return [list(map(int, x)) for x in lines], None
 
     def translate(self, sources: "Sequence[str] | Sequence[Sequence[int]]", *, beam: int = 1,
@@ -252,12 +248,8 @@ class Model:
                        seed=seed)
         eos = self._native.token_ids()["eos"]
         if eos_id is None and eos >= 0:
-            stops_from = tok if tok is not None else None
-            if stops_from is not None:
-                options["stop_ids"] = stops_from.stop_ids(self.dir, eos)
-            elif any(os.path.exists(os.path.join(self.dir, f))
-                     for f in ("config.json", "generation_config.json")):
-                options["stop_ids"] = _stop_ids_without_tokenizer(self.dir, eos)
+            options["stop_ids"] = (tok.stop_ids(self.dir, eos) if tok is not None
+                                   else _transfuse._stop_ids(self.dir, eos))
         result = self._native.generate(ids, options, eos_id, batch_size)
         return _results(result, tok, n_best > 1 or return_scores)
 
@@ -307,20 +299,6 @@ class Model:
                 out = np.zeros((len(ids), e.shape[1]), np.float32)
             out[part] = e
         return out if out is not None else np.zeros((0, 0), np.float32)
-
-
-def _stop_ids_without_tokenizer(dir: str, eos: int) -> "list[int]":
-    out: list = []
-    for name in ("config.json", "generation_config.json"):
-        try:
-            with open(os.path.join(dir, name)) as f:
-                v = json.load(f).get("eos_token_id")
-        except (OSError, ValueError, AttributeError):
-            continue
-        for i in (v if isinstance(v, list) else [v]):
-            if isinstance(i, int) and 0 <= i < 2**31 and i != eos and i not in out:
-                out.append(i)
-    return out
 
 
 def _results(result: list, tok: Any, full: bool) -> list:
