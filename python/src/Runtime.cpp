@@ -29,6 +29,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -320,6 +321,32 @@ public:
     check(status);
     raisePendingSignals();
     return result;
+  }
+
+  // Seconds for `iterations` runs of `entry` through the C ABI on inputs
+  // read once and outputs allocated once: the baseline that
+  // bench/python_overhead.py subtracts from run()'s time per call.
+  double timeRuns(const std::string& entry, const nb::dict& given, int64_t iterations) {
+    Inputs in = readInputs(given);
+    std::vector<rt::TensorSpec> specs = check<InputError>(model_->outputShapes(entry, in.views));
+    std::vector<nb::object> arrays;
+    std::vector<CompiledModel::TensorView> out;
+    for (rt::TensorSpec& s : specs) {
+      void* data = nullptr;
+      arrays.push_back(newArray(s.dtype, s.shape, &data));
+      out.push_back({s.name, s.dtype, std::move(s.shape), data});
+    }
+    rt::Status status;
+    double seconds = 0;
+    {
+      nb::gil_scoped_release released;
+      const auto start = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < iterations && status.isOk(); ++i)
+        status = model_->runViews(entry, in.views, out);
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    check(status);
+    return seconds;
   }
 
   // Parameters: (name, role, shape) rows; roles 0 weight, 1 Adam's m, 2 v.
@@ -652,6 +679,8 @@ void bindRuntime(nb::module_& m) {
       .def_prop_ro("threads", &Model::threads)
       .def("signature", &Model::signature, nb::arg("entry"))
       .def("run", &Model::run, nb::arg("entry"), nb::arg("inputs"))
+      .def("_time_runs", &Model::timeRuns, nb::arg("entry"), nb::arg("inputs"),
+           nb::arg("iterations"))
       .def("parameters", &Model::parameters)
       .def("read_param", &Model::readParam, nb::arg("name"), nb::arg("role"))
       .def("write_param", &Model::writeParam, nb::arg("name"), nb::arg("role"), nb::arg("value"))
