@@ -512,8 +512,12 @@ public:
   }
 
   // --- training: the Trainer over this model's compiled train step.
+  // `validate` (None, or a callable returning {"loss", "bleu"?, "accuracy"?})
+  // runs at each epoch's end, its loss ranking checkpoints; `onValidation`
+  // gets {"epoch", "step", "valid_loss", ...} after it.
   nb::dict train(const IdLists& sources, const std::optional<IdLists>& targets,
-                 const nb::dict& options, nb::object onStep, bool resume) {
+                 const nb::dict& options, nb::object onStep, nb::object validate,
+                 nb::object onValidation, bool resume) {
     const rt::TokenIds ids = tokenIds();
     rt::TrainingData data;
     data.decoderOnly = !targets.has_value();
@@ -572,6 +576,39 @@ public:
         d["tokens_per_s"] = r.tokensPerSecond;
         try {
           onStep(d);
+        } catch (nb::python_error& e) {
+          callbackError.emplace(std::move(e));
+        }
+      };
+    if (!validate.is_none())
+      callbacks.validate = [&]() -> rt::StatusOr<rt::Validation> {
+        nb::gil_scoped_acquire gil;
+        rt::Validation v;
+        try {
+          nb::dict d = nb::cast<nb::dict>(validate());
+          v.loss = nb::cast<double>(d["loss"]);
+          if (d.contains("bleu")) v.bleu = nb::cast<double>(d["bleu"]);
+          if (d.contains("accuracy")) v.accuracy = nb::cast<double>(d["accuracy"]);
+        } catch (nb::python_error& e) {
+          callbackError.emplace(std::move(e));
+          return rt::Status::error("validation failed");
+        } catch (const std::exception& e) {
+          return rt::Status::error(std::string("validation: ") + e.what());
+        }
+        return v;
+      };
+    if (!onValidation.is_none())
+      callbacks.onValidation = [&](int64_t epoch, int64_t step, const rt::Validation& v) {
+        nb::gil_scoped_acquire gil;
+        if (callbackError) return;
+        nb::dict d;
+        d["epoch"] = epoch;
+        d["step"] = step;
+        d["valid_loss"] = v.loss;
+        if (v.bleu) d["valid_bleu"] = *v.bleu;
+        if (v.accuracy) d["valid_accuracy"] = *v.accuracy;
+        try {
+          onValidation(d);
         } catch (nb::python_error& e) {
           callbackError.emplace(std::move(e));
         }
@@ -692,7 +729,8 @@ void bindRuntime(nb::module_& m) {
            nb::arg("eos").none(), nb::arg("batch_size").none())
       .def("token_ids", &Model::tokenIdsDict)
       .def("train", &Model::train, nb::arg("sources"), nb::arg("targets").none(),
-           nb::arg("options"), nb::arg("on_step").none(), nb::arg("resume"));
+           nb::arg("options"), nb::arg("on_step").none(), nb::arg("validate").none(),
+           nb::arg("on_validation").none(), nb::arg("resume"));
   nb::class_<Tokenizer>(m, "_Tokenizer")
       .def(nb::init<const std::string&, const std::string&>(), nb::arg("dir"), nb::arg("kind"))
       .def("encode", &Tokenizer::encode, nb::arg("text"), nb::arg("specials") = true,

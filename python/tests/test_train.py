@@ -1,8 +1,10 @@
 """A short training run from Python equals `transfuse train` bit for bit, and
 resumes bit for bit."""
 
+import _thread
 import json
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -72,3 +74,64 @@ def test_resume_is_bit_exact_and_callbacks_may_stop(tmp_path):
         transfuse.Trainer(third, **OPTIONS, on_step=fail).fit(src, tgt)
     with pytest.raises(transfuse.Error, match="training build"):
         transfuse.Trainer(transfuse.compile(CONFIG, max_batch=2))
+
+
+def test_validation_and_the_log_equal_the_cli(tmp_path):
+    src, tgt = corpus(seed=2)
+    vsrc, vtgt = corpus(n=9, seed=3)
+    for name, rows in (("s", src), ("t", tgt), ("vs", vsrc), ("vt", vtgt)):
+        write_ids(tmp_path / f"{name}.ids", rows)
+    cli("train", CONFIG, "--src-train", tmp_path / "s.ids", "--tgt-train", tmp_path / "t.ids",
+        "--src-valid", tmp_path / "vs.ids", "--tgt-valid", tmp_path / "vt.ids",
+        "--epochs", 2, "--batch-tokens", 48, "--warmup", 3, "--seed", 7, "--fusion", "all",
+        "--checkpoint-dir", tmp_path / "cli", "--keep", 1, "--log-json", tmp_path / "cli.jsonl")
+    expected = [json.loads(l) for l in (tmp_path / "cli.jsonl").read_text().splitlines()]
+
+    model = transfuse.compile(CONFIG, tmp_path / "py-model", train=True, seed=7, max_batch=48)
+    seen = []
+    trainer = transfuse.Trainer(model, batch_tokens=48, warmup=3, seed=7, epochs=2,
+                                checkpoint_dir=tmp_path / "py", keep=1, valid=(vsrc, vtgt),
+                                log_json=tmp_path / "py.jsonl", on_validation=seen.append)
+    trainer.fit(src, tgt)
+    got = [json.loads(l) for l in (tmp_path / "py.jsonl").read_text().splitlines()]
+    assert len(got) == len(expected) and len(seen) == 2
+    for g, e in zip(got, expected):
+        assert g.keys() == e.keys()
+        # Every field but the wall-clock rate equals the CLI's (JSON's
+        # decimal forms of the same doubles).
+        for key in g.keys() - {"tokens_per_s"}:
+            assert g[key] == pytest.approx(e[key], rel=1e-15, abs=0), key
+    valid = [r for r in got if "valid_loss" in r]
+    assert [v["epoch"] for v in valid] == [1, 2]
+    assert [s["valid_loss"] for s in seen] == [v["valid_loss"] for v in valid]
+    assert all(s["perplexity"] == pytest.approx(np.exp(s["valid_loss"])) for s in seen)
+    # keep=1 with validation: the last checkpoint and the best by validation loss.
+    kept = sorted(p.name for p in (tmp_path / "py").iterdir() if p.name.startswith("step-"))
+    assert 1 <= len(kept) <= 2 and kept == sorted(
+        p.name for p in (tmp_path / "cli").iterdir() if p.name.startswith("step-"))
+    with pytest.raises(transfuse.Error, match="encoder_decoder"):
+        decoder_only = transfuse.compile(os.path.join(ROOT, "models", "tiny-decoder-only.json"),
+                                         train=True, max_batch=8)
+        transfuse.Trainer(decoder_only, valid=(vsrc, vtgt))
+
+
+def test_ctrl_c_stops_training_between_steps(tmp_path):
+    src, tgt = corpus(n=400, seed=4)
+    model = transfuse.compile(CONFIG, tmp_path / "m", train=True, seed=7, max_batch=48)
+    steps = []
+    trainer = transfuse.Trainer(model, batch_tokens=48, warmup=3, seed=7, epochs=1000,
+                                checkpoint_dir=tmp_path / "run", on_step=steps.append)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            trainer.fit(src, tgt)
+    finally:
+        timer.cancel()
+    assert steps, "no step ran before the interrupt"
+    # The last step taken is checkpointed, and the run resumes from it.
+    last = steps[-1]["step"]
+    assert (tmp_path / "run" / f"step-{last:08d}").is_dir()
+    more = transfuse.Trainer(model, batch_tokens=48, warmup=3, seed=7, steps=last + 2,
+                             checkpoint_dir=tmp_path / "run")
+    assert more.fit(src, tgt, resume=True)["step"] == last + 2

@@ -357,34 +357,61 @@ class Trainer:
     `seed`; Adam at the paper's rate (warmup, lr_factor, d_model: the
     config's width by default); stops at `steps`, `epochs` or `time_limit`
     minutes; checkpoints in `checkpoint_dir` (every `save_every` steps, at
-    each epoch's end and at the last step; `keep` the last ones and the best)
-    and resume=True continues the newest bit for bit. `on_step` gets a dict
-    per step: step, epoch, loss, lr, grad_norm, tokens, seconds, tokens_per_s.
-    Ctrl-C stops between steps with KeyboardInterrupt; the model stays usable.
+    each epoch's end and at the last step; `keep` the last ones and the best
+    by validation loss) and resume=True continues the newest bit for bit.
+    `on_step` gets a dict per step: step, epoch, loss, lr, grad_norm, tokens,
+    seconds, tokens_per_s (of the run so far).
+
+    `valid=(sources, targets)` (an encoder_decoder's pairs) is scored at
+    each epoch's end as `transfuse train --src-valid/--tgt-valid` does: the
+    weights copied into a decoding build of the same config, the loss the
+    mean negative log-likelihood of the targets' tokens (EOS included, no
+    label smoothing); `on_validation` gets {epoch, step, valid_loss,
+    perplexity}. `log_json` writes the CLI's --log-json file (one object per
+    step and per validation; appended to on resume), which
+    transfuse.plot.training draws. Ctrl-C stops between steps with
+    KeyboardInterrupt; the model stays usable.
     """
 
     def __init__(self, model: Model, *, batch_tokens: int = 4096, max_sentences: int = 0,
                  bucket: bool = True, seed: int = 0, accumulate: int = 1, steps: int = 0,
                  epochs: int = 0, time_limit: float = 0.0, warmup: int = 4000,
                  lr_factor: float = 1.0, d_model: "int | None" = None, clip_norm: float = 0.0,
-                 weight_decay: float = 0.0, checkpoint_dir: "str | None" = None,
+                 weight_decay: float = 0.0, checkpoint_dir: "str | os.PathLike[str] | None" = None,
                  save_every: int = 0, keep: int = 0,
-                 on_step: "Callable[[dict], None] | None" = None):
+                 valid: "tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None" = None,
+                 log_json: "str | os.PathLike[str] | None" = None,
+                 on_step: "Callable[[dict], None] | None" = None,
+                 on_validation: "Callable[[dict], None] | None" = None):
         if "loss_grad" not in model.entries:
             raise Error(f"'{model.dir}' is not a training build (compile with train=True)")
         config = model.manifest.get("config", {})
         self.model = model
         self.on_step = on_step
+        self.on_validation = on_validation
+        self.log_json = None if log_json is None else os.fspath(log_json)
         self.options = dict(batch_tokens=batch_tokens, max_sentences=max_sentences,
                             bucket=bucket, seed=seed, accumulate=accumulate, steps=steps,
                             epochs=epochs, time_limit=time_limit, warmup=warmup,
                             lr_factor=lr_factor, clip_norm=clip_norm, weight_decay=weight_decay,
                             d_model=d_model or int(config.get("d_model", 512)),
                             save_every=save_every, keep=keep)
-        if checkpoint_dir is not None:
-            os.makedirs(checkpoint_dir, exist_ok=True)
-            self.options["checkpoint_dir"] = os.fspath(checkpoint_dir)
+        self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
+        if self.checkpoint_dir is not None:
+            os.makedirs(self.checkpoint_dir, exist_ok=True)
+            self.options["checkpoint_dir"] = self.checkpoint_dir
             self.options["run_info"] = json.dumps({"tokenizer": "ids", "config": config})
+        self.valid = None
+        if valid is not None:
+            if config.get("architecture") != "encoder_decoder":
+                raise Error("validation (valid=) is for encoder_decoder models")
+            sources, targets = valid
+            if len(sources) != len(targets) or not sources:
+                raise InputError(f"valid: {len(sources)} sources and {len(targets)} targets "
+                                 "(one target per source, at least one pair)")
+            self.valid = ([list(map(int, s)) for s in sources],
+                          [list(map(int, t)) for t in targets])
+        self._decoder: "Model | None" = None
         self.step = 0
         self.epoch = 0
 
@@ -393,12 +420,56 @@ class Trainer:
         """Trains on sentence pairs (targets given: an encoder_decoder) or lines
         (a decoder_only model), ids without specials. Returns where the run
         stands: step, epoch, resumed_from (a checkpoint, or "")."""
-        result = self.model._native.train(
-            [list(map(int, s)) for s in sources],
-            None if targets is None else [list(map(int, t)) for t in targets],
-            self.options, self.on_step, resume)
+        log = open(self.log_json, "a" if resume else "w") if self.log_json else None
+
+        def write(row: dict) -> None:
+            if log is not None:
+                log.write(json.dumps(row) + "\n")
+                log.flush()
+
+        def on_step(r: dict) -> None:
+            write({"step": r["step"], "loss": r["loss"], "lr": r["lr"], "tokens": r["tokens"],
+                   "tokens_per_s": r["tokens"] / max(r["seconds"], 1e-9),
+                   "grad_norm": r["grad_norm"]})
+            if self.on_step is not None:
+                self.on_step(r)
+
+        def on_validation(v: dict) -> None:
+            write(v)
+            if self.on_validation is not None:
+                import math
+                self.on_validation(dict(v, perplexity=math.exp(v["valid_loss"])))
+
+        try:
+            result = self.model._native.train(
+                [list(map(int, s)) for s in sources],
+                None if targets is None else [list(map(int, t)) for t in targets],
+                self.options, on_step if log or self.on_step else None,
+                self._validate if self.valid else None, on_validation, resume)
+        finally:
+            if log is not None:
+                log.close()
         self.step, self.epoch = result["step"], result["epoch"]
         return result
+
+    def _validate(self) -> dict:
+        """The validation loss of the weights as they stand (the CLI's)."""
+        if self._decoder is None:
+            config = self.model.manifest["config"]
+            where = None
+            if self.checkpoint_dir is not None:
+                where = os.path.join(self.checkpoint_dir, "valid-model")
+            self._decoder = compile(config, where, fusion="all", max_batch=32, max_beam=4,
+                                    max_seq_len=int(config.get("max_seq_len", 0)),
+                                    threads=self.model.threads)
+        train, decoder = self.model.parameters, self._decoder.parameters
+        for name in decoder:
+            decoder[name] = train[name]
+        nll, tokens = 0.0, 0
+        for h in self._decoder.score(*self.valid):  # 32 pairs at a time, as the CLI
+            nll -= h["log_prob"]
+            tokens += len(h["token_log_probs"])
+        return {"loss": nll / max(1, tokens)}
 
 
 def fusion_report(model: "Model | str | os.PathLike[str]") -> "list[dict]":
