@@ -512,4 +512,4 @@ def graph(model: "Model | str | os.PathLike[str]", which: str = "after",
     return output
 
 
-from . import bench  # noqa: E402  (the benchmarks use compile and Model)
+from . import bench, plot  # noqa: E402  (the benchmarks use compile and Model)

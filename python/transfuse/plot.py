@@ -94,7 +94,7 @@ def training(log: "str | os.PathLike[str] | Sequence[dict]", output: "str | None
     if metric:
         twin = right.twinx()
         twin.plot([r["step"] for r in valid], [r[metric] for r in valid], "s-", color="#27ae60")
-        twin.set_ylabel(metric.replace("valid_", "valid "))
+        twin.set_ylabel({"valid_bleu": "valid BLEU", "valid_accuracy": "valid accuracy"}[metric])
     fig.tight_layout()
     if output:
         fig.savefig(output, dpi=120)
