@@ -300,7 +300,12 @@ Status Trainer::run() {
     if ((o.maxSteps && step_ >= o.maxSteps) || (o.maxEpochs && epoch_ >= o.maxEpochs) ||
         (o.timeLimitMinutes > 0 && minutesLeft() <= 0))
       break;
-    if (callbacks_.stop && callbacks_.stop()) return Status::error("interrupted");
+    if (callbacks_.stop && callbacks_.stop()) {
+      // The steps taken are kept: the last one is checkpointed.
+      if (!savedLast && stepsThisRun > 0)
+        if (Status s = save(false); !s.isOk()) return s;
+      return Status::error("interrupted");
+    }
     // A step's micro-batches are the next `accumulate` batches of the
     // epoch; an epoch's last step takes what is left of it.
     std::vector<MicroBatch> micro;

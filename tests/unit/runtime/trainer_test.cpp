@@ -749,6 +749,35 @@ TEST(TrainerTest, AFailingValidationOrStepStopsTheRun) {
   EXPECT_EQ(checkpoints, 0);  // nothing saved after a failed step
 }
 
+TEST(TrainerTest, AStopHookEndsTheRunWithTheLastStepCheckpointed) {
+  const TrainingData data = makeData();
+  FakeStep fake;
+  TrainerOptions o = baseOptions();
+  o.maxEpochs = 3;
+  TempDir dir;
+  o.checkpointDir = dir.path();
+  TrainerCallbacks cb;
+  int64_t asked = 0;
+  cb.stop = [&] { return ++asked == 3; };  // asked before steps 1, 2, 3
+  Trainer trainer(fake, data, o, cb);
+  Status s = trainer.run();
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.message(), "interrupted");
+  EXPECT_EQ(fake.seen.size(), 2u);
+  EXPECT_EQ(trainer.step(), 2);
+  EXPECT_EQ(listCheckpoints(o.checkpointDir), std::vector<int64_t>{2});
+
+  // Stopped before any step: nothing is written.
+  TempDir empty;
+  o.checkpointDir = empty.path();
+  cb.stop = [] { return true; };
+  FakeStep untouched;
+  Trainer t2(untouched, data, o, cb);
+  EXPECT_EQ(t2.run().message(), "interrupted");
+  EXPECT_TRUE(untouched.seen.empty());
+  EXPECT_TRUE(listCheckpoints(o.checkpointDir).empty());
+}
+
 //===----------------------------------------------------------------------===//
 // Checkpoints
 //===----------------------------------------------------------------------===//
