@@ -10,6 +10,7 @@ packages=(
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   libsentencepiece-dev libutf8proc-dev libonig-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
+  libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-venv python3-dev
 )
 if [[ "${1:-}" == "--test" ]]; then

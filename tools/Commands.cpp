@@ -202,6 +202,9 @@ const std::vector<Command> kCommands = {
                           "(consecutive lines, every epoch alike)"},
     {"--accumulate", "K", "K consecutive batches are the micro-batches of one step: the loss "
                           "and gradients are their tokens' mean (default 1)"},
+    {"--shards", "N", "cut each batch into N shards whose gradients are summed in shard order: "
+                      "the run `mpirun -np N transfuse train` gives, in one process "
+                      "(docs/distributed.md)"},
     {"--warmup", "N", "warmup steps of the learning rate (default 4000)"},
     {"--lr-factor", "X", "factor of the learning rate (default 1)"},
     {"--label-smoothing", "X", "label smoothing (default 0.1)"},

@@ -22,6 +22,7 @@
 #include "runtime/host/Checkpoint.h"
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/Corpus.h"
+#include "runtime/host/ProcessGroup.h"
 #include "runtime/host/Search.h"
 #include "runtime/host/Tokenizer.h"
 #include "runtime/host/Trainer.h"
@@ -29,6 +30,10 @@
 #include "tools/Cli.h"
 #include "tools/Commands.h"
 #include "tools/DecodeCommands.h"
+
+#ifdef TRANSFUSE_HAVE_MPI
+#include "runtime/host/Mpi.h"
+#endif
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringExtras.h"
@@ -346,14 +351,17 @@ void trainWithReports(rt::TrainStep &step, const rt::Dataset &data,
                       const rt::TrainerOptions &options, const Flags &flags, bool resume,
                       bool resuming, const std::string &ckptDir,
                       std::function<rt::StatusOr<rt::Validation>()> validate) {
-  TrainReporter reporter(flags, resuming);
+  // A data-parallel run's rank 0 reports; the other ranks say nothing.
+  const bool leader = !options.group || options.group->rank() == 0;
+  TrainReporter reporter(leader ? flags : Flags{{"--no-progress", ""}}, resuming);
   const std::string gradsOut = flag(flags, "--grads-out");
   rt::TrainerCallbacks callbacks;
-  callbacks.onStep = [&](const rt::StepReport &r) {
-    if (r.step == 1 && !gradsOut.empty())
-      writeTensors(gradsOut, r.result->grads);
-    reporter.step(r);
-  };
+  if (leader)
+    callbacks.onStep = [&](const rt::StepReport &r) {
+      if (r.step == 1 && !gradsOut.empty())
+        writeTensors(gradsOut, r.result->grads);
+      reporter.step(r);
+    };
   if (validate) {
     callbacks.validate = std::move(validate);
     callbacks.onValidation = [&](int64_t epoch, int64_t s, const rt::Validation &v) {
@@ -363,9 +371,13 @@ void trainWithReports(rt::TrainStep &step, const rt::Dataset &data,
   rt::Trainer trainer(step, data, options, std::move(callbacks));
   if (resume) {
     rt::ResumePoint point = orDie(trainer.resume());
+    if (!leader)
+      point = {};
     for (const std::string &why : point.skipped)
       llvm::errs() << "transfuse: skipping a checkpoint that is not whole: " << why << "\n";
-    if (point.checkpoint.empty())
+    if (!leader)
+      ;
+    else if (point.checkpoint.empty())
       llvm::errs() << "train: --resume: no checkpoint in '" << ckptDir << "' yet; starting\n";
     else
       llvm::errs() << "train: resumed from " << point.checkpoint << " (step " << point.step
@@ -433,6 +445,9 @@ int runTrainImages(const std::vector<std::string> &positional, const Flags &flag
   const auto started = Clock::now();
   if (positional.size() != 1 || !isHuggingFaceDirectory(positional[0]))
     die("train --images expects one model: a Hugging Face image classifier's directory");
+  if (rt::launchedRanks() > 1 || flags.count("--shards"))
+    die("train --images runs in one process (data-parallel training, mpirun and --shards, "
+        "takes sentence pairs or lines)");
   for (const char *f : {"--src-train", "--tgt-train", "--src-valid", "--tgt-valid", "--valid-bleu",
                         "--tokenizer", "--vocab-size", "--skip-long", "--batch-tokens",
                         "--max-sentences", "--batching", "--dropout", "--backend"})
@@ -521,23 +536,52 @@ int runTrainImages(const std::vector<std::string> &positional, const Flags &flag
   return 0;
 }
 
+/// The ranks of a data-parallel run when mpirun started this process (one
+/// shard each; --shards, if given, must say as many), else none.
+std::unique_ptr<rt::ProcessGroup> joinRanks(const Flags &flags) {
+  const int ranks = rt::launchedRanks();
+  if (ranks <= 1)
+    return nullptr;
+#ifdef TRANSFUSE_HAVE_MPI
+  std::unique_ptr<rt::ProcessGroup> group = orDie(rt::MpiGroup::join());
+  if (flags.count("--shards") && intFlag(flags, "--shards", 1, 1, 4096) != group->size())
+    die("--shards " + flag(flags, "--shards") + " under mpirun with " +
+        std::to_string(group->size()) + " ranks: a data-parallel run has one shard per rank");
+  return group;
+#else
+  (void)flags;
+  die("this transfuse was built without MPI, and mpirun started " + std::to_string(ranks) +
+      " of it: install Open MPI (libopenmpi-dev, openmpi-bin) and rebuild for data-parallel "
+      "training (docs/distributed.md)");
+#endif
+}
+
 } // namespace
 
 int tools::runTrain(const std::vector<std::string> &positional, const Flags &flags) {
   if (flags.count("--images"))
     return runTrainImages(positional, flags);
   const auto started = Clock::now();
+  std::unique_ptr<rt::ProcessGroup> group = joinRanks(flags);
+  const bool leader = !group || group->rank() == 0;
   TrainRun run = readTrainFlags(positional, flags);
   readCorpus(run, flags);
   const uint64_t seed = (uint64_t)intFlag(flags, "--seed", 0, 0, INT64_MAX);
   rt::TrainerOptions options = trainerOptions(run, flags, seed);
   options.started = started;
-  startRunDirectory(run);
+  options.shards = group ? group->size() : (int)intFlag(flags, "--shards", 1, 1, 4096);
+  options.group = group.get();
+  if (options.shards > 1 && !run.compiled)
+    die("--shards and mpirun train the compiled step (--backend compiled)");
+  if (leader)
+    startRunDirectory(run);
+  if (group)  // the run's directory exists before any rank reads it
+    orDie(group->barrier());
   TrainBackend backend;
   startBackend(backend, run, flags, rt::maxBatchRows(run.data, options.batching), seed);
 
   std::optional<Validator> validator;
-  if (!run.validSrc.empty())
+  if (!run.validSrc.empty() && leader)
     validator.emplace(run, flags);
   std::function<rt::StatusOr<rt::Validation>()> validate;
   if (validator)

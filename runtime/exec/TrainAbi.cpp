@@ -253,6 +253,50 @@ rt::Status accumulate(tf_model* m, int32_t entry, const tf_tensor* inputs, int32
   return rt::Status::ok();
 }
 
+// The elements of every weight's gradient, in parameter order.
+int64_t gradientCount(const tf_model* m) {
+  int64_t n = 0;
+  for (int32_t i : weightIndices(m)) n += m->params[i].numElements();
+  return n;
+}
+
+rt::Status checkGradientCount(const tf_model* m, const float* data, int64_t count) {
+  const int64_t want = gradientCount(m);
+  if (count != want)
+    return rt::Status::error("the gradients are " + std::to_string(want) + " floats, the buffer " +
+                             std::to_string(count));
+  if (want > 0 && !data) return rt::Status::error("the gradient buffer is NULL");
+  return rt::Status::ok();
+}
+
+// The held gradients as one vector (weights in parameter order), for a
+// data-parallel sum: taken out (zeros when none are held; none are held
+// after) or put in (held after, as if accumulated).
+rt::Status exchangeGradients(tf_model* m, float* data, bool take) {
+  const DeviceOps* device = m->desc->device;
+  if (device)
+    if (rt::Status s = device->select(m->deviceOrdinal); !s) return s;
+  if (!take)
+    if (rt::Status s = ensure(m, Buffer::kGrad); !s) return s;
+  float* at = data;
+  for (int32_t i : weightIndices(m)) {
+    const size_t bytes = bytesOf(m, i);
+    float* g = take && !m->gradsHeld ? nullptr : dataOf(m, Buffer::kGrad, i);
+    if (!g) std::memset(at, 0, bytes);  // none held (none ever, perhaps)
+    else if (device) {
+      if (rt::Status s = take ? device->toHost(at, g, bytes) : device->toDevice(g, at, bytes); !s)
+        return s;
+    } else {
+      std::memcpy(take ? at : g, take ? g : at, bytes);
+    }
+    at += m->params[i].numElements();
+  }
+  if (device)
+    if (rt::Status s = device->synchronize(); !s) return s;
+  m->gradsHeld = !take;
+  return rt::Status::ok();
+}
+
 // The global gradient norm: each tensor's Σg² in double (in element order on
 // the host, in the device's fixed order there), summed in parameter order.
 rt::Status gradientNorm(tf_model* m, double* norm) {
@@ -444,6 +488,29 @@ int32_t tf_model_train_step(tf_model* model, int32_t entry, const tf_tensor* inp
     if (rt::Status s = fresh(model); !s) return s;
     if (rt::Status s = accumulate(model, entry, inputs, num_inputs, 1.0, seed, loss); !s) return s;
     return apply(model, options, grad_norm);
+  });
+}
+
+int64_t tf_model_gradient_count(const tf_model* model) {
+  return model ? gradientCount(model) : -1;
+}
+
+int32_t tf_model_gradients_take(tf_model* model, float* data, int64_t count, tf_error* error) {
+  return guarded(error, "tf_model_gradients_take", [&] {
+    if (!model) return rt::Status::error("the model is NULL");
+    std::unique_lock<std::shared_mutex> lock(model->paramMutex);
+    if (rt::Status s = checkGradientCount(model, data, count); !s) return s;
+    return exchangeGradients(model, data, /*take=*/true);
+  });
+}
+
+int32_t tf_model_gradients_put(tf_model* model, const float* data, int64_t count,
+                               tf_error* error) {
+  return guarded(error, "tf_model_gradients_put", [&] {
+    if (!model) return rt::Status::error("the model is NULL");
+    std::unique_lock<std::shared_mutex> lock(model->paramMutex);
+    if (rt::Status s = checkGradientCount(model, data, count); !s) return s;
+    return exchangeGradients(model, const_cast<float*>(data), /*take=*/false);
   });
 }
 

@@ -45,8 +45,11 @@ extern "C" {
 /* 2: state and parameters; 3: devices (tf_tensor.device, tf_options.device_ordinal:
  * fields that change the structs' sizes, so version 2 artifacts are refused);
  * 4: tf_model_create's weights_path may name sharded weights (an index or a
- * directory), which a version 3 artifact cannot read, so it is refused. */
-#define TF_ABI_VERSION 4
+ * directory), which a version 3 artifact cannot read, so it is refused.
+ * 5: tf_model_gradient_count, tf_model_gradients_take and
+ * tf_model_gradients_put (data-parallel training sums gradients across
+ * processes). */
+#define TF_ABI_VERSION 5
 
 /* Element types; the numbering is fixed by the ABI. */
 typedef enum tf_dtype {
@@ -260,6 +263,16 @@ int32_t tf_model_apply_gradients(tf_model* model, const tf_train_options* option
 int32_t tf_model_train_step(tf_model* model, int32_t entry, const tf_tensor* inputs,
                             int32_t num_inputs, const tf_train_options* options, uint64_t seed,
                             double* loss, double* grad_norm, tf_error* error);
+/* The gradients the model holds, as one vector of tf_model_gradient_count
+ * floats: every weight's gradient in parameter order (tf_model_param_info).
+ * take copies them out (zeros when none are held) and leaves none held; put
+ * copies them in, held for the next tf_model_apply_gradients as if
+ * accumulated. Data-parallel training takes each process's sum of its
+ * micro-batches, sums them across processes and puts the total back. */
+int64_t tf_model_gradient_count(const tf_model* model);
+int32_t tf_model_gradients_take(tf_model* model, float* data, int64_t count, tf_error* error);
+int32_t tf_model_gradients_put(tf_model* model, const float* data, int64_t count,
+                               tf_error* error);
 /* The optimizer steps applied so far; set when resuming from a checkpoint. */
 int64_t tf_model_train_steps(const tf_model* model);
 int32_t tf_model_set_train_steps(tf_model* model, int64_t steps, tf_error* error);

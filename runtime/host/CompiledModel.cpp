@@ -57,6 +57,10 @@ struct CompiledModel::Api {
   int32_t (*apply)(tf_model*, const tf_train_options*, double*, tf_error*) = nullptr;
   int64_t (*trainSteps)(const tf_model*) = nullptr;
   int32_t (*setTrainSteps)(tf_model*, int64_t, tf_error*) = nullptr;
+  // ABI 5: gradient exchange.
+  int64_t (*gradientCount)(const tf_model*) = nullptr;
+  int32_t (*gradientsTake)(tf_model*, float*, int64_t, tf_error*) = nullptr;
+  int32_t (*gradientsPut)(tf_model*, const float*, int64_t, tf_error*) = nullptr;
 };
 
 namespace {
@@ -153,6 +157,9 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::load(const std::string& 
   TF_RESOLVE(apply, "tf_model_apply_gradients")
   TF_RESOLVE(trainSteps, "tf_model_train_steps")
   TF_RESOLVE(setTrainSteps, "tf_model_set_train_steps")
+  TF_RESOLVE(gradientCount, "tf_model_gradient_count")
+  TF_RESOLVE(gradientsTake, "tf_model_gradients_take")
+  TF_RESOLVE(gradientsPut, "tf_model_gradients_put")
 #undef TF_RESOLVE
 
   tf_options opt{};
@@ -431,6 +438,24 @@ StatusOr<double> CompiledModel::applyGradients(const TrainOptions& o) {
 }
 
 int64_t CompiledModel::trainSteps() const { return api_->trainSteps(asModel(model_)); }
+
+int64_t CompiledModel::gradientCount() const { return api_->gradientCount(asModel(model_)); }
+
+Status CompiledModel::takeGradients(std::vector<float>& out) {
+  out.resize(static_cast<size_t>(gradientCount()));
+  tf_error err{};
+  if (api_->gradientsTake(asModel(model_), out.data(), static_cast<int64_t>(out.size()), &err) != 0)
+    return Status::error("artifact '" + library_ + "': " + err.message);
+  return Status::ok();
+}
+
+Status CompiledModel::putGradients(const std::vector<float>& gradients) {
+  tf_error err{};
+  if (api_->gradientsPut(asModel(model_), gradients.data(),
+                         static_cast<int64_t>(gradients.size()), &err) != 0)
+    return Status::error("artifact '" + library_ + "': " + err.message);
+  return Status::ok();
+}
 
 Status CompiledModel::setTrainSteps(int64_t steps) {
   tf_error err{};

@@ -137,6 +137,12 @@ public:
   StatusOr<double> applyGradients(const TrainOptions& options);
   int64_t trainSteps() const;
   Status setTrainSteps(int64_t steps);
+  // The held gradients as one vector (every weight's, in params() order):
+  // taken out (zeros when none are held; none are held after) or put back
+  // in, held for applyGradients (data-parallel training's sum).
+  int64_t gradientCount() const;
+  Status takeGradients(std::vector<float>& out);
+  Status putGradients(const std::vector<float>& gradients);
 
   struct Api;  // the resolved tf_* functions
 

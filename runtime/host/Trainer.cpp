@@ -44,6 +44,36 @@ StatusOr<int64_t> intField(const JsonValue& o, const char* key, const std::strin
   return v->asInt64();
 }
 
+// A step's batches (rows of the plan) cut into `shards` contiguous slices
+// each, shard s taking rows [s·n/shards, (s+1)·n/shards) of every batch;
+// a slice with no rows is an empty MicroBatch (no inputs, no tokens).
+std::vector<std::vector<MicroBatch>> shardBatches(const Dataset& data,
+                                                  const std::vector<std::vector<int32_t>>& rows,
+                                                  int shards) {
+  std::vector<std::vector<MicroBatch>> out(shards);
+  for (const std::vector<int32_t>& batch : rows) {
+    const size_t n = batch.size();
+    for (int s = 0; s < shards; ++s) {
+      const size_t begin = n * s / shards, end = n * (s + 1) / shards;
+      out[s].push_back(begin == end ? MicroBatch{}
+                                    : data.batch({batch.begin() + begin, batch.begin() + end}));
+    }
+  }
+  return out;
+}
+
+// The C ABI's options of an Adam step at rate `lr`.
+CompiledModel::TrainOptions updateOptions(const AdamOptions& adam, double lr) {
+  CompiledModel::TrainOptions o;
+  o.learningRate = lr;
+  o.beta1 = adam.beta1;
+  o.beta2 = adam.beta2;
+  o.epsilon = adam.eps;
+  o.weightDecay = adam.weightDecay;
+  o.maxGradNorm = adam.clipNorm;
+  return o;
+}
+
 // The Adam moments' names in a checkpoint.
 std::string momentName(const CompiledModel::ParamInfo& p) {
   return (p.role == CompiledModel::ParamRole::kAdamM ? "adam_m." : "adam_v.") + p.name;
@@ -79,6 +109,21 @@ double learningRate(const AdamOptions& o, int64_t step) {
   const double s = static_cast<double>(step);
   return o.lrFactor / std::sqrt(static_cast<double>(o.dModel)) *
          std::min(1.0 / std::sqrt(s), s * std::pow(static_cast<double>(o.warmup), -1.5));
+}
+
+uint64_t shardSeed(uint64_t seed, int shard) {
+  if (shard == 0) return seed;
+  // splitmix64's finalizer over (seed, shard).
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(shard);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+StatusOr<StepResult> TrainStep::shardedStep(const std::vector<std::vector<MicroBatch>>&,
+                                            const std::vector<int>&, int64_t, const AdamOptions&,
+                                            uint64_t, ProcessGroup*) {
+  return Status::error("this train step does not take data-parallel (sharded) steps");
 }
 
 double microBatchWeight(const std::vector<MicroBatch>& batches, size_t i) {
@@ -118,14 +163,47 @@ StatusOr<StepResult> CompiledTrainStep::step(const std::vector<MicroBatch>& batc
     r.loss += w * *loss;
   }
   r.lr = learningRate(adam, step);
-  CompiledModel::TrainOptions o;
-  o.learningRate = r.lr;
-  o.beta1 = adam.beta1;
-  o.beta2 = adam.beta2;
-  o.epsilon = adam.eps;
-  o.weightDecay = adam.weightDecay;
-  o.maxGradNorm = adam.clipNorm;
-  StatusOr<double> norm = model_.applyGradients(o);
+  StatusOr<double> norm = model_.applyGradients(updateOptions(adam, r.lr));
+  if (!norm.isOk()) return norm.status();
+  r.gradNorm = *norm;
+  return r;
+}
+
+StatusOr<StepResult> CompiledTrainStep::shardedStep(
+    const std::vector<std::vector<MicroBatch>>& shards, const std::vector<int>& mine,
+    int64_t step, const AdamOptions& adam, uint64_t seed, ProcessGroup* group) {
+  int64_t total = 0;
+  for (const auto& shard : shards)
+    for (const MicroBatch& mb : shard) total += mb.tokens;
+  const double denominator = static_cast<double>(std::max<int64_t>(total, 1));
+  // Each shard's gradients (the sum of its micro-batches', weighted) added
+  // to `sum` in shard order; each shard's loss in its slot.
+  std::vector<float> sum, part;
+  std::vector<double> losses(shards.size(), 0.0);
+  bool first = true;
+  for (int s : mine) {
+    for (const MicroBatch& mb : shards[s]) {
+      if (mb.inputs.empty()) continue;
+      const double w = static_cast<double>(mb.tokens) / denominator;
+      StatusOr<double> loss =
+          model_.accumulateGradients("loss_grad", mb.inputs, w, shardSeed(seed, s));
+      if (!loss.isOk()) return loss.status();
+      losses[s] += w * *loss;
+    }
+    if (Status t = model_.takeGradients(first ? sum : part); !t.isOk()) return t;
+    if (!first)
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
+    first = false;
+  }
+  if (group) {
+    if (Status g = group->sumInRankOrder(sum.data(), sum.size()); !g.isOk()) return g;
+    if (Status g = group->sumInRankOrder(losses.data(), losses.size()); !g.isOk()) return g;
+  }
+  StepResult r;
+  for (double l : losses) r.loss += l;
+  if (Status p = model_.putGradients(sum); !p.isOk()) return p;
+  r.lr = learningRate(adam, step);
+  StatusOr<double> norm = model_.applyGradients(updateOptions(adam, r.lr));
   if (!norm.isOk()) return norm.status();
   r.gradNorm = *norm;
   return r;
@@ -281,7 +359,14 @@ Status Trainer::run() {
   if (data_.size() == 0) return Status::error("no examples to train on");
   if (o.seed > static_cast<uint64_t>(INT64_MAX))
     return Status::error("the seed " + std::to_string(o.seed) + " is over 2^63 - 1");
-  if (!o.checkpointDir.empty()) {
+  if (o.shards < 1 || (o.group && o.shards != o.group->size()))
+    return Status::error("shards " + std::to_string(o.shards) + ": " +
+                         (o.group ? "a data-parallel run has one per rank (" +
+                                        std::to_string(o.group->size()) + ")"
+                                  : std::string("must be >= 1")));
+  if (o.shards > 1 && o.firstStepGrads)
+    return Status::error("step 1's gradients are not kept in a data-parallel (sharded) run");
+  if (!o.checkpointDir.empty() && leader()) {
     struct stat st;
     if (::stat(o.checkpointDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
       return Status::error("the checkpoint directory '" + o.checkpointDir + "' does not exist");
@@ -297,29 +382,51 @@ Status Trainer::run() {
   auto minutesLeft = [&] { return o.timeLimitMinutes - secondsSince(o.started) / 60; };
   bool savedLast = false;
   for (;;) {
-    if ((o.maxSteps && step_ >= o.maxSteps) || (o.maxEpochs && epoch_ >= o.maxEpochs) ||
-        (o.timeLimitMinutes > 0 && minutesLeft() <= 0))
-      break;
-    if (callbacks_.stop && callbacks_.stop()) {
+    const bool limit = (o.maxSteps && step_ >= o.maxSteps) ||
+                       (o.maxEpochs && epoch_ >= o.maxEpochs) ||
+                       (o.timeLimitMinutes > 0 && minutesLeft() <= 0);
+    const bool interrupted = !limit && callbacks_.stop && callbacks_.stop();
+    bool stop = limit || interrupted;
+    if (o.group) {  // every rank stops at the same step (the clocks differ)
+      StatusOr<bool> any = o.group->any(stop);
+      if (!any.isOk()) return any.status();
+      stop = *any;
+    }
+    if (interrupted) {
       // The steps taken are kept: the last one is checkpointed.
       if (!savedLast && stepsThisRun > 0)
         if (Status s = save(false); !s.isOk()) return s;
       return Status::error("interrupted");
     }
+    if (stop) break;
     // A step's micro-batches are the next `accumulate` batches of the
     // epoch; an epoch's last step takes what is left of it.
-    std::vector<MicroBatch> micro;
+    std::vector<std::vector<int32_t>> rows;
     StepReport report;
     bool epochEnds = false;
     for (int64_t k = 0; k < o.accumulate && !epochEnds; ++k) {
-      micro.push_back(data_.batch(plan[position_++]));
-      report.tokens += micro.back().tokens;
+      rows.push_back(plan[position_++]);
       epochEnds = position_ == static_cast<int64_t>(plan.size());
     }
     ++step_;
     const Clock::time_point t0 = Clock::now();
-    StatusOr<StepResult> result =
-        trainStep_.step(micro, step_, o.adam, o.seed, o.firstStepGrads && step_ == 1);
+    StatusOr<StepResult> result = [&]() -> StatusOr<StepResult> {
+      if (o.shards == 1) {
+        std::vector<MicroBatch> micro;
+        for (const auto& r : rows) {
+          micro.push_back(data_.batch(r));
+          report.tokens += micro.back().tokens;
+        }
+        return trainStep_.step(micro, step_, o.adam, o.seed, o.firstStepGrads && step_ == 1);
+      }
+      std::vector<std::vector<MicroBatch>> shards = shardBatches(data_, rows, o.shards);
+      for (const auto& shard : shards)
+        for (const MicroBatch& mb : shard) report.tokens += mb.tokens;
+      std::vector<int> mine;
+      for (int s = 0; s < o.shards; ++s)
+        if (!o.group || s == o.group->rank()) mine.push_back(s);
+      return trainStep_.shardedStep(shards, mine, step_, o.adam, o.seed, o.group);
+    }();
     if (!result.isOk()) return result.status();
     report.seconds = secondsSince(t0);
     ++stepsThisRun;
@@ -350,7 +457,7 @@ Status Trainer::run() {
       position_ = 0;
       plan = epochPlan(data_, o.batching, epoch_);
       lastValid_.reset();
-      if (callbacks_.validate) {
+      if (callbacks_.validate && leader()) {
         StatusOr<Validation> v = callbacks_.validate();
         if (!v.isOk()) return v.status();
         lastValid_ = v->loss;
@@ -372,7 +479,7 @@ Status Trainer::run() {
 
 Status Trainer::save(bool epochEnd) {
   const TrainerOptions& o = options_;
-  if (o.checkpointDir.empty()) return Status::ok();
+  if (o.checkpointDir.empty() || !leader()) return Status::ok();
   JsonValue state = JsonValue::object();
   state.set("step", step_);
   state.set("epoch", epoch_);

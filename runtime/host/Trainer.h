@@ -16,6 +16,7 @@
 #include "runtime/Tensor.h"
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/Corpus.h"
+#include "runtime/host/ProcessGroup.h"
 #include "runtime/host/Search.h"
 
 #include <chrono>
@@ -43,6 +44,11 @@ struct AdamOptions {
 
 // The learning rate applied at step `step` (counting from 1).
 double learningRate(const AdamOptions& options, int64_t step);
+
+// The dropout seed of shard `shard` of a data-parallel step: the seed
+// itself for shard 0, a mix of both for the others, so that a shard's masks
+// depend on its index and not on the rank that computes it.
+uint64_t shardSeed(uint64_t seed, int shard);
 
 // One micro-batch of a step: its inputs and the tokens its loss averages
 // over (the non-ignored labels).
@@ -74,6 +80,16 @@ public:
   // gradients.
   virtual StatusOr<StepResult> step(const std::vector<MicroBatch>& batches, int64_t step,
                                     const AdamOptions& adam, uint64_t seed, bool wantGrads) = 0;
+  // A data-parallel step: shards[s] holds shard s's micro-batches (one per
+  // batch of the step; a shard with no rows has no inputs), each weighted by
+  // its share of the tokens of every shard. This process computes the
+  // shards in `mine` (dropout keyed by (shardSeed(seed, s), step)), sums
+  // their gradients in shard order, and with `group` sums those over the
+  // ranks in rank order; every rank then takes the same Adam step.
+  virtual StatusOr<StepResult> shardedStep(const std::vector<std::vector<MicroBatch>>& shards,
+                                           const std::vector<int>& mine, int64_t step,
+                                           const AdamOptions& adam, uint64_t seed,
+                                           ProcessGroup* group);
   // The weights by name, as F32 tensors (what model.safetensors holds).
   virtual StatusOr<std::map<std::string, Tensor>> weights() const = 0;
   // Adam's moments as "adam_m.<name>" and "adam_v.<name>", and the steps
@@ -93,6 +109,10 @@ public:
   explicit CompiledTrainStep(CompiledModel& model) : model_(model) {}
   StatusOr<StepResult> step(const std::vector<MicroBatch>& batches, int64_t step,
                             const AdamOptions& adam, uint64_t seed, bool wantGrads) override;
+  StatusOr<StepResult> shardedStep(const std::vector<std::vector<MicroBatch>>& shards,
+                                   const std::vector<int>& mine, int64_t step,
+                                   const AdamOptions& adam, uint64_t seed,
+                                   ProcessGroup* group) override;
   StatusOr<std::map<std::string, Tensor>> weights() const override;
   StatusOr<std::map<std::string, Tensor>> optimizerState() const override;
   int64_t stepsTaken() const override { return model_.trainSteps(); }
@@ -182,6 +202,15 @@ struct TrainerOptions {
   JsonValue runInfo;
   // Step 1's result holds its gradients (StepResult::grads).
   bool firstStepGrads = false;
+  // Data parallelism (docs/distributed.md): each batch of the plan is cut
+  // into `shards` contiguous slices of its rows, whose gradients are summed
+  // in shard order before the step's one Adam update (TrainStep::
+  // shardedStep). With `group` (MPI ranks; shards = its size) rank r
+  // computes shard r, rank 0 alone validates and checkpoints, and every
+  // rank stops together; without, this process computes every shard: the
+  // run N ranks equal bit for bit.
+  int shards = 1;
+  ProcessGroup* group = nullptr;
 };
 
 struct StepReport {
@@ -233,6 +262,8 @@ public:
   int64_t epoch() const { return epoch_; }
 
 private:
+  // Rank 0 of a data-parallel run, or the one process: who checkpoints and validates.
+  bool leader() const { return !options_.group || options_.group->rank() == 0; }
   Status save(bool epochEnd);
   Status prune();
 

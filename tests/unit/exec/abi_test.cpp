@@ -397,7 +397,7 @@ TEST(ModelAbi, UnknownAbiVersionIsRefused) {
   auto m = CompiledModel::load(kV999, {});
   ASSERT_FALSE(m.isOk());
   EXPECT_EQ(m.status().message(),
-            "artifact '" + kV999 + "' has ABI version 999; this runtime reads version 4");
+            "artifact '" + kV999 + "' has ABI version 999; this runtime reads version 5");
 }
 
 // An artifact compiled before state existed (ABI 1) is refused, named.
@@ -405,7 +405,7 @@ TEST(ModelAbi, AbiOneArtifactIsRefused) {
   auto m = CompiledModel::load(kV1, {});
   ASSERT_FALSE(m.isOk());
   EXPECT_EQ(m.status().message(),
-            "artifact '" + kV1 + "' has ABI version 1; this runtime reads version 4");
+            "artifact '" + kV1 + "' has ABI version 1; this runtime reads version 5");
 }
 
 // An artifact compiled before sharded weights (ABI 3) is refused, named.
@@ -413,7 +413,7 @@ TEST(ModelAbi, AbiThreeArtifactIsRefused) {
   auto m = CompiledModel::load(kV3, {});
   ASSERT_FALSE(m.isOk());
   EXPECT_EQ(m.status().message(),
-            "artifact '" + kV3 + "' has ABI version 3; this runtime reads version 4");
+            "artifact '" + kV3 + "' has ABI version 3; this runtime reads version 5");
 }
 
 TEST(ModelAbi, MissingSymbolIsNamed) {
