@@ -228,12 +228,15 @@ public:
 
   void step(const rt::StepReport &r) {
     const rt::StepResult &s = *r.result;
-    writeLog(llvm::json::Object{{"step", r.step},
-                                {"loss", s.loss},
-                                {"lr", s.lr},
-                                {"tokens", r.tokens},
-                                {"tokens_per_s", r.tokens / std::max(r.seconds, 1e-9)},
-                                {"grad_norm", s.gradNorm}});
+    llvm::json::Object row{{"step", r.step},
+                           {"loss", s.loss},
+                           {"lr", s.lr},
+                           {"tokens", r.tokens},
+                           {"tokens_per_s", r.tokens / std::max(r.seconds, 1e-9)},
+                           {"grad_norm", s.gradNorm}};
+    if (s.reduceSeconds > 0) // a data-parallel step's gradient sum across ranks
+      row["reduce_s"] = s.reduceSeconds;
+    writeLog(std::move(row));
     if (!bar_) {
       llvm::outs() << llvm::formatv("step {0}: loss {1:f6} lr {2:e3} tokens {3}\n", r.step, s.loss,
                                     s.lr, r.tokens);

@@ -18,7 +18,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
-#include <thread>
 
 using namespace mlir;
 using namespace mlir::transfuse;
@@ -141,9 +140,10 @@ void startTokenizer(TrainRun &run, const Flags &flags, const std::vector<std::st
   rt::Tokenizer::TrainOptions t;
   t.vocabSize = (int32_t)intFlag(flags, "--vocab-size", 8000, 8, 1 << 20);
   t.specials = {(int32_t)*c.padId, (int32_t)*c.bosId, (int32_t)*c.eosId, (int32_t)*c.unkId};
-  t.threads = (int)intFlag(flags, "--threads", 0, 0, 1024);
-  if (t.threads == 0)
-    t.threads = (int)std::max(1u, std::thread::hardware_concurrency());
+  // One thread: SentencePiece's trainer gives other pieces on other thread
+  // counts, and the tokenizer must not depend on --threads or on the ranks
+  // of a data-parallel run (each trains the same one; 2 s on Multi30k).
+  t.threads = 1;
   auto t0 = Clock::now();
   run.tokenizer = orDie(rt::Tokenizer::train({&srcLines, &tgtLines}, t));
   llvm::errs() << llvm::formatv("tokenizer: sentencepiece BPE, {0} pieces, trained in {1:f1} s\n",

@@ -18,13 +18,19 @@
 
 #include "runtime/host/CompiledModel.h"
 #include "runtime/host/DirectoryTokenizer.h"
+#include "runtime/host/ProcessGroup.h"
 #include "runtime/host/Search.h"
 #include "runtime/host/Tokenizer.h"
 #include "runtime/host/Trainer.h"
 
+#ifdef TRANSFUSE_HAVE_MPI
+#include "runtime/host/Mpi.h"
+#endif
+
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -260,6 +266,20 @@ struct Interrupts {
     check(status);
   }
 };
+
+// The ranks of a data-parallel run when mpirun started this Python (MPI is
+// initialized on first use and finalized at exit), else null.
+rt::ProcessGroup* ranks() {
+  if (rt::launchedRanks() <= 1) return nullptr;
+#ifdef TRANSFUSE_HAVE_MPI
+  static std::unique_ptr<rt::MpiGroup> group = check(rt::MpiGroup::join());
+  return group.get();
+#else
+  throw Error("this transfuse was built without MPI, and mpirun started " +
+              std::to_string(rt::launchedRanks()) + " of this Python: install Open MPI "
+              "(libopenmpi-dev, openmpi-bin) and rebuild for data-parallel training");
+#endif
+}
 
 int64_t defaultBatch(int64_t rows, int beam) {
   return std::max<int64_t>(1, std::min<int64_t>(32, rows / beam));
@@ -556,6 +576,17 @@ public:
     get("d_model", o.adam.dModel);
     if (options.contains("run_info"))
       o.runInfo = check(rt::JsonValue::parse(nb::cast<std::string>(options["run_info"])));
+    get("shards", o.shards);
+    o.group = ranks();
+    if (o.group) {
+      if (options.contains("shards") && o.shards > 1 && o.shards != o.group->size())
+        throw InputError("shards " + std::to_string(o.shards) + " under mpirun with " +
+                         std::to_string(o.group->size()) +
+                         " ranks: a data-parallel run has one shard per rank");
+      o.shards = o.group->size();
+    }
+    // A data-parallel run's rank 0 reports; the other ranks' callbacks stay silent.
+    if (o.group && o.group->rank() != 0) onStep = onValidation = nb::none();
     rt::CompiledTrainStep step(*model_);
     Interrupts interrupts;
     std::optional<nb::python_error> callbackError;
@@ -743,6 +774,13 @@ void bindRuntime(nb::module_& m) {
       "_stop_ids", [](const std::string& dir, int32_t eos) { return rt::stopIds(dir, nullptr, eos); },
       nb::arg("dir"), nb::arg("eos"),
       "Ids besides `eos` that end a continuation, as the directory's config files say.");
+  m.def(
+      "_ranks",
+      [] {
+        rt::ProcessGroup* g = ranks();
+        return std::make_pair(g ? g->rank() : 0, g ? g->size() : 1);
+      },
+      "(rank, size) of a data-parallel run under mpirun (MPI joined on first call), else (0, 1).");
   m.def("_last_run_pointers", [] { return lastPointers; },
         "The data pointers of this thread's last run by tensor name (the zero-copy tests).");
 }

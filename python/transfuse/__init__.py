@@ -362,6 +362,12 @@ class Trainer:
     `on_step` gets a dict per step: step, epoch, loss, lr, grad_norm, tokens,
     seconds, tokens_per_s (of the run so far).
 
+    Data parallelism (docs/distributed.md): under `mpirun -np N python ...`
+    every rank trains one of N shards of each batch, their gradients summed
+    in rank order, and rank 0 alone checkpoints, validates, logs and calls
+    on_step and on_validation (Trainer.rank, Trainer.ranks say which this
+    is); `shards=N` in one process gives the same bits.
+
     `valid=(sources, targets)` (an encoder_decoder's pairs) is scored at
     each epoch's end as `transfuse train --src-valid/--tgt-valid` does: the
     weights copied into a decoding build of the same config, the loss the
@@ -378,7 +384,7 @@ class Trainer:
                  epochs: int = 0, time_limit: float = 0.0, warmup: int = 4000,
                  lr_factor: float = 1.0, d_model: "int | None" = None, clip_norm: float = 0.0,
                  weight_decay: float = 0.0, checkpoint_dir: "str | os.PathLike[str] | None" = None,
-                 save_every: int = 0, keep: int = 0,
+                 save_every: int = 0, keep: int = 0, shards: int = 1,
                  valid: "tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None" = None,
                  log_json: "str | os.PathLike[str] | None" = None,
                  on_step: "Callable[[dict], None] | None" = None,
@@ -395,7 +401,9 @@ class Trainer:
                             epochs=epochs, time_limit=time_limit, warmup=warmup,
                             lr_factor=lr_factor, clip_norm=clip_norm, weight_decay=weight_decay,
                             d_model=d_model or int(config.get("d_model", 512)),
-                            save_every=save_every, keep=keep)
+                            save_every=save_every, keep=keep, shards=shards)
+        # Under mpirun: this process's rank and how many train (MPI joined here).
+        self.rank, self.ranks = _transfuse._ranks()
         self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
         if self.checkpoint_dir is not None:
             os.makedirs(self.checkpoint_dir, exist_ok=True)
@@ -420,7 +428,8 @@ class Trainer:
         """Trains on sentence pairs (targets given: an encoder_decoder) or lines
         (a decoder_only model), ids without specials. Returns where the run
         stands: step, epoch, resumed_from (a checkpoint, or "")."""
-        log = open(self.log_json, "a" if resume else "w") if self.log_json else None
+        log = (open(self.log_json, "a" if resume else "w")
+               if self.log_json and self.rank == 0 else None)
 
         def write(row: dict) -> None:
             if log is not None:

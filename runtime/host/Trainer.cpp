@@ -195,11 +195,13 @@ StatusOr<StepResult> CompiledTrainStep::shardedStep(
       for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
     first = false;
   }
+  StepResult r;
   if (group) {
+    const Clock::time_point t0 = Clock::now();
     if (Status g = group->sumInRankOrder(sum.data(), sum.size()); !g.isOk()) return g;
     if (Status g = group->sumInRankOrder(losses.data(), losses.size()); !g.isOk()) return g;
+    r.reduceSeconds = secondsSince(t0);
   }
-  StepResult r;
   for (double l : losses) r.loss += l;
   if (Status p = model_.putGradients(sum); !p.isOk()) return p;
   r.lr = learningRate(adam, step);

@@ -66,6 +66,9 @@ struct StepResult {
   double loss = 0.0;      // before the update
   double lr = 0.0;        // the rate applied
   double gradNorm = 0.0;  // before clipping
+  // A data-parallel step's seconds in summing gradients across the ranks
+  // (0 in one process).
+  double reduceSeconds = 0.0;
   // grad.<name>, before clipping, when asked for.
   std::map<std::string, Tensor> grads;
 };

@@ -504,5 +504,55 @@ TEST(ModelAbi, ParametersAreReadAndWrittenByName) {
   EXPECT_FALSE(m->setTrainSteps(-1).isOk());
 }
 
+// Gradient exchange (ABI 5): the held gradients as one vector in parameter
+// order, taken out (zeros when none are held; none held after) and put back
+// (held for the next Adam step, which then moves every weight by it).
+TEST(ModelAbi, GradientsAreTakenAndPutAsOneVector) {
+  LoadOptions opt;
+  opt.seed = 7;
+  auto m = loadOrDie(opt);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->gradientCount(), 15);  // w [4, 3], then b [3]
+  std::vector<float> taken = {1.0f};
+  ASSERT_TRUE(m->takeGradients(taken).isOk());
+  EXPECT_EQ(taken, std::vector<float>(15, 0.0f));
+
+  std::vector<float> g(15);
+  for (int i = 0; i < 15; ++i) g[i] = (i % 2 ? -0.5f : 0.25f) * static_cast<float>(i + 1);
+  ASSERT_TRUE(m->putGradients(g).isOk());
+  ASSERT_TRUE(m->takeGradients(taken).isOk());
+  EXPECT_EQ(taken, g);
+  auto none = m->applyGradients({});
+  ASSERT_FALSE(none.isOk());  // taken: none held
+  EXPECT_TRUE(contains(none.status().message(), "no gradients to apply"));
+
+  auto w0 = m->readParam("w", CompiledModel::ParamRole::kWeight);
+  auto b0 = m->readParam("b", CompiledModel::ParamRole::kWeight);
+  ASSERT_TRUE(w0.isOk() && b0.isOk());
+  ASSERT_TRUE(m->putGradients(g).isOk());
+  CompiledModel::TrainOptions adam;
+  adam.learningRate = 0.01;
+  auto norm = m->applyGradients(adam);
+  ASSERT_TRUE(norm.isOk()) << norm.status().message();
+  double sq = 0;
+  for (float x : g) sq += double(x) * x;
+  EXPECT_NEAR(*norm, std::sqrt(sq), 1e-9 * std::sqrt(sq));
+  // Adam's first step moves each weight by the rate against its gradient's sign.
+  auto w1 = m->readParam("w", CompiledModel::ParamRole::kWeight);
+  auto b1 = m->readParam("b", CompiledModel::ParamRole::kWeight);
+  ASSERT_TRUE(w1.isOk() && b1.isOk());
+  for (int i = 0; i < 15; ++i) {
+    const float before = i < 12 ? w0->data<float>()[i] : b0->data<float>()[i - 12];
+    const float after = i < 12 ? w1->data<float>()[i] : b1->data<float>()[i - 12];
+    EXPECT_NEAR(after - before, g[i] > 0 ? -0.01 : 0.01, 1e-5) << i;
+  }
+  EXPECT_EQ(m->trainSteps(), 1);
+
+  Status wrong = m->putGradients(std::vector<float>(14, 0.0f));
+  ASSERT_FALSE(wrong.isOk());
+  EXPECT_TRUE(contains(wrong.message(), "the gradients are 15 floats, the buffer 14"))
+      << wrong.message();
+}
+
 }  // namespace
 }  // namespace transfuse::rt

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <iterator>
 #include <numeric>
+#include <set>
 #include <ostream>
 #include <thread>
 
@@ -776,6 +777,137 @@ TEST(TrainerTest, AStopHookEndsTheRunWithTheLastStepCheckpointed) {
   EXPECT_EQ(t2.run().message(), "interrupted");
   EXPECT_TRUE(untouched.seen.empty());
   EXPECT_TRUE(listCheckpoints(o.checkpointDir).empty());
+}
+
+//===----------------------------------------------------------------------===//
+// Data parallelism
+//===----------------------------------------------------------------------===//
+
+// Records what a sharded step received; the weights move as FakeStep's do.
+struct ShardedFake : FakeStep {
+  struct Seen {
+    std::vector<std::vector<SeenBatch>> shards;
+    std::vector<int> mine;
+  };
+  std::vector<Seen> sharded;
+  StatusOr<StepResult> shardedStep(const std::vector<std::vector<MicroBatch>>& shards,
+                                   const std::vector<int>& mine, int64_t step,
+                                   const AdamOptions& adam, uint64_t seed,
+                                   ProcessGroup*) override {
+    Seen s;
+    s.mine = mine;
+    std::vector<MicroBatch> all;
+    for (const auto& shard : shards) {
+      s.shards.emplace_back();
+      for (const MicroBatch& mb : shard) {
+        s.shards.back().push_back(mb.inputs.empty() ? SeenBatch{} : seenOf(mb));
+        if (!mb.inputs.empty()) all.push_back(mb);
+      }
+    }
+    sharded.push_back(std::move(s));
+    return FakeStep::step(all, step, adam, seed, false);
+  }
+};
+
+// A group of `size` ranks seen from `rank`, in one process: sums are the
+// caller's values (no other rank adds any); `stopAt` makes any() true from
+// that call on, as if another rank's clock ran out.
+struct FakeGroup : ProcessGroup {
+  int rank_ = 0, size_ = 2, calls = 0, stopAt = 0;
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status sumInRankOrder(float*, size_t) override { return Status::ok(); }
+  Status sumInRankOrder(double*, size_t) override { return Status::ok(); }
+  StatusOr<bool> any(bool flag) override { return flag || (stopAt && ++calls >= stopAt); }
+  Status broadcast(std::string&) override { return Status::ok(); }
+  Status barrier() override { return Status::ok(); }
+};
+
+TEST(TrainerShardsTest, EachBatchIsCutIntoContiguousShardsSomeEmpty) {
+  const TrainingData data = makeData();
+  TrainerOptions o = baseOptions();
+  o.maxEpochs = 1;
+  o.accumulate = 2;
+  o.shards = 3;
+  o.batching.maxRows = 4;  // batches of 1..4 rows: uneven thirds, empty ones
+  ShardedFake fake;
+  Trainer trainer(fake, data, o);
+  ASSERT_TRUE(trainer.run().isOk());
+  const std::vector<PlannedStep> planned = plannedSteps(data, o);
+  ASSERT_EQ(fake.sharded.size(), planned.size());
+  bool sawEmpty = false;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const auto& seen = fake.sharded[i];
+    EXPECT_EQ(seen.mine, (std::vector<int>{0, 1, 2}));
+    ASSERT_EQ(seen.shards.size(), 3u);
+    for (size_t b = 0; b < planned[i].batches.size(); ++b) {
+      // The shards of batch b, concatenated in shard order, are the batch.
+      const std::vector<int32_t>& rows = planned[i].batches[b];
+      std::vector<int32_t> joined;
+      for (int s = 0; s < 3; ++s) {
+        const SeenBatch& part = seen.shards[s][b];
+        const size_t n = rows.size();
+        EXPECT_EQ(part.examples.size(), n * (s + 1) / 3 - n * s / 3);
+        sawEmpty |= part.examples.empty();
+        joined.insert(joined.end(), part.examples.begin(), part.examples.end());
+      }
+      EXPECT_EQ(joined, rows) << "step " << i + 1 << " batch " << b;
+    }
+  }
+  EXPECT_TRUE(sawEmpty);
+  // A train step without shardedStep refuses a sharded run.
+  FakeStep plain;
+  Trainer refused(plain, data, o);
+  Status s = refused.run();
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("sharded"), std::string::npos) << s.message();
+}
+
+TEST(TrainerShardsTest, ARankComputesItsShardAndOnlyRankZeroCheckpoints) {
+  const TrainingData data = makeData();
+  TrainerOptions o = baseOptions();
+  o.maxEpochs = 2;
+  o.shards = 2;
+  for (int rank : {0, 1}) {
+    TempDir dir;
+    o.checkpointDir = dir.path();
+    FakeGroup group;
+    group.rank_ = rank;
+    o.group = &group;
+    ShardedFake fake;
+    int validations = 0;
+    TrainerCallbacks cb;
+    cb.validate = [&]() -> StatusOr<Validation> {
+      ++validations;
+      return Validation{};
+    };
+    Trainer trainer(fake, data, o, cb);
+    ASSERT_TRUE(trainer.run().isOk());
+    for (const auto& seen : fake.sharded) EXPECT_EQ(seen.mine, std::vector<int>{rank});
+    EXPECT_EQ(validations, rank == 0 ? 2 : 0);
+    EXPECT_EQ(listCheckpoints(o.checkpointDir).empty(), rank != 0);
+  }
+  // Another rank's stop (its time limit) stops this one at the same step.
+  FakeGroup group;
+  group.stopAt = 4;  // asked before steps 1..4: stop before step 4
+  o.group = &group;
+  o.checkpointDir.clear();
+  ShardedFake fake;
+  Trainer trainer(fake, data, o);
+  ASSERT_TRUE(trainer.run().isOk());
+  EXPECT_EQ(trainer.step(), 3);
+  // shards must be the group's size.
+  o.shards = 3;
+  Trainer wrong(fake, data, o);
+  EXPECT_FALSE(wrong.run().isOk());
+}
+
+TEST(TrainerShardsTest, ShardSeedsDifferPerShardAndKeepShardZerosSeed) {
+  EXPECT_EQ(shardSeed(kSeed, 0), kSeed);
+  std::set<uint64_t> seeds;
+  for (int s = 0; s < 64; ++s) seeds.insert(shardSeed(kSeed, s));
+  EXPECT_EQ(seeds.size(), 64u);
+  EXPECT_NE(shardSeed(kSeed, 1), shardSeed(kSeed + 1, 1));
 }
 
 //===----------------------------------------------------------------------===//
