@@ -1,0 +1,229 @@
+// The int8 GEMM (see Int8Gemm.h): quantization, packing, the path's
+// dispatch, the scalar block kernel, and the driver with the epilogue every
+// path shares.
+
+#include "runtime/kernels/Int8Gemm.h"
+
+#include "runtime/kernels/Parallel.h"
+#include "runtime/kernels/int8/Int8Kernels.h"
+
+#include <cpuid.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+namespace transfuse::kernels {
+
+using namespace int8;
+
+namespace {
+
+constexpr int64_t kMaxRows = kRowsAmx;  // A's rows are padded to a multiple of every block's
+
+int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// AMX needs Linux's permission for the tile data state (5.16+).
+bool amxGranted() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool tile = d & (1u << 24), int8 = d & (1u << 25);
+  if (!tile || !int8) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+std::vector<Int8Path> detect() {
+  std::vector<Int8Path> paths;
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  if (avx512 && amxGranted()) paths.push_back(Int8Path::kAmx);
+  if (avx512 && __builtin_cpu_supports("avx512vnni")) paths.push_back(Int8Path::kVnni);
+  if (__builtin_cpu_supports("avx2")) paths.push_back(Int8Path::kAvx2);
+  paths.push_back(Int8Path::kScalar);
+  return paths;
+}
+
+std::mutex pathsMutex;
+std::vector<Int8Path>& paths() {
+  static std::vector<Int8Path> available = detect();
+  return available;
+}
+
+int64_t rowsOf(Int8Path path) {
+  switch (path) {
+    case Int8Path::kAmx: return kRowsAmx;
+    case Int8Path::kVnni: return kRowsVnni;
+    case Int8Path::kAvx2: return kRowsAvx2;
+    case Int8Path::kScalar: break;
+  }
+  return kRowsScalar;
+}
+
+BlockKernel kernelOf(Int8Path path) {
+  switch (path) {
+    case Int8Path::kAmx: return blockAmx;
+    case Int8Path::kVnni: return blockVnni;
+    case Int8Path::kAvx2: return blockAvx2;
+    case Int8Path::kScalar: break;
+  }
+  return blockScalar;
+}
+
+int8_t quantize(float x, float inverse) {
+  const float q = std::nearbyint(x * inverse);
+  return static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, q)));
+}
+
+}  // namespace
+
+namespace int8 {
+
+void blockScalar(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
+                 int64_t kPadded, int32_t* acc) {
+  const auto* qa = reinterpret_cast<const int8_t*>(a);
+  for (int64_t r = 0; r < kRowsScalar; ++r)
+    for (int64_t c = 0; c < kBlockCols; ++c) {
+      const int8_t* panel = c < kPanel ? panel0 : panel1;
+      const int64_t col = c % kPanel;
+      int32_t sum = 0;
+      for (int64_t k = 0; k < kPadded; ++k)
+        sum += int32_t{qa[r * lda + k]} * int32_t{panel[(k / 4) * 64 + col * 4 + k % 4]};
+      acc[r * kBlockCols + c] = sum;
+    }
+}
+
+}  // namespace int8
+
+const char* int8PathName(Int8Path path) {
+  switch (path) {
+    case Int8Path::kAmx: return "amx";
+    case Int8Path::kVnni: return "vnni";
+    case Int8Path::kAvx2: return "avx2";
+    case Int8Path::kScalar: break;
+  }
+  return "scalar";
+}
+
+std::vector<Int8Path> int8PathsAvailable() {
+  std::lock_guard<std::mutex> lock(pathsMutex);
+  return paths();
+}
+
+Int8Path bestInt8Path() { return int8PathsAvailable().front(); }
+
+rt::Status restrictInt8Paths(std::string_view toggles) {
+  std::lock_guard<std::mutex> lock(pathsMutex);
+  std::vector<Int8Path>& available = paths();
+  std::string list(toggles);
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    std::string item = list.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    if (item[0] != '-')
+      return rt::Status::error("int8 path toggle '" + item + "': expected -amx, -vnni or -avx2");
+    item.erase(0, 1);
+    bool known = false;
+    for (Int8Path p : {Int8Path::kAmx, Int8Path::kVnni, Int8Path::kAvx2}) {
+      if (::strcasecmp(item.c_str(), int8PathName(p)) != 0) continue;
+      known = true;
+      available.erase(std::remove(available.begin(), available.end(), p), available.end());
+    }
+    if (!known)
+      return rt::Status::error("int8 path toggle '-" + item +
+                               "': not one of -amx, -vnni, -avx2 (scalar stays)");
+  }
+  return rt::Status::ok();
+}
+
+void quantizeRows(const float* a, int64_t lda, int64_t rows, int64_t k, int8_t* q, int64_t ldq,
+                  float* scales) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* x = a + i * lda;
+    float peak = 0.0f;
+    for (int64_t j = 0; j < k; ++j) peak = std::max(peak, std::fabs(x[j]));
+    const float scale = peak / 127.0f;
+    const float inverse = peak > 0.0f ? 127.0f / peak : 0.0f;
+    for (int64_t j = 0; j < k; ++j) q[i * ldq + j] = quantize(x[j], inverse);
+    scales[i] = scale;
+  }
+}
+
+Int8Weights quantizePackB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n) {
+  Int8Weights w;
+  w.k = k;
+  w.n = n;
+  w.kPadded = roundUp(std::max<int64_t>(k, 1), 64);
+  w.data.assign(static_cast<size_t>(w.panels() * w.kPadded * kPanel), 0);
+  w.scale.assign(static_cast<size_t>(n), 0.0f);
+  w.compensation.assign(static_cast<size_t>(n), 0);
+  std::vector<float> column(static_cast<size_t>(k));
+  std::vector<int8_t> q(static_cast<size_t>(k));
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t i = 0; i < k; ++i) column[i] = transB ? b[j * ldb + i] : b[i * ldb + j];
+    quantizeRows(column.data(), k, 1, k, q.data(), k, &w.scale[j]);
+    int8_t* panel = w.data.data() + (j / kPanel) * w.kPadded * kPanel;
+    int32_t sum = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      panel[(i / 4) * 64 + (j % kPanel) * 4 + i % 4] = q[i];
+      sum += q[i];
+    }
+    w.compensation[j] = 128 * sum;
+  }
+  return w;
+}
+
+void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, const float* bias,
+              float* c, int64_t ldc, rt::ThreadPool* pool) {
+  gemmInt8(m, a, lda, w, bias, c, ldc, pool, bestInt8Path());
+}
+
+void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, const float* bias,
+              float* c, int64_t ldc, rt::ThreadPool* pool, Int8Path path) {
+  if (m <= 0 || w.n <= 0) return;
+  const int64_t kp = w.kPadded, mPadded = roundUp(m, kMaxRows);
+  // A quantized per row, zero-padded to Kp columns and a whole number of
+  // blocks of rows; u8 (qa + 128) for vnni.
+  std::vector<int8_t> qa(static_cast<size_t>(mPadded * kp), 0);
+  std::vector<float> sa(static_cast<size_t>(m));
+  quantizeRows(a, lda, m, w.k, qa.data(), kp, sa.data());
+  const bool unsigned8 = path == Int8Path::kVnni;
+  if (unsigned8)
+    for (int8_t& x : qa) x = static_cast<int8_t>(static_cast<uint8_t>(x) ^ 0x80u);  // + 128
+  const BlockKernel kernel = kernelOf(path);
+  const int64_t rows = rowsOf(path), pairs = (w.panels() + 1) / 2;
+  const auto* q8 = reinterpret_cast<const uint8_t*>(qa.data());
+  parallelFor(pool, static_cast<size_t>(pairs), 1, [&](size_t begin, size_t end) {
+    alignas(64) int32_t acc[kMaxRows * kBlockCols];
+    if (path == Int8Path::kAmx) amxBegin();
+    for (size_t pair = begin; pair < end; ++pair) {
+      const int64_t p0 = 2 * static_cast<int64_t>(pair);
+      const int8_t* panel0 = w.data.data() + p0 * kp * kPanel;
+      const int8_t* panel1 = p0 + 1 < w.panels() ? panel0 + kp * kPanel : panel0;
+      const int64_t col0 = p0 * kPanel, cols = std::min(kBlockCols, w.n - col0);
+      for (int64_t i = 0; i < m; i += rows) {
+        kernel(q8 + i * kp, kp, panel0, panel1, kp, acc);
+        for (int64_t r = 0; r < std::min(rows, m - i); ++r) {
+          float* out = c + (i + r) * ldc + col0;
+          for (int64_t j = 0; j < cols; ++j) {
+            const int32_t sum =
+                acc[r * kBlockCols + j] - (unsigned8 ? w.compensation[col0 + j] : 0);
+            float value = static_cast<float>(sum) * (sa[i + r] * w.scale[col0 + j]);
+            if (bias) value += bias[col0 + j];
+            out[j] = value;
+          }
+        }
+      }
+    }
+    if (path == Int8Path::kAmx) amxEnd();
+  });
+}
+
+}  // namespace transfuse::kernels

@@ -1,0 +1,87 @@
+// int8 GEMM for quantized inference (the int8 linear):
+//
+//   C[M,N] = (qa · qw) ⊙ (sa ⊗ sw) + bias[N]
+//
+// A (fp32, row-major, lda) is quantized per row when the call runs:
+// sa[i] = max_k |A(i,k)| / 127, qa(i,k) = round(A(i,k) / sa[i]) in
+// [-127, 127] (ties to even; a zero row gives zeros). B (the weights,
+// B(k,j) = b[k·ldb + j], or with transB b[j·ldb + k] as a linear layer's
+// [N,K] weight) is quantized per output column the same way when it is
+// packed (quantizePackB, once, at prepare time). The products are summed
+// exactly in int32 (|Σ| <= K·127², exact for K < 133,000); each C element
+// is then float(acc) · (sa[i] · sw[j]) + bias[j], the same float
+// operations whichever path summed, so every path gives the same bits.
+//
+// Paths (Int8Path), chosen by CPUID, each forceable so that one machine
+// tests every path it has:
+//   amx     AMX-INT8 tiles (tdpbssd: s8 × s8), 32×32 blocks of four tiles,
+//           after Linux grants the tile state (arch_prctl);
+//   vnni    AVX512-VNNI (vpdpbusd: u8 × s8): A as qa + 128, and the
+//           compensation 128 · Σ_k qw(k,j) (computed when packing)
+//           subtracted from each sum;
+//   avx2    AVX2 (vpmaddubsw): |qa| (u8) × qw with qa's sign (s8); a pair
+//           of products is at most 2 · 127 · 127 = 32,258, under int16's
+//           saturation, so the form is exact; pairs summed by vpmaddwd;
+//   scalar  plain int32 loops (every machine; the reference).
+// The weights are packed once for all paths: panels of 16 columns, k in
+// quads: panel p holds qw(k, 16p + c) at data[p·(Kp·16) + (k/4)·64 + c·4 +
+// k%4], Kp = K rounded up to 64 (zero padding), which is also one AMX B tile
+// row per k-quad.
+//
+// Threads: the pool splits the columns by pairs of panels; each C element is
+// computed by one thread in one way, so results do not depend on the thread
+// count. The pool may be null.
+#ifndef TRANSFUSE_RUNTIME_KERNELS_INT8GEMM_H
+#define TRANSFUSE_RUNTIME_KERNELS_INT8GEMM_H
+
+#include "runtime/Status.h"
+#include "runtime/ThreadPool.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace transfuse::kernels {
+
+enum class Int8Path { kScalar, kAvx2, kVnni, kAmx };
+
+const char* int8PathName(Int8Path path);  // "scalar", "avx2", "vnni", "amx"
+
+// The paths this CPU (and OS, for AMX) runs, best first; without a
+// restriction (restrictInt8Paths) the first is what gemmInt8 uses.
+std::vector<Int8Path> int8PathsAvailable();
+Int8Path bestInt8Path();
+
+// Turns paths off for the rest of the process, e.g. "-amx" or
+// "-amx,-vnni" (names as int8PathName, any case); the best remaining one is
+// then used. Error: an unknown name.
+rt::Status restrictInt8Paths(std::string_view toggles);
+
+struct Int8Weights {
+  int64_t k = 0, n = 0;
+  int64_t kPadded = 0;              // K rounded up to 64
+  std::vector<int8_t> data;         // panels of 16 columns (see above)
+  std::vector<float> scale;         // sw, per column
+  std::vector<int32_t> compensation;  // 128 · Σ_k qw(k, j), per column
+  int64_t panels() const { return (n + 15) / 16; }
+};
+
+// B quantized per column and packed (see the file comment).
+Int8Weights quantizePackB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n);
+
+// Per-row symmetric quantization of `rows` rows of `k` values (lda apart)
+// into q (rows × ldq, int8, the tail after k untouched) and scales.
+void quantizeRows(const float* a, int64_t lda, int64_t rows, int64_t k, int8_t* q, int64_t ldq,
+                  float* scales);
+
+// C = (qa · qw) ⊙ (sa ⊗ sw) + bias (bias may be null) on `path` (it must be
+// one of int8PathsAvailable(); the default: the best).
+void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, const float* bias,
+              float* c, int64_t ldc, rt::ThreadPool* pool);
+void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, const float* bias,
+              float* c, int64_t ldc, rt::ThreadPool* pool, Int8Path path);
+
+}  // namespace transfuse::kernels
+
+#endif  // TRANSFUSE_RUNTIME_KERNELS_INT8GEMM_H

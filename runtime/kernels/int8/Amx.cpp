@@ -1,0 +1,56 @@
+// The int8 block kernel with AMX-INT8 tiles (see Int8Kernels.h): a 32×32
+// block as four 16×16 int32 tiles (tmm0-3), A as two 16×64 s8 tiles
+// (tmm4-5: 16 rows, 64 k), the two panels as 16×64 tiles of k-quads
+// (tmm6-7: 16 quads × 16 columns × 4), tdpbssd per 64 k.
+#include "runtime/kernels/int8/Int8Kernels.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace transfuse::kernels::int8 {
+
+namespace {
+
+// ldtilecfg's 64 bytes: palette 1, and tiles 0-7 of 16 rows of 64 bytes.
+// A constant in memory: GCC 12 does not see _tile_loadconfig read its
+// operand and drops stores to a local configuration.
+struct alignas(64) TileConfig {
+  uint8_t palette, startRow;
+  uint8_t reserved[14];
+  uint16_t bytesPerRow[16];
+  uint8_t rows[16];
+};
+alignas(64) const TileConfig kConfig = {
+    1, 0, {}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
+
+}  // namespace
+
+void amxBegin() { _tile_loadconfig(&kConfig); }
+
+void amxEnd() { _tile_release(); }
+
+void blockAmx(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
+              int64_t kPadded, int32_t* acc) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t k = 0; k < kPadded; k += 64) {
+    _tile_loadd(4, a + k, lda);
+    _tile_loadd(5, a + 16 * lda + k, lda);
+    _tile_loadd(6, panel0 + k * 16, 64);
+    _tile_loadd(7, panel1 + k * 16, 64);
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+  }
+  constexpr int64_t stride = kBlockCols * sizeof(int32_t);
+  _tile_stored(0, acc, stride);
+  _tile_stored(1, acc + kPanel, stride);
+  _tile_stored(2, acc + 16 * kBlockCols, stride);
+  _tile_stored(3, acc + 16 * kBlockCols + kPanel, stride);
+}
+
+}  // namespace transfuse::kernels::int8
