@@ -143,13 +143,14 @@ int tools::runBench(const std::vector<std::string> &positional,
   double minSeconds = floatFlag(flags, "--min-seconds", 0.5, [](double v) { return v > 0; },
                                 "a positive number");
   if (positional[0] == "gemm") {
-    only({"--m", "--n", "--k", "--epilogue", "--pack-per-call"});
+    only({"--m", "--n", "--k", "--epilogue", "--pack-per-call", "--dtype"});
     tk::GemmBenchOptions o;
     o.m = intFlag(flags, "--m", 1024, 1, 1 << 16);
     o.n = intFlag(flags, "--n", 1024, 1, 1 << 16);
     o.k = intFlag(flags, "--k", 1024, 1, 1 << 16);
     o.epilogue = flag(flags, "--epilogue", "none");
     o.packPerCall = flags.count("--pack-per-call");
+    o.dtype = flag(flags, "--dtype", "f32");
     o.threads = threads;
     o.minSeconds = minSeconds;
     tk::GemmBenchResult r = orDie(tk::runGemmBench(o));

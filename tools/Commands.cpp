@@ -161,7 +161,9 @@ const std::vector<Command> kCommands = {
     {"--threads", "T", "threads (default 1; model: one per hardware thread)"},
     {"--min-seconds", "S", "measure for at least this long (default 0.5; model: 2)"},
     {"--isa", "TARGET", "dispatch to this Highway target instead of the best (AVX3, AVX2, "
-                        "SSE4, ...; also $TRANSFUSE_ISA)"},
+                        "SSE4, ...), and/or turn int8 paths off (AVX3,-AMX; -amx,-vnni); "
+                        "also $TRANSFUSE_ISA"},
+    {"--dtype", "T", "gemm: f32 (default) or int8 (quantized per row; the best int8 path)"},
     {"--json", nullptr, "print one JSON object (with a gflops field)"}},
    runBench},
   {"train", "train CONFIG.json --src-train F [--tgt-train F] | train MODEL --images F [options]",

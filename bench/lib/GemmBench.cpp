@@ -6,6 +6,7 @@
 #include "runtime/ThreadPool.h"
 #include "bench/lib/FmaPeak.h"
 #include "runtime/kernels/Gemm.h"
+#include "runtime/kernels/Int8Gemm.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,11 @@ rt::StatusOr<GemmBenchResult> runGemmBench(const GemmBenchOptions& o) {
   if (o.m == 0 || o.n == 0 || o.k == 0)
     return rt::Status::error("bench gemm: --m, --n and --k must be positive");
   if (o.threads < 1) return rt::Status::error("bench gemm: --threads must be at least 1");
+  if (o.dtype != "f32" && o.dtype != "int8")
+    return rt::Status::error("bench gemm: --dtype " + o.dtype + " is not one of f32, int8");
+  if (o.dtype == "int8" && (o.packPerCall || (o.epilogue != "none" && o.epilogue != "bias")))
+    return rt::Status::error("bench gemm: --dtype int8 takes --epilogue none or bias, and its "
+                             "weights are packed once");
   GemmEpilogue ep;
   bool bias = o.epilogue != "none", residual = o.epilogue == "residual";
   if (o.epilogue == "none" || o.epilogue == "bias" || o.epilogue == "residual") {
@@ -63,10 +69,27 @@ rt::StatusOr<GemmBenchResult> runGemmBench(const GemmBenchOptions& o) {
   r.kc = info.kc;
   r.mc = info.mc;
   r.peakGflopsPerThread = measureFmaPeak().gflops;
+  r.dtype = o.dtype;
 
   rt::ThreadPool pool(o.threads);
-  PackedB packed = packB(B.data(), o.k, o.n, o.n, false);
+  const bool int8 = o.dtype == "int8";
+  PackedB packed = int8 ? PackedB{} : packB(B.data(), o.k, o.n, o.n, false);
+  Int8Weights quantized;
+  if (int8) {
+    quantized = quantizePackB(B.data(), o.n, false, o.k, o.n);
+    const Int8Path path = bestInt8Path();
+    r.target = std::string("int8 ") + int8PathName(path);
+    r.mr = path == Int8Path::kAmx ? 32 : path == Int8Path::kAvx2 ? 4 : 8;
+    r.nr = 32;
+    r.kc = quantized.kPadded;
+    r.mc = 0;
+  }
   auto call = [&] {
+    if (int8) {
+      gemmInt8(o.m, A.data(), o.k, quantized, bias ? biasV.data() : nullptr, C.data(), o.n,
+               &pool);
+      return;
+    }
     if (o.packPerCall) {
       PackedB fresh = packB(B.data(), o.k, o.n, o.n, false, &pool);
       gemm(o.m, o.n, o.k, A.data(), o.k, false, fresh, C.data(), o.n, ep, &pool);
@@ -101,6 +124,7 @@ std::string gemmBenchJson(const GemmBenchResult& r) {
   v.set("n", r.n);
   v.set("k", r.k);
   v.set("epilogue", r.epilogue);
+  v.set("dtype", r.dtype);
   v.set("pack_per_call", r.packPerCall);
   v.set("threads", r.threads);
   v.set("target", r.target);
@@ -119,9 +143,10 @@ std::string gemmBenchJson(const GemmBenchResult& r) {
 std::string gemmBenchText(const GemmBenchResult& r) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "gemm %zux%zux%zu %s, %d thread(s), %s %zux%zu: %.1f GFLOP/s, %.1f%% of "
-                "peak (%.1f GFLOP/s/thread)",
-                r.m, r.n, r.k, r.epilogue.c_str(), r.threads, r.target.c_str(), r.mr, r.nr,
+                "gemm %s %zux%zux%zu %s, %d thread(s), %s %zux%zu: %.1f GFLOP/s, %.1f%% of "
+                "the fp32 FMA peak (%.1f GFLOP/s/thread)",
+                r.dtype.c_str(), r.m, r.n, r.k, r.epilogue.c_str(), r.threads, r.target.c_str(),
+                r.mr, r.nr,
                 r.gflops, 100.0 * r.fractionOfPeak, r.peakGflopsPerThread);
   return buf;
 }

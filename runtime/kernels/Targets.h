@@ -19,12 +19,15 @@ std::string bestTargetName();
 std::string availableTargetNames();
 
 // Dispatches every kernel of this process, and of the artifacts it loads
-// (they share Highway's dispatch state), to the target `name` (as
-// bestTargetName spells it, any case) instead of the best one, so that one
-// machine can measure e.g. its AVX2 path beside its AVX-512 one. It disables
-// the better targets for the rest of the process. Error: a name this CPU or
-// this build does not have, listing those it has.
-rt::Status forceTarget(std::string_view name);
+// (they share Highway's dispatch state), to a target instead of the best
+// one, so that one machine can measure e.g. its AVX2 path beside its
+// AVX-512 one. `spec` is a target (as bestTargetName spells it, any case)
+// and/or toggles of the int8 GEMM's paths: "AVX2", "AVX3,-AMX",
+// "-amx,-vnni" (Int8Gemm.h). A target below AVX3 also turns off the int8
+// paths it lacks (VNNI and AMX; below AVX2, vpmaddubsw). It disables the
+// better targets and paths for the rest of the process. Error: a name this
+// CPU or this build does not have, listing those it has.
+rt::Status forceTarget(std::string_view spec);
 
 // forceTarget($TRANSFUSE_ISA) when the variable is set and not empty.
 rt::Status forceTargetFromEnvironment();
