@@ -75,6 +75,14 @@ BlockKernel kernelOf(Int8Path path) {
   return blockScalar;
 }
 
+// The row work (quantization, the epilogue) in AVX2 where the avx2 path is
+// on: the same bits as the scalar loops, faster.
+bool avx2Helpers() {
+  std::lock_guard<std::mutex> lock(pathsMutex);
+  const std::vector<Int8Path>& p = paths();
+  return std::find(p.begin(), p.end(), Int8Path::kAvx2) != p.end();
+}
+
 int8_t quantize(float x, float inverse) {
   const float q = std::nearbyint(x * inverse);
   return static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, q)));
@@ -145,14 +153,22 @@ rt::Status restrictInt8Paths(std::string_view toggles) {
 
 void quantizeRows(const float* a, int64_t lda, int64_t rows, int64_t k, int8_t* q, int64_t ldq,
                   float* scales) {
+  const bool avx2 = avx2Helpers();
   for (int64_t i = 0; i < rows; ++i) {
     const float* x = a + i * lda;
     float peak = 0.0f;
-    for (int64_t j = 0; j < k; ++j) peak = std::max(peak, std::fabs(x[j]));
-    const float scale = peak / 127.0f;
+    if (avx2) {
+      peak = maxAbsAvx2(x, k);
+    } else {
+      for (int64_t j = 0; j < k; ++j) peak = std::max(peak, std::fabs(x[j]));
+    }
     const float inverse = peak > 0.0f ? 127.0f / peak : 0.0f;
-    for (int64_t j = 0; j < k; ++j) q[i * ldq + j] = quantize(x[j], inverse);
-    scales[i] = scale;
+    if (avx2) {
+      quantizeRowAvx2(x, k, inverse, q + i * ldq);
+    } else {
+      for (int64_t j = 0; j < k; ++j) q[i * ldq + j] = quantize(x[j], inverse);
+    }
+    scales[i] = peak / 127.0f;
   }
 }
 
@@ -198,6 +214,7 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, cons
   if (unsigned8)
     for (int8_t& x : qa) x = static_cast<int8_t>(static_cast<uint8_t>(x) ^ 0x80u);  // + 128
   const BlockKernel kernel = kernelOf(path);
+  const bool avx2 = avx2Helpers();
   const int64_t rows = rowsOf(path), pairs = (w.panels() + 1) / 2;
   const auto* q8 = reinterpret_cast<const uint8_t*>(qa.data());
   parallelFor(pool, static_cast<size_t>(pairs), 1, [&](size_t begin, size_t end) {
@@ -210,13 +227,19 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, cons
       const int64_t col0 = p0 * kPanel, cols = std::min(kBlockCols, w.n - col0);
       for (int64_t i = 0; i < m; i += rows) {
         kernel(q8 + i * kp, kp, panel0, panel1, kp, acc);
+        const int32_t* comp = unsigned8 ? w.compensation.data() + col0 : nullptr;
+        const float* sw = w.scale.data() + col0;
+        const float* b = bias ? bias + col0 : nullptr;
         for (int64_t r = 0; r < std::min(rows, m - i); ++r) {
+          const int32_t* sums = acc + r * kBlockCols;
           float* out = c + (i + r) * ldc + col0;
+          if (avx2) {
+            epilogueAvx2(sums, comp, sa[i + r], sw, b, cols, out);
+            continue;
+          }
           for (int64_t j = 0; j < cols; ++j) {
-            const int32_t sum =
-                acc[r * kBlockCols + j] - (unsigned8 ? w.compensation[col0 + j] : 0);
-            float value = static_cast<float>(sum) * (sa[i + r] * w.scale[col0 + j]);
-            if (bias) value += bias[col0 + j];
+            float value = static_cast<float>(sums[j] - (comp ? comp[j] : 0)) * (sa[i + r] * sw[j]);
+            if (b) value += b[j];
             out[j] = value;
           }
         }

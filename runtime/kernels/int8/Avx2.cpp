@@ -39,6 +39,61 @@ void panelAvx2(const uint8_t* a, int64_t lda, const int8_t* panel, int64_t kPadd
 
 }  // namespace
 
+void quantizeRowAvx2(const float* x, int64_t k, float inverse, int8_t* q) {
+  const __m256 scale = _mm256_set1_ps(inverse), hi = _mm256_set1_ps(127.0f),
+               lo = _mm256_set1_ps(-127.0f);
+  int64_t j = 0;
+  for (; j + 8 <= k; j += 8) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j), scale);
+    v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+    const __m256i i32 = _mm256_cvtps_epi32(v);
+    const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32),
+                                        _mm256_extracti128_si256(i32, 1));
+    const __m128i i8 = _mm_packs_epi16(i16, i16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + j), i8);
+  }
+  for (; j < k; ++j) {
+    float v = __builtin_nearbyintf(x[j] * inverse);
+    v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+    q[j] = static_cast<int8_t>(v);
+  }
+}
+
+float maxAbsAvx2(const float* x, int64_t k) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 peak = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= k; j += 8) peak = _mm256_max_ps(peak, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, peak);
+  float m = 0.0f;
+  for (float v : lanes) m = v > m ? v : m;
+  for (; j < k; ++j) {
+    const float v = __builtin_fabsf(x[j]);
+    m = v > m ? v : m;
+  }
+  return m;
+}
+
+void epilogueAvx2(const int32_t* acc, const int32_t* comp, float sa, const float* sw,
+                  const float* bias, int64_t n, float* out) {
+  const __m256 row = _mm256_set1_ps(sa);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256i sum = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j));
+    if (comp) sum = _mm256_sub_epi32(sum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(comp + j)));
+    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(row, _mm256_loadu_ps(sw + j)));
+    if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+    _mm256_storeu_ps(out + j, v);
+  }
+  for (; j < n; ++j) {
+    float v = static_cast<float>(acc[j] - (comp ? comp[j] : 0)) * (sa * sw[j]);
+    if (bias) v += bias[j];
+    out[j] = v;
+  }
+}
+
 void blockAvx2(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
                int64_t kPadded, int32_t* acc) {
   panelAvx2(a, lda, panel0, kPadded, acc);

@@ -31,6 +31,18 @@ void blockAmx(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t*
 void amxBegin();
 void amxEnd();
 
+// The row work around the block kernels, with AVX2 where the CPU has it
+// (the same bits as the scalar forms: max, round-to-nearest-even, and a
+// multiply then an add, never fused):
+//   quantizeRowAvx2: q[j] = clamp(round(x[j] · inverse)), j < k;
+//   maxAbsAvx2:      max |x[j]|;
+//   epilogueAvx2:    out[j] = float(acc[j] - comp[j]) · (sa · sw[j]) (+ bias[j]),
+//                    j < n (comp and bias may be null).
+void quantizeRowAvx2(const float* x, int64_t k, float inverse, int8_t* q);
+float maxAbsAvx2(const float* x, int64_t k);
+void epilogueAvx2(const int32_t* acc, const int32_t* comp, float sa, const float* sw,
+                  const float* bias, int64_t n, float* out);
+
 }  // namespace transfuse::kernels::int8
 
 #endif  // TRANSFUSE_RUNTIME_KERNELS_INT8_INT8KERNELS_H

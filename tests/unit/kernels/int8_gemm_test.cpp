@@ -173,7 +173,28 @@ TEST(Int8Gemm, EveryPathGivesTheScalarBitsOnAnyThreadCount) {
     }
 }
 
+// Runs the same product; with the avx2 path on, quantization and the
+// epilogue run in AVX2 too.
+std::vector<float> product(std::vector<int8_t>* qa = nullptr) {
+  const Shape s{19, 203, 45};  // vector bodies and scalar tails
+  std::vector<float> a = randomMatrix(s.m, s.k, 31), b = randomMatrix(s.n, s.k, 32, 0.3f);
+  const Int8Weights w = quantizePackB(b.data(), s.k, /*transB=*/true, s.k, s.n);
+  std::vector<float> bias = randomMatrix(1, s.n, 33), c(static_cast<size_t>(s.m * s.n));
+  gemmInt8(s.m, a.data(), s.k, w, bias.data(), c.data(), s.n, nullptr);
+  if (qa) {
+    qa->resize(static_cast<size_t>(s.m * s.k));
+    std::vector<float> sa(s.m);
+    quantizeRows(a.data(), s.k, s.m, s.k, qa->data(), s.k, sa.data());
+    c.insert(c.end(), sa.begin(), sa.end());
+  }
+  return c;
+}
+
+// Turning paths off changes which path sums, never the bits: the AVX2
+// quantization and epilogue equal the scalar ones.
 TEST(Int8Gemm, PathsCanBeTurnedOffByName) {
+  std::vector<int8_t> qBefore, qAfter;
+  const std::vector<float> cBefore = product(&qBefore);
   const std::vector<Int8Path> before = int8PathsAvailable();
   EXPECT_EQ(before.back(), Int8Path::kScalar);
   EXPECT_EQ(bestInt8Path(), before.front());
@@ -187,6 +208,11 @@ TEST(Int8Gemm, PathsCanBeTurnedOffByName) {
     EXPECT_NE(p, Int8Path::kVnni);
   }
   EXPECT_EQ(int8PathsAvailable().back(), Int8Path::kScalar);
+  ASSERT_TRUE(restrictInt8Paths("-avx2").isOk());
+  EXPECT_EQ(int8PathsAvailable(), std::vector<Int8Path>{Int8Path::kScalar});
+  const std::vector<float> cAfter = product(&qAfter);
+  EXPECT_EQ(qAfter, qBefore);
+  EXPECT_EQ(0, std::memcmp(cAfter.data(), cBefore.data(), cBefore.size() * sizeof(float)));
 }
 
 }  // namespace
