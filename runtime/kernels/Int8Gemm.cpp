@@ -206,10 +206,16 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, cons
   if (m <= 0 || w.n <= 0) return;
   const int64_t kp = w.kPadded, mPadded = roundUp(m, kMaxRows);
   // A quantized per row, zero-padded to Kp columns and a whole number of
-  // blocks of rows; u8 (qa + 128) for vnni.
-  std::vector<int8_t> qa(static_cast<size_t>(mPadded * kp), 0);
-  std::vector<float> sa(static_cast<size_t>(m));
+  // blocks of rows; u8 (qa + 128) for vnni. The buffers are the calling
+  // thread's, kept between calls (fresh pages each call cost 10%).
+  // (Workers see them through the pointers q8 and rowScales: a
+  // thread_local named inside the parallel loop would be the worker's.)
+  thread_local std::vector<int8_t> qa, tiles;
+  thread_local std::vector<float> sa;
+  qa.assign(static_cast<size_t>(mPadded * kp), 0);
+  sa.resize(static_cast<size_t>(m));
   quantizeRows(a, lda, m, w.k, qa.data(), kp, sa.data());
+  const float* rowScales = sa.data();
   const bool unsigned8 = path == Int8Path::kVnni;
   if (unsigned8)
     for (int8_t& x : qa) x = static_cast<int8_t>(static_cast<uint8_t>(x) ^ 0x80u);  // + 128
@@ -217,6 +223,20 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, cons
   const bool avx2 = avx2Helpers();
   const int64_t rows = rowsOf(path), pairs = (w.panels() + 1) / 2;
   const auto* q8 = reinterpret_cast<const uint8_t*>(qa.data());
+  // AMX loads A as whole 16×64 tiles: each group of 16 rows as its tiles
+  // in k order (1 KiB each), so a tile is one contiguous read.
+  int64_t blockStride = kp, groupStride = kp;  // bytes from a block of rows to the next
+  if (path == Int8Path::kAmx) {
+    tiles.resize(qa.size());
+    for (int64_t g = 0; g < mPadded / 16; ++g)
+      for (int64_t s = 0; s < kp / 64; ++s)
+        for (int64_t r = 0; r < 16; ++r)
+          std::memcpy(tiles.data() + (g * kp + s * 64) * 16 + r * 64,
+                      qa.data() + (g * 16 + r) * kp + s * 64, 64);
+    q8 = reinterpret_cast<const uint8_t*>(tiles.data());
+    groupStride = 16 * kp;  // one group's tiles
+    blockStride = kp;       // per row, as for the others: block i starts at i·kp
+  }
   parallelFor(pool, static_cast<size_t>(pairs), 1, [&](size_t begin, size_t end) {
     alignas(64) int32_t acc[kMaxRows * kBlockCols];
     if (path == Int8Path::kAmx) amxBegin();
@@ -226,7 +246,7 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, cons
       const int8_t* panel1 = p0 + 1 < w.panels() ? panel0 + kp * kPanel : panel0;
       const int64_t col0 = p0 * kPanel, cols = std::min(kBlockCols, w.n - col0);
       for (int64_t i = 0; i < m; i += rows) {
-        kernel(q8 + i * kp, kp, panel0, panel1, kp, acc);
+        kernel(q8 + i * blockStride, groupStride, panel0, panel1, kp, acc);
         const int32_t* comp = unsigned8 ? w.compensation.data() + col0 : nullptr;
         const float* sw = w.scale.data() + col0;
         const float* b = bias ? bias + col0 : nullptr;
@@ -234,11 +254,12 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, cons
           const int32_t* sums = acc + r * kBlockCols;
           float* out = c + (i + r) * ldc + col0;
           if (avx2) {
-            epilogueAvx2(sums, comp, sa[i + r], sw, b, cols, out);
+            epilogueAvx2(sums, comp, rowScales[i + r], sw, b, cols, out);
             continue;
           }
           for (int64_t j = 0; j < cols; ++j) {
-            float value = static_cast<float>(sums[j] - (comp ? comp[j] : 0)) * (sa[i + r] * sw[j]);
+            float value =
+                static_cast<float>(sums[j] - (comp ? comp[j] : 0)) * (rowScales[i + r] * sw[j]);
             if (b) value += b[j];
             out[j] = value;
           }

@@ -1,7 +1,8 @@
 // The int8 block kernel with AMX-INT8 tiles (see Int8Kernels.h): a 32×32
 // block as four 16×16 int32 tiles (tmm0-3), A as two 16×64 s8 tiles
-// (tmm4-5: 16 rows, 64 k), the two panels as 16×64 tiles of k-quads
-// (tmm6-7: 16 quads × 16 columns × 4), tdpbssd per 64 k.
+// (tmm4-5: 16 rows, 64 k; packed by Int8Gemm as whole tiles, so each loads
+// 1 KiB in a row), the two panels as 16×64 tiles of k-quads (tmm6-7: 16
+// quads × 16 columns × 4), tdpbssd per 64 k.
 #include "runtime/kernels/int8/Int8Kernels.h"
 
 #include <immintrin.h>
@@ -36,9 +37,11 @@ void blockAmx(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t*
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
+  // A comes in tiles (Int8Gemm packs it): for each group of 16 rows, its
+  // 16×64 tiles one after another; `lda` is the distance between groups.
   for (int64_t k = 0; k < kPadded; k += 64) {
-    _tile_loadd(4, a + k, lda);
-    _tile_loadd(5, a + 16 * lda + k, lda);
+    _tile_loadd(4, a + k * 16, 64);
+    _tile_loadd(5, a + lda + k * 16, 64);
     _tile_loadd(6, panel0 + k * 16, 64);
     _tile_loadd(7, panel1 + k * 16, 64);
     _tile_dpbssd(0, 4, 6);
