@@ -77,7 +77,7 @@ rt::StatusOr<GemmBenchResult> runGemmBench(const GemmBenchOptions& o) {
   Int8Weights quantized;
   if (int8) {
     quantized = quantizePackB(B.data(), o.n, false, o.k, o.n);
-    const Int8Path path = bestInt8Path();
+    const Int8Path path = int8PathFor(static_cast<int64_t>(o.m));
     r.target = std::string("int8 ") + int8PathName(path);
     r.mr = path == Int8Path::kAmx ? 32 : path == Int8Path::kAvx2 ? 4 : 8;
     r.nr = 32;

@@ -52,6 +52,9 @@ const char* int8PathName(Int8Path path);  // "scalar", "avx2", "vnni", "amx"
 // restriction (restrictInt8Paths) the first is what gemmInt8 uses.
 std::vector<Int8Path> int8PathsAvailable();
 Int8Path bestInt8Path();
+// The path gemmInt8 takes for a product of `m` rows: the best, except that
+// fewer than 16 rows take VNNI over AMX.
+Int8Path int8PathFor(int64_t m);
 
 // Turns paths off for the rest of the process, e.g. "-amx" or
 // "-amx,-vnni" (names as int8PathName, any case); the best remaining one is
@@ -76,7 +79,7 @@ void quantizeRows(const float* a, int64_t lda, int64_t rows, int64_t k, int8_t* 
                   float* scales);
 
 // C = (qa · qw) ⊙ (sa ⊗ sw) + bias (bias may be null) on `path` (it must be
-// one of int8PathsAvailable(); the default: the best).
+// one of int8PathsAvailable(); by default int8PathFor(m)).
 void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, const float* bias,
               float* c, int64_t ldc, rt::ThreadPool* pool);
 void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, const float* bias,

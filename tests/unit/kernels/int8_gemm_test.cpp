@@ -173,6 +173,17 @@ TEST(Int8Gemm, EveryPathGivesTheScalarBitsOnAnyThreadCount) {
     }
 }
 
+TEST(Int8Gemm, FewRowsTakeVnniOverAmx) {
+  EXPECT_EQ(int8PathFor(64), bestInt8Path());
+  if (has(Int8Path::kAmx) && has(Int8Path::kVnni)) {
+    EXPECT_EQ(int8PathFor(1), Int8Path::kVnni);
+    EXPECT_EQ(int8PathFor(15), Int8Path::kVnni);
+    EXPECT_EQ(int8PathFor(16), Int8Path::kAmx);
+  } else {
+    EXPECT_EQ(int8PathFor(1), bestInt8Path());
+  }
+}
+
 // Runs the same product; with the avx2 path on, quantization and the
 // epilogue run in AVX2 too.
 std::vector<float> product(std::vector<int8_t>* qa = nullptr) {
