@@ -75,12 +75,23 @@ BlockKernel kernelOf(Int8Path path) {
   return blockScalar;
 }
 
-// The row work (quantization, the epilogue) in AVX2 where the avx2 path is
-// on: the same bits as the scalar loops, faster.
-bool avx2Helpers() {
+// The row work (quantization, the epilogue): in AVX-512 where the vnni
+// path is on, in AVX2 where the avx2 path is, else scalar loops; the same
+// bits whichever.
+struct RowWork {
+  void (*quantizeRow)(const float*, int64_t, float, int8_t*) = nullptr;
+  float (*maxAbs)(const float*, int64_t) = nullptr;
+  void (*epilogue)(const int32_t*, const int32_t*, float, const float*, const float*, int64_t,
+                   float*) = nullptr;
+};
+
+RowWork rowWork() {
   std::lock_guard<std::mutex> lock(pathsMutex);
   const std::vector<Int8Path>& p = paths();
-  return std::find(p.begin(), p.end(), Int8Path::kAvx2) != p.end();
+  auto on = [&](Int8Path path) { return std::find(p.begin(), p.end(), path) != p.end(); };
+  if (on(Int8Path::kVnni)) return {quantizeRowAvx512, maxAbsAvx512, epilogueAvx512};
+  if (on(Int8Path::kAvx2)) return {quantizeRowAvx2, maxAbsAvx2, epilogueAvx2};
+  return {};
 }
 
 int8_t quantize(float x, float inverse) {
@@ -153,18 +164,18 @@ rt::Status restrictInt8Paths(std::string_view toggles) {
 
 void quantizeRows(const float* a, int64_t lda, int64_t rows, int64_t k, int8_t* q, int64_t ldq,
                   float* scales) {
-  const bool avx2 = avx2Helpers();
+  const RowWork vector = rowWork();
   for (int64_t i = 0; i < rows; ++i) {
     const float* x = a + i * lda;
     float peak = 0.0f;
-    if (avx2) {
-      peak = maxAbsAvx2(x, k);
+    if (vector.maxAbs) {
+      peak = vector.maxAbs(x, k);
     } else {
       for (int64_t j = 0; j < k; ++j) peak = std::max(peak, std::fabs(x[j]));
     }
     const float inverse = peak > 0.0f ? 127.0f / peak : 0.0f;
-    if (avx2) {
-      quantizeRowAvx2(x, k, inverse, q + i * ldq);
+    if (vector.quantizeRow) {
+      vector.quantizeRow(x, k, inverse, q + i * ldq);
     } else {
       for (int64_t j = 0; j < k; ++j) q[i * ldq + j] = quantize(x[j], inverse);
     }
@@ -231,7 +242,7 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, cons
   if (unsigned8)
     for (int8_t& x : qa) x = static_cast<int8_t>(static_cast<uint8_t>(x) ^ 0x80u);  // + 128
   const BlockKernel kernel = kernelOf(path);
-  const bool avx2 = avx2Helpers();
+  const RowWork vector = rowWork();
   const int64_t rows = rowsOf(path), pairs = (w.panels() + 1) / 2;
   const auto* q8 = reinterpret_cast<const uint8_t*>(qa.data());
   // AMX loads A as whole 16×64 tiles: each group of 16 rows as its tiles
@@ -264,8 +275,8 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, cons
         for (int64_t r = 0; r < std::min(rows, m - i); ++r) {
           const int32_t* sums = acc + r * kBlockCols;
           float* out = c + (i + r) * ldc + col0;
-          if (avx2) {
-            epilogueAvx2(sums, comp, rowScales[i + r], sw, b, cols, out);
+          if (vector.epilogue) {
+            vector.epilogue(sums, comp, rowScales[i + r], sw, b, cols, out);
             continue;
           }
           for (int64_t j = 0; j < cols; ++j) {

@@ -38,10 +38,15 @@ void amxEnd();
 //   maxAbsAvx2:      max |x[j]|;
 //   epilogueAvx2:    out[j] = float(acc[j] - comp[j]) · (sa · sw[j]) (+ bias[j]),
 //                    j < n (comp and bias may be null).
+// The same with AVX-512 (16 lanes), where the vnni path is on.
 void quantizeRowAvx2(const float* x, int64_t k, float inverse, int8_t* q);
 float maxAbsAvx2(const float* x, int64_t k);
 void epilogueAvx2(const int32_t* acc, const int32_t* comp, float sa, const float* sw,
                   const float* bias, int64_t n, float* out);
+void quantizeRowAvx512(const float* x, int64_t k, float inverse, int8_t* q);
+float maxAbsAvx512(const float* x, int64_t k);
+void epilogueAvx512(const int32_t* acc, const int32_t* comp, float sa, const float* sw,
+                    const float* bias, int64_t n, float* out);
 
 }  // namespace transfuse::kernels::int8
 

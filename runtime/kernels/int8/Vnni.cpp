@@ -9,6 +9,43 @@
 
 namespace transfuse::kernels::int8 {
 
+void quantizeRowAvx512(const float* x, int64_t k, float inverse, int8_t* q) {
+  const __m512 scale = _mm512_set1_ps(inverse), hi = _mm512_set1_ps(127.0f),
+               lo = _mm512_set1_ps(-127.0f);
+  int64_t j = 0;
+  for (; j + 16 <= k; j += 16) {
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + j), scale);
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + j), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
+  }
+  if (j < k) quantizeRowAvx2(x + j, k - j, inverse, q + j);
+}
+
+float maxAbsAvx512(const float* x, int64_t k) {
+  __m512 peak = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= k; j += 16) peak = _mm512_max_ps(peak, _mm512_abs_ps(_mm512_loadu_ps(x + j)));
+  const float body = _mm512_reduce_max_ps(peak);
+  const float tail = j < k ? maxAbsAvx2(x + j, k - j) : 0.0f;
+  return body > tail ? body : tail;
+}
+
+void epilogueAvx512(const int32_t* acc, const int32_t* comp, float sa, const float* sw,
+                    const float* bias, int64_t n, float* out) {
+  const __m512 row = _mm512_set1_ps(sa);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m512i sum = _mm512_loadu_si512(acc + j);
+    if (comp) sum = _mm512_sub_epi32(sum, _mm512_loadu_si512(comp + j));
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(row, _mm512_loadu_ps(sw + j)));
+    if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + j));
+    _mm512_storeu_ps(out + j, v);
+  }
+  if (j < n) epilogueAvx2(acc + j, comp ? comp + j : nullptr, sa, sw + j, bias ? bias + j : nullptr,
+                          n - j, out + j);
+}
+
 void blockVnni(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
                int64_t kPadded, int32_t* acc) {
   constexpr int R = static_cast<int>(kRowsVnni);
