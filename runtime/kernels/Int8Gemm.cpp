@@ -262,31 +262,42 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, cons
   parallelFor(pool, static_cast<size_t>(pairs), 1, [&](size_t begin, size_t end) {
     alignas(64) int32_t acc[kMaxRows * kBlockCols];
     if (path == Int8Path::kAmx) amxBegin();
-    for (size_t pair = begin; pair < end; ++pair) {
+    auto block = [&](int64_t i, size_t pair) {
       const int64_t p0 = 2 * static_cast<int64_t>(pair);
       const int8_t* panel0 = w.data.data() + p0 * kp * kPanel;
       const int8_t* panel1 = p0 + 1 < w.panels() ? panel0 + kp * kPanel : panel0;
       const int64_t col0 = p0 * kPanel, cols = std::min(kBlockCols, w.n - col0);
-      for (int64_t i = 0; i < m; i += rows) {
-        kernel(q8 + i * blockStride, groupStride, panel0, panel1, kp, acc);
-        const int32_t* comp = unsigned8 ? w.compensation.data() + col0 : nullptr;
-        const float* sw = w.scale.data() + col0;
-        const float* b = bias ? bias + col0 : nullptr;
-        for (int64_t r = 0; r < std::min(rows, m - i); ++r) {
-          const int32_t* sums = acc + r * kBlockCols;
-          float* out = c + (i + r) * ldc + col0;
-          if (vector.epilogue) {
-            vector.epilogue(sums, comp, rowScales[i + r], sw, b, cols, out);
-            continue;
-          }
-          for (int64_t j = 0; j < cols; ++j) {
-            float value =
-                static_cast<float>(sums[j] - (comp ? comp[j] : 0)) * (rowScales[i + r] * sw[j]);
-            if (b) value += b[j];
-            out[j] = value;
-          }
+      kernel(q8 + i * blockStride, groupStride, panel0, panel1, kp, acc);
+      const int32_t* comp = unsigned8 ? w.compensation.data() + col0 : nullptr;
+      const float* sw = w.scale.data() + col0;
+      const float* b = bias ? bias + col0 : nullptr;
+      for (int64_t r = 0; r < std::min(rows, m - i); ++r) {
+        const int32_t* sums = acc + r * kBlockCols;
+        float* out = c + (i + r) * ldc + col0;
+        if (vector.epilogue) {
+          vector.epilogue(sums, comp, rowScales[i + r], sw, b, cols, out);
+          continue;
+        }
+        for (int64_t j = 0; j < cols; ++j) {
+          float value =
+              static_cast<float>(sums[j] - (comp ? comp[j] : 0)) * (rowScales[i + r] * sw[j]);
+          if (b) value += b[j];
+          out[j] = value;
         }
       }
+    };
+    if (path == Int8Path::kAmx) {
+      // Blocks of 32 rows outside, the chunk's columns inside: the A block
+      // stays in L1 while the panels stream from L2, and C is written a
+      // row after another (1024³: 1.2x over the other order, whose column
+      // strips 4 KiB apart conflict in the cache).
+      for (int64_t i = 0; i < m; i += rows)
+        for (size_t pair = begin; pair < end; ++pair) block(i, pair);
+    } else {
+      // Blocks of 8 rows or fewer: a pair of panels stays in L1 while A
+      // streams (the other order is 10% slower for VNNI at 1024³).
+      for (size_t pair = begin; pair < end; ++pair)
+        for (int64_t i = 0; i < m; i += rows) block(i, pair);
     }
     if (path == Int8Path::kAmx) amxEnd();
   });
