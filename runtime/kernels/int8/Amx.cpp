@@ -40,11 +40,12 @@ void blockAmx(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t*
   // A comes in tiles (Int8Gemm packs it): for each group of 16 rows, its
   // 16×64 tiles one after another; `lda` is the distance between groups.
   for (int64_t k = 0; k < kPadded; k += 64) {
-    // The A tiles of the step after next, from L2 into L1 (B stays in L1).
+    // The B tiles of the step after next, from L2 into L1 (Int8Gemm keeps
+    // the block's A in L1 and streams the panels).
     if (k + 128 < kPadded)
       for (int line = 0; line < 1024; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(a + (k + 128) * 16 + line), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(a + lda + (k + 128) * 16 + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(panel0 + (k + 128) * 16 + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(panel1 + (k + 128) * 16 + line), _MM_HINT_T0);
       }
     _tile_loadd(4, a + k * 16, 64);
     _tile_loadd(5, a + lda + k * 16, 64);
