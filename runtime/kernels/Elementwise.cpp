@@ -17,6 +17,7 @@
 #include <cmath>
 #include <limits>
 #include <utility>
+#include <cstring>
 #include <vector>
 
 HWY_BEFORE_NAMESPACE();
@@ -32,6 +33,9 @@ HWY_NOINLINE void GeluTanhSpan(const float* x, float* y, size_t n) {
 }
 HWY_NOINLINE void ReluSpan(const float* x, float* y, size_t n) {
   MapUnary(x, y, n, [](auto d, auto v) { return Relu(d, v); });
+}
+HWY_NOINLINE void SiluSpan(const float* x, float* y, size_t n) {
+  MapUnary(x, y, n, [](auto d, auto v) { return Silu(d, v); });
 }
 HWY_NOINLINE void ErfSpan(const float* x, float* y, size_t n) {
   MapUnary(x, y, n, [](auto d, auto v) { return Erf(d, v); });
@@ -284,6 +288,7 @@ namespace transfuse::kernels {
 HWY_EXPORT(GeluSpan);
 HWY_EXPORT(GeluTanhSpan);
 HWY_EXPORT(ReluSpan);
+HWY_EXPORT(SiluSpan);
 HWY_EXPORT(ErfSpan);
 HWY_EXPORT(ActivationGradSpan);
 HWY_EXPORT(ScaleAddRow);
@@ -311,6 +316,19 @@ void relu(const float* x, float* y, size_t n, rt::ThreadPool* pool) {
   mapParallel(HWY_DYNAMIC_DISPATCH(ReluSpan), x, y, n, pool);
 }
 void erf(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(ErfSpan)(x, y, n); }
+
+void activate(Activation a, const float* x, float* y, size_t n, rt::ThreadPool* pool) {
+  switch (a) {
+    case Activation::kNone:
+      if (x != y) std::memmove(y, x, n * sizeof(float));
+      return;
+    case Activation::kRelu: return relu(x, y, n, pool);
+    case Activation::kGelu: return gelu(x, y, n, pool);
+    case Activation::kGeluTanh: return geluTanh(x, y, n, pool);
+    case Activation::kSilu:
+      return mapParallel(HWY_DYNAMIC_DISPATCH(SiluSpan), x, y, n, pool);
+  }
+}
 
 void activationGrad(math::Kind kind, const float* x, const float* g, float* out, size_t n,
                     rt::ThreadPool* pool) {

@@ -8,6 +8,7 @@
 #define TRANSFUSE_RUNTIME_KERNELS_ELEMENTWISE_H
 
 #include "runtime/Status.h"
+#include "runtime/kernels/Activation.h"
 #include "runtime/kernels/ElementwiseMath.h"
 
 #include <cstddef>
@@ -30,6 +31,9 @@ void geluTanh(const float* x, float* y, size_t n, rt::ThreadPool* pool = nullptr
 void relu(const float* x, float* y, size_t n, rt::ThreadPool* pool = nullptr);
 // y = erf(x), exposed for tests and for generated code that needs it alone.
 void erf(const float* x, float* y, size_t n);
+// y = act(x) for any Activation (none copies), with the forms the GEMM's
+// epilogue applies (the same bits for the same input).
+void activate(Activation a, const float* x, float* y, size_t n, rt::ThreadPool* pool = nullptr);
 
 // The gradient through an activation (transfuse.activation_grad):
 // out[i] = g[i] · act'(x[i]) for an activation kind (relu, gelu, gelu_tanh,

@@ -4,6 +4,7 @@
 
 #include "runtime/kernels/Int8Gemm.h"
 
+#include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/Parallel.h"
 #include "runtime/kernels/int8/Int8Kernels.h"
 
@@ -218,13 +219,16 @@ Int8Path int8PathFor(int64_t m) {
   return available.front();
 }
 
-void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, const float* bias,
-              float* c, int64_t ldc, rt::ThreadPool* pool) {
-  gemmInt8(m, a, lda, w, bias, c, ldc, pool, int8PathFor(m));
+void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
+              const Int8Epilogue& epilogue, float* c, int64_t ldc, rt::ThreadPool* pool) {
+  gemmInt8(m, a, lda, w, epilogue, c, ldc, pool, int8PathFor(m));
 }
 
-void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, const float* bias,
-              float* c, int64_t ldc, rt::ThreadPool* pool, Int8Path path) {
+void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
+              const Int8Epilogue& epilogue, float* c, int64_t ldc, rt::ThreadPool* pool,
+              Int8Path path) {
+  const float* bias = epilogue.bias;
+  const int64_t ldr = epilogue.ldr ? epilogue.ldr : w.n;
   if (m <= 0 || w.n <= 0) return;
   const int64_t kp = w.kPadded, mPadded = roundUp(m, kMaxRows);
   // A quantized per row, zero-padded to Kp columns and a whole number of
@@ -276,13 +280,19 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, cons
         float* out = c + (i + r) * ldc + col0;
         if (vector.epilogue) {
           vector.epilogue(sums, comp, rowScales[i + r], sw, b, cols, out);
-          continue;
+        } else {
+          for (int64_t j = 0; j < cols; ++j) {
+            float value =
+                static_cast<float>(sums[j] - (comp ? comp[j] : 0)) * (rowScales[i + r] * sw[j]);
+            if (b) value += b[j];
+            out[j] = value;
+          }
         }
-        for (int64_t j = 0; j < cols; ++j) {
-          float value =
-              static_cast<float>(sums[j] - (comp ? comp[j] : 0)) * (rowScales[i + r] * sw[j]);
-          if (b) value += b[j];
-          out[j] = value;
+        if (epilogue.activation != Activation::kNone)
+          activate(epilogue.activation, out, out, static_cast<size_t>(cols));
+        if (const float* res = epilogue.residual) {
+          const float* row = res + (i + r) * ldr + col0;
+          for (int64_t j = 0; j < cols; ++j) out[j] += row[j];
         }
       }
     };

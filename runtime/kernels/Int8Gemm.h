@@ -1,6 +1,6 @@
 // int8 GEMM for quantized inference (the int8 linear):
 //
-//   C[M,N] = (qa · qw) ⊙ (sa ⊗ sw) + bias[N]
+//   C[M,N] = act((qa · qw) ⊙ (sa ⊗ sw) + bias[N]) + residual[M,N]
 //
 // A (fp32, row-major, lda) is quantized per row when the call runs:
 // sa[i] = max_k |A(i,k)| / 127, qa(i,k) = round(A(i,k) / sa[i]) in
@@ -36,6 +36,7 @@
 
 #include "runtime/Status.h"
 #include "runtime/ThreadPool.h"
+#include "runtime/kernels/Activation.h"
 
 #include <cstdint>
 #include <string>
@@ -78,12 +79,34 @@ Int8Weights quantizePackB(const float* b, int64_t ldb, bool transB, int64_t k, i
 void quantizeRows(const float* a, int64_t lda, int64_t rows, int64_t k, int8_t* q, int64_t ldq,
                   float* scales);
 
-// C = (qa · qw) ⊙ (sa ⊗ sw) + bias (bias may be null) on `path` (it must be
-// one of int8PathsAvailable(); by default int8PathFor(m)).
-void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, const float* bias,
-              float* c, int64_t ldc, rt::ThreadPool* pool);
-void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w, const float* bias,
-              float* c, int64_t ldc, rt::ThreadPool* pool, Int8Path path);
+// A linear layer's epilogue around the int8 product, as the fp32 GEMM's:
+// C = act((qa · qw) ⊙ (sa ⊗ sw) + bias) + residual; the activation runs
+// as kernels::activate (Erf-inl.h's forms, which the fp32 GEMM's epilogue
+// uses too) over each row's block of columns, the residual added after.
+struct Int8Epilogue {
+  const float* bias = nullptr;      // [N] or null
+  Activation activation = Activation::kNone;
+  const float* residual = nullptr;  // [M, ldr] or null; must not overlap C
+  int64_t ldr = 0;                  // 0 means N
+};
+
+// C = the product with its epilogue on `path` (it must be one of
+// int8PathsAvailable(); by default int8PathFor(m)).
+void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
+              const Int8Epilogue& epilogue, float* c, int64_t ldc, rt::ThreadPool* pool);
+void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
+              const Int8Epilogue& epilogue, float* c, int64_t ldc, rt::ThreadPool* pool,
+              Int8Path path);
+// With a bias alone (may be null).
+inline void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
+                     const float* bias, float* c, int64_t ldc, rt::ThreadPool* pool) {
+  gemmInt8(m, a, lda, w, Int8Epilogue{bias}, c, ldc, pool);
+}
+inline void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
+                     const float* bias, float* c, int64_t ldc, rt::ThreadPool* pool,
+                     Int8Path path) {
+  gemmInt8(m, a, lda, w, Int8Epilogue{bias}, c, ldc, pool, path);
+}
 
 }  // namespace transfuse::kernels
 

@@ -9,6 +9,8 @@
 
 #include "runtime/kernels/Int8Gemm.h"
 
+#include "runtime/kernels/Elementwise.h"
+
 #include "runtime/ThreadPool.h"
 
 #include <gtest/gtest.h>
@@ -171,6 +173,36 @@ TEST(Int8Gemm, EveryPathGivesTheScalarBitsOnAnyThreadCount) {
       EXPECT_EQ(0, std::memcmp(c.data(), scalar.data(), c.size() * sizeof(float)))
           << int8PathName(path) << (p ? " with 3 threads" : "");
     }
+}
+
+// act(product + bias) + residual, with the activation the fp32 GEMM's
+// epilogue applies (kernels::activate), on every path.
+TEST(Int8Gemm, TheEpilogueIsTheActivationThenTheResidual) {
+  const Shape s{13, 77, 41};
+  const int64_t ldr = s.n + 3;
+  std::vector<float> a = randomMatrix(s.m, s.k, 41), b = randomMatrix(s.k, s.n, 42, 0.2f);
+  const Int8Weights w = quantizePackB(b.data(), s.n, /*transB=*/false, s.k, s.n);
+  std::vector<float> bias = randomMatrix(1, s.n, 43), residual = randomMatrix(s.m, ldr, 44);
+  for (Int8Path path : int8PathsAvailable()) {
+    std::vector<float> plain(static_cast<size_t>(s.m * s.n));
+    gemmInt8(s.m, a.data(), s.k, w, bias.data(), plain.data(), s.n, nullptr, path);
+    for (int i = 0; i < kNumActivations; ++i) {
+      const Activation act = static_cast<Activation>(i);
+      std::vector<float> want(plain.size()), got(plain.size());
+      activate(act, plain.data(), want.data(), want.size());
+      for (int64_t r = 0; r < s.m; ++r)
+        for (int64_t j = 0; j < s.n; ++j) want[r * s.n + j] += residual[r * ldr + j];
+      Int8Epilogue ep{bias.data(), act, residual.data(), ldr};
+      gemmInt8(s.m, a.data(), s.k, w, ep, got.data(), s.n, nullptr, path);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+          << int8PathName(path) << " " << activationName(act);
+    }
+  }
+  // activate's silu (added for this epilogue) against its definition.
+  std::vector<float> x = randomMatrix(1, 300, 45, 12.0f), y(300);
+  activate(Activation::kSilu, x.data(), y.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_NEAR(y[i], x[i] / (1.0 + std::exp(-double(x[i]))), 1e-6 * (1 + std::abs(x[i]))) << x[i];
 }
 
 TEST(Int8Gemm, FewRowsTakeVnniOverAmx) {
