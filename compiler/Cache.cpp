@@ -136,7 +136,8 @@ llvm::Expected<CachedArtifact> compiler::cachedArtifact(llvm::StringRef modelDir
   field(h, "transfuse-cache-1 abi " + std::to_string(TF_ABI_VERSION));
   field(h, executableIdentity());
   field(h, options.strategy.str() + " target " + options.build.target + " bf16 " +
-               std::to_string(options.build.bf16) + " cxx " + options.build.cxx + " train " +
+               std::to_string(options.build.bf16) + " int8 " + std::to_string(options.build.int8) +
+               " cxx " + options.build.cxx + " train " +
                std::to_string(options.train));
   field(h, "batch " + std::to_string(maxima.maxBatch) + " seq " + std::to_string(maxima.maxSeqLen) +
                " beam " + std::to_string(maxima.maxBeam) + " decoding " +

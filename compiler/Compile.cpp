@@ -136,6 +136,10 @@ llvm::Error compiler::checkOptions(const CompileOptions &options) {
   if (!backend)
     return error("--target " + options.build.target + " is not one of " +
                  llvm::join(emit::backendNames(), ", "));
+  if (options.build.int8 && options.build.target != "cpu")
+    return error("--dtype int8 is an option of the cpu target");
+  if (options.build.int8 && options.train)
+    return error("--dtype int8 builds inference entries: train with f32 (the default)");
   if (llvm::Error e = backend->available())
     return e;
   if (options.build.bf16 && !backend->takesBf16())

@@ -23,8 +23,10 @@ const std::vector<Command> kCommands = {
    {{"-o", "DIR", "output directory (created if missing)"},
     {"--target", "NAME", "cpu (default) or cuda (sm_80 and sm_90 with nvcc; "
                          "inference and --train; docs/cuda.md)"},
-    {"--dtype", "T", "f32 (default), or bf16 with --target cuda: tensors and weights "
-                     "stored as bf16, arithmetic in fp32 (inference)"},
+    {"--dtype", "T", "f32 (default); bf16 with --target cuda: tensors and weights "
+                     "stored as bf16, arithmetic in fp32; int8 (cpu): linear layers on int8 "
+                     "weights quantized per output row at load, activations per row "
+                     "(inference; docs/int8.md)"},
     {"--emit", "KIND", "shared (default: libmodel.so), static (libmodel.a), exe, cpp, kernels, mlir, or dot (the graphs only: graph.before.dot and graph.after.dot, which every kind writes)"},
     {"--cxx", "PATH", "C++ compiler for the artifact (default: $TRANSFUSE_CXX, else clang++-22)"},
     {"--verify", nullptr, "run the compiled model against the reference backend, random "

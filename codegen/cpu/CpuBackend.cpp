@@ -45,6 +45,7 @@ public:
     s += "#include \"runtime/exec/ModelDesc.h\"\n#include \"runtime/exec/Ops.h\"\n"
          "#include \"runtime/kernels/Attention.h\"\n#include \"runtime/kernels/DecodeAttention.h\"\n"
          "#include \"runtime/kernels/Gemm.h\"\n"
+         "#include \"runtime/kernels/Int8Gemm.h\"\n"
          "#include \"runtime/kernels/ElementwiseMath.h\"\n#include \"runtime/kernels/Norm.h\"\n\n"
          "#include <algorithm>\n#include <array>\n"
          "#include <cmath>\n#include <cstddef>\n#include <cstdint>\n#include <limits>\n\n"

@@ -266,6 +266,18 @@ llvm::Error CpuPrinter::printGemm(tfk::GemmOp g) {
     tfk::ParamOp p = paramOf(w);
     if (!p)
       return fail(g, "a packed weight that is not a parameter");
+    // --dtype int8: a linear layer's product (no column pairs, no
+    // backward's derivative) on int8 weights quantized at load.
+    if (module.int8 && !s.pairKind && g.getDerivative() == Activation::None && !g.getInvFreq() &&
+        !g.getGated()) {
+      int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, 0, 0, 0, true});
+      call("kernels::gemmInt8(" + m + ", " + ptr(x) + ", " + std::to_string(k) +
+           ", *c.quantized[" + std::to_string(pack) + "], kernels::Int8Epilogue{" +
+           (g.getBias() ? ptr(g.getBias()) : "nullptr") + ", kernels::Activation::" +
+           s.activation + ", " + (g.getResidual() ? ptr(g.getResidual()) : "nullptr") +
+           ", 0}, " + ptr(result) + ", " + ldc + ", c.pool);");
+      return llvm::Error::success();
+    }
     int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, s.pairKind,
                             s.headDim, s.pairColumns});
     call("kernels::gemm(" + sizes + ", " + ptr(x) + ", " + std::to_string(k) +

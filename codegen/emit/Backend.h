@@ -38,6 +38,10 @@ struct BuildOptions {
   std::string target = "cpu";  // a backend's name (backendNamed)
   ArtifactKind kind = ArtifactKind::kShared;
   bool bf16 = false;           // --dtype bf16: f32 tensors stored as bf16, fp32 arithmetic
+  // --dtype int8 (cpu, inference): the packed GEMMs' weights quantized per
+  // output column at load and their inputs per row at run time
+  // (kernels::gemmInt8); everything else stays fp32.
+  bool int8 = false;
   std::string cxx;             // empty: $TRANSFUSE_CXX, else the compiler found at build time
 };
 

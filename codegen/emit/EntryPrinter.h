@@ -45,9 +45,11 @@ struct ModuleState {
     int64_t k, n;
     int pairKind = 0;
     int64_t headDim = 0, pairColumns = 0;
+    bool int8 = false;  // quantized for kernels::gemmInt8 instead of packed
     bool operator==(const Pack &o) const {
       return param == o.param && transB == o.transB && k == o.k && n == o.n &&
-             pairKind == o.pairKind && headDim == o.headDim && pairColumns == o.pairColumns;
+             pairKind == o.pairKind && headDim == o.headDim && pairColumns == o.pairColumns &&
+             int8 == o.int8;
     }
   };
   std::vector<Pack> packs;
@@ -57,6 +59,7 @@ struct ModuleState {
   std::string vectorCode;  // per-target code (the cpu backend's Highway regions)
   int counter = 0;         // names of constants and generated functions
   bool bf16 = false;       // f32 tensors stored as bf16 (--dtype bf16)
+  bool int8 = false;       // packed GEMMs on int8 weights (--dtype int8)
 
   /// The index of the packed panels `p` (one per distinct packing).
   int pack(const Pack &p);

@@ -64,10 +64,15 @@ llvm::Expected<std::string> mlir::transfuse::emit::generateSource(ModuleOp modul
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "bf16 storage is not an option of the " + backend.name() +
                                        " target");
+  if (options.int8 && backend.name() != "cpu")
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "int8 weights are not an option of the " + backend.name() +
+                                       " target");
   if (mi.entryPoints.size() > 64)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "too many entry points");
   ModuleState shared;
   shared.bf16 = bf16;
+  shared.int8 = options.int8;
   // The param table: weights (the interface's order), then prepared params.
   std::string params;
   for (const rt::ParamSpec &p : mi.params) {
@@ -166,7 +171,7 @@ llvm::Expected<std::string> mlir::transfuse::emit::generateSource(ModuleOp modul
     packs += "    {" + std::to_string(p.param) + ", " + std::to_string(p.k) + ", " +
              std::to_string(p.n) + ", " + (p.transB ? "true" : "false") + ", " +
              std::to_string(p.pairKind) + ", " + std::to_string(p.headDim) + ", " +
-             std::to_string(p.pairColumns) + "},\n";
+             std::to_string(p.pairColumns) + (p.int8 ? ", true" : "") + "},\n";
 
   std::vector<std::string> aliases;
   for (const auto &[alias, canonical] : mi.rules.aliases) {

@@ -677,6 +677,8 @@ rt::Status refreshPrepared(tf_model* m) {
                              " has packed weights");
   m->packed.resize(desc->numPacks);
   m->packedPtrs.resize(desc->numPacks);
+  m->quantized.resize(desc->numPacks);
+  m->quantizedPtrs.resize(desc->numPacks);
   for (int32_t i = 0; i < desc->numPacks; ++i) {
     const transfuse::exec::PackDesc& pk = desc->packs[i];
     if (pk.param < 0 || pk.param >= desc->numParams || pk.k < 0 || pk.n < 0 ||
@@ -684,6 +686,15 @@ rt::Status refreshPrepared(tf_model* m) {
       return rt::Status::error("internal error: pack " + std::to_string(i) +
                                " does not match its parameter");
     if (!m->changed[pk.param]) continue;
+    if (pk.int8) {  // quantized per output column, for kernels::gemmInt8
+      if (pk.pairKind != 0)
+        return rt::Status::error("internal error: int8 pack " + std::to_string(i) +
+                                 " has column pairs");
+      m->quantized[i] = kernels::quantizePackB(m->paramPtrs[pk.param], pk.transB ? pk.k : pk.n,
+                                               pk.transB, pk.k, pk.n);
+      m->quantizedPtrs[i] = &m->quantized[i];
+      continue;
+    }
     const kernels::GemmPairs pairs{static_cast<kernels::GemmPairs::Kind>(pk.pairKind),
                                    static_cast<size_t>(pk.headDim),
                                    static_cast<size_t>(pk.pairColumns)};
@@ -791,6 +802,7 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
   call.seed = seed;
   call.step = step;
   call.deviceChecks = checks;
+  call.quantized = model->quantizedPtrs.data();
   if (!device) return e.run(call);
   // What the launches depend on (a train step's dropout key changes each
   // step: those run eagerly).

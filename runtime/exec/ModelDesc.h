@@ -18,6 +18,7 @@ class ThreadPool;
 namespace transfuse::kernels {
 struct AdamStep;
 struct PackedB;
+struct Int8Weights;
 }
 
 namespace transfuse::exec {
@@ -56,6 +57,9 @@ struct PackDesc {
   // kernels::GemmPairs: its Kind as an integer, headDim and columns.
   int32_t pairKind;
   int64_t headDim, pairColumns;
+  // --dtype int8: quantized per output column (kernels::quantizePackB)
+  // instead, for kernels::gemmInt8 (Call::quantized).
+  bool int8 = false;
 };
 
 // One call of an entry point. Inputs and outputs are in the order of the
@@ -90,6 +94,8 @@ struct Call {
   uint64_t seed = 0, step = 0;
   // Device entries: kDeviceCheckWords words of device memory (see there).
   uint32_t* deviceChecks = nullptr;
+  // The int8 packs' weights (PackDesc order; null for the others).
+  const kernels::Int8Weights* const* quantized = nullptr;
 };
 
 // A device that generated code runs on (ModelDesc::device; null: the
