@@ -58,7 +58,7 @@ llvm::json::Object readJsonObject(const std::string &path) {
 
 } // namespace
 
-std::string tools::decodeArtifact(const ModelConfig &config, const std::string &dir) {
+std::string tools::decodeArtifact(const ModelConfig &config, const std::string &dir, bool int8) {
   BuildOptions build;
   build.maxBatch = 32;
   build.maxBeam = 4;
@@ -72,15 +72,17 @@ std::string tools::decodeArtifact(const ModelConfig &config, const std::string &
   if (!llvm::sys::fs::status(exe, st))
     compiler += ":" + std::to_string(st.getSize()) + ":" +
                 std::to_string(st.getLastModificationTime().time_since_epoch().count());
-  std::string key = configText + "|b32|k4|s" + std::to_string(build.maxSeqLen) + "|all|" + compiler;
+  std::string key = configText + "|b32|k4|s" + std::to_string(build.maxSeqLen) + "|all|" +
+                    (int8 ? "int8|" : "") + compiler;
   std::string out = joinPath(dir, "artifact-" + llvm::utohexstr(llvm::xxh3_64bits(key), /*LowerCase=*/true));
   if (llvm::sys::fs::exists(joinPath(out, "libmodel.so")))
     return out;
   MLIRContext context;
   auto module = orDie(buildModel(context, config, build));
   auto tmp = orDie(compiler::TemporaryDirectory::create("transfuse-artifact"));
-  orDie(compiler::compile(*module, tmp.path(),
-                          compiler::CompileOptions{orDie(FusionStrategy::parse("all"))}));
+  compiler::CompileOptions options{orDie(FusionStrategy::parse("all"))};
+  options.build.int8 = int8;
+  orDie(compiler::compile(*module, tmp.path(), options));
   // Into place in one rename (a concurrent or killed compile leaves none half-written).
   std::string staging = out + ".tmp-" + std::to_string(::getpid());
   llvm::sys::fs::remove_directories(staging);
@@ -102,7 +104,8 @@ std::string tools::decodeArtifact(const ModelConfig &config, const std::string &
   return out;
 }
 
-CheckpointDir tools::openCheckpointDir(const std::string &dir, const std::string &which) {
+CheckpointDir tools::openCheckpointDir(const std::string &dir, const std::string &which,
+                                       bool int8) {
   CheckpointDir c;
   c.dir = dir;
   std::string configPath = joinPath(dir, rt::kConfigFile);
@@ -131,7 +134,7 @@ CheckpointDir tools::openCheckpointDir(const std::string &dir, const std::string
   c.weights = joinPath(checkpoint, rt::kWeightsFile);
   if (llvm::sys::fs::exists(joinPath(dir, rt::kTokenizerFile)))
     c.tokenizer = orDie(rt::Tokenizer::load(joinPath(dir, rt::kTokenizerFile)));
-  c.artifact = decodeArtifact(c.config, dir);
+  c.artifact = decodeArtifact(c.config, dir, int8);
   return c;
 }
 

@@ -253,7 +253,9 @@ const std::vector<Command> kCommands = {
    "training run's checkpoint directory (the model compiled on first use and cached "
    "there); --ids keeps ids. Greedy by default; beam search with the paper's length "
    "penalty; sampling. Every line is translated before anything is printed.",
-   {{"--checkpoint", "WHICH", "checkpoint directories: best (by validation loss; the "
+   {{"--dtype", "T", "checkpoint directories: f32 (default) or int8 (linear layers on int8 "
+                     "weights; docs/int8.md)"},
+    {"--checkpoint", "WHICH", "checkpoint directories: best (by validation loss; the "
                               "default), last, averaged, or a checkpoint's name"},
     {"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
     {"--weights-seed", "N", "seed of the random weights (default 0)"},

@@ -96,12 +96,17 @@ Artifact loadArtifact(const std::vector<std::string> &positional,
   if (!llvm::sys::fs::exists(dir + "/manifest.json")) {
     if (load.weightsPath.size() || flags.count("--weights-seed"))
       die("'" + dir + "' is a checkpoint directory: its weights are chosen with --checkpoint");
-    CheckpointDir c = openCheckpointDir(dir, flag(flags, "--checkpoint", "best"));
+    const std::string dtype = flag(flags, "--dtype", "f32");
+    if (dtype != "f32" && dtype != "int8")
+      die("--dtype " + dtype + " is not one of f32, int8");
+    CheckpointDir c = openCheckpointDir(dir, flag(flags, "--checkpoint", "best"), dtype == "int8");
     dir = c.artifact;
     load.weightsPath = c.weights;
     a.tokenizer = std::move(c.tokenizer);
-  } else if (flags.count("--checkpoint")) {
-    die("--checkpoint applies to checkpoint directories; '" + dir + "' is a compiled artifact");
+  } else if (flags.count("--checkpoint") || flags.count("--dtype")) {
+    die(std::string(flags.count("--checkpoint") ? "--checkpoint" : "--dtype") +
+        " applies to checkpoint directories (compile an artifact with --dtype); '" + dir +
+        "' is a compiled artifact");
   }
   std::string lib = dir + "/libmodel.so";
   if (!llvm::sys::fs::exists(lib))

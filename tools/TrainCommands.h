@@ -29,12 +29,14 @@ struct CheckpointDir {
   ModelConfig config;
   std::unique_ptr<::transfuse::rt::Tokenizer> tokenizer;
 };
-CheckpointDir openCheckpointDir(const std::string &dir, const std::string &which);
+CheckpointDir openCheckpointDir(const std::string &dir, const std::string &which,
+                                bool int8 = false);
 
 /// A compiled decoding artifact of `config` for translation and validation,
 /// cached in DIR/artifact-<key> (the key hashes the config, the build
 /// options and this compiler); weights come from a checkpoint at load.
-std::string decodeArtifact(const ModelConfig &config, const std::string &dir);
+/// `int8`: its linear layers on int8 weights (--dtype int8, docs/int8.md).
+std::string decodeArtifact(const ModelConfig &config, const std::string &dir, bool int8 = false);
 
 } // namespace mlir::transfuse::tools
 
