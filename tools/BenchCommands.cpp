@@ -45,6 +45,7 @@ int runBenchModel(const std::vector<std::string> &positional,
     if (name != "--json" && name != "--threads" && name != "--min-seconds" && name != "--batch" &&
         name != "--src-len" && name != "--tgt-len" && name != "--fusion" && name != "--cxx" &&
         name != "--isa" && name != "--keep-artifacts" && !(!train && name == "--entry") &&
+        !(!train && name == "--dtype") &&
         !(train && (name == "--batch-tokens" || name == "--seq-len")))
       die("flag " + name + " does not apply to '" + command + "'");
   compiler::BenchOptions o;
@@ -61,6 +62,9 @@ int runBenchModel(const std::vector<std::string> &positional,
   }
   o.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
   o.build.cxx = flag(flags, "--cxx");
+  if (const std::string dtype = flag(flags, "--dtype", "f32"); dtype != "f32" && dtype != "int8")
+    die("--dtype " + dtype + " is not one of f32, int8 (bench model)");
+  o.build.int8 = flag(flags, "--dtype", "f32") == "int8";
   o.keepDir = flag(flags, "--keep-artifacts");
   o.minSeconds = floatFlag(flags, "--min-seconds", o.minSeconds, [](double v) { return v >= 0; },
                            "a number >= 0");

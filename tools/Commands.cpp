@@ -165,7 +165,8 @@ const std::vector<Command> kCommands = {
     {"--isa", "TARGET", "dispatch to this Highway target instead of the best (AVX3, AVX2, "
                         "SSE4, ...), and/or turn int8 paths off (AVX3,-AMX; -amx,-vnni); "
                         "also $TRANSFUSE_ISA"},
-    {"--dtype", "T", "gemm: f32 (default) or int8 (quantized per row; the best int8 path)"},
+    {"--dtype", "T", "gemm: f32 (default) or int8 (quantized per row; the best int8 path); "
+                     "model: int8 linear layers (docs/int8.md)"},
     {"--json", nullptr, "print one JSON object (with a gflops field)"}},
    runBench},
   {"train", "train CONFIG.json --src-train F [--tgt-train F] | train MODEL --images F [options]",
