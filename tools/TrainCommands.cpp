@@ -374,17 +374,15 @@ void trainWithReports(rt::TrainStep &step, const rt::Dataset &data,
   rt::Trainer trainer(step, data, options, std::move(callbacks));
   if (resume) {
     rt::ResumePoint point = orDie(trainer.resume());
-    if (!leader)
-      point = {};
-    for (const std::string &why : point.skipped)
-      llvm::errs() << "transfuse: skipping a checkpoint that is not whole: " << why << "\n";
-    if (!leader)
-      ;
-    else if (point.checkpoint.empty())
-      llvm::errs() << "train: --resume: no checkpoint in '" << ckptDir << "' yet; starting\n";
-    else
-      llvm::errs() << "train: resumed from " << point.checkpoint << " (step " << point.step
-                   << ", epoch " << point.epoch + 1 << ")\n";
+    if (leader) { // rank 0 says where the run resumed
+      for (const std::string &why : point.skipped)
+        llvm::errs() << "transfuse: skipping a checkpoint that is not whole: " << why << "\n";
+      if (point.checkpoint.empty())
+        llvm::errs() << "train: --resume: no checkpoint in '" << ckptDir << "' yet; starting\n";
+      else
+        llvm::errs() << "train: resumed from " << point.checkpoint << " (step " << point.step
+                     << ", epoch " << point.epoch + 1 << ")\n";
+    }
   }
   orDie(trainer.run());
   reporter.endBar();

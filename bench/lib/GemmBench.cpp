@@ -79,7 +79,7 @@ rt::StatusOr<GemmBenchResult> runGemmBench(const GemmBenchOptions& o) {
     quantized = quantizePackB(B.data(), o.n, false, o.k, o.n);
     const Int8Path path = int8PathFor(static_cast<int64_t>(o.m));
     r.target = std::string("int8 ") + int8PathName(path);
-    r.mr = path == Int8Path::kAmx ? 32 : path == Int8Path::kAvx2 ? 4 : 8;
+    r.mr = static_cast<size_t>(int8BlockRows(path));
     r.nr = 32;
     r.kc = quantized.kPadded;
     r.mc = 0;

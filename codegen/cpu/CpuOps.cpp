@@ -243,9 +243,12 @@ llvm::Error CpuPrinter::printGemm(tfk::GemmOp g) {
   const std::string &m = s.m;
   const int64_t n = s.n, k = s.k;
   const bool transW = s.transW;
-  std::string epi = "kernels::GemmEpilogue{" + (g.getBias() ? ptr(g.getBias()) : "nullptr") +
-                    ", kernels::Activation::" + s.activation + ", " +
-                    (g.getResidual() ? ptr(g.getResidual()) : "nullptr") + ", 0";
+  // bias, activation, residual, ldr: GemmEpilogue's first fields, and
+  // Int8Epilogue's.
+  const std::string linear = (g.getBias() ? ptr(g.getBias()) : "nullptr") +
+                             ", kernels::Activation::" + s.activation + ", " +
+                             (g.getResidual() ? ptr(g.getResidual()) : "nullptr") + ", 0";
+  std::string epi = "kernels::GemmEpilogue{" + linear;
   if (g.getDerivative() != Activation::None) {
     if (!cast<MemRefType>(g.getPre().getType()).getLayout().isIdentity())
       return fail(g, "reads its derivative's input through a strided view (rows of N are expected)");
@@ -272,10 +275,8 @@ llvm::Error CpuPrinter::printGemm(tfk::GemmOp g) {
         !g.getGated()) {
       int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, 0, 0, 0, true});
       call("kernels::gemmInt8(" + m + ", " + ptr(x) + ", " + std::to_string(k) +
-           ", *c.quantized[" + std::to_string(pack) + "], kernels::Int8Epilogue{" +
-           (g.getBias() ? ptr(g.getBias()) : "nullptr") + ", kernels::Activation::" +
-           s.activation + ", " + (g.getResidual() ? ptr(g.getResidual()) : "nullptr") +
-           ", 0}, " + ptr(result) + ", " + ldc + ", c.pool);");
+           ", *c.quantized[" + std::to_string(pack) + "], kernels::Int8Epilogue{" + linear +
+           "}, " + ptr(result) + ", " + ldc + ", c.pool);");
       return llvm::Error::success();
     }
     int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, s.pairKind,

@@ -121,21 +121,6 @@ StatusOr<bool> MpiGroup::any(bool flag) {
   return out != 0;
 }
 
-Status MpiGroup::broadcast(std::string& text) {
-  long long length = static_cast<long long>(text.size());
-  if (Status s = check(MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD), "broadcast");
-      !s.isOk())
-    return s;
-  text.resize(static_cast<size_t>(length));
-  return check(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, MPI_COMM_WORLD),
-               "broadcast");
-}
-
 Status MpiGroup::barrier() { return check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
-
-void MpiGroup::abort(int code) {
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
-}
 
 }  // namespace transfuse::rt

@@ -24,12 +24,7 @@ public:
   Status sumInRankOrder(float* data, size_t count) override;
   Status sumInRankOrder(double* data, size_t count) override;
   StatusOr<bool> any(bool flag) override;
-  Status broadcast(std::string& text) override;
   Status barrier() override;
-  // Ends every rank's process with `code` (a rank that cannot go on: MPI
-  // has no recovery, and the others must not wait in a collective).
-  [[noreturn]] void abort(int code);
-
   // Floats per bucket of sumInRankOrder (16 MiB).
   static constexpr size_t kBucketFloats = size_t{1} << 22;
 

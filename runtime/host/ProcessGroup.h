@@ -1,6 +1,6 @@
 // The processes of a data-parallel training run, as the Trainer needs them
 // (docs/distributed.md): their number and this one's rank, sums in a fixed
-// order, agreement and broadcast. MpiGroup (runtime/host/Mpi.h) implements it
+// order, agreement. MpiGroup (runtime/host/Mpi.h) implements it
 // over MPI; a one-process run has none.
 //
 // Determinism: every sum adds the ranks' values in rank order, left to right
@@ -30,8 +30,6 @@ public:
   virtual Status sumInRankOrder(double* data, size_t count) = 0;
   // True on every rank when `flag` is true on any (a stop every rank obeys).
   virtual StatusOr<bool> any(bool flag) = 0;
-  // Rank 0's `text` on every rank (a status message, a path).
-  virtual Status broadcast(std::string& text) = 0;
   virtual Status barrier() = 0;
 };
 

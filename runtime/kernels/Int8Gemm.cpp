@@ -56,7 +56,9 @@ std::vector<Int8Path>& paths() {
   return available;
 }
 
-int64_t rowsOf(Int8Path path) {
+}  // namespace
+
+int64_t int8BlockRows(Int8Path path) {
   switch (path) {
     case Int8Path::kAmx: return kRowsAmx;
     case Int8Path::kVnni: return kRowsVnni;
@@ -65,6 +67,8 @@ int64_t rowsOf(Int8Path path) {
   }
   return kRowsScalar;
 }
+
+namespace {
 
 BlockKernel kernelOf(Int8Path path) {
   switch (path) {
@@ -163,9 +167,11 @@ rt::Status restrictInt8Paths(std::string_view toggles) {
   return rt::Status::ok();
 }
 
-void quantizeRows(const float* a, int64_t lda, int64_t rows, int64_t k, int8_t* q, int64_t ldq,
-                  float* scales) {
-  const RowWork vector = rowWork();
+namespace {
+
+// quantizeRows with the row work chosen once by the caller.
+void quantizeRowsWith(const RowWork& vector, const float* a, int64_t lda, int64_t rows, int64_t k,
+                      int8_t* q, int64_t ldq, float* scales) {
   for (int64_t i = 0; i < rows; ++i) {
     const float* x = a + i * lda;
     float peak = 0.0f;
@@ -184,6 +190,13 @@ void quantizeRows(const float* a, int64_t lda, int64_t rows, int64_t k, int8_t* 
   }
 }
 
+}  // namespace
+
+void quantizeRows(const float* a, int64_t lda, int64_t rows, int64_t k, int8_t* q, int64_t ldq,
+                  float* scales) {
+  quantizeRowsWith(rowWork(), a, lda, rows, k, q, ldq, scales);
+}
+
 Int8Weights quantizePackB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n) {
   Int8Weights w;
   w.k = k;
@@ -194,9 +207,10 @@ Int8Weights quantizePackB(const float* b, int64_t ldb, bool transB, int64_t k, i
   w.compensation.assign(static_cast<size_t>(n), 0);
   std::vector<float> column(static_cast<size_t>(k));
   std::vector<int8_t> q(static_cast<size_t>(k));
+  const RowWork vector = rowWork();
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t i = 0; i < k; ++i) column[i] = transB ? b[j * ldb + i] : b[i * ldb + j];
-    quantizeRows(column.data(), k, 1, k, q.data(), k, &w.scale[j]);
+    quantizeRowsWith(vector, column.data(), k, 1, k, q.data(), k, &w.scale[j]);
     int8_t* panel = w.data.data() + (j / kPanel) * w.kPadded * kPanel;
     int32_t sum = 0;
     for (int64_t i = 0; i < k; ++i) {
@@ -240,14 +254,14 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   thread_local std::vector<float> sa;
   qa.assign(static_cast<size_t>(mPadded * kp), 0);
   sa.resize(static_cast<size_t>(m));
-  quantizeRows(a, lda, m, w.k, qa.data(), kp, sa.data());
+  const RowWork vector = rowWork();
+  quantizeRowsWith(vector, a, lda, m, w.k, qa.data(), kp, sa.data());
   const float* rowScales = sa.data();
   const bool unsigned8 = path == Int8Path::kVnni;
   if (unsigned8)
     for (int8_t& x : qa) x = static_cast<int8_t>(static_cast<uint8_t>(x) ^ 0x80u);  // + 128
   const BlockKernel kernel = kernelOf(path);
-  const RowWork vector = rowWork();
-  const int64_t rows = rowsOf(path), pairs = (w.panels() + 1) / 2;
+  const int64_t rows = int8BlockRows(path), pairs = (w.panels() + 1) / 2;
   const auto* q8 = reinterpret_cast<const uint8_t*>(qa.data());
   // AMX loads A as whole 16×64 tiles: each group of 16 rows as its tiles
   // in k order (1 KiB each), so a tile is one contiguous read.

@@ -819,7 +819,6 @@ struct FakeGroup : ProcessGroup {
   Status sumInRankOrder(float*, size_t) override { return Status::ok(); }
   Status sumInRankOrder(double*, size_t) override { return Status::ok(); }
   StatusOr<bool> any(bool flag) override { return flag || (stopAt && ++calls >= stopAt); }
-  Status broadcast(std::string&) override { return Status::ok(); }
   Status barrier() override { return Status::ok(); }
 };
 
