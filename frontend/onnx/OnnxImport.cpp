@@ -24,6 +24,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -1248,6 +1249,8 @@ llvm::Error Importer::layerNorm(bool rms) {
   if (!beta)
     return beta.takeError();
   const double eps = attrFloat("epsilon", 1e-5);
+  if (!(eps >= 0)) // Also refuses NaN.
+    return fail("epsilon must be >= 0, got " + llvm::formatv("{0:e}", eps).str());
   outRt(0, LayerNormOp::create(b, loc, *x, *gamma, *beta, b.getI64IntegerAttr(*a),
                                b.getF64FloatAttr(eps), rms ? b.getUnitAttr() : UnitAttr()));
   // LayerNormalization's optional statistics: Mean and InvStdDev, with the

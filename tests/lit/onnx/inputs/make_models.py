@@ -118,3 +118,9 @@ model("flatten_rows", [
     helper.make_node("Concat", ["bs", "n6"], ["back"], axis=0),
     helper.make_node("Reshape", ["p", "back"], ["y"], name="view_back"),
 ], [x], [y6], [w, ints("i0", [0]), ints("i2", [2]), ints("n6", [6])])
+
+# A negative epsilon (LayerNormalization, opset 17): one error, not an abort.
+model("negative_epsilon", [
+    helper.make_node("LayerNormalization", ["x", "gamma"], ["y"], name="ln", epsilon=-1e-5),
+], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 8])],
+    [floats("gamma", [1.0] * 8)])
