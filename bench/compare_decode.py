@@ -4,14 +4,15 @@
 Draws one set of weights for an encoder_decoder config (the PyTorch
 translation tutorial's state dict names), writes them as safetensors for
 Transfuse and builds a CTranslate2 model from the same arrays with
-ctranslate2.specs (float32, and int8 for reference). Then, per case
-(batch, beam), interleaved and repeated:
-  - `transfuse bench decode MODEL --weights W --json` (encode + exactly
-    --new-tokens steps per sentence, EOS ignored);
+ctranslate2.specs (float32 and int8). Then, per case
+(batch, beam) and precision, interleaved and repeated:
+  - `transfuse bench decode MODEL --weights W --json [--dtype int8]`
+    (encode + exactly --new-tokens steps per sentence, EOS ignored);
   - CTranslate2's translate_batch with min = max decoding length =
     --new-tokens on the same sources, same threads;
 and prints tokens/s (generated tokens of the best hypotheses per second of
-the whole request) with each engine's best median. Before timing, greedy
+the whole request) with each engine's best median, and each precision's
+ratio to CTranslate2's (compute_type float32, int8). Before timing, greedy
 outputs of both engines on a few sources are compared (EOS allowed): the
 same model must give the same tokens.
 
@@ -19,7 +20,7 @@ For batch 1 it also states the bandwidth bound: every step streams the
 decoder's weights and the generator once, so tokens/s <= read bandwidth /
 those bytes (bandwidth measured here with numpy).
 
-  /work/venv-ort/bin/python bench/compare_decode.py --threads 2
+  /work/venv-hf/bin/python bench/compare_decode.py --threads 2 [--vocab 8000]
 """
 import argparse
 import json
@@ -148,6 +149,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", default=os.path.join(ROOT, "models", "transformer-base.json"))
     p.add_argument("--transfuse", default=os.path.join(ROOT, "build", "tools", "transfuse"))
+    p.add_argument("--vocab", type=int, default=0,
+                   help="source and target vocabulary sizes (default: the config's)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--src-len", type=int, default=24)
     p.add_argument("--new-tokens", type=int, default=32)
@@ -159,6 +162,13 @@ def main():
     import ctranslate2
 
     tmp = tempfile.mkdtemp(prefix="compare-decode-")
+    if args.vocab:
+        with open(args.model) as f:
+            config = json.load(f)
+        config["src_vocab_size"] = config["tgt_vocab_size"] = args.vocab
+        args.model = os.path.join(tmp, "model.json")
+        with open(args.model, "w") as f:
+            json.dump(config, f)
     cfg, params = parameters(args.transfuse, args.model, tmp)
     w = draw_weights(params, args.seed)
     weights = os.path.join(tmp, "weights.safetensors")
@@ -199,10 +209,11 @@ def main():
         return ct2_request_ms(ct2[kind], kind, args.threads, [tok(s) for s in sources[:batch]],
                               beam, args.new_tokens, args.min_seconds)
 
-    def ours_run(batch, beam):
+    def ours_run(kind, batch, beam):
         return bench_decode_ms(args.transfuse, args.model, weights, args.threads,
                                args.min_seconds, batch=batch, beam=beam, src_len=args.src_len,
-                               new_tokens=args.new_tokens)
+                               new_tokens=args.new_tokens,
+                               dtype="int8" if kind == "int8" else "f32")
 
     bw = read_bandwidth()
     d, v = cfg["d_model"], cfg["tgt_vocab_size"]

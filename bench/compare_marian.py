@@ -103,10 +103,11 @@ def main():
         return ct2_request_ms(ct2[kind], kind, args.threads, [tokens(s) for s in sources[:batch]],
                               beam, args.new_tokens, args.min_seconds)
 
-    def ours_run(batch, beam):
+    def ours_run(kind, batch, beam):
         return bench_decode_ms(args.transfuse, model, model, args.threads, args.min_seconds,
                                batch=batch, beam=beam, src_len=args.src_len,
-                               new_tokens=args.new_tokens)
+                               new_tokens=args.new_tokens,
+                               dtype="int8" if kind == "int8" else "f32")
 
     print("Marian 6+6, d 512, vocabulary %d, source %d, %d new tokens, %d threads, "
           "CTranslate2 %s" % (V, args.src_len, args.new_tokens, args.threads,

@@ -55,17 +55,20 @@ def ct2_request_ms(model_dir, kind, threads, inputs, beam, new_tokens, min_secon
 
 def ct2_table(cases, repeats, new_tokens, ours_ms, ct2_ms):
     """Per (batch, beam) case, the best of `repeats` interleaved medians of
-    ours_ms(batch, beam) and ct2_ms(kind, batch, beam) for float32 and int8,
-    printed as tokens/s with the ratio to CTranslate2 float32."""
-    print("%-10s %14s %14s %14s %8s" % ("case", "transfuse", "ct2 float32", "ct2 int8", "ratio"))
+    ours_ms(kind, batch, beam) and ct2_ms(kind, batch, beam) for float32 and
+    int8, printed as tokens/s with each precision's ratio to CTranslate2's."""
+    kinds = ("float32", "int8")
+    print("%-10s %14s %14s %14s %14s %8s %8s" % (
+        "case", "transfuse f32", "ct2 float32", "transfuse int8", "ct2 int8", "f32", "int8"))
     for batch, beam in cases:
-        best = {"transfuse": 1e18, "float32": 1e18, "int8": 1e18}
+        best = {(who, k): 1e18 for who in ("ours", "ct2") for k in kinds}
         for _ in range(repeats):
-            best["transfuse"] = min(best["transfuse"], ours_ms(batch, beam))
-            for kind in ("float32", "int8"):
-                best[kind] = min(best[kind], ct2_ms(kind, batch, beam))
-        tps = {k: batch * new_tokens / (ms / 1e3) for k, ms in best.items()}
-        print("B=%d K=%d   %9.1f tok/s %9.1f tok/s %9.1f tok/s %7.2fx" %
-              (batch, beam, tps["transfuse"], tps["float32"], tps["int8"],
-               tps["transfuse"] / tps["float32"]))
+            for k in kinds:
+                best["ours", k] = min(best["ours", k], ours_ms(k, batch, beam))
+                best["ct2", k] = min(best["ct2", k], ct2_ms(k, batch, beam))
+        tps = {key: batch * new_tokens / (ms / 1e3) for key, ms in best.items()}
+        print("B=%d K=%d   %9.1f tok/s %9.1f tok/s %9.1f tok/s %9.1f tok/s %7.2fx %7.2fx" %
+              (batch, beam, tps["ours", "float32"], tps["ct2", "float32"], tps["ours", "int8"],
+               tps["ct2", "int8"], tps["ours", "float32"] / tps["ct2", "float32"],
+               tps["ours", "int8"] / tps["ct2", "int8"]))
         sys.stdout.flush()

@@ -16,6 +16,7 @@
 #include "compiler/Compiler.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/host/Checkpoint.h"
+#include "runtime/kernels/Int8Gemm.h"
 #include "runtime/kernels/Targets.h"
 #include "tools/Cli.h"
 
@@ -62,9 +63,7 @@ int runBenchModel(const std::vector<std::string> &positional,
   }
   o.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
   o.build.cxx = flag(flags, "--cxx");
-  if (const std::string dtype = flag(flags, "--dtype", "f32"); dtype != "f32" && dtype != "int8")
-    die("--dtype " + dtype + " is not one of f32, int8 (bench model)");
-  o.build.int8 = flag(flags, "--dtype", "f32") == "int8";
+  o.build.int8 = dtypeFlag(flags, {"f32", "int8"}) == "int8";
   o.keepDir = flag(flags, "--keep-artifacts");
   o.minSeconds = floatFlag(flags, "--min-seconds", o.minSeconds, [](double v) { return v >= 0; },
                            "a number >= 0");
@@ -79,7 +78,8 @@ int runBenchModel(const std::vector<std::string> &positional,
   if (!json)
     llvm::outs() << command << " " << positional[1] << ": B=" << o.batch << " S=" << o.srcLen
                  << " T=" << o.tgtLen << ", " << threads << " thread(s), "
-                 << tk::bestTargetName() << "\n"
+                 << tk::bestTargetName()
+                 << (o.build.int8 ? ", int8 " + tk::int8PathsInUse() : std::string()) << "\n"
                  << llvm::format("%-28s %10s %10s %10s %8s %9s %9s %9s%s\n", "strategy",
                                  "median ms", "min ms", "arena MB", "kernels", "GFLOP",
                                  "GFLOP/s", "compile s", train ? "  tokens/s" : "");
@@ -117,6 +117,7 @@ int runBenchModel(const std::vector<std::string> &positional,
                            {"tgt_len", o.tgtLen},
                            {"threads", threads},
                            {"target", tk::bestTargetName()},
+                           {"dtype", o.build.int8 ? "int8" : "f32"},
                            {"rows", std::move(rows)}};
     llvm::outs() << llvm::json::Value(std::move(out)) << "\n";
   }
@@ -127,9 +128,12 @@ int runBenchModel(const std::vector<std::string> &positional,
 
 int tools::runBench(const std::vector<std::string> &positional,
              const std::map<std::string, std::string> &flags) {
-  if (auto it = flags.find("--isa"); it != flags.end())
+  if (auto it = flags.find("--isa"); it != flags.end()) {
     if (rt::Status s = tk::forceTarget(it->second); !s.isOk())
       die("flag --isa: " + s.message());
+    // The artifacts benchmarked apply it when they load (their own kernels).
+    ::setenv("TRANSFUSE_ISA", it->second.c_str(), 1);
+  }
   if (!positional.empty() && (positional[0] == "model" || positional[0] == "train"))
     return runBenchModel(positional, flags);
   if (!positional.empty() && positional[0] == "decode")

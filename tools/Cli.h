@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <array>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,6 +53,20 @@ inline std::string flag(const std::map<std::string, std::string> &flags, const s
                         const std::string &fallback = "") {
   auto it = flags.find(name);
   return it == flags.end() ? fallback : it->second;
+}
+
+/// --dtype: one of `allowed` (the first is the default), else an error
+/// naming what the command offers.
+inline std::string dtypeFlag(const std::map<std::string, std::string> &flags,
+                             std::initializer_list<const char *> allowed) {
+  const std::string dtype = flag(flags, "--dtype", *allowed.begin());
+  std::string list;
+  for (const char *a : allowed) {
+    if (dtype == a)
+      return dtype;
+    list += (list.empty() ? "" : ", ") + std::string(a);
+  }
+  die("--dtype " + dtype + " is not one of " + list);
 }
 
 /// --image-size as [height, width] from "S" (square) or "HxW"; `fallback`

@@ -68,6 +68,8 @@ const std::vector<Command> kCommands = {
     {"--max-seq-len", "N", "a Hugging Face directory: the compiled maximum length (default: "
                            "the config's)"},
     {"--fusion", "STRATEGY", "a Hugging Face directory: the fusion strategy (default all)"},
+    {"--dtype", "T", "a directory: f32 (default) or int8 (linear layers on int8 weights; "
+                     "docs/int8.md)"},
     {"--f64-outputs", nullptr, "write float outputs as F64, as the reference backend computes them"}},
    runRun},
   {"tokenize", "tokenize TOKENIZER [--input FILE] [--decode] [options]",
@@ -101,6 +103,8 @@ const std::vector<Command> kCommands = {
                            "max_position_embeddings)"},
     {"--no-truncate", nullptr, "a line over the maximum length is an error, not truncated"},
     {"--fusion", "STRATEGY", "a directory: the fusion strategy (default all)"},
+    {"--dtype", "T", "a directory: f32 (default) or int8 (linear layers on int8 weights; "
+                     "docs/int8.md)"},
     {"--threads", "N", "threads (default: one per hardware thread)"}},
    runEmbed},
   {"classify", "classify MODEL IMAGE... [--top-k K] [options]",
@@ -118,6 +122,8 @@ const std::vector<Command> kCommands = {
     {"--pixels-out", "FILE", "also write the preprocessed images to FILE.safetensors "
                              "(tensor 'pixel_values' [images, 3, H, W])"},
     {"--fusion", "STRATEGY", "a directory: the fusion strategy (default all)"},
+    {"--dtype", "T", "a directory: f32 (default) or int8 (linear layers on int8 weights; "
+                     "docs/int8.md)"},
     {"--threads", "N", "threads (default: one per hardware thread)"}},
    runClassify},
   {"bench", "bench gemm|attention|model MODEL|train MODEL|decode MODEL [options]",
@@ -166,7 +172,7 @@ const std::vector<Command> kCommands = {
                         "SSE4, ...), and/or turn int8 paths off (AVX3,-AMX; -amx,-vnni); "
                         "also $TRANSFUSE_ISA"},
     {"--dtype", "T", "gemm: f32 (default) or int8 (quantized per row; the best int8 path); "
-                     "model: int8 linear layers (docs/int8.md)"},
+                     "model, decode: int8 linear layers (docs/int8.md)"},
     {"--json", nullptr, "print one JSON object (with a gflops field)"}},
    runBench},
   {"train", "train CONFIG.json --src-train F [--tgt-train F] | train MODEL --images F [options]",
@@ -294,7 +300,9 @@ const std::vector<Command> kCommands = {
    "newlines); id prompts are space-separated ids used as given, the new ids per line. Greedy "
    "by default, sampling with --sample, beams with --beam. Prompts batch in length order, "
    "lengths mixed.",
-   {{"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
+   {{"--dtype", "T", "checkpoint directories: f32 (default) or int8 (linear layers on int8 "
+                     "weights; docs/int8.md)"},
+    {"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
     {"--weights-seed", "N", "seed of the random weights (default 0)"},
     {"--prompt", "TEXT", "one prompt of text"},
     {"--prompt-file", "FILE", "prompts of text, one per line"},

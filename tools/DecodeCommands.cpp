@@ -11,6 +11,7 @@
 #include "tools/Commands.h"
 #include "compiler/Compiler.h"
 #include "tools/TrainCommands.h"
+#include "runtime/kernels/Int8Gemm.h"
 #include "runtime/kernels/Targets.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -96,10 +97,8 @@ Artifact loadArtifact(const std::vector<std::string> &positional,
   if (!llvm::sys::fs::exists(dir + "/manifest.json")) {
     if (load.weightsPath.size() || flags.count("--weights-seed"))
       die("'" + dir + "' is a checkpoint directory: its weights are chosen with --checkpoint");
-    const std::string dtype = flag(flags, "--dtype", "f32");
-    if (dtype != "f32" && dtype != "int8")
-      die("--dtype " + dtype + " is not one of f32, int8");
-    CheckpointDir c = openCheckpointDir(dir, flag(flags, "--checkpoint", "best"), dtype == "int8");
+    const bool int8 = dtypeFlag(flags, {"f32", "int8"}) == "int8";
+    CheckpointDir c = openCheckpointDir(dir, flag(flags, "--checkpoint", "best"), int8);
     dir = c.artifact;
     load.weightsPath = c.weights;
     a.tokenizer = std::move(c.tokenizer);
@@ -409,7 +408,7 @@ int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &posit
     if (name != "--json" && name != "--threads" && name != "--min-seconds" && name != "--batch" &&
         name != "--src-len" && name != "--new-tokens" && name != "--beam" &&
         name != "--recompute" && name != "--fusion" && name != "--cxx" && name != "--isa" &&
-        name != "--weights")
+        name != "--weights" && name != "--dtype")
       die("flag " + name + " does not apply to 'bench decode'");
   compiler::DecodeBenchOptions o;
   o.batch = intFlag(flags, "--batch", 1, 1, 1 << 12);
@@ -423,6 +422,7 @@ int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &posit
   o.fusion = flag(flags, "--fusion", "all");
   o.weightsPath = flag(flags, "--weights");
   o.build.cxx = flag(flags, "--cxx");
+  o.build.int8 = dtypeFlag(flags, {"f32", "int8"}) == "int8";
   compiler::DecodeBenchResult r = orDie(compiler::benchDecode(positional[1], o));
   if (flags.count("--json")) {
     llvm::json::Object j{{"model", positional[1]},
@@ -433,6 +433,7 @@ int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &posit
                          {"threads", r.threads},
                          {"fusion", o.fusion},
                          {"target", ::transfuse::kernels::bestTargetName()},
+                         {"dtype", o.build.int8 ? "int8" : "f32"},
                          {"runs", r.runs},
                          {"median_ms", r.medianMs},
                          {"min_ms", r.minMs},
@@ -448,7 +449,9 @@ int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &posit
   llvm::outs() << "bench decode " << positional[1] << ": B=" << o.batch << " S=" << o.srcLen
                << " new=" << o.newTokens << " beam=" << o.beam << ", " << r.threads
                << " thread(s), fusion " << o.fusion << ", "
-               << ::transfuse::kernels::bestTargetName() << "\n"
+               << ::transfuse::kernels::bestTargetName()
+               << (o.build.int8 ? ", int8 " + ::transfuse::kernels::int8PathsInUse() : std::string())
+               << "\n"
                << llvm::format("cached:    %9.2f tokens/s  %8.3f ms/step  (request median %.2f ms, "
                                "min %.2f ms, %lld runs)\n",
                                r.tokensPerSecond, r.medianMs / (double)o.newTokens, r.medianMs,

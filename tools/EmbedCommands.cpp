@@ -94,6 +94,9 @@ ModelArtifact tools::modelArtifact(const std::string &path, const Flags &flags, 
                                    std::array<int64_t, 2> imageSize) {
   ModelArtifact m{path, flag(flags, "--weights")};
   if (llvm::sys::fs::exists(join(path, "manifest.json"))) {
+    if (flags.count("--dtype"))
+      die("--dtype applies when compiling a directory (compile an artifact with --dtype); '" +
+          path + "' is a compiled artifact");
     // Weights the artifact carries (an ONNX file's) unless others are given.
     if (m.weights.empty() && llvm::sys::fs::exists(join(path, compiler::kCarriedWeights)))
       m.weights = join(path, compiler::kCarriedWeights);
@@ -104,6 +107,7 @@ ModelArtifact tools::modelArtifact(const std::string &path, const Flags &flags, 
         "(no config.json)");
   compiler::CompileOptions options;
   options.strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "all")));
+  options.build.int8 = dtypeFlag(flags, {"f32", "int8"}) == "int8";
   BuildOptions maxima;
   maxima.maxBatch = batch;
   maxima.maxSeqLen = intFlag(flags, "--max-seq-len", 0, 0, 1 << 20);

@@ -33,6 +33,7 @@
 #include "runtime/WeightBinding.h"
 #include "runtime/exec/ModelDesc.h"
 #include "runtime/kernels/Gemm.h"
+#include "runtime/kernels/Targets.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -392,6 +393,11 @@ rt::Status createModel(const char* weightsPath, const tf_options* options, tf_mo
     return rt::Status::error("the generated model has ABI version " +
                              std::to_string(desc->abiVersion) + "; this runtime is version " +
                              std::to_string(TF_ABI_VERSION));
+  // This artifact links its own copy of the kernels, whose int8 path
+  // toggles the driver's do not reach: $TRANSFUSE_ISA applies here too (the
+  // Highway target lives in the shared libhwy and is set once more).
+  static const rt::Status isa = transfuse::kernels::forceTargetFromEnvironment();
+  if (!isa) return isa;
   int threads = options ? options->num_threads : 0;
   if (threads <= 0) threads = rt::ThreadPool::hardwareThreads();
   if (threads > kMaxThreads)

@@ -233,6 +233,13 @@ Int8Path int8PathFor(int64_t m) {
   return available.front();
 }
 
+std::string int8PathsInUse() {
+  const Int8Path many = int8PathFor(1 << 20), few = int8PathFor(1);
+  std::string s = int8PathName(many);
+  if (few != many) s += std::string(", ") + int8PathName(few) + " under 16 rows";
+  return s;
+}
+
 void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
               const Int8Epilogue& epilogue, float* c, int64_t ldc, rt::ThreadPool* pool) {
   gemmInt8(m, a, lda, w, epilogue, c, ldc, pool, int8PathFor(m));

@@ -56,6 +56,8 @@ Int8Path bestInt8Path();
 // The path gemmInt8 takes for a product of `m` rows: the best, except that
 // fewer than 16 rows take VNNI over AMX.
 Int8Path int8PathFor(int64_t m);
+// What gemmInt8 runs here, for reports: "amx, vnni under 16 rows", "avx2".
+std::string int8PathsInUse();
 // The rows of a path's block (its results are blocks of these × 32 columns).
 int64_t int8BlockRows(Int8Path path);
 
