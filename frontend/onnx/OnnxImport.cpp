@@ -1088,6 +1088,8 @@ llvm::Error Importer::gemm() {
     return y.takeError();
   if (typeOf(*x).getRank() != 2 || typeOf(*y).getRank() != 2)
     return fail("Gemm takes matrices");
+  if (!isa<FloatType>(typeOf(*x).getElementType()) || !isa<FloatType>(typeOf(*y).getElementType()))
+    return fail("Gemm of integer tensors is not supported");
   auto product = matmulOf(*x, *y, attrInt("transA", 0) != 0, attrInt("transB", 0) != 0);
   if (!product)
     return product.takeError();
@@ -1107,6 +1109,8 @@ llvm::Expected<Value> Importer::gemmEpilogue(Value r) {
     if (!c)
       return c.takeError();
     Value cv = *c;
+    if (!isa<FloatType>(typeOf(cv).getElementType()))
+      return fail("C (input 2) of integers is not supported (only float32)");
     if (beta != 1.0)
       cv = ScaleOp::create(b, loc, cv, b.getF64FloatAttr(beta));
     if (auto e = broadcasts({r, cv}))
@@ -1123,6 +1127,9 @@ llvm::Error Importer::foldedProduct(const Val &x, bool transA, bool transB) {
     return w.takeError();
   if (transA || typeOf(*w).getRank() != 2)
     return fail(foldedUse(node->input(0)));
+  if (!isa<FloatType>(typeOf(x.rt).getElementType()) ||
+      !isa<FloatType>(typeOf(*w).getElementType()))
+    return fail(node->op_type() + " of integer tensors is not supported");
   if (const Val *c = in(2); c && rankOf(*c) == 2 && shapeOf(*c)[0] != 1)
     return fail("C has a row per row of a view merging dynamic dimensions");
   auto product = matmulOf(x.rt, *w, false, transB);
@@ -1182,6 +1189,8 @@ llvm::Error Importer::reduce(llvm::StringRef op) {
     for (int64_t i = 0; i < rank; ++i)
       axes.push_back(i);
   }
+  if (rank == 0)
+    return fail("reduces a scalar");
   for (int64_t &a : axes) {
     auto n = axis(a, rank);
     if (!n)
@@ -1212,6 +1221,10 @@ llvm::Error Importer::layerNorm(bool rms) {
   if (!x)
     return x.takeError();
   const int64_t rank = typeOf(*x).getRank();
+  if (rank == 0)
+    return fail("normalizes a scalar");
+  if (!isa<FloatType>(typeOf(*x).getElementType()))
+    return fail("normalizes an integer or boolean tensor (only float32)");
   auto a = axis(attrInt("axis", -1), rank);
   if (!a)
     return a.takeError();
@@ -1238,6 +1251,8 @@ llvm::Error Importer::layerNorm(bool rms) {
     if (m && typeOf(*m).getShape() != normalized)
       return fail("input " + std::to_string(i) + " has another shape than the normalized "
                   "dimensions");
+    if (m && !isa<FloatType>(typeOf(*m).getElementType()))
+      return fail("input " + std::to_string(i) + " must be float32");
     return m;
   };
   auto gamma = param(1);
@@ -1292,8 +1307,10 @@ llvm::Error Importer::transpose() {
       perm.push_back(i);
   std::vector<int64_t> sorted = perm;
   llvm::sort(sorted);
+  if (static_cast<int64_t>(perm.size()) != rank)
+    return fail("perm is not a permutation of the input's dimensions");
   for (int64_t i = 0; i < static_cast<int64_t>(sorted.size()); ++i)
-    if (sorted[i] != i || static_cast<int64_t>(perm.size()) != rank)
+    if (sorted[i] != i)
       return fail("perm is not a permutation of the input's dimensions");
   if ((*x)->host) {
     const Host &h = *(*x)->host;
@@ -1562,6 +1579,8 @@ llvm::Error Importer::gather() {
   const Val &data = **x, &idx = **ids;
   llvm::ArrayRef<int64_t> shape = shapeOf(data);
   const int64_t rank = static_cast<int64_t>(shape.size());
+  if (rank == 0)
+    return fail("gathers from a scalar");
   auto a = axis(attrInt("axis", 0), rank);
   if (!a)
     return a.takeError();
@@ -1669,6 +1688,8 @@ llvm::Expected<Value> Importer::gatherAlong(Value table, int64_t axis, Value ids
 
 llvm::Expected<Value> Importer::splitHeads(Value x, int64_t heads, const char *attribute) {
   llvm::ArrayRef<int64_t> s = typeOf(x).getShape();
+  if (s.size() != 3)
+    return fail("the inputs must all be 3-D or all 4-D, got " + shapeStr(s));
   if (heads < 1 || s[2] == kDyn || s[2] % heads)
     return fail(llvm::Twine("a 3-D input needs ") + attribute + " dividing its hidden size");
   auto r = reshapeTo(x, {s[0], s[1], heads, s[2] / heads});
@@ -1696,6 +1717,8 @@ llvm::Error Importer::concat() {
   if (xs.empty())
     return fail("no inputs");
   const int64_t rank = rankOf(*xs[0]);
+  if (rank == 0)
+    return fail("concatenates scalars");
   auto a = axis(attrInt("axis", 0), rank);
   if (!a)
     return a.takeError();
@@ -1726,6 +1749,8 @@ llvm::Error Importer::concat() {
   }
   SmallVector<Value> operands;
   for (int i = 0; i < node->input_size(); ++i) {
+    if (rankOf(*xs[i]) != rank)
+      return fail("inputs of different ranks");
     if (xs[i]->host && xs[i]->host->numel() == 0)
       continue; // an empty piece adds nothing
     auto m = materialize(*xs[i], node->input(i));
@@ -1813,6 +1838,8 @@ llvm::Error Importer::slice() {
   if (axes.size() != starts->size() || (*ends)->numel() != static_cast<int64_t>(axes.size()) ||
       steps.size() != axes.size())
     return fail("starts, ends, axes and steps differ in length");
+  if (rank == 0 && !axes.empty())
+    return fail("slices a scalar");
   for (int64_t &a : axes) {
     auto n = axis(a, rank);
     if (!n)
@@ -1917,6 +1944,8 @@ llvm::Error Importer::split() {
   if (!x)
     return x.takeError();
   llvm::ArrayRef<int64_t> shape = shapeOf(**x);
+  if (shape.empty())
+    return fail("splits a scalar");
   auto a = axis(attrInt("axis", 0), static_cast<int64_t>(shape.size()));
   if (!a)
     return a.takeError();
@@ -2445,6 +2474,8 @@ llvm::Error Importer::conv() {
     return fail("only the two-dimensional convolution is supported");
   llvm::ArrayRef<int64_t> ws = shapeOf(**w), xs = typeOf(*x).getShape();
   std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
+  if (kernel[0] < 1 || kernel[1] < 1)
+    return fail("the kernel of " + shapeStr(kernel) + " is empty or dynamic");
   auto strides = attrInts("strides").value_or(std::vector<int64_t>{1, 1});
   auto pads = attrInts("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
   auto dil = attrInts("dilations").value_or(std::vector<int64_t>{1, 1});
@@ -2463,6 +2494,8 @@ llvm::Error Importer::conv() {
   auto wv = materialize(**w, node->input(1));
   if (!wv)
     return wv.takeError();
+  if (!isa<FloatType>(typeOf(*x).getElementType()) || !isa<FloatType>(typeOf(*wv).getElementType()))
+    return fail("Conv of integer tensors is not supported");
   GraphBuilder g(b, loc);
   Value patches = g.unfold(*x, kernel[0], kernel[1]);            // [B, N, C·ph·pw]
   auto w2 = reshapeTo(*wv, {ws[0], ws[1] * kernel[0] * kernel[1]}); // [D, C·ph·pw]
@@ -2475,6 +2508,8 @@ llvm::Error Importer::conv() {
       return bv.takeError();
     if (typeOf(*bv).getShape() != llvm::ArrayRef<int64_t>{ws[0]})
       return fail("the bias must hold one value per output channel");
+    if (!isa<FloatType>(typeOf(*bv).getElementType()))
+      return fail("the bias must be float32");
     bias = *bv;
   }
   Value y = g.linear(patches, *w2, bias);                        // [B, N, D]
@@ -2517,6 +2552,9 @@ llvm::Error Importer::attention() {
   auto v = rtIn(2);
   if (!v)
     return v.takeError();
+  if (!isa<FloatType>(typeOf(*q).getElementType()) ||
+      !isa<FloatType>(typeOf(*k).getElementType()) || !isa<FloatType>(typeOf(*v).getElementType()))
+    return fail("Q, K and V must be float32");
   GraphBuilder g(b, loc);
   // 3-D inputs [B, S, H·dh] as heads [B, H, S, dh].
   const bool flat = typeOf(*q).getRank() == 3;
@@ -2536,7 +2574,7 @@ llvm::Error Importer::attention() {
     return fail("Q, K and V must be 3-D or 4-D");
   const int64_t hq = typeOf(*qh).getDimSize(1), hk = typeOf(*kh).getDimSize(1);
   const int64_t dh = typeOf(*qh).getDimSize(3);
-  if (hq == kDyn || hk == kDyn || dh == kDyn || hq % hk)
+  if (hq == kDyn || hk == kDyn || dh == kDyn || hq < 1 || hk < 1 || hq % hk)
     return fail("the query heads must be a multiple of the key heads");
   // A past cache [B, Hk, P, dh] goes before the new keys and values; the
   // causal mask then lets query i see keys up to P + i.
@@ -2578,6 +2616,8 @@ llvm::Error Importer::attention() {
     auto mv = materialize(*m, node->input(3));
     if (!mv)
       return mv.takeError();
+    if (!typeOf(*mv).getElementType().isInteger(1) && !isa<FloatType>(typeOf(*mv).getElementType()))
+      return fail("the mask must be boolean or float32");
     if (auto e = broadcasts({s, *mv}))
       return e;
     if (typeOf(*mv).getElementType().isInteger(1)) {
@@ -2665,6 +2705,9 @@ llvm::Error Importer::rotary() {
   auto sn = rtIn(2);
   if (!sn)
     return sn.takeError();
+  if (!isa<FloatType>(typeOf(*x).getElementType()) ||
+      !isa<FloatType>(typeOf(*c).getElementType()) || !isa<FloatType>(typeOf(*sn).getElementType()))
+    return fail("the input and the cos and sin caches must be float32");
   GraphBuilder g(b, loc);
   // X as heads [B, H, S, dh].
   llvm::ArrayRef<int64_t> xs = typeOf(*x).getShape();
@@ -2686,7 +2729,7 @@ llvm::Error Importer::rotary() {
   const int64_t half = rdim / 2;
   // cos and sin [B, S, R]: gathered at the positions, or given per position.
   auto table = [&](Value t) -> llvm::Expected<Value> {
-    if (typeOf(t).getShape().back() != half)
+    if (typeOf(t).getRank() == 0 || typeOf(t).getShape().back() != half)
       return fail("the cos and sin caches must have rotary_embedding_dim / 2 columns");
     if (in(3)) {
       auto pos = rtIn(3);

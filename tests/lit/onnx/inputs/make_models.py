@@ -4,7 +4,7 @@ import os
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper, save
+from onnx import AttributeProto, TensorProto, helper, numpy_helper, save
 
 
 def model(name, nodes, inputs, outputs, inits=(), opset=17):
@@ -124,3 +124,63 @@ model("negative_epsilon", [
     helper.make_node("LayerNormalization", ["x", "gamma"], ["y"], name="ln", epsilon=-1e-5),
 ], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 8])],
     [floats("gamma", [1.0] * 8)])
+
+# Inputs whose ops' type inference would fail (an abort in the op's
+# builder): each is one error naming the node. One node each, output y.
+vi = helper.make_tensor_value_info
+FL, I64, yany = TensorProto.FLOAT, TensorProto.INT64, vi("y", TensorProto.FLOAT, None)
+q4, k4, v4 = vi("q", FL, [1, 2, 3, 4]), vi("k", FL, [1, 2, 3, 4]), vi("v", FL, [1, 2, 3, 4])
+cs = [floats("c", np.ones((1, 3, 2))), floats("s", np.ones((1, 3, 2)))]
+
+
+def refused(name, node, inputs, inits=(), opset=17, outputs=(yany,)):
+    model(name, [node], inputs, list(outputs), inits, opset)
+
+
+refused("gemm_int", helper.make_node("Gemm", ["a", "w"], ["y"], name="g"),
+        [vi("a", I64, [2, 3])], [floats("w", np.ones((3, 4)))])
+refused("gemm_int_c", helper.make_node("Gemm", ["a", "w", "c"], ["y"], name="g"),
+        [vi("a", FL, [2, 3])], [floats("w", np.ones((3, 4))), ints("c", [1, 2, 3, 4])])
+model("merged_int", [
+    helper.make_node("Reshape", ["x", "rows"], ["x2"], name="view"),
+    helper.make_node("MatMul", ["x2", "w"], ["y"], name="mm"),
+], [x], [yany], [ints("rows", [-1, 8]), ints("w", np.ones((8, 6)))])
+refused("reduce_scalar", helper.make_node("ReduceSum", ["x"], ["y"], name="r"), [vi("x", FL, [])])
+refused("norm_scalar", helper.make_node("LayerNormalization", ["x", "g"], ["y"], name="ln", axis=0),
+        [vi("x", FL, [])], [floats("g", 1.0)])
+refused("norm_int", helper.make_node("LayerNormalization", ["x", "g"], ["y"], name="ln"),
+        [vi("x", I64, [2, 8])], [floats("g", [1.0] * 8)])
+refused("norm_int_bias", helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="ln"),
+        [vi("x", FL, [2, 8]), vi("b", I64, [8])], [floats("g", [1.0] * 8)])
+empty_perm = helper.make_node("Transpose", ["x"], ["y"], name="t")
+empty_perm.attribute.append(helper.make_attribute("perm", [], attr_type=AttributeProto.INTS))
+refused("transpose_empty_perm", empty_perm, [vi("x", FL, [2, 3])])
+refused("gather_scalar", helper.make_node("Gather", ["x", "i"], ["y"], name="g"),
+        [vi("x", FL, []), vi("i", I64, [2])])
+refused("concat_scalars", helper.make_node("Concat", ["x", "x"], ["y"], name="c", axis=0),
+        [vi("x", FL, [])])
+refused("concat_ranks", helper.make_node("Concat", ["e", "x", "x"], ["y"], name="c", axis=2),
+        [vi("x", FL, [2, 3])], [floats("e", np.zeros((0, 0, 0)))])
+refused("slice_scalar", helper.make_node("Slice", ["x", "s", "e", "a"], ["y"], name="s"),
+        [vi("x", FL, [])], [ints("s", [0]), ints("e", [1]), ints("a", [0])])
+refused("split_scalar", helper.make_node("Split", ["x"], ["y", "z"], name="s", axis=0),
+        [vi("x", FL, [])], outputs=[yany, vi("z", FL, None)])
+refused("conv_empty_kernel", helper.make_node("Conv", ["x", "w"], ["y"], name="c", strides=[0, 0]),
+        [vi("x", FL, [1, 3, 4, 4])], [floats("w", np.zeros((4, 3, 0, 0)))])
+refused("conv_int", helper.make_node("Conv", ["x", "w"], ["y"], name="c", strides=[2, 2]),
+        [vi("x", I64, [1, 3, 4, 4])], [floats("w", np.ones((4, 3, 2, 2)))])
+refused("conv_int_bias", helper.make_node("Conv", ["x", "w", "b"], ["y"], name="c", strides=[2, 2]),
+        [vi("x", FL, [1, 3, 4, 4])], [floats("w", np.ones((4, 3, 2, 2))), ints("b", [1] * 4)])
+refused("attention_int", helper.make_node("Attention", ["q", "k", "v"], ["y"], name="a"),
+        [vi("q", I64, [1, 2, 3, 4]), k4, v4], opset=23)
+refused("attention_int_mask", helper.make_node("Attention", ["q", "k", "v", "m"], ["y"], name="a"),
+        [q4, k4, v4, vi("m", I64, [3, 3])], opset=23)
+refused("attention_no_heads", helper.make_node("Attention", ["q", "k", "v"], ["y"], name="a"),
+        [k4, v4], [floats("q", np.zeros((1, 0, 3, 4)))], opset=23)
+refused("attention_ranks", helper.make_node("Attention", ["q", "k", "v"], ["y"], name="a",
+                                            q_num_heads=2, kv_num_heads=2),
+        [vi("q", FL, [1, 3, 8]), vi("k", FL, [3, 8]), vi("v", FL, [3, 8])], opset=23)
+refused("rotary_int", helper.make_node("RotaryEmbedding", ["x", "c", "s"], ["y"], name="r"),
+        [vi("x", I64, [1, 2, 3, 4])], cs, opset=23)
+refused("rotary_scalar_cache", helper.make_node("RotaryEmbedding", ["x", "c", "s"], ["y"], name="r"),
+        [vi("x", FL, [1, 2, 3, 4])], [floats("c", 1.0), floats("s", 1.0)], opset=23)
