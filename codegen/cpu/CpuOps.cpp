@@ -269,14 +269,18 @@ llvm::Error CpuPrinter::printGemm(tfk::GemmOp g) {
     tfk::ParamOp p = paramOf(w);
     if (!p)
       return fail(g, "a packed weight that is not a parameter");
-    // --dtype int8: a linear layer's product (no column pairs, no
-    // backward's derivative) on int8 weights quantized at load.
-    if (module.int8 && !s.pairKind && g.getDerivative() == Activation::None && !g.getInvFreq() &&
-        !g.getGated()) {
-      int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, 0, 0, 0, true});
+    // --dtype int8: a linear layer's product (its column pairs included;
+    // not the backward's derivative) on int8 weights quantized at load.
+    if (module.int8 && g.getDerivative() == Activation::None) {
+      int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, s.pairKind,
+                              s.headDim, s.pairColumns, true});
+      std::string int8Epi = "kernels::Int8Epilogue{" + linear;
+      if (g.getInvFreq())
+        int8Epi += ", " + ptr(g.getInvFreq()) + ", int64_t(" + s.seqLen + "), int64_t(" +
+                   s.positionOffset + ")";
       call("kernels::gemmInt8(" + m + ", " + ptr(x) + ", " + std::to_string(k) +
-           ", *c.quantized[" + std::to_string(pack) + "], kernels::Int8Epilogue{" + linear +
-           "}, " + ptr(result) + ", " + ldc + ", c.pool);");
+           ", *c.quantized[" + std::to_string(pack) + "], " + int8Epi + "}, " + ptr(result) +
+           ", " + ldc + ", c.pool);");
       return llvm::Error::success();
     }
     int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, s.pairKind,

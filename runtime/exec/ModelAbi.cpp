@@ -692,18 +692,15 @@ rt::Status refreshPrepared(tf_model* m) {
       return rt::Status::error("internal error: pack " + std::to_string(i) +
                                " does not match its parameter");
     if (!m->changed[pk.param]) continue;
-    if (pk.int8) {  // quantized per output column, for kernels::gemmInt8
-      if (pk.pairKind != 0)
-        return rt::Status::error("internal error: int8 pack " + std::to_string(i) +
-                                 " has column pairs");
-      m->quantized[i] = kernels::quantizePackB(m->paramPtrs[pk.param], pk.transB ? pk.k : pk.n,
-                                               pk.transB, pk.k, pk.n);
-      m->quantizedPtrs[i] = &m->quantized[i];
-      continue;
-    }
     const kernels::GemmPairs pairs{static_cast<kernels::GemmPairs::Kind>(pk.pairKind),
                                    static_cast<size_t>(pk.headDim),
                                    static_cast<size_t>(pk.pairColumns)};
+    if (pk.int8) {  // quantized per output column, for kernels::gemmInt8
+      m->quantized[i] = kernels::quantizePackB(m->paramPtrs[pk.param], pk.transB ? pk.k : pk.n,
+                                               pk.transB, pk.k, pk.n, pairs);
+      m->quantizedPtrs[i] = &m->quantized[i];
+      continue;
+    }
     kernels::repackB(m->packed[i], m->paramPtrs[pk.param], pk.k, pk.n, pk.transB ? pk.k : pk.n,
                      pk.transB, m->pool.get(), pairs);
     m->packedPtrs[i] = &m->packed[i];

@@ -6,6 +6,7 @@
 
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/Parallel.h"
+#include "runtime/kernels/RotaryTable.h"
 #include "runtime/kernels/int8/Int8Kernels.h"
 
 #include <cpuid.h>
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -197,27 +199,36 @@ void quantizeRows(const float* a, int64_t lda, int64_t rows, int64_t k, int8_t* 
   quantizeRowsWith(rowWork(), a, lda, rows, k, q, ldq, scales);
 }
 
-Int8Weights quantizePackB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n) {
+Int8Weights quantizePackB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n,
+                          const GemmPairs& pairs) {
   Int8Weights w;
   w.k = k;
   w.n = n;
   w.kPadded = roundUp(std::max<int64_t>(k, 1), 64);
-  w.data.assign(static_cast<size_t>(w.panels() * w.kPadded * kPanel), 0);
-  w.scale.assign(static_cast<size_t>(n), 0.0f);
-  w.compensation.assign(static_cast<size_t>(n), 0);
+  w.pairs = pairs;
+  w.blocks = static_cast<int64_t>(panelCount(pairs, static_cast<size_t>(n), kPanel));
+  w.data.assign(static_cast<size_t>(2 * w.blocks * w.kPadded * kPanel), 0);
+  w.scale.assign(static_cast<size_t>(w.blocks * kBlockCols), 0.0f);
+  w.compensation.assign(static_cast<size_t>(w.blocks * kBlockCols), 0);
   std::vector<float> column(static_cast<size_t>(k));
   std::vector<int8_t> q(static_cast<size_t>(k));
   const RowWork vector = rowWork();
-  for (int64_t j = 0; j < n; ++j) {
+  // Packed column p (block p / 32, panel p / 16) holds B's column j.
+  auto pack = [&](int64_t p, int64_t j) {
     for (int64_t i = 0; i < k; ++i) column[i] = transB ? b[j * ldb + i] : b[i * ldb + j];
-    quantizeRowsWith(vector, column.data(), k, 1, k, q.data(), k, &w.scale[j]);
-    int8_t* panel = w.data.data() + (j / kPanel) * w.kPadded * kPanel;
+    quantizeRowsWith(vector, column.data(), k, 1, k, q.data(), k, &w.scale[p]);
+    int8_t* panel = w.data.data() + (p / kPanel) * w.kPadded * kPanel;
     int32_t sum = 0;
     for (int64_t i = 0; i < k; ++i) {
-      panel[(i / 4) * 64 + (j % kPanel) * 4 + i % 4] = q[i];
+      panel[(i / 4) * 64 + (p % kPanel) * 4 + i % 4] = q[i];
       sum += q[i];
     }
-    w.compensation[j] = 128 * sum;
+    w.compensation[p] = 128 * sum;
+  };
+  for (int64_t blk = 0; blk < w.blocks; ++blk) {
+    const PanelColumns cols = panelColumns(pairs, static_cast<size_t>(n), kPanel, blk);
+    for (size_t c = 0; c < cols.n0; ++c) pack(blk * kBlockCols + c, cols.c0 + c);
+    for (size_t c = 0; c < cols.n1; ++c) pack(blk * kBlockCols + kPanel + c, cols.c1 + c);
   }
   return w;
 }
@@ -268,7 +279,7 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   if (unsigned8)
     for (int8_t& x : qa) x = static_cast<int8_t>(static_cast<uint8_t>(x) ^ 0x80u);  // + 128
   const BlockKernel kernel = kernelOf(path);
-  const int64_t rows = int8BlockRows(path), pairs = (w.panels() + 1) / 2;
+  const int64_t rows = int8BlockRows(path);
   const auto* q8 = reinterpret_cast<const uint8_t*>(qa.data());
   // AMX loads A as whole 16×64 tiles: each group of 16 rows as its tiles
   // in k order (1 KiB each), so a tile is one contiguous read.
@@ -284,36 +295,76 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
     groupStride = 16 * kp;  // one group's tiles
     blockStride = kp;       // per row, as for the others: block i starts at i·kp
   }
-  parallelFor(pool, static_cast<size_t>(pairs), 1, [&](size_t begin, size_t end) {
+  // A block's sums of one row to floats: float(sum) · (sa · sw) (+ bias).
+  auto convert = [&](const int32_t* sums, const int32_t* comp, float rowScale, const float* sw,
+                     const float* b, int64_t n, float* out) {
+    if (vector.epilogue) return vector.epilogue(sums, comp, rowScale, sw, b, n, out);
+    for (int64_t j = 0; j < n; ++j) {
+      float value = static_cast<float>(sums[j] - (comp ? comp[j] : 0)) * (rowScale * sw[j]);
+      if (b) value += b[j];
+      out[j] = value;
+    }
+  };
+  const GemmPairs& pairs = w.pairs;
+  assert(pairs.kind == GemmPairs::Kind::kNone || !epilogue.residual);
+  const int64_t half = static_cast<int64_t>(pairs.headDim / 2);
+  const float *cosT = nullptr, *sinT = nullptr;
+  if (pairs.kind == GemmPairs::Kind::kRotary) {
+    const RotaryTable& t =
+        rotaryTableFor(epilogue.invFreq, static_cast<size_t>(half),
+                       static_cast<size_t>(epilogue.positionOffset),
+                       static_cast<size_t>(std::min(m, std::max<int64_t>(epilogue.seqLen, 1))));
+    cosT = t.cos.data();
+    sinT = t.sin.data();
+  }
+  parallelFor(pool, static_cast<size_t>(w.blocks), 1, [&](size_t begin, size_t end) {
     alignas(64) int32_t acc[kMaxRows * kBlockCols];
+    alignas(64) float x[kBlockCols];  // a paired block's row as floats
     if (path == Int8Path::kAmx) amxBegin();
-    auto block = [&](int64_t i, size_t pair) {
-      const int64_t p0 = 2 * static_cast<int64_t>(pair);
-      const int8_t* panel0 = w.data.data() + p0 * kp * kPanel;
-      const int8_t* panel1 = p0 + 1 < w.panels() ? panel0 + kp * kPanel : panel0;
-      const int64_t col0 = p0 * kPanel, cols = std::min(kBlockCols, w.n - col0);
-      kernel(q8 + i * blockStride, groupStride, panel0, panel1, kp, acc);
-      const int32_t* comp = unsigned8 ? w.compensation.data() + col0 : nullptr;
-      const float* sw = w.scale.data() + col0;
-      const float* b = bias ? bias + col0 : nullptr;
+    auto block = [&](int64_t i, size_t blk) {
+      const int8_t* panel0 = w.data.data() + 2 * static_cast<int64_t>(blk) * kp * kPanel;
+      kernel(q8 + i * blockStride, groupStride, panel0, panel0 + kp * kPanel, kp, acc);
+      const PanelColumns cols = panelColumns(pairs, static_cast<size_t>(w.n), kPanel, blk);
+      const int64_t packed0 = static_cast<int64_t>(blk) * kBlockCols;
+      const int32_t* comp = unsigned8 ? w.compensation.data() + packed0 : nullptr;
+      const float* sw = w.scale.data() + packed0;
+      const int64_t c0 = static_cast<int64_t>(cols.c0), c1 = static_cast<int64_t>(cols.c1);
+      const int64_t n0 = static_cast<int64_t>(cols.n0);
       for (int64_t r = 0; r < std::min(rows, m - i); ++r) {
         const int32_t* sums = acc + r * kBlockCols;
-        float* out = c + (i + r) * ldc + col0;
-        if (vector.epilogue) {
-          vector.epilogue(sums, comp, rowScales[i + r], sw, b, cols, out);
-        } else {
-          for (int64_t j = 0; j < cols; ++j) {
-            float value =
-                static_cast<float>(sums[j] - (comp ? comp[j] : 0)) * (rowScales[i + r] * sw[j]);
-            if (b) value += b[j];
-            out[j] = value;
+        float* crow = c + (i + r) * ldc;
+        if (!cols.paired) {  // columns c0.. in order (c1 = c0 + 16 where n1 > 0)
+          const int64_t n = n0 + static_cast<int64_t>(cols.n1);
+          float* out = crow + c0;
+          convert(sums, comp, rowScales[i + r], sw, bias ? bias + c0 : nullptr, n, out);
+          if (epilogue.activation != Activation::kNone)
+            activate(epilogue.activation, out, out, static_cast<size_t>(n));
+          if (const float* res = epilogue.residual) {
+            const float* row = res + (i + r) * ldr + c0;
+            for (int64_t j = 0; j < n; ++j) out[j] += row[j];
           }
+          continue;
         }
-        if (epilogue.activation != Activation::kNone)
-          activate(epilogue.activation, out, out, static_cast<size_t>(cols));
-        if (const float* res = epilogue.residual) {
-          const float* row = res + (i + r) * ldr + col0;
-          for (int64_t j = 0; j < cols; ++j) out[j] += row[j];
+        // A pair's two sets of n0 columns (x[t], x[16 + t]), bias added as
+        // the fp32 GEMM's paired epilogues do, then combined.
+        convert(sums, comp, rowScales[i + r], sw, nullptr, kBlockCols, x);
+        if (bias)
+          for (int64_t t = 0; t < n0; ++t) {
+            x[t] += bias[c0 + t];
+            x[kPanel + t] += bias[c1 + t];
+          }
+        if (pairs.kind == GemmPairs::Kind::kRotary) {
+          // As transfuse.rotary rounds it: each product, then the sum.
+          const int64_t at = ((i + r) % epilogue.seqLen) * half + c0 % (2 * half);
+          for (int64_t t = 0; t < n0; ++t) {
+            const float cs = cosT[at + t], sn = sinT[at + t], a = x[t], b = x[kPanel + t];
+            const float ac = a * cs, bs = b * sn, bc = b * cs, as = a * sn;
+            crow[c0 + t] = ac - bs;
+            crow[c1 + t] = bc + as;
+          }
+        } else {  // gated: act(gate) · up into C's columns c0..
+          activate(epilogue.activation, x, x, static_cast<size_t>(n0));
+          for (int64_t t = 0; t < n0; ++t) crow[c0 + t] = x[t] * x[kPanel + t];
         }
       }
     };
@@ -323,12 +374,12 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
       // row after another (1024³: 1.2x over the other order, whose column
       // strips 4 KiB apart conflict in the cache).
       for (int64_t i = 0; i < m; i += rows)
-        for (size_t pair = begin; pair < end; ++pair) block(i, pair);
+        for (size_t blk = begin; blk < end; ++blk) block(i, blk);
     } else {
       // Blocks of 8 rows or fewer: a pair of panels stays in L1 while A
       // streams (the other order is 10% slower for VNNI at 1024³).
-      for (size_t pair = begin; pair < end; ++pair)
-        for (int64_t i = 0; i < m; i += rows) block(i, pair);
+      for (size_t blk = begin; blk < end; ++blk)
+        for (int64_t i = 0; i < m; i += rows) block(i, blk);
     }
     if (path == Int8Path::kAmx) amxEnd();
   });

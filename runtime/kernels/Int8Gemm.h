@@ -24,9 +24,17 @@
 //           saturation, so the form is exact; pairs summed by vpmaddwd;
 //   scalar  plain int32 loops (every machine; the reference).
 // The weights are packed once for all paths: panels of 16 columns, k in
-// quads: panel p holds qw(k, 16p + c) at data[p·(Kp·16) + (k/4)·64 + c·4 +
+// quads: panel p holds qw(k, col(p, c)) at data[p·(Kp·16) + (k/4)·64 + c·4 +
 // k%4], Kp = K rounded up to 64 (zero padding), which is also one AMX B tile
-// row per k-quad.
+// row per k-quad. The kernels compute blocks of 32 columns, two panels;
+// block b's panels hold the columns GemmPairs.h's panelColumns(pairs, N,
+// 16, b) names: 32 in order (col(p, c) = 16p + c) without pairs, and with
+// them a pair's two sets of 16 side by side, so each block's epilogue
+// combines them as the fp32 GEMM's paired epilogues do (Gemm.h):
+//   rotary  columns i and i + headDim/2 of a head rotated by the angle of
+//           the row's position (after the bias); C has N columns;
+//   gated   act(gate_j + bias_j)·(up_j + bias_{N/2+j}); C has N/2 columns.
+// The scales and compensation are stored in packed order (32 per block).
 //
 // Threads: the pool splits the columns by pairs of panels; each C element is
 // computed by one thread in one way, so results do not depend on the thread
@@ -37,6 +45,7 @@
 #include "runtime/Status.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Activation.h"
+#include "runtime/kernels/GemmPairs.h"
 
 #include <cstdint>
 #include <string>
@@ -68,15 +77,19 @@ rt::Status restrictInt8Paths(std::string_view toggles);
 
 struct Int8Weights {
   int64_t k = 0, n = 0;
-  int64_t kPadded = 0;              // K rounded up to 64
-  std::vector<int8_t> data;         // panels of 16 columns (see above)
-  std::vector<float> scale;         // sw, per column
-  std::vector<int32_t> compensation;  // 128 · Σ_k qw(k, j), per column
-  int64_t panels() const { return (n + 15) / 16; }
+  int64_t kPadded = 0;                // K rounded up to 64
+  GemmPairs pairs;                    // how columns are paired in blocks (none: in order)
+  int64_t blocks = 0;                 // of 32 columns, two panels each
+  std::vector<int8_t> data;           // 2·blocks panels of 16 columns (see above)
+  std::vector<float> scale;           // sw, per packed column (32 per block)
+  std::vector<int32_t> compensation;  // 128 · Σ_k qw(k, j), per packed column
 };
 
-// B quantized per column and packed (see the file comment).
-Int8Weights quantizePackB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n);
+// B quantized per column and packed (see the file comment), its columns
+// paired as `pairs` says (rotary: headDim a multiple of 2 and columns of
+// headDim, as the fp32 GEMM's).
+Int8Weights quantizePackB(const float* b, int64_t ldb, bool transB, int64_t k, int64_t n,
+                          const GemmPairs& pairs = {});
 
 // Per-row symmetric quantization of `rows` rows of `k` values (lda apart)
 // into q (rows × ldq, int8, the tail after k untouched) and scales.
@@ -89,9 +102,14 @@ void quantizeRows(const float* a, int64_t lda, int64_t rows, int64_t k, int8_t* 
 // uses too) over each row's block of columns, the residual added after.
 struct Int8Epilogue {
   const float* bias = nullptr;      // [N] or null
-  Activation activation = Activation::kNone;
-  const float* residual = nullptr;  // [M, ldr] or null; must not overlap C
+  Activation activation = Activation::kNone;  // gated pairs: the gate's
+  const float* residual = nullptr;  // [M, ldr] or null; must not overlap C; no pairs
   int64_t ldr = 0;                  // 0 means N
+  // Rotary pairs: row i of C is at position positionOffset + i % seqLen;
+  // invFreq holds headDim/2 inverse frequencies (as GemmEpilogue's).
+  const float* invFreq = nullptr;
+  int64_t seqLen = 1;
+  int64_t positionOffset = 0;
 };
 
 // C = the product with its epilogue on `path` (it must be one of

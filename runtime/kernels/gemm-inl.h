@@ -51,6 +51,7 @@
 #include "runtime/kernels/Erf-inl.h"
 #include "runtime/kernels/Gemm.h"
 #include "runtime/kernels/Parallel.h"
+#include "runtime/kernels/RotaryTable.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace transfuse::kernels {
@@ -344,34 +345,6 @@ HWY_INLINE void StoreUpTo(DF d, VF v, float* HWY_RESTRICT p, size_t n) {
     StoreN(d, v, p, n);
 }
 
-// The rotary tables of a product (GemmEpilogue::invFreq): cos and sin of
-// position offset + t for t < positions, [positions, half]. Computed on the
-// calling thread and kept for the next call with the same frequencies and
-// positions (the Q/K projections of every layer of a step share them).
-struct RotaryTable {
-  std::vector<float> freq, cos, sin;
-  size_t offset = 0, positions = 0;
-  bool valid = false;
-};
-HWY_INLINE const RotaryTable& RotaryTableFor(const float* invFreq, size_t half, size_t offset,
-                                             size_t positions) {
-  static thread_local RotaryTable table;
-  if (table.valid && table.offset == offset && table.positions == positions &&
-      table.freq.size() == half && std::equal(invFreq, invFreq + half, table.freq.begin()))
-    return table;
-  table.freq.assign(invFreq, invFreq + half);
-  table.cos.resize(positions * half);
-  table.sin.resize(positions * half);
-  for (size_t t = 0; t < positions; ++t)
-    for (size_t i = 0; i < half; ++i)
-      math::rotaryCosSin(static_cast<float>(offset + t), invFreq[i], &table.cos[t * half + i],
-                         &table.sin[t * half + i]);
-  table.offset = offset;
-  table.positions = positions;
-  table.valid = true;
-  return table;
-}
-
 // A paired panel's tile, stored: `s` holds its rows × NR partial sums (the
 // panel's two vectors per row), `row` is the tile's first row of C.
 //   rotary: x0 (columns c0..) and x1 (c1 = c0 + half..) plus bias, rotated
@@ -561,7 +534,7 @@ struct Problem {
   bool final;       // k1 = K: the bias and the epilogue are applied
   size_t nkb;       // k-blocks of kKc in [k0, k1)
   size_t panels;    // B panels
-  const float* cosT = nullptr;  // rotary pairs: RotaryTable's
+  const float* cosT = nullptr;  // rotary pairs: rotaryTableFor's
   const float* sinT = nullptr;
 };
 
@@ -893,7 +866,7 @@ HWY_NOINLINE void GemmPacked(size_t M, size_t N, size_t K, const float* A, size_
   const bool paired = B->pairs.kind != GemmPairs::Kind::kNone;
   const float *cosT = nullptr, *sinT = nullptr;
   if (B->pairs.kind == GemmPairs::Kind::kRotary) {
-    const RotaryTable& t = RotaryTableFor(ep->invFreq, B->pairs.headDim / 2, ep->positionOffset,
+    const RotaryTable& t = rotaryTableFor(ep->invFreq, B->pairs.headDim / 2, ep->positionOffset,
                                           std::min(M, ep->seqLen));
     cosT = t.cos.data();
     sinT = t.sin.data();

@@ -10,6 +10,7 @@
 #include "runtime/kernels/Int8Gemm.h"
 
 #include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/ElementwiseMath.h"
 
 #include "runtime/ThreadPool.h"
 
@@ -68,7 +69,7 @@ TEST(Int8Gemm, PackingFollowsTheLayoutAndCountsTheCompensation) {
   std::vector<float> b = randomMatrix(k, n, 3);
   const Int8Weights w = quantizePackB(b.data(), n, /*transB=*/false, k, n);
   ASSERT_EQ(w.kPadded, 128);
-  ASSERT_EQ(w.panels(), 2);
+  ASSERT_EQ(w.blocks, 1);
   ASSERT_EQ(w.data.size(), static_cast<size_t>(2 * 128 * 16));
   const Int8Weights t = [&] {
     std::vector<float> bt(static_cast<size_t>(k * n));
@@ -203,6 +204,83 @@ TEST(Int8Gemm, TheEpilogueIsTheActivationThenTheResidual) {
   activate(Activation::kSilu, x.data(), y.data(), x.size());
   for (size_t i = 0; i < x.size(); ++i)
     EXPECT_NEAR(y[i], x[i] / (1.0 + std::exp(-double(x[i]))), 1e-6 * (1 + std::abs(x[i]))) << x[i];
+}
+
+// Column pairs (rotary and gated, as the fp32 GEMM's, Gemm.h): packing puts
+// a pair's columns side by side, and on every path and thread count the
+// paired product is the plain one (the same weights) followed by the
+// rotation or the gating, bit for bit.
+TEST(Int8Gemm, PairedEpiloguesAreThePlainProductThenTheRotationOrTheGating) {
+  rt::ThreadPool pool(3);
+  const int64_t m = 11, k = 90, seqLen = 4, offset = 5;
+  for (int64_t headDim : {64, 24}) {  // half 32: two blocks a head; 12: partial panels
+    const int64_t heads = 3, columns = heads * headDim, n = columns + 40, half = headDim / 2;
+    std::vector<float> a = randomMatrix(m, k, 51), b = randomMatrix(n, k, 52, 0.2f);
+    std::vector<float> bias = randomMatrix(1, n, 53), invFreq(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i) invFreq[i] = std::pow(10000.0f, -2.0f * i / headDim);
+    const GemmPairs pairs{GemmPairs::Kind::kRotary, static_cast<size_t>(headDim),
+                          static_cast<size_t>(columns)};
+    const Int8Weights plainW = quantizePackB(b.data(), k, true, k, n);
+    const Int8Weights w = quantizePackB(b.data(), k, true, k, n, pairs);
+    // Head 0's column 1 and its partner half + 1 sit 16 apart in block 0.
+    for (int64_t kk = 0; kk < k; ++kk) {
+      EXPECT_EQ(w.data[(kk / 4) * 64 + 1 * 4 + kk % 4],
+                plainW.data[(kk / 4) * 64 + 1 * 4 + kk % 4]);
+      const int64_t j = half + 1;
+      EXPECT_EQ(w.data[w.kPadded * 16 + (kk / 4) * 64 + 1 * 4 + kk % 4],
+                plainW.data[(j / 16) * w.kPadded * 16 + (kk / 4) * 64 + (j % 16) * 4 + kk % 4]);
+    }
+    for (Int8Path path : int8PathsAvailable()) {
+      std::vector<float> want(static_cast<size_t>(m * n));
+      gemmInt8(m, a.data(), k, plainW, bias.data(), want.data(), n, nullptr, path);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t h = 0; h < columns; h += headDim)
+          for (int64_t i = 0; i < half; ++i) {
+            float cs, sn;
+            math::rotaryCosSin(static_cast<float>(offset + r % seqLen), invFreq[i], &cs, &sn);
+            float* row = want.data() + r * n + h;
+            const float x0 = row[i], x1 = row[i + half];
+            const float ac = x0 * cs, bs = x1 * sn, bc = x1 * cs, as = x0 * sn;
+            row[i] = ac - bs;
+            row[i + half] = bc + as;
+          }
+      Int8Epilogue ep{bias.data()};
+      ep.invFreq = invFreq.data();
+      ep.seqLen = seqLen;
+      ep.positionOffset = offset;
+      for (rt::ThreadPool* p : {static_cast<rt::ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> got(want.size(), -7.0f);
+        gemmInt8(m, a.data(), k, w, ep, got.data(), n, p, path);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << "rotary, head " << headDim << ", " << int8PathName(path)
+            << (p ? " on 3 threads" : "");
+      }
+    }
+  }
+  // Gated: B [K, 2·50] (gate columns, then up), C [M, 50].
+  const int64_t half = 50, n = 2 * half;
+  std::vector<float> a = randomMatrix(m, k, 61), b = randomMatrix(k, n, 62, 0.2f);
+  std::vector<float> bias = randomMatrix(1, n, 63);
+  const Int8Weights plainW = quantizePackB(b.data(), n, false, k, n);
+  const Int8Weights w = quantizePackB(b.data(), n, false, k, n, {GemmPairs::Kind::kGated, 0, 0});
+  for (Int8Path path : int8PathsAvailable()) {
+    std::vector<float> plain(static_cast<size_t>(m * n));
+    gemmInt8(m, a.data(), k, plainW, bias.data(), plain.data(), n, nullptr, path);
+    for (Activation act : {Activation::kSilu, Activation::kGelu, Activation::kNone}) {
+      std::vector<float> want(static_cast<size_t>(m * half));
+      for (int64_t r = 0; r < m; ++r) {
+        activate(act, plain.data() + r * n, want.data() + r * half, static_cast<size_t>(half));
+        for (int64_t j = 0; j < half; ++j) want[r * half + j] *= plain[r * n + half + j];
+      }
+      for (rt::ThreadPool* p : {static_cast<rt::ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> got(want.size(), -7.0f);
+        gemmInt8(m, a.data(), k, w, Int8Epilogue{bias.data(), act}, got.data(), half, p, path);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << "gated " << activationName(act) << ", " << int8PathName(path)
+            << (p ? " on 3 threads" : "");
+      }
+    }
+  }
 }
 
 TEST(Int8Gemm, FewRowsTakeVnniOverAmx) {
