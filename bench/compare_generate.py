@@ -19,7 +19,8 @@ step streams all weights once.
   /work/venv-hf/bin/python bench/compare_generate.py --llama --batch 8 --threads 2
 
 --batch B generates B prompts of --prompt-len at once (tokens/s counts all
-B·N new tokens).
+B·N new tokens). --int8 also times `bench decode --dtype int8` and states
+its bound (a byte per weight).
 """
 import argparse
 import json
@@ -49,6 +50,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--llama", action="store_true", help="a ~125M LlamaForCausalLM directory")
+    p.add_argument("--int8", action="store_true",
+                   help="also time Transfuse with --dtype int8 (docs/int8.md)")
     args = p.parse_args()
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
@@ -107,14 +110,18 @@ def main():
             assert out.shape == (args.batch, args.prompt_len + args.new_tokens)
         return median_ms(once, args.min_seconds)
 
-    def ours_run():
+    def ours_run(dtype="f32"):
         return bench_decode_ms(args.transfuse, args.model, weights, args.threads,
                                args.min_seconds, batch=args.batch, src_len=args.prompt_len,
-                               new_tokens=args.new_tokens)
+                               new_tokens=args.new_tokens, dtype=dtype)
 
     best = {"transfuse": 1e18, "transformers": 1e18}
+    if args.int8:
+        best["transfuse int8"] = 1e18
     for _ in range(args.repeats):
         best["transfuse"] = min(best["transfuse"], ours_run())
+        if args.int8:
+            best["transfuse int8"] = min(best["transfuse int8"], ours_run("int8"))
         best["transformers"] = min(best["transformers"], hf_run())
     tps = {k: args.batch * args.new_tokens / (ms / 1e3) for k, ms in best.items()}
     # Parameters once each (the tied lm_head is wte); a step streams all but
@@ -146,6 +153,25 @@ def main():
           "mv %.1f) = %.0f tokens/s per sequence" %
           (streamed * 4 / 1e6, bw[probe], probe, bw["sum"], bw["mv"],
            bw[probe] * 1e9 / (streamed * 4)))
+    if args.int8:
+        # int8 streams a byte per weight (and two floats per column: scale
+        # and compensation, under 1% here). Its bound is read at that size:
+        # torch.sum over as many bytes, warm (in the last-level cache where
+        # they fit, as the weights then are).
+        small = torch.ones(streamed // 4)
+        small.sum()
+        bw8 = 0.0
+        for _ in range(5):
+            t0 = time.perf_counter()
+            small.sum()
+            bw8 = max(bw8, small.numel() * 4 / (time.perf_counter() - t0) / 1e9)
+        bound = bw8 * 1e9 / streamed
+        print("transfuse int8 %7.2f tokens/s (request %.0f ms): %.2fx float32; %.0f MB of int8 "
+              "weights per step at %.1f GB/s (torch.sum of as many bytes) = %.0f tokens/s per "
+              "sequence: %.0f%% of it" %
+              (tps["transfuse int8"], best["transfuse int8"],
+               tps["transfuse int8"] / tps["transfuse"], streamed / 1e6, bw8, bound,
+               100 * tps["transfuse int8"] / args.batch / bound))
 
 if __name__ == "__main__":
     main()

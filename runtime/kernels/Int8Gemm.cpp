@@ -111,9 +111,9 @@ int8_t quantize(float x, float inverse) {
 namespace int8 {
 
 void blockScalar(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
-                 int64_t kPadded, int32_t* acc) {
+                 int64_t kPadded, int64_t rows, int32_t* acc) {
   const auto* qa = reinterpret_cast<const int8_t*>(a);
-  for (int64_t r = 0; r < kRowsScalar; ++r)
+  for (int64_t r = 0; r < std::min(rows, kRowsScalar); ++r)
     for (int64_t c = 0; c < kBlockCols; ++c) {
       const int8_t* panel = c < kPanel ? panel0 : panel1;
       const int64_t col = c % kPanel;
@@ -270,14 +270,18 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   // thread_local named inside the parallel loop would be the worker's.)
   thread_local std::vector<int8_t> qa, tiles;
   thread_local std::vector<float> sa;
-  qa.assign(static_cast<size_t>(mPadded * kp), 0);
+  // Only the m rows' first K columns are written: the columns past K meet
+  // zero weights, and the rows past m (blocks are whole) are never stored,
+  // so what the buffer held before does not change a result.
+  if (qa.size() < static_cast<size_t>(mPadded * kp)) qa.resize(static_cast<size_t>(mPadded * kp));
   sa.resize(static_cast<size_t>(m));
   const RowWork vector = rowWork();
   quantizeRowsWith(vector, a, lda, m, w.k, qa.data(), kp, sa.data());
   const float* rowScales = sa.data();
   const bool unsigned8 = path == Int8Path::kVnni;
-  if (unsigned8)
-    for (int8_t& x : qa) x = static_cast<int8_t>(static_cast<uint8_t>(x) ^ 0x80u);  // + 128
+  if (unsigned8)  // + 128
+    for (int64_t i = 0; i < m * kp; ++i)
+      qa[i] = static_cast<int8_t>(static_cast<uint8_t>(qa[i]) ^ 0x80u);
   const BlockKernel kernel = kernelOf(path);
   const int64_t rows = int8BlockRows(path);
   const auto* q8 = reinterpret_cast<const uint8_t*>(qa.data());
@@ -285,7 +289,7 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   // in k order (1 KiB each), so a tile is one contiguous read.
   int64_t blockStride = kp, groupStride = kp;  // bytes from a block of rows to the next
   if (path == Int8Path::kAmx) {
-    tiles.resize(qa.size());
+    if (tiles.size() < qa.size()) tiles.resize(qa.size());
     for (int64_t g = 0; g < mPadded / 16; ++g)
       for (int64_t s = 0; s < kp / 64; ++s)
         for (int64_t r = 0; r < 16; ++r)
@@ -323,7 +327,7 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
     if (path == Int8Path::kAmx) amxBegin();
     auto block = [&](int64_t i, size_t blk) {
       const int8_t* panel0 = w.data.data() + 2 * static_cast<int64_t>(blk) * kp * kPanel;
-      kernel(q8 + i * blockStride, groupStride, panel0, panel0 + kp * kPanel, kp, acc);
+      kernel(q8 + i * blockStride, groupStride, panel0, panel0 + kp * kPanel, kp, m - i, acc);
       const PanelColumns cols = panelColumns(pairs, static_cast<size_t>(w.n), kPanel, blk);
       const int64_t packed0 = static_cast<int64_t>(blk) * kBlockCols;
       const int32_t* comp = unsigned8 ? w.compensation.data() + packed0 : nullptr;

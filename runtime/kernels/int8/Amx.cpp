@@ -32,7 +32,7 @@ void amxBegin() { _tile_loadconfig(&kConfig); }
 void amxEnd() { _tile_release(); }
 
 void blockAmx(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
-              int64_t kPadded, int32_t* acc) {
+              int64_t kPadded, int64_t /*rows: always 32*/, int32_t* acc) {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);

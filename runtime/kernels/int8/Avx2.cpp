@@ -11,9 +11,9 @@ namespace transfuse::kernels::int8 {
 
 namespace {
 
-// Rows [0, kRowsAvx2) of A against one panel (16 columns: two vectors of 8).
+// Rows [0, R) of A against one panel (16 columns: two vectors of 8).
+template <int R>
 void panelAvx2(const uint8_t* a, int64_t lda, const int8_t* panel, int64_t kPadded, int32_t* acc) {
-  constexpr int R = static_cast<int>(kRowsAvx2);
   __m256i sum[R][2];
   for (int r = 0; r < R; ++r) sum[r][0] = sum[r][1] = _mm256_setzero_si256();
   const __m256i ones = _mm256_set1_epi16(1);
@@ -95,9 +95,15 @@ void epilogueAvx2(const int32_t* acc, const int32_t* comp, float sa, const float
 }
 
 void blockAvx2(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
-               int64_t kPadded, int32_t* acc) {
-  panelAvx2(a, lda, panel0, kPadded, acc);
-  panelAvx2(a, lda, panel1, kPadded, acc + kPanel);
+               int64_t kPadded, int64_t rows, int32_t* acc) {
+  static_assert(kRowsAvx2 == 4);
+  auto both = [&](auto panel) {
+    panel(a, lda, panel0, kPadded, acc);
+    panel(a, lda, panel1, kPadded, acc + kPanel);
+  };
+  if (rows <= 1) return both(panelAvx2<1>);
+  if (rows <= 2) return both(panelAvx2<2>);
+  both(panelAvx2<4>);
 }
 
 }  // namespace transfuse::kernels::int8

@@ -1,9 +1,11 @@
 // The int8 GEMM's block kernels, one translation unit per instruction set
 // (compiled with its -m flags, called only where CPUID says the CPU has
-// it; see Int8Gemm.h). Each sums a block of kRows[path] rows of the
+// it; see Int8Gemm.h). Each sums a block of up to kRows[path] rows of the
 // quantized A (rows lda bytes apart, Kp columns: s8, or u8 = qa + 128 for
-// vnni) against two panels of packed weights (32 columns; panel1 may be
-// panel0 again when there is no second one) into acc[rows][32], exactly.
+// vnni) against two panels of packed weights (32 columns) into
+// acc[rows][32], exactly. `rows` says how many rows are live: the vnni,
+// avx2 and scalar kernels compute that many rounded up to a power of two
+// (a decode step's single row costs one row's work), amx always 32.
 #ifndef TRANSFUSE_RUNTIME_KERNELS_INT8_INT8KERNELS_H
 #define TRANSFUSE_RUNTIME_KERNELS_INT8_INT8KERNELS_H
 
@@ -16,16 +18,16 @@ constexpr int64_t kBlockCols = 32; // columns per block: two panels
 constexpr int64_t kRowsScalar = 8, kRowsAvx2 = 4, kRowsVnni = 8, kRowsAmx = 32;
 
 using BlockKernel = void (*)(const uint8_t* a, int64_t lda, const int8_t* panel0,
-                             const int8_t* panel1, int64_t kPadded, int32_t* acc);
+                             const int8_t* panel1, int64_t kPadded, int64_t rows, int32_t* acc);
 
 void blockScalar(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
-                 int64_t kPadded, int32_t* acc);
+                 int64_t kPadded, int64_t rows, int32_t* acc);
 void blockAvx2(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
-               int64_t kPadded, int32_t* acc);
+               int64_t kPadded, int64_t rows, int32_t* acc);
 void blockVnni(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
-               int64_t kPadded, int32_t* acc);
+               int64_t kPadded, int64_t rows, int32_t* acc);
 void blockAmx(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
-              int64_t kPadded, int32_t* acc);
+              int64_t kPadded, int64_t rows, int32_t* acc);
 // Loads the AMX tile configuration on the calling thread (before blockAmx)
 // and releases it (after a run of blocks).
 void amxBegin();

@@ -46,26 +46,48 @@ void epilogueAvx512(const int32_t* acc, const int32_t* comp, float sa, const flo
                           n - j, out + j);
 }
 
-void blockVnni(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
-               int64_t kPadded, int32_t* acc) {
-  constexpr int R = static_cast<int>(kRowsVnni);
-  __m512i sum[R][2];
-  for (int r = 0; r < R; ++r) sum[r][0] = sum[r][1] = _mm512_setzero_si512();
-  for (int64_t q = 0; q < kPadded / 4; ++q) {
-    const __m512i w0 = _mm512_loadu_si512(panel0 + q * 64);
-    const __m512i w1 = _mm512_loadu_si512(panel1 + q * 64);
-    for (int r = 0; r < R; ++r) {
-      int32_t quad;
-      std::memcpy(&quad, a + r * lda + q * 4, 4);
-      const __m512i x = _mm512_set1_epi32(quad);
-      sum[r][0] = _mm512_dpbusd_epi32(sum[r][0], x, w0);
-      sum[r][1] = _mm512_dpbusd_epi32(sum[r][1], x, w1);
+namespace {
+
+// R rows against the two panels. One row keeps two sums per panel (even
+// and odd k-quads, added at the end: the same int32 sums) so that two
+// chains of vpdpbusd hide its latency.
+template <int R>
+void rowsVnni(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
+              int64_t kPadded, int32_t* acc) {
+  constexpr int S = R == 1 ? 2 : 1;  // sums per row and panel
+  __m512i sum[R][2][S];
+  for (int r = 0; r < R; ++r)
+    for (int s = 0; s < S; ++s) sum[r][0][s] = sum[r][1][s] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < kPadded / 4; q += S) {  // kPadded / 4 is a multiple of 16
+    for (int s = 0; s < S; ++s) {
+      const __m512i w0 = _mm512_loadu_si512(panel0 + (q + s) * 64);
+      const __m512i w1 = _mm512_loadu_si512(panel1 + (q + s) * 64);
+      for (int r = 0; r < R; ++r) {
+        int32_t quad;
+        std::memcpy(&quad, a + r * lda + (q + s) * 4, 4);
+        const __m512i x = _mm512_set1_epi32(quad);
+        sum[r][0][s] = _mm512_dpbusd_epi32(sum[r][0][s], x, w0);
+        sum[r][1][s] = _mm512_dpbusd_epi32(sum[r][1][s], x, w1);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    _mm512_storeu_si512(acc + r * kBlockCols, sum[r][0]);
-    _mm512_storeu_si512(acc + r * kBlockCols + kPanel, sum[r][1]);
-  }
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < 2; ++h) {
+      __m512i total = sum[r][h][0];
+      for (int s = 1; s < S; ++s) total = _mm512_add_epi32(total, sum[r][h][s]);
+      _mm512_storeu_si512(acc + r * kBlockCols + h * kPanel, total);
+    }
+}
+
+}  // namespace
+
+void blockVnni(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
+               int64_t kPadded, int64_t rows, int32_t* acc) {
+  static_assert(kRowsVnni == 8);
+  if (rows <= 1) return rowsVnni<1>(a, lda, panel0, panel1, kPadded, acc);
+  if (rows <= 2) return rowsVnni<2>(a, lda, panel0, panel1, kPadded, acc);
+  if (rows <= 4) return rowsVnni<4>(a, lda, panel0, panel1, kPadded, acc);
+  rowsVnni<8>(a, lda, panel0, panel1, kPadded, acc);
 }
 
 }  // namespace transfuse::kernels::int8
