@@ -442,8 +442,12 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
   if (kind == kinds().end())
     return fail("unknown kernel '" + spec.kind + "' (one of " +
                 llvm::join(exportableKernels(), ", ") + ")");
-  if (spec.dtype != "f32")
-    return fail("--dtype must be f32 (the kernel library's type so far), got '" + spec.dtype + "'");
+  // int8: the linear layer on int8 weights (kernels::gemmInt8), its own
+  // templates (linear_int8_*) and the int8 GEMM's source beside Highway's.
+  const bool int8 = spec.dtype == "int8";
+  if (spec.dtype != "f32" && !(int8 && spec.kind == "linear"))
+    return fail("--dtype must be f32, or int8 for linear, got '" + spec.dtype + "'" +
+                (int8 ? " for " + spec.kind : std::string()));
   if (spec.name.empty())
     spec.name = "tf_" + spec.kind;
   if (!isFreeIdentifier(spec.name))
@@ -456,7 +460,9 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
   v["GUARD"] = llvm::StringRef(spec.name).upper() + "_H_";
   v["VERSION"] = compilerVersion().str();
   v["COMMAND"] = commentSafe(command);
-  v["TITLE"] = kind->title.str();
+  v["TITLE"] = int8 ? "a linear layer on int8 weights with a fused epilogue, weights quantized "
+                     "and packed once"
+                   : kind->title.str();
   auto kindVars = [&]() -> llvm::Error {
     if (spec.kind == "attention" || spec.kind == "decode_attention")
       return attentionVars(spec, spec.kind == "decode_attention", v);
@@ -469,14 +475,25 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
 
   std::set<std::string> done;
   std::string library;
-  for (llvm::StringRef root : kind->roots)
-    amalgamate(root, done, library);
+  if (int8) {
+    // Per target: the activations of the epilogue; once (in the entry):
+    // the int8 GEMM, its kernels built per function for their instructions.
+    amalgamate("runtime/kernels/elementwise-inl.h", done, library);
+    std::string once;
+    for (llvm::StringRef path : {"runtime/kernels/Int8Gemm.cpp", "runtime/kernels/int8/Avx2.cpp",
+                                 "runtime/kernels/int8/Vnni.cpp", "runtime/kernels/int8/Amx.cpp"})
+      amalgamate(path, done, once);
+    v["INT8_LIBRARY"] = renameNamespace(once, v["NS"]);
+  } else {
+    for (llvm::StringRef root : kind->roots)
+      amalgamate(root, done, library);
+  }
   v["LIBRARY"] = renameNamespace(library, v["NS"]);
-  const std::string name = kind->name.str();
-  v["DOC"] = substitute(fragment(name + "_doc.h.in"), v);
+  const std::string name = kind->name.str(), own = int8 ? name + "_int8" : name;
+  v["DOC"] = substitute(fragment(own + "_doc.h.in"), v);
   v["DECL"] = substitute(fragment(name + "_decl.h.in"), v);
-  v["ENTRY"] = substitute(exportTemplate(name + "_entry.cc.in"), v);
-  v["BODY"] = substitute(exportTemplate(kind->test.str() + "_test.cc.in"), v);
+  v["ENTRY"] = substitute(exportTemplate(own + "_entry.cc.in"), v);
+  v["BODY"] = substitute(exportTemplate((int8 ? own : kind->test.str()) + "_test.cc.in"), v);
 
   std::vector<ExportedFile> files;
   files.push_back({spec.name + ".h", substitute(exportTemplate("header.h.in"), v)});

@@ -25,17 +25,8 @@ namespace transfuse::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-HWY_NOINLINE void GeluSpan(const float* x, float* y, size_t n) {
-  MapUnary(x, y, n, [](auto d, auto v) { return GeluErf(d, v); });
-}
-HWY_NOINLINE void GeluTanhSpan(const float* x, float* y, size_t n) {
-  MapUnary(x, y, n, [](auto d, auto v) { return GeluTanh(d, v); });
-}
-HWY_NOINLINE void ReluSpan(const float* x, float* y, size_t n) {
-  MapUnary(x, y, n, [](auto d, auto v) { return Relu(d, v); });
-}
-HWY_NOINLINE void SiluSpan(const float* x, float* y, size_t n) {
-  MapUnary(x, y, n, [](auto d, auto v) { return Silu(d, v); });
+HWY_NOINLINE void ActivateRun(Activation act, const float* x, float* y, size_t n) {
+  ActivateSpan(act, x, y, n);
 }
 HWY_NOINLINE void ErfSpan(const float* x, float* y, size_t n) {
   MapUnary(x, y, n, [](auto d, auto v) { return Erf(d, v); });
@@ -285,10 +276,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace transfuse::kernels {
 
-HWY_EXPORT(GeluSpan);
-HWY_EXPORT(GeluTanhSpan);
-HWY_EXPORT(ReluSpan);
-HWY_EXPORT(SiluSpan);
+HWY_EXPORT(ActivateRun);
 HWY_EXPORT(ErfSpan);
 HWY_EXPORT(ActivationGradSpan);
 HWY_EXPORT(ScaleAddRow);
@@ -299,36 +287,26 @@ HWY_EXPORT(DropoutSpan);
 
 namespace {
 constexpr size_t kMapGrain = 16384;  // elements per task
-
-template <class Fn>
-void mapParallel(Fn* fn, const float* x, float* y, size_t n, rt::ThreadPool* pool) {
-  parallelFor(pool, n, kMapGrain, [&](size_t b, size_t e) { fn(x + b, y + b, e - b); });
-}
 }  // namespace
 
+void activate(Activation a, const float* x, float* y, size_t n, rt::ThreadPool* pool) {
+  if (a == Activation::kNone) {
+    if (x != y) std::memmove(y, x, n * sizeof(float));
+    return;
+  }
+  auto* fn = HWY_DYNAMIC_DISPATCH(ActivateRun);
+  parallelFor(pool, n, kMapGrain, [&](size_t b, size_t e) { fn(a, x + b, y + b, e - b); });
+}
 void gelu(const float* x, float* y, size_t n, rt::ThreadPool* pool) {
-  mapParallel(HWY_DYNAMIC_DISPATCH(GeluSpan), x, y, n, pool);
+  activate(Activation::kGelu, x, y, n, pool);
 }
 void geluTanh(const float* x, float* y, size_t n, rt::ThreadPool* pool) {
-  mapParallel(HWY_DYNAMIC_DISPATCH(GeluTanhSpan), x, y, n, pool);
+  activate(Activation::kGeluTanh, x, y, n, pool);
 }
 void relu(const float* x, float* y, size_t n, rt::ThreadPool* pool) {
-  mapParallel(HWY_DYNAMIC_DISPATCH(ReluSpan), x, y, n, pool);
+  activate(Activation::kRelu, x, y, n, pool);
 }
 void erf(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(ErfSpan)(x, y, n); }
-
-void activate(Activation a, const float* x, float* y, size_t n, rt::ThreadPool* pool) {
-  switch (a) {
-    case Activation::kNone:
-      if (x != y) std::memmove(y, x, n * sizeof(float));
-      return;
-    case Activation::kRelu: return relu(x, y, n, pool);
-    case Activation::kGelu: return gelu(x, y, n, pool);
-    case Activation::kGeluTanh: return geluTanh(x, y, n, pool);
-    case Activation::kSilu:
-      return mapParallel(HWY_DYNAMIC_DISPATCH(SiluSpan), x, y, n, pool);
-  }
-}
 
 void activationGrad(math::Kind kind, const float* x, const float* g, float* out, size_t n,
                     rt::ThreadPool* pool) {

@@ -38,8 +38,11 @@
 
 #include <hwy/highway.h>
 
+#include "runtime/kernels/Activation.h"
 #include "runtime/kernels/Common-inl.h"
 #include "runtime/kernels/Erf-inl.h"
+
+#include <cstring>
 
 HWY_BEFORE_NAMESPACE();
 namespace transfuse::kernels {
@@ -82,6 +85,24 @@ template <class Op>
 HWY_INLINE void MapRowBroadcast(const float* a, const float* row, float* out, size_t rows,
                                 size_t width, const Op& op) {
   for (size_t r = 0; r < rows; ++r) MapBinary(a + r * width, row, out + r * width, width, op);
+}
+
+// y = act(x) for [0, n) with Erf-inl.h's forms (kernels::activate's body;
+// kNone copies). y may be x.
+HWY_INLINE void ActivateSpan(Activation act, const float* x, float* y, size_t n) {
+  switch (act) {
+    case Activation::kNone:
+      if (x != y) std::memmove(y, x, n * sizeof(float));
+      return;
+    case Activation::kRelu:
+      return MapUnary(x, y, n, [](auto d, auto v) HWY_ATTR { return Relu(d, v); });
+    case Activation::kGelu:
+      return MapUnary(x, y, n, [](auto d, auto v) HWY_ATTR { return GeluErf(d, v); });
+    case Activation::kGeluTanh:
+      return MapUnary(x, y, n, [](auto d, auto v) HWY_ATTR { return GeluTanh(d, v); });
+    case Activation::kSilu:
+      return MapUnary(x, y, n, [](auto d, auto v) HWY_ATTR { return Silu(d, v); });
+  }
 }
 
 }  // namespace HWY_NAMESPACE

@@ -27,10 +27,13 @@ alignas(64) const TileConfig kConfig = {
 
 }  // namespace
 
+TRANSFUSE_INT8_AMX
 void amxBegin() { _tile_loadconfig(&kConfig); }
 
+TRANSFUSE_INT8_AMX
 void amxEnd() { _tile_release(); }
 
+TRANSFUSE_INT8_AMX
 void blockAmx(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
               int64_t kPadded, int64_t /*rows: always 32*/, int32_t* acc) {
   _tile_zero(0);

@@ -13,6 +13,7 @@ namespace {
 
 // Rows [0, R) of A against one panel (16 columns: two vectors of 8).
 template <int R>
+TRANSFUSE_INT8_AVX2
 void panelAvx2(const uint8_t* a, int64_t lda, const int8_t* panel, int64_t kPadded, int32_t* acc) {
   __m256i sum[R][2];
   for (int r = 0; r < R; ++r) sum[r][0] = sum[r][1] = _mm256_setzero_si256();
@@ -39,6 +40,7 @@ void panelAvx2(const uint8_t* a, int64_t lda, const int8_t* panel, int64_t kPadd
 
 }  // namespace
 
+TRANSFUSE_INT8_AVX2
 void quantizeRowAvx2(const float* x, int64_t k, float inverse, int8_t* q) {
   const __m256 scale = _mm256_set1_ps(inverse), hi = _mm256_set1_ps(127.0f),
                lo = _mm256_set1_ps(-127.0f);
@@ -60,6 +62,7 @@ void quantizeRowAvx2(const float* x, int64_t k, float inverse, int8_t* q) {
   }
 }
 
+TRANSFUSE_INT8_AVX2
 float maxAbsAvx2(const float* x, int64_t k) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 peak = _mm256_setzero_ps();
@@ -76,6 +79,7 @@ float maxAbsAvx2(const float* x, int64_t k) {
   return m;
 }
 
+TRANSFUSE_INT8_AVX2
 void epilogueAvx2(const int32_t* acc, const int32_t* comp, float sa, const float* sw,
                   const float* bias, int64_t n, float* out) {
   const __m256 row = _mm256_set1_ps(sa);
@@ -94,6 +98,7 @@ void epilogueAvx2(const int32_t* acc, const int32_t* comp, float sa, const float
   }
 }
 
+TRANSFUSE_INT8_AVX2
 void blockAvx2(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
                int64_t kPadded, int64_t rows, int32_t* acc) {
   static_assert(kRowsAvx2 == 4);

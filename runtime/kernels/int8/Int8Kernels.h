@@ -1,6 +1,6 @@
 // The int8 GEMM's block kernels, one translation unit per instruction set
-// (compiled with its -m flags, called only where CPUID says the CPU has
-// it; see Int8Gemm.h). Each sums a block of up to kRows[path] rows of the
+// (its functions built for it, called only where CPUID says the CPU has it;
+// see Int8Gemm.h). Each sums a block of up to kRows[path] rows of the
 // quantized A (rows lda bytes apart, Kp columns: s8, or u8 = qa + 128 for
 // vnni) against two panels of packed weights (32 columns) into
 // acc[rows][32], exactly. `rows` says how many rows are live: the vnni,
@@ -10,6 +10,13 @@
 #define TRANSFUSE_RUNTIME_KERNELS_INT8_INT8KERNELS_H
 
 #include <cstdint>
+
+// Each file's functions carry their instruction set as a target attribute
+// rather than its -m flags, so the files also compile as one translation
+// unit (export-kernel's int8 linear).
+#define TRANSFUSE_INT8_AVX2 __attribute__((target("avx2")))
+#define TRANSFUSE_INT8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define TRANSFUSE_INT8_AMX __attribute__((target("amx-tile,amx-int8")))
 
 namespace transfuse::kernels::int8 {
 

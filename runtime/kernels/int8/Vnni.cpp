@@ -9,6 +9,7 @@
 
 namespace transfuse::kernels::int8 {
 
+TRANSFUSE_INT8_AVX512
 void quantizeRowAvx512(const float* x, int64_t k, float inverse, int8_t* q) {
   const __m512 scale = _mm512_set1_ps(inverse), hi = _mm512_set1_ps(127.0f),
                lo = _mm512_set1_ps(-127.0f);
@@ -22,6 +23,7 @@ void quantizeRowAvx512(const float* x, int64_t k, float inverse, int8_t* q) {
   if (j < k) quantizeRowAvx2(x + j, k - j, inverse, q + j);
 }
 
+TRANSFUSE_INT8_AVX512
 float maxAbsAvx512(const float* x, int64_t k) {
   __m512 peak = _mm512_setzero_ps();
   int64_t j = 0;
@@ -31,6 +33,7 @@ float maxAbsAvx512(const float* x, int64_t k) {
   return body > tail ? body : tail;
 }
 
+TRANSFUSE_INT8_AVX512
 void epilogueAvx512(const int32_t* acc, const int32_t* comp, float sa, const float* sw,
                     const float* bias, int64_t n, float* out) {
   const __m512 row = _mm512_set1_ps(sa);
@@ -52,6 +55,7 @@ namespace {
 // and odd k-quads, added at the end: the same int32 sums) so that two
 // chains of vpdpbusd hide its latency.
 template <int R>
+TRANSFUSE_INT8_AVX512
 void rowsVnni(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
               int64_t kPadded, int32_t* acc) {
   constexpr int S = R == 1 ? 2 : 1;  // sums per row and panel
@@ -81,6 +85,7 @@ void rowsVnni(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t*
 
 }  // namespace
 
+TRANSFUSE_INT8_AVX512
 void blockVnni(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
                int64_t kPadded, int64_t rows, int32_t* acc) {
   static_assert(kRowsVnni == 8);
