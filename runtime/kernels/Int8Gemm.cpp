@@ -88,8 +88,8 @@ BlockKernel kernelOf(Int8Path path) {
 struct RowWork {
   void (*quantizeRow)(const float*, int64_t, float, int8_t*) = nullptr;
   float (*maxAbs)(const float*, int64_t) = nullptr;
-  void (*epilogue)(const int32_t*, const int32_t*, float, const float*, const float*, int64_t,
-                   float*) = nullptr;
+  void (*epilogue)(const int32_t*, int64_t, const int32_t*, const float*, int64_t, const float*,
+                   const float*, int64_t, float*, int64_t) = nullptr;
 };
 
 RowWork rowWork() {
@@ -171,11 +171,17 @@ rt::Status restrictInt8Paths(std::string_view toggles) {
 
 namespace {
 
-// quantizeRows with the row work chosen once by the caller.
+// quantizeRows with the row work chosen once by the caller. `tiles`: q in
+// AMX's A tile layout instead (Int8Gemm.h: each group of 16 rows as its
+// 16×64 tiles in k order, ldq = Kp).
 void quantizeRowsWith(const RowWork& vector, const float* a, int64_t lda, int64_t rows, int64_t k,
-                      int8_t* q, int64_t ldq, float* scales) {
+                      int8_t* q, int64_t ldq, float* scales, bool tiles = false) {
   for (int64_t i = 0; i < rows; ++i) {
     const float* x = a + i * lda;
+    // The next row on its way while this one is read twice (A's rows are
+    // a GEMM's first read of them: from L3 or memory).
+    if (i + 1 < rows)
+      for (int64_t j = 0; j < k; j += 16) __builtin_prefetch(x + lda + j, 0, 2);
     float peak = 0.0f;
     if (vector.maxAbs) {
       peak = vector.maxAbs(x, k);
@@ -183,10 +189,16 @@ void quantizeRowsWith(const RowWork& vector, const float* a, int64_t lda, int64_
       for (int64_t j = 0; j < k; ++j) peak = std::max(peak, std::fabs(x[j]));
     }
     const float inverse = peak > 0.0f ? 127.0f / peak : 0.0f;
-    if (vector.quantizeRow) {
-      vector.quantizeRow(x, k, inverse, q + i * ldq);
-    } else {
-      for (int64_t j = 0; j < k; ++j) q[i * ldq + j] = quantize(x[j], inverse);
+    // Pieces of the row: all of it, or its 64-value pieces 1 KiB apart.
+    const int64_t piece = tiles ? 64 : std::max<int64_t>(k, 1), step = tiles ? 1024 : 0;
+    int8_t* row = tiles ? q + (i / 16) * 16 * ldq + (i % 16) * 64 : q + i * ldq;
+    for (int64_t j0 = 0; j0 < k; j0 += piece, row += step) {
+      const int64_t n = std::min(piece, k - j0);
+      if (vector.quantizeRow) {
+        vector.quantizeRow(x + j0, n, inverse, row);
+      } else {
+        for (int64_t j = 0; j < n; ++j) row[j] = quantize(x[j0 + j], inverse);
+      }
     }
     scales[i] = peak / 127.0f;
   }
@@ -263,20 +275,24 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   const int64_t ldr = epilogue.ldr ? epilogue.ldr : w.n;
   if (m <= 0 || w.n <= 0) return;
   const int64_t kp = w.kPadded, mPadded = roundUp(m, kMaxRows);
-  // A quantized per row, zero-padded to Kp columns and a whole number of
-  // blocks of rows; u8 (qa + 128) for vnni. The buffers are the calling
+  // A quantized per row into rows of Kp columns, a whole number of blocks
+  // of rows; u8 (qa + 128) for vnni. The buffers are the calling
   // thread's, kept between calls (fresh pages each call cost 10%).
   // (Workers see them through the pointers q8 and rowScales: a
   // thread_local named inside the parallel loop would be the worker's.)
-  thread_local std::vector<int8_t> qa, tiles;
+  thread_local std::vector<int8_t> qa;
   thread_local std::vector<float> sa;
   // Only the m rows' first K columns are written: the columns past K meet
   // zero weights, and the rows past m (blocks are whole) are never stored,
   // so what the buffer held before does not change a result.
+  // AMX loads A as whole 16×64 tiles: each group of 16 rows as its tiles
+  // in k order (1 KiB each), so a tile is one contiguous read; A is
+  // quantized into that layout directly.
+  const bool tiled = path == Int8Path::kAmx;
   if (qa.size() < static_cast<size_t>(mPadded * kp)) qa.resize(static_cast<size_t>(mPadded * kp));
   sa.resize(static_cast<size_t>(m));
   const RowWork vector = rowWork();
-  quantizeRowsWith(vector, a, lda, m, w.k, qa.data(), kp, sa.data());
+  quantizeRowsWith(vector, a, lda, m, w.k, qa.data(), kp, sa.data(), tiled);
   const float* rowScales = sa.data();
   const bool unsigned8 = path == Int8Path::kVnni;
   if (unsigned8)  // + 128
@@ -285,29 +301,22 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   const BlockKernel kernel = kernelOf(path);
   const int64_t rows = int8BlockRows(path);
   const auto* q8 = reinterpret_cast<const uint8_t*>(qa.data());
-  // AMX loads A as whole 16×64 tiles: each group of 16 rows as its tiles
-  // in k order (1 KiB each), so a tile is one contiguous read.
-  int64_t blockStride = kp, groupStride = kp;  // bytes from a block of rows to the next
-  if (path == Int8Path::kAmx) {
-    if (tiles.size() < qa.size()) tiles.resize(qa.size());
-    for (int64_t g = 0; g < mPadded / 16; ++g)
-      for (int64_t s = 0; s < kp / 64; ++s)
-        for (int64_t r = 0; r < 16; ++r)
-          std::memcpy(tiles.data() + (g * kp + s * 64) * 16 + r * 64,
-                      qa.data() + (g * 16 + r) * kp + s * 64, 64);
-    q8 = reinterpret_cast<const uint8_t*>(tiles.data());
-    groupStride = 16 * kp;  // one group's tiles
-    blockStride = kp;       // per row, as for the others: block i starts at i·kp
-  }
-  // A block's sums of one row to floats: float(sum) · (sa · sw) (+ bias).
-  auto convert = [&](const int32_t* sums, const int32_t* comp, float rowScale, const float* sw,
-                     const float* b, int64_t n, float* out) {
-    if (vector.epilogue) return vector.epilogue(sums, comp, rowScale, sw, b, n, out);
-    for (int64_t j = 0; j < n; ++j) {
-      float value = static_cast<float>(sums[j] - (comp ? comp[j] : 0)) * (rowScale * sw[j]);
-      if (b) value += b[j];
-      out[j] = value;
-    }
+  // Bytes from a block of rows to the next (block i starts at i·kp either
+  // way) and, for AMX, from a group of 16 rows' tiles to the next.
+  const int64_t blockStride = kp, groupStride = tiled ? 16 * kp : kp;
+  // A block's sums of `live` rows (kBlockCols apart) to floats:
+  // float(sum) · (sa · sw) (+ bias), rows ldo apart.
+  auto convert = [&](const int32_t* sums, const int32_t* comp, const float* sa, int64_t live,
+                     const float* sw, const float* b, int64_t n, float* out, int64_t ldo) {
+    if (vector.epilogue)
+      return vector.epilogue(sums, kBlockCols, comp, sa, live, sw, b, n, out, ldo);
+    for (int64_t r = 0; r < live; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        float value =
+            static_cast<float>(sums[r * kBlockCols + j] - (comp ? comp[j] : 0)) * (sa[r] * sw[j]);
+        if (b) value += b[j];
+        out[r * ldo + j] = value;
+      }
   };
   const GemmPairs& pairs = w.pairs;
   assert(pairs.kind == GemmPairs::Kind::kNone || !epilogue.residual);
@@ -334,24 +343,27 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
       const float* sw = w.scale.data() + packed0;
       const int64_t c0 = static_cast<int64_t>(cols.c0), c1 = static_cast<int64_t>(cols.c1);
       const int64_t n0 = static_cast<int64_t>(cols.n0);
-      for (int64_t r = 0; r < std::min(rows, m - i); ++r) {
-        const int32_t* sums = acc + r * kBlockCols;
-        float* crow = c + (i + r) * ldc;
-        if (!cols.paired) {  // columns c0.. in order (c1 = c0 + 16 where n1 > 0)
-          const int64_t n = n0 + static_cast<int64_t>(cols.n1);
-          float* out = crow + c0;
-          convert(sums, comp, rowScales[i + r], sw, bias ? bias + c0 : nullptr, n, out);
+      const int64_t live = std::min(rows, m - i);
+      if (!cols.paired) {  // columns c0.. in order (c1 = c0 + 16 where n1 > 0)
+        const int64_t n = n0 + static_cast<int64_t>(cols.n1);
+        float* out = c + i * ldc + c0;
+        convert(acc, comp, rowScales + i, live, sw, bias ? bias + c0 : nullptr, n, out, ldc);
+        for (int64_t r = 0; r < live; ++r) {
           if (epilogue.activation != Activation::kNone)
-            activate(epilogue.activation, out, out, static_cast<size_t>(n));
+            activate(epilogue.activation, out + r * ldc, out + r * ldc, static_cast<size_t>(n));
           if (const float* res = epilogue.residual) {
             const float* row = res + (i + r) * ldr + c0;
-            for (int64_t j = 0; j < n; ++j) out[j] += row[j];
+            for (int64_t j = 0; j < n; ++j) out[r * ldc + j] += row[j];
           }
-          continue;
         }
+        return;
+      }
+      for (int64_t r = 0; r < live; ++r) {
+        const int32_t* sums = acc + r * kBlockCols;
+        float* crow = c + (i + r) * ldc;
         // A pair's two sets of n0 columns (x[t], x[16 + t]), bias added as
         // the fp32 GEMM's paired epilogues do, then combined.
-        convert(sums, comp, rowScales[i + r], sw, nullptr, kBlockCols, x);
+        convert(sums, comp, rowScales + i + r, 1, sw, nullptr, kBlockCols, x, kBlockCols);
         if (bias)
           for (int64_t t = 0; t < n0; ++t) {
             x[t] += bias[c0 + t];

@@ -64,12 +64,19 @@ void quantizeRowAvx2(const float* x, int64_t k, float inverse, int8_t* q) {
 
 TRANSFUSE_INT8_AVX2
 float maxAbsAvx2(const float* x, int64_t k) {
+  // Four chains of vmaxps (one would wait on its latency).
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 peak = _mm256_setzero_ps();
+  __m256 peak[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                    _mm256_setzero_ps()};
   int64_t j = 0;
-  for (; j + 8 <= k; j += 8) peak = _mm256_max_ps(peak, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+  for (; j + 32 <= k; j += 32)
+    for (int c = 0; c < 4; ++c)
+      peak[c] = _mm256_max_ps(peak[c], _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j + 8 * c)));
+  for (; j + 8 <= k; j += 8)
+    peak[0] = _mm256_max_ps(peak[0], _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
   alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, peak);
+  _mm256_store_ps(lanes, _mm256_max_ps(_mm256_max_ps(peak[0], peak[1]),
+                                       _mm256_max_ps(peak[2], peak[3])));
   float m = 0.0f;
   for (float v : lanes) m = v > m ? v : m;
   for (; j < k; ++j) {
@@ -80,21 +87,27 @@ float maxAbsAvx2(const float* x, int64_t k) {
 }
 
 TRANSFUSE_INT8_AVX2
-void epilogueAvx2(const int32_t* acc, const int32_t* comp, float sa, const float* sw,
-                  const float* bias, int64_t n, float* out) {
-  const __m256 row = _mm256_set1_ps(sa);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    __m256i sum = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j));
-    if (comp) sum = _mm256_sub_epi32(sum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(comp + j)));
-    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(row, _mm256_loadu_ps(sw + j)));
-    if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
-    _mm256_storeu_ps(out + j, v);
-  }
-  for (; j < n; ++j) {
-    float v = static_cast<float>(acc[j] - (comp ? comp[j] : 0)) * (sa * sw[j]);
-    if (bias) v += bias[j];
-    out[j] = v;
+void epilogueAvx2(const int32_t* acc, int64_t lda, const int32_t* comp, const float* sa,
+                  int64_t rows, const float* sw, const float* bias, int64_t n, float* out,
+                  int64_t ldo) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* sums = acc + r * lda;
+    float* o = out + r * ldo;
+    const __m256 row = _mm256_set1_ps(sa[r]);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      __m256i sum = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + j));
+      if (comp)
+        sum = _mm256_sub_epi32(sum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(comp + j)));
+      __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(row, _mm256_loadu_ps(sw + j)));
+      if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+      _mm256_storeu_ps(o + j, v);
+    }
+    for (; j < n; ++j) {
+      float v = static_cast<float>(sums[j] - (comp ? comp[j] : 0)) * (sa[r] * sw[j]);
+      if (bias) v += bias[j];
+      o[j] = v;
+    }
   }
 }
 

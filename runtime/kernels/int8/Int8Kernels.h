@@ -45,17 +45,19 @@ void amxEnd();
 // multiply then an add, never fused):
 //   quantizeRowAvx2: q[j] = clamp(round(x[j] · inverse)), j < k;
 //   maxAbsAvx2:      max |x[j]|;
-//   epilogueAvx2:    out[j] = float(acc[j] - comp[j]) · (sa · sw[j]) (+ bias[j]),
-//                    j < n (comp and bias may be null).
+//   epilogueAvx2:    out[r·ldo + j] = float(acc[r·lda + j] - comp[j]) · (sa[r] · sw[j])
+//                    (+ bias[j]), r < rows, j < n (comp and bias may be null).
 // The same with AVX-512 (16 lanes), where the vnni path is on.
 void quantizeRowAvx2(const float* x, int64_t k, float inverse, int8_t* q);
 float maxAbsAvx2(const float* x, int64_t k);
-void epilogueAvx2(const int32_t* acc, const int32_t* comp, float sa, const float* sw,
-                  const float* bias, int64_t n, float* out);
+void epilogueAvx2(const int32_t* acc, int64_t lda, const int32_t* comp, const float* sa,
+                  int64_t rows, const float* sw, const float* bias, int64_t n, float* out,
+                  int64_t ldo);
 void quantizeRowAvx512(const float* x, int64_t k, float inverse, int8_t* q);
 float maxAbsAvx512(const float* x, int64_t k);
-void epilogueAvx512(const int32_t* acc, const int32_t* comp, float sa, const float* sw,
-                    const float* bias, int64_t n, float* out);
+void epilogueAvx512(const int32_t* acc, int64_t lda, const int32_t* comp, const float* sa,
+                    int64_t rows, const float* sw, const float* bias, int64_t n, float* out,
+                    int64_t ldo);
 
 }  // namespace transfuse::kernels::int8
 

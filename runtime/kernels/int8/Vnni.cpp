@@ -25,28 +25,64 @@ void quantizeRowAvx512(const float* x, int64_t k, float inverse, int8_t* q) {
 
 TRANSFUSE_INT8_AVX512
 float maxAbsAvx512(const float* x, int64_t k) {
-  __m512 peak = _mm512_setzero_ps();
+  // Four chains of vmaxps (one would wait on its latency).
+  __m512 peak[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                    _mm512_setzero_ps()};
   int64_t j = 0;
-  for (; j + 16 <= k; j += 16) peak = _mm512_max_ps(peak, _mm512_abs_ps(_mm512_loadu_ps(x + j)));
-  const float body = _mm512_reduce_max_ps(peak);
+  for (; j + 64 <= k; j += 64)
+    for (int c = 0; c < 4; ++c)
+      peak[c] = _mm512_max_ps(peak[c], _mm512_abs_ps(_mm512_loadu_ps(x + j + 16 * c)));
+  for (; j + 16 <= k; j += 16)
+    peak[0] = _mm512_max_ps(peak[0], _mm512_abs_ps(_mm512_loadu_ps(x + j)));
+  const float body = _mm512_reduce_max_ps(
+      _mm512_max_ps(_mm512_max_ps(peak[0], peak[1]), _mm512_max_ps(peak[2], peak[3])));
   const float tail = j < k ? maxAbsAvx2(x + j, k - j) : 0.0f;
   return body > tail ? body : tail;
 }
 
 TRANSFUSE_INT8_AVX512
-void epilogueAvx512(const int32_t* acc, const int32_t* comp, float sa, const float* sw,
-                    const float* bias, int64_t n, float* out) {
-  const __m512 row = _mm512_set1_ps(sa);
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    __m512i sum = _mm512_loadu_si512(acc + j);
-    if (comp) sum = _mm512_sub_epi32(sum, _mm512_loadu_si512(comp + j));
-    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(row, _mm512_loadu_ps(sw + j)));
-    if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + j));
-    _mm512_storeu_ps(out + j, v);
+void epilogueAvx512(const int32_t* acc, int64_t lda, const int32_t* comp, const float* sa,
+                    int64_t rows, const float* sw, const float* bias, int64_t n, float* out,
+                    int64_t ldo) {
+  if (n == 32) {  // a whole block: its column values loaded once
+    const __m512 sw0 = _mm512_loadu_ps(sw), sw1 = _mm512_loadu_ps(sw + 16);
+    const __m512i c0 = comp ? _mm512_loadu_si512(comp) : _mm512_setzero_si512();
+    const __m512i c1 = comp ? _mm512_loadu_si512(comp + 16) : _mm512_setzero_si512();
+    const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    const __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m512 row = _mm512_set1_ps(sa[r]);
+      const int32_t* sums = acc + r * lda;
+      __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(sums), c0)),
+                                _mm512_mul_ps(row, sw0));
+      __m512 v1 = _mm512_mul_ps(
+          _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(sums + 16), c1)),
+          _mm512_mul_ps(row, sw1));
+      if (bias) {
+        v0 = _mm512_add_ps(v0, b0);
+        v1 = _mm512_add_ps(v1, b1);
+      }
+      _mm512_storeu_ps(out + r * ldo, v0);
+      _mm512_storeu_ps(out + r * ldo + 16, v1);
+    }
+    return;
   }
-  if (j < n) epilogueAvx2(acc + j, comp ? comp + j : nullptr, sa, sw + j, bias ? bias + j : nullptr,
-                          n - j, out + j);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* sums = acc + r * lda;
+    float* o = out + r * ldo;
+    const __m512 row = _mm512_set1_ps(sa[r]);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      __m512i sum = _mm512_loadu_si512(sums + j);
+      if (comp) sum = _mm512_sub_epi32(sum, _mm512_loadu_si512(comp + j));
+      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(row, _mm512_loadu_ps(sw + j)));
+      if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + j));
+      _mm512_storeu_ps(o + j, v);
+    }
+    if (j < n)
+      epilogueAvx2(sums + j, lda, comp ? comp + j : nullptr, sa + r, 1, sw + j,
+                   bias ? bias + j : nullptr, n - j, o + j, ldo);
+  }
 }
 
 namespace {
