@@ -370,7 +370,8 @@ const std::vector<Command> kCommands = {
    "DIR/NAME_test.cc (checks it against a scalar reference). docs/export.md.",
    {{"-o", "DIR", "output directory (created if missing)"},
     {"--name", "NAME", "C symbol and file stem (default tf_KIND)"},
-    {"--dtype", "TYPE", "f32 (default); int8 for linear (weights quantized per output row, docs/int8.md)"},
+    {"--dtype", "TYPE", "f32 (default); int8 for linear (weights quantized per output row, "
+                        "docs/int8.md)"},
     {"--batch", "B", "attention kinds: batch (default 1)"},
     {"--heads", "H", "attention kinds: heads (default 1)"},
     {"--seq-q", "S", "attention kinds: queries per sequence"},

@@ -306,14 +306,14 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   const int64_t blockStride = kp, groupStride = tiled ? 16 * kp : kp;
   // A block's sums of `live` rows (kBlockCols apart) to floats:
   // float(sum) · (sa · sw) (+ bias), rows ldo apart.
-  auto convert = [&](const int32_t* sums, const int32_t* comp, const float* sa, int64_t live,
+  auto convert = [&](const int32_t* sums, const int32_t* comp, const float* scales, int64_t live,
                      const float* sw, const float* b, int64_t n, float* out, int64_t ldo) {
     if (vector.epilogue)
-      return vector.epilogue(sums, kBlockCols, comp, sa, live, sw, b, n, out, ldo);
+      return vector.epilogue(sums, kBlockCols, comp, scales, live, sw, b, n, out, ldo);
     for (int64_t r = 0; r < live; ++r)
       for (int64_t j = 0; j < n; ++j) {
-        float value =
-            static_cast<float>(sums[r * kBlockCols + j] - (comp ? comp[j] : 0)) * (sa[r] * sw[j]);
+        float value = static_cast<float>(sums[r * kBlockCols + j] - (comp ? comp[j] : 0)) *
+                      (scales[r] * sw[j]);
         if (b) value += b[j];
         out[r * ldo + j] = value;
       }
