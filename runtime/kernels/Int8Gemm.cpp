@@ -173,9 +173,11 @@ namespace {
 
 // quantizeRows with the row work chosen once by the caller. `tiles`: q in
 // AMX's A tile layout instead (Int8Gemm.h: each group of 16 rows as its
-// 16×64 tiles in k order, ldq = Kp).
+// 16×64 tiles in k order, ldq = Kp); `plus128`: each row as u8 = q + 128
+// (vnni's A), flipped while it is in L1.
 void quantizeRowsWith(const RowWork& vector, const float* a, int64_t lda, int64_t rows, int64_t k,
-                      int8_t* q, int64_t ldq, float* scales, bool tiles = false) {
+                      int8_t* q, int64_t ldq, float* scales, bool tiles = false,
+                      bool plus128 = false) {
   for (int64_t i = 0; i < rows; ++i) {
     const float* x = a + i * lda;
     // The next row on its way while this one is read twice (A's rows are
@@ -199,6 +201,17 @@ void quantizeRowsWith(const RowWork& vector, const float* a, int64_t lda, int64_
       } else {
         for (int64_t j = 0; j < n; ++j) row[j] = quantize(x[j0 + j], inverse);
       }
+    }
+    if (plus128) {  // q ^ 0x80 = q + 128 as u8, eight bytes at a time
+      int8_t* r = q + i * ldq;
+      int64_t j = 0;
+      for (; j + 8 <= k; j += 8) {
+        uint64_t word;
+        std::memcpy(&word, r + j, 8);
+        word ^= 0x8080808080808080ull;
+        std::memcpy(r + j, &word, 8);
+      }
+      for (; j < k; ++j) r[j] = static_cast<int8_t>(static_cast<uint8_t>(r[j]) ^ 0x80u);
     }
     scales[i] = peak / 127.0f;
   }
@@ -292,12 +305,9 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   if (qa.size() < static_cast<size_t>(mPadded * kp)) qa.resize(static_cast<size_t>(mPadded * kp));
   sa.resize(static_cast<size_t>(m));
   const RowWork vector = rowWork();
-  quantizeRowsWith(vector, a, lda, m, w.k, qa.data(), kp, sa.data(), tiled);
+  const bool unsigned8 = path == Int8Path::kVnni;  // u8 = qa + 128
+  quantizeRowsWith(vector, a, lda, m, w.k, qa.data(), kp, sa.data(), tiled, unsigned8);
   const float* rowScales = sa.data();
-  const bool unsigned8 = path == Int8Path::kVnni;
-  if (unsigned8)  // + 128
-    for (int64_t i = 0; i < m * kp; ++i)
-      qa[i] = static_cast<int8_t>(static_cast<uint8_t>(qa[i]) ^ 0x80u);
   const BlockKernel kernel = kernelOf(path);
   const int64_t rows = int8BlockRows(path);
   const auto* q8 = reinterpret_cast<const uint8_t*>(qa.data());
