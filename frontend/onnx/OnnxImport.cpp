@@ -1369,8 +1369,8 @@ llvm::Error Importer::reshapeRuntime(const Val &xv, const Host &target, bool all
   for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
     if (in[i] == kDyn)
       inDyn.push_back(sizeOf(x, i));
-    else
-      staticIn *= in[i];
+    else if (__builtin_mul_overflow(staticIn, in[i], &staticIn))
+      return fail("the input's static sizes multiply past 2^63");
   }
   for (int64_t i = 0; i < target.numel(); ++i) {
     if (target.symbolic(i)) {
@@ -1399,7 +1399,8 @@ llvm::Error Importer::reshapeRuntime(const Val &xv, const Host &target, bool all
     }
     if (d < 1)
       return fail("shape element " + std::to_string(d) + " is not supported");
-    staticOut *= d;
+    if (__builtin_mul_overflow(staticOut, d, &staticOut))
+      return fail("the shape's sizes multiply past 2^63");
     shape.push_back(d);
   }
   if (inDyn != outDyn)
@@ -1444,11 +1445,16 @@ llvm::Error Importer::reshape() {
       d = h.shape[i];
     }
     if (d == -1) {
+      if (inferred >= 0)
+        return fail("the shape has two -1 elements");
       inferred = i;
       shape.push_back(1);
       continue;
     }
-    known *= d;
+    if (d < 0)
+      return fail("shape element " + std::to_string(d) + " is not supported");
+    if (__builtin_mul_overflow(known, d, &known))
+      return fail("the shape's sizes multiply past 2^63");
     shape.push_back(d);
   }
   if (inferred >= 0) {

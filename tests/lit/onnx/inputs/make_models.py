@@ -184,3 +184,9 @@ refused("rotary_int", helper.make_node("RotaryEmbedding", ["x", "c", "s"], ["y"]
         [vi("x", I64, [1, 2, 3, 4])], cs, opset=23)
 refused("rotary_scalar_cache", helper.make_node("RotaryEmbedding", ["x", "c", "s"], ["y"], name="r"),
         [vi("x", FL, [1, 2, 3, 4])], [floats("c", 1.0), floats("s", 1.0)], opset=23)
+# Reshapes to sizes whose product overflows int64, and a known tensor
+# reshaped to a negative size: one error each.
+refused("reshape_huge", helper.make_node("Reshape", ["x", "s"], ["y"], name="r"),
+        [vi("x", FL, ["b", 8])], [ints("s", [0, 2 ** 62, 8])])
+refused("reshape_known_negative", helper.make_node("Reshape", ["c", "s"], ["y"], name="r"),
+        [], [floats("c", np.ones(4)), ints("s", [-2, -2])])
