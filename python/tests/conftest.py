@@ -36,3 +36,14 @@ def tiny_decoder(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny-decoder")
     return transfuse.compile(os.path.join(ROOT, "models", "tiny-decoder-only.json"), out,
                              fusion="all", max_batch=4, seed=5)
+
+
+@pytest.fixture
+def sigint():
+    """Python's own SIGINT handler for the test: a process started in the
+    background by a shell (`cmd &`, nohup) has SIGINT ignored, and then
+    _thread.interrupt_main() does nothing."""
+    import signal
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -69,7 +69,7 @@ def test_decoding_errors_name_the_line(tiny):
     assert tiny.translate([[5, 6]], max_len=3) == tiny.translate([[5, 6]], max_len=3)
 
 
-def test_ctrl_c_stops_a_search_and_the_model_stays_usable(tiny):
+def test_ctrl_c_stops_a_search_and_the_model_stays_usable(tiny, sigint):
     expected = tiny.translate(SOURCES, beam=2, max_len=8)
     many = SOURCES * 3000
     timer = threading.Timer(0.2, _thread.interrupt_main)

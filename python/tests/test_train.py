@@ -115,7 +115,7 @@ def test_validation_and_the_log_equal_the_cli(tmp_path):
         transfuse.Trainer(decoder_only, valid=(vsrc, vtgt))
 
 
-def test_ctrl_c_stops_training_between_steps(tmp_path):
+def test_ctrl_c_stops_training_between_steps(tmp_path, sigint):
     src, tgt = corpus(n=400, seed=4)
     model = transfuse.compile(CONFIG, tmp_path / "m", train=True, seed=7, max_batch=48)
     steps = []
