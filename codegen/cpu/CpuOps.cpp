@@ -271,9 +271,10 @@ llvm::Error CpuPrinter::printGemm(tfk::GemmOp g) {
       return fail(g, "a packed weight that is not a parameter");
     // --dtype int8: a linear layer's product (its column pairs included;
     // not the backward's derivative) on int8 weights quantized at load.
-    if (module.int8 && g.getDerivative() == Activation::None) {
-      int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, s.pairKind,
-                              s.headDim, s.pairColumns, true});
+    const bool int8 = module.int8 && g.getDerivative() == Activation::None;
+    int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, s.pairKind,
+                            s.headDim, s.pairColumns, int8});
+    if (int8) {
       std::string int8Epi = "kernels::Int8Epilogue{" + linear;
       if (g.getInvFreq())
         int8Epi += ", " + ptr(g.getInvFreq()) + ", int64_t(" + s.seqLen + "), int64_t(" +
@@ -283,8 +284,6 @@ llvm::Error CpuPrinter::printGemm(tfk::GemmOp g) {
            ", " + ldc + ", c.pool);");
       return llvm::Error::success();
     }
-    int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, s.pairKind,
-                            s.headDim, s.pairColumns});
     call("kernels::gemm(" + sizes + ", " + ptr(x) + ", " + std::to_string(k) +
          ", false, *c.packed[" + std::to_string(pack) + "], " + ptr(result) + ", " + ldc + ", " +
          epi + ", c.pool);");

@@ -331,12 +331,12 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   const GemmPairs& pairs = w.pairs;
   assert(pairs.kind == GemmPairs::Kind::kNone || !epilogue.residual);
   const int64_t half = static_cast<int64_t>(pairs.headDim / 2);
+  const int64_t seqLen = std::max<int64_t>(epilogue.seqLen, 1);
   const float *cosT = nullptr, *sinT = nullptr;
   if (pairs.kind == GemmPairs::Kind::kRotary) {
-    const RotaryTable& t =
-        rotaryTableFor(epilogue.invFreq, static_cast<size_t>(half),
-                       static_cast<size_t>(epilogue.positionOffset),
-                       static_cast<size_t>(std::min(m, std::max<int64_t>(epilogue.seqLen, 1))));
+    const RotaryTable& t = rotaryTableFor(epilogue.invFreq, static_cast<size_t>(half),
+                                          static_cast<size_t>(epilogue.positionOffset),
+                                          static_cast<size_t>(std::min(m, seqLen)));
     cosT = t.cos.data();
     sinT = t.sin.data();
   }
@@ -381,7 +381,7 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
           }
         if (pairs.kind == GemmPairs::Kind::kRotary) {
           // As transfuse.rotary rounds it: each product, then the sum.
-          const int64_t at = ((i + r) % epilogue.seqLen) * half + c0 % (2 * half);
+          const int64_t at = ((i + r) % seqLen) * half + c0 % (2 * half);
           for (int64_t t = 0; t < n0; ++t) {
             const float cs = cosT[at + t], sn = sinT[at + t], a = x[t], b = x[kPanel + t];
             const float ac = a * cs, bs = b * sn, bc = b * cs, as = a * sn;

@@ -44,7 +44,7 @@ TRANSFUSE_INT8_AVX512
 void epilogueAvx512(const int32_t* acc, int64_t lda, const int32_t* comp, const float* sa,
                     int64_t rows, const float* sw, const float* bias, int64_t n, float* out,
                     int64_t ldo) {
-  if (n == 32) {  // a whole block: its column values loaded once
+  if (n == 32) {  // a whole block: its column values loaded once (1-3% of a 1024³ AMX call)
     const __m512 sw0 = _mm512_loadu_ps(sw), sw1 = _mm512_loadu_ps(sw + 16);
     const __m512i c0 = comp ? _mm512_loadu_si512(comp) : _mm512_setzero_si512();
     const __m512i c1 = comp ? _mm512_loadu_si512(comp + 16) : _mm512_setzero_si512();
