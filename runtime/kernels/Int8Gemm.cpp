@@ -4,6 +4,7 @@
 
 #include "runtime/kernels/Int8Gemm.h"
 
+#include "runtime/kernels/AmxTiles.h"
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/Parallel.h"
 #include "runtime/kernels/RotaryTable.h"
@@ -11,8 +12,6 @@
 
 #include <cpuid.h>
 #include <strings.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -36,9 +35,7 @@ bool amxGranted() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
   const bool tile = d & (1u << 24), int8 = d & (1u << 25);
-  if (!tile || !int8) return false;
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  return tile && int8 && amxTilesGranted();
 }
 
 std::vector<Int8Path> detect() {
@@ -134,6 +131,14 @@ const char* int8PathName(Int8Path path) {
     case Int8Path::kScalar: break;
   }
   return "scalar";
+}
+
+std::optional<Int8Path> int8PathNamed(std::string_view name) {
+  for (Int8Path p : {Int8Path::kAmx, Int8Path::kVnni, Int8Path::kAvx2, Int8Path::kScalar})
+    if (name.size() == std::strlen(int8PathName(p)) &&
+        ::strncasecmp(name.data(), int8PathName(p), name.size()) == 0)
+      return p;
+  return std::nullopt;
 }
 
 std::vector<Int8Path> int8PathsAvailable() {
@@ -343,7 +348,7 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   parallelFor(pool, static_cast<size_t>(w.blocks), 1, [&](size_t begin, size_t end) {
     alignas(64) int32_t acc[kMaxRows * kBlockCols];
     alignas(64) float x[kBlockCols];  // a paired block's row as floats
-    if (path == Int8Path::kAmx) amxBegin();
+    if (path == Int8Path::kAmx) amxTilesBegin();
     auto block = [&](int64_t i, size_t blk) {
       const int8_t* panel0 = w.data.data() + 2 * static_cast<int64_t>(blk) * kp * kPanel;
       kernel(q8 + i * blockStride, groupStride, panel0, panel0 + kp * kPanel, kp, m - i, acc);
@@ -407,7 +412,7 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
       for (size_t blk = begin; blk < end; ++blk)
         for (int64_t i = 0; i < m; i += rows) block(i, blk);
     }
-    if (path == Int8Path::kAmx) amxEnd();
+    if (path == Int8Path::kAmx) amxTilesEnd();
   });
 }
 

@@ -48,6 +48,7 @@
 #include "runtime/kernels/GemmPairs.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,7 @@ namespace transfuse::kernels {
 enum class Int8Path { kScalar, kAvx2, kVnni, kAmx };
 
 const char* int8PathName(Int8Path path);  // "scalar", "avx2", "vnni", "amx"
+std::optional<Int8Path> int8PathNamed(std::string_view name);  // any case
 
 // The paths this CPU (and OS, for AMX) runs, best first; without a
 // restriction (restrictInt8Paths) the first is what gemmInt8 uses.

@@ -2,6 +2,7 @@
 
 #include "runtime/kernels/Targets.h"
 
+#include "runtime/kernels/Bf16Gemm.h"
 #include "runtime/kernels/Int8Gemm.h"
 
 #include <hwy/targets.h>
@@ -36,12 +37,14 @@ rt::Status forceHighwayTarget(const std::string& wanted) {
     // (Highway 1.0.3's DisableTargets does not change the target that
     // dynamic dispatch has chosen; SetSupportedTargetsForTest does.)
     hwy::SetSupportedTargetsForTest(hwy::SupportedTargets() & ~(t - 1));
-    // The int8 paths of a better machine go too: AVX2 code has no VNNI or
-    // AMX, and below AVX2 no vpmaddubsw path.
+    // The int8 and bf16 paths of a better machine go too: AVX2 code has no
+    // VNNI, BF16 or AMX, and below AVX2 no vpmaddubsw or FMA path.
     const bool avx3 = ::strncasecmp(wanted.c_str(), "AVX3", 4) == 0;
     const bool avx2 = avx3 || ::strcasecmp(wanted.c_str(), "AVX2") == 0;
-    if (!avx3) return restrictInt8Paths(avx2 ? "-amx,-vnni" : "-amx,-vnni,-avx2");
-    return rt::Status::ok();
+    if (avx3) return rt::Status::ok();
+    if (rt::Status s = restrictBf16Paths(avx2 ? "-amx,-avx512bf16" : "-amx,-avx512bf16,-avx2"); !s)
+      return s;
+    return restrictInt8Paths(avx2 ? "-amx,-vnni" : "-amx,-vnni,-avx2");
   }
   return rt::Status::error("Highway target '" + wanted +
                            "' is not available on this CPU and build (available: " +
@@ -51,7 +54,7 @@ rt::Status forceHighwayTarget(const std::string& wanted) {
 }  // namespace
 
 rt::Status forceTarget(std::string_view spec) {
-  // "AVX3,-AMX": at most one target, then toggles of the int8 paths.
+  // "AVX3,-AMX": at most one target, then toggles of the int8 and bf16 paths.
   std::string target, toggles;
   std::string list(spec);
   for (size_t start = 0; start <= list.size();) {
@@ -70,7 +73,23 @@ rt::Status forceTarget(std::string_view spec) {
   }
   if (!target.empty())
     if (rt::Status s = forceHighwayTarget(target); !s.isOk()) return s;
-  return restrictInt8Paths(toggles);
+  // Each toggle goes to the GEMMs that have the path ("-amx": both).
+  std::string int8Toggles, bf16Toggles;
+  for (size_t start = 0; start < toggles.size();) {
+    const size_t end = std::min(toggles.find(',', start), toggles.size());
+    const std::string item = toggles.substr(start, end - start);
+    start = end + 1;
+    const std::string name = item.substr(1);
+    const bool int8 = int8PathNamed(name) && *int8PathNamed(name) != Int8Path::kScalar;
+    const bool bf16 = bf16PathNamed(name) && *bf16PathNamed(name) != Bf16Path::kScalar;
+    if (!int8 && !bf16)
+      return rt::Status::error("path toggle '" + item +
+                               "': not one of -amx, -vnni, -avx512bf16, -avx2 (scalar stays)");
+    if (int8) int8Toggles += (int8Toggles.empty() ? "" : ",") + item;
+    if (bf16) bf16Toggles += (bf16Toggles.empty() ? "" : ",") + item;
+  }
+  if (rt::Status s = restrictBf16Paths(bf16Toggles); !s) return s;
+  return restrictInt8Paths(int8Toggles);
 }
 
 rt::Status forceTargetFromEnvironment() {

@@ -22,9 +22,10 @@ std::string availableTargetNames();
 // (they share Highway's dispatch state), to a target instead of the best
 // one, so that one machine can measure e.g. its AVX2 path beside its
 // AVX-512 one. `spec` is a target (as bestTargetName spells it, any case)
-// and/or toggles of the int8 GEMM's paths: "AVX2", "AVX3,-AMX",
-// "-amx,-vnni" (Int8Gemm.h). A target below AVX3 also turns off the int8
-// paths it lacks (VNNI and AMX; below AVX2, vpmaddubsw). It disables the
+// and/or toggles of the int8 and bf16 GEMMs' paths: "AVX2", "AVX3,-AMX",
+// "-amx,-vnni", "-avx512bf16" (Int8Gemm.h, Bf16Gemm.h; -amx and -avx2 turn
+// off both GEMMs' paths of that name). A target below AVX3 also turns off
+// the paths it lacks (VNNI, BF16 and AMX; below AVX2, vpmaddubsw and FMA). It disables the
 // better targets and paths for the rest of the process. Error: a name this
 // CPU or this build does not have, listing those it has.
 rt::Status forceTarget(std::string_view spec);

@@ -7,31 +7,8 @@
 
 #include <immintrin.h>
 
-#include <cstring>
 
 namespace transfuse::kernels::int8 {
-
-namespace {
-
-// ldtilecfg's 64 bytes: palette 1, and tiles 0-7 of 16 rows of 64 bytes.
-// A constant in memory: GCC 12 does not see _tile_loadconfig read its
-// operand and drops stores to a local configuration.
-struct alignas(64) TileConfig {
-  uint8_t palette, startRow;
-  uint8_t reserved[14];
-  uint16_t bytesPerRow[16];
-  uint8_t rows[16];
-};
-alignas(64) const TileConfig kConfig = {
-    1, 0, {}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
-
-}  // namespace
-
-TRANSFUSE_INT8_AMX
-void amxBegin() { _tile_loadconfig(&kConfig); }
-
-TRANSFUSE_INT8_AMX
-void amxEnd() { _tile_release(); }
 
 TRANSFUSE_INT8_AMX
 void blockAmx(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,

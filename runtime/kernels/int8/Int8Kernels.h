@@ -35,10 +35,7 @@ void blockVnni(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t
                int64_t kPadded, int64_t rows, int32_t* acc);
 void blockAmx(const uint8_t* a, int64_t lda, const int8_t* panel0, const int8_t* panel1,
               int64_t kPadded, int64_t rows, int32_t* acc);
-// Loads the AMX tile configuration on the calling thread (before blockAmx)
-// and releases it (after a run of blocks).
-void amxBegin();
-void amxEnd();
+// (blockAmx runs between AmxTiles.h's amxTilesBegin and amxTilesEnd.)
 
 // The row work around the block kernels, with AVX2 where the CPU has it
 // (the same bits as the scalar forms: max, round-to-nearest-even, and a

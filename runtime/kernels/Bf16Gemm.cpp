@@ -1,0 +1,466 @@
+// The bf16 GEMM (see Bf16Gemm.h): rounding, packing, the path's dispatch,
+// the scalar block kernel, and the driver with the epilogue every path
+// shares.
+
+#include "runtime/kernels/Bf16Gemm.h"
+
+#include "runtime/kernels/AmxTiles.h"
+#include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/Parallel.h"
+#include "runtime/kernels/RotaryTable.h"
+#include "runtime/kernels/bf16/Bf16Kernels.h"
+
+#include <cpuid.h>
+#include <strings.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <mutex>
+
+namespace transfuse::kernels {
+
+using namespace bf16;
+
+namespace {
+
+constexpr int64_t kMaxRows = kRowsAmx;  // A's rows are padded to a multiple of every block's
+
+int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+std::vector<Bf16Path> detect() {
+  std::vector<Bf16Path> paths;
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool amx = avx512 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) &&
+                   (d & (1u << 22)) && amxTilesGranted();
+  if (amx) paths.push_back(Bf16Path::kAmx);
+  if (avx512 && __builtin_cpu_supports("avx512bf16")) paths.push_back(Bf16Path::kAvx512Bf16);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    paths.push_back(Bf16Path::kAvx2);
+  paths.push_back(Bf16Path::kScalar);
+  return paths;
+}
+
+std::mutex pathsMutex;
+std::vector<Bf16Path>& paths() {
+  static std::vector<Bf16Path> available = detect();
+  return available;
+}
+
+int64_t blockRows(Bf16Path path) {
+  switch (path) {
+    case Bf16Path::kAmx: return kRowsAmx;
+    case Bf16Path::kAvx512Bf16: return kRowsAvx512;
+    case Bf16Path::kAvx2: return kRowsAvx2;
+    case Bf16Path::kScalar: break;
+  }
+  return kRowsScalar;
+}
+
+BlockKernel kernelOf(Bf16Path path) {
+  switch (path) {
+    case Bf16Path::kAmx: return blockAmx;
+    case Bf16Path::kAvx512Bf16: return blockAvx512;
+    case Bf16Path::kAvx2: return blockAvx2;
+    case Bf16Path::kScalar: break;
+  }
+  return blockScalar;
+}
+
+using RoundRow = void (*)(const float*, int64_t, uint16_t*);
+using StoreRows = void (*)(const float*, int64_t, const float*, int64_t, const float*, int64_t,
+                           float*, int64_t);
+
+void roundRowScalar(const float* x, int64_t k, uint16_t* q) {
+  for (int64_t j = 0; j < k; ++j) q[j] = roundBf16(x[j]);
+}
+
+void storeRowsScalar(const float* sums, int64_t rows, const float* bias, int64_t n,
+                     const float* res, int64_t ldr, float* out, int64_t ldo) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      float v = sums[r * kBlockCols + j];
+      if (bias) v += bias[j];
+      if (res) v += res[r * ldr + j];
+      out[r * ldo + j] = v;
+    }
+}
+
+// The row work around the block kernels (rounding A and B, the plain
+// epilogue): in AVX-512 where the avx512bf16 path is on, in AVX2 where the
+// avx2 path is, else scalar loops; the same bits whichever.
+struct RowWork {
+  RoundRow round = roundRowScalar;
+  StoreRows store = storeRowsScalar;
+};
+
+RowWork rowWork() {
+  std::lock_guard<std::mutex> lock(pathsMutex);
+  const std::vector<Bf16Path>& p = paths();
+  auto on = [&](Bf16Path path) { return std::find(p.begin(), p.end(), path) != p.end(); };
+  if (on(Bf16Path::kAvx512Bf16)) return {roundRowAvx512, storeRowsAvx512};
+  if (on(Bf16Path::kAvx2)) return {roundRowAvx2, storeRowsAvx2};
+  return {};
+}
+
+math::Kind kindOf(Activation a) {
+  switch (a) {
+    case Activation::kRelu: return math::Kind::kRelu;
+    case Activation::kGelu: return math::Kind::kGelu;
+    case Activation::kGeluTanh: return math::Kind::kGeluTanh;
+    case Activation::kSilu: return math::Kind::kSilu;
+    case Activation::kNone: break;
+  }
+  return math::Kind::kAdd;  // not a derivative: activationGrad writes nothing
+}
+
+}  // namespace
+
+namespace bf16 {
+
+void blockScalar(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
+                 int64_t kLength, int64_t rows, float* acc, bool accumulate) {
+  for (int64_t r = 0; r < std::min(rows, kRowsScalar); ++r)
+    for (int64_t c = 0; c < kBlockCols; ++c) {
+      const uint16_t* panel = c < kPanel ? panel0 : panel1;
+      const int64_t col = c % kPanel;
+      float sum = accumulate ? acc[r * kBlockCols + c] : 0.0f;
+      for (int64_t k = 0; k < kLength; k += 2)
+        for (int64_t odd : {1, 0}) {  // a pair's odd product first, as vdpbf16ps
+          const float product = widenBf16(a[r * lda + k + odd]) *
+                                widenBf16(panel[(k / 2) * 32 + col * 2 + odd]);
+          sum += product;  // exact product, one rounding per add
+        }
+      acc[r * kBlockCols + c] = sum;
+    }
+}
+
+}  // namespace bf16
+
+uint16_t roundBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+float widenBf16(uint16_t b) {
+  const uint32_t bits = uint32_t{b} << 16;
+  float x;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+const char* bf16PathName(Bf16Path path) {
+  switch (path) {
+    case Bf16Path::kAmx: return "amx";
+    case Bf16Path::kAvx512Bf16: return "avx512bf16";
+    case Bf16Path::kAvx2: return "avx2";
+    case Bf16Path::kScalar: break;
+  }
+  return "scalar";
+}
+
+std::optional<Bf16Path> bf16PathNamed(std::string_view name) {
+  for (Bf16Path p : {Bf16Path::kAmx, Bf16Path::kAvx512Bf16, Bf16Path::kAvx2, Bf16Path::kScalar})
+    if (name.size() == std::strlen(bf16PathName(p)) &&
+        ::strncasecmp(name.data(), bf16PathName(p), name.size()) == 0)
+      return p;
+  return std::nullopt;
+}
+
+std::vector<Bf16Path> bf16PathsAvailable() {
+  std::lock_guard<std::mutex> lock(pathsMutex);
+  return paths();
+}
+
+rt::Status restrictBf16Paths(std::string_view toggles) {
+  std::lock_guard<std::mutex> lock(pathsMutex);
+  std::vector<Bf16Path>& available = paths();
+  std::string list(toggles);
+  for (size_t start = 0; start <= list.size();) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    const std::string item = list.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    const std::optional<Bf16Path> p =
+        item[0] == '-' ? bf16PathNamed(std::string_view(item).substr(1)) : std::nullopt;
+    if (!p || *p == Bf16Path::kScalar)
+      return rt::Status::error("bf16 path toggle '" + item +
+                               "': not one of -amx, -avx512bf16, -avx2 (scalar stays)");
+    available.erase(std::remove(available.begin(), available.end(), *p), available.end());
+  }
+  return rt::Status::ok();
+}
+
+Bf16Path bestBf16Path() { return bf16PathsAvailable().front(); }
+
+void packBf16(Bf16Weights& w, const float* b, int64_t ldb, bool transB, int64_t k, int64_t n,
+              const GemmPairs& pairs, rt::ThreadPool* pool) {
+  w.k = k;
+  w.n = n;
+  w.kPadded = roundUp(std::max<int64_t>(k, 1), 32);
+  w.pairs = pairs;
+  w.blocks = static_cast<int64_t>(panelCount(pairs, static_cast<size_t>(n), kPanel));
+  const size_t size = static_cast<size_t>(2 * w.blocks * w.kPadded * kPanel);
+  w.data.resize(size);
+  const RoundRow round = rowWork().round;
+  const int64_t kp = w.kPadded;
+  parallelFor(pool, static_cast<size_t>(w.blocks), 1, [&](size_t begin, size_t end) {
+    std::vector<float> column(static_cast<size_t>(k));
+    std::vector<uint16_t> q(static_cast<size_t>(kp), 0);
+    for (size_t blk = begin; blk < end; ++blk) {
+      uint16_t* block = w.data.data() + 2 * static_cast<int64_t>(blk) * kp * kPanel;
+      std::fill(block, block + 2 * kp * kPanel, uint16_t{0});
+      // Packed column c of panel `half` holds B's column j.
+      auto pack = [&](int64_t half, int64_t c, int64_t j) {
+        const float* src = b + (transB ? j * ldb : j);
+        if (transB) {
+          round(src, k, q.data());
+        } else {
+          for (int64_t i = 0; i < k; ++i) column[i] = src[i * ldb];
+          round(column.data(), k, q.data());
+        }
+        uint16_t* panel = block + half * kp * kPanel;
+        for (int64_t i = 0; i < k; ++i) panel[(i / 2) * 32 + c * 2 + i % 2] = q[i];
+      };
+      const PanelColumns cols = panelColumns(pairs, static_cast<size_t>(n), kPanel, blk);
+      for (size_t c = 0; c < cols.n0; ++c) pack(0, c, cols.c0 + c);
+      for (size_t c = 0; c < cols.n1; ++c) pack(1, c, cols.c1 + c);
+    }
+  });
+}
+
+namespace {
+
+// A (m rows of k, or transposed) rounded into rows of Kp bf16 values, zero
+// past k (they meet zero weights; a NaN's bits there would not), as
+// `tiled` AMX tiles: each group of 16 rows as its 16×32 tiles in k order.
+void roundA(RoundRow round, const float* a, int64_t lda, bool transA, int64_t m, int64_t k,
+            int64_t kp, bool tiled, uint16_t* q, rt::ThreadPool* pool) {
+  // Groups of 16 rows over the pool (a transposed A is read 16 columns at a
+  // time: one cache line of each of its rows).
+  const size_t groups = static_cast<size_t>((m + 15) / 16);
+  parallelFor(pool, groups, 4, [&](size_t begin, size_t end) {
+    std::vector<float> rows(transA ? static_cast<size_t>(16 * k) : 0);
+    std::vector<uint16_t> row(tiled ? static_cast<size_t>(kp) : 0);
+    for (size_t g = begin; g < end; ++g) {
+      const int64_t i0 = static_cast<int64_t>(g) * 16, live = std::min<int64_t>(16, m - i0);
+      if (transA)
+        for (int64_t kk = 0; kk < k; ++kk)
+          for (int64_t r = 0; r < live; ++r) rows[r * k + kk] = a[kk * lda + i0 + r];
+      for (int64_t r = 0; r < live; ++r) {
+        const float* x = transA ? rows.data() + r * k : a + (i0 + r) * lda;
+        if (!tiled) {
+          uint16_t* out = q + (i0 + r) * kp;
+          round(x, k, out);
+          std::fill(out + k, out + kp, uint16_t{0});
+          continue;
+        }
+        round(x, k, row.data());
+        std::fill(row.begin() + k, row.end(), uint16_t{0});
+        uint16_t* group = q + i0 * kp;
+        for (int64_t t = 0; t < kp / 32; ++t)
+          std::memcpy(group + t * 512 + r * 32, row.data() + t * 32, 64);
+      }
+    }
+  });
+}
+
+void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
+                 const GemmEpilogue& epilogue, float* c, int64_t ldc, rt::ThreadPool* pool,
+                 Bf16Path path) {
+  const int64_t kp = w.kPadded;
+  const bool tiled = path == Bf16Path::kAmx;
+  const BlockKernel kernel = kernelOf(path);
+  const RowWork vector = rowWork();
+  const int64_t rows = blockRows(path);
+  const int64_t blockStride = kp, groupStride = tiled ? 16 * kp : kp;
+  const GemmPairs& pairs = w.pairs;
+  assert(pairs.kind == GemmPairs::Kind::kNone || !epilogue.residual);
+  const float* bias = epilogue.bias;
+  const int64_t ldr = epilogue.ldr ? static_cast<int64_t>(epilogue.ldr) : w.n;
+  const int64_t ldp = epilogue.ldp ? static_cast<int64_t>(epilogue.ldp) : w.n;
+  const bool derivative = epilogue.derivative != Activation::kNone;
+  const int64_t half = static_cast<int64_t>(pairs.headDim / 2);
+  const int64_t seqLen = std::max<int64_t>(static_cast<int64_t>(epilogue.seqLen), 1);
+  const float *cosT = nullptr, *sinT = nullptr;
+  if (pairs.kind == GemmPairs::Kind::kRotary) {
+    const RotaryTable& t = rotaryTableFor(epilogue.invFreq, static_cast<size_t>(half),
+                                          epilogue.positionOffset,
+                                          static_cast<size_t>(std::min(m, seqLen)));
+    cosT = t.cos.data();
+    sinT = t.sin.data();
+  }
+  // Units of (a chunk of rows, a block of columns): blocks alone when there
+  // are enough for the threads, else rows too (a multiple of 32).
+  const int64_t threads = pool ? std::max(1, pool->numThreads()) : 1;
+  const int64_t chunkRows =
+      w.blocks >= 4 * threads ? roundUp(m, kMaxRows) : std::max<int64_t>(256, kMaxRows);
+  const int64_t chunks = (m + chunkRows - 1) / chunkRows;
+  // K in passes: the avx512bf16, avx2 and scalar paths keep a pair of
+  // panels' 256 k (32 KiB) in L1 while A streams; amx keeps a block of 32
+  // rows × 1024 k of A (64 KiB, in L1 and L2) while the panels stream
+  // (1024³: 1.1x over passes of 512, whose sums go to scratch and back
+  // twice as often). The sums between passes wait in the thread's scratch
+  // (fp32, reloaded exactly).
+  const int64_t pass = tiled ? 1024 : 256;
+  parallelFor(pool, static_cast<size_t>(chunks * w.blocks), 1, [&](size_t begin, size_t end) {
+    alignas(64) float x[kBlockCols];
+    // The worker's own buffer (thread_local here names the worker's).
+    thread_local std::vector<float> scratchBuffer;
+    // A block's epilogue: rows [i, i + live) from their sums (rows 32 apart).
+    auto store = [&](int64_t i, int64_t blk, const float* acc) {
+      const PanelColumns cols = panelColumns(pairs, static_cast<size_t>(w.n), kPanel,
+                                             static_cast<size_t>(blk));
+      const int64_t c0 = static_cast<int64_t>(cols.c0), c1 = static_cast<int64_t>(cols.c1);
+      const int64_t n0 = static_cast<int64_t>(cols.n0);
+      const int64_t live = std::min(rows, m - i);
+          if (!cols.paired && !derivative && epilogue.activation == Activation::kNone) {
+        const float* res = epilogue.residual ? epilogue.residual + i * ldr + c0 : nullptr;
+        vector.store(acc, live, bias ? bias + c0 : nullptr, n0 + static_cast<int64_t>(cols.n1),
+                     res, ldr, c + i * ldc + c0, ldc);
+        return;
+      }
+      for (int64_t r = 0; r < live; ++r) {
+        const float* sums = acc + r * kBlockCols;
+        float* crow = c + (i + r) * ldc;
+        if (!cols.paired) {  // columns c0.. in order (c1 = c0 + 16 where n1 > 0)
+          const int64_t n = n0 + static_cast<int64_t>(cols.n1);
+          if (derivative) {  // (scale · sum) · f'(pre), as exec::scale then activationGrad
+            for (int64_t j = 0; j < n; ++j)
+              x[j] = epilogue.scale != 1.0f ? sums[j] * epilogue.scale : sums[j];
+            activationGrad(kindOf(epilogue.derivative), epilogue.pre + (i + r) * ldp + c0, x,
+                           crow + c0, static_cast<size_t>(n));
+            continue;
+          }
+          for (int64_t j = 0; j < n; ++j) x[j] = bias ? sums[j] + bias[c0 + j] : sums[j];
+          if (epilogue.activation != Activation::kNone)
+            activate(epilogue.activation, x, x, static_cast<size_t>(n));
+          if (const float* res = epilogue.residual) {
+            const float* rrow = res + (i + r) * ldr + c0;
+            for (int64_t j = 0; j < n; ++j) crow[c0 + j] = x[j] + rrow[j];
+          } else {
+            std::memcpy(crow + c0, x, static_cast<size_t>(n) * sizeof(float));
+          }
+          continue;
+        }
+        // A pair's two sets of n0 columns (x[t], x[16 + t]), the bias
+        // added as the fp32 GEMM's paired epilogues do, then combined.
+        for (int64_t t = 0; t < kBlockCols; ++t) x[t] = sums[t];
+        if (bias)
+          for (int64_t t = 0; t < n0; ++t) {
+            x[t] += bias[c0 + t];
+            x[kPanel + t] += bias[c1 + t];
+          }
+        if (pairs.kind == GemmPairs::Kind::kRotary) {
+          // As transfuse.rotary rounds it: each product, then the sum.
+          const int64_t at = ((i + r) % seqLen) * half + c0 % (2 * half);
+          for (int64_t t = 0; t < n0; ++t) {
+            const float cs = cosT[at + t], sn = sinT[at + t], u = x[t], v = x[kPanel + t];
+            const float uc = u * cs, vs = v * sn, vc = v * cs, us = u * sn;
+            crow[c0 + t] = uc - vs;
+            crow[c1 + t] = vc + us;
+          }
+        } else {  // gated: act(gate) · up into C's columns c0..
+          activate(epilogue.activation, x, x, static_cast<size_t>(n0));
+          for (int64_t t = 0; t < n0; ++t) crow[c0 + t] = x[t] * x[kPanel + t];
+        }
+      }
+    };
+    if (tiled) amxTilesBegin();
+    for (size_t u = begin; u < end;) {
+      const int64_t chunk = static_cast<int64_t>(u) / w.blocks;
+      const size_t stop = std::min(end, static_cast<size_t>((chunk + 1) * w.blocks));
+      const int64_t b0 = static_cast<int64_t>(u) - chunk * w.blocks;
+      const int64_t b1 = static_cast<int64_t>(stop) - chunk * w.blocks;
+      const int64_t r0 = chunk * chunkRows, r1 = std::min(m, r0 + chunkRows);
+      u = stop;
+      auto panelOf = [&](int64_t blk) { return w.data.data() + 2 * blk * kp * kPanel; };
+      if (tiled) {
+        // Column groups whose panels fit half of L2 (1 MiB), then blocks of
+        // 32 rows, then the group's columns: A's block stays in L1 while
+        // the group's panels stream from L2, and C is written a row after
+        // another. Scratch: a 32×32 block of sums per column block.
+        const int64_t group = std::max<int64_t>(1, (int64_t{1} << 20) / (2 * kp * kPanel * 2));
+        scratchBuffer.resize(static_cast<size_t>(std::min(group, b1 - b0) * kMaxRows * kBlockCols));
+        float* scratch = scratchBuffer.data();
+        for (int64_t g0 = b0; g0 < b1; g0 += group) {
+          const int64_t g1 = std::min(b1, g0 + group);
+          for (int64_t i = r0; i < r1; i += rows) {
+            const uint16_t* ai = qa + i * blockStride;
+            for (int64_t k0 = 0; k0 < kp; k0 += pass)
+              for (int64_t blk = g0; blk < g1; ++blk) {
+                const uint16_t* p0 = panelOf(blk) + k0 * kPanel;
+                kernel(ai + k0 * 16, groupStride, p0, p0 + kp * kPanel, std::min(pass, kp - k0),
+                       m - i, scratch + (blk - g0) * kMaxRows * kBlockCols, k0 > 0);
+              }
+            for (int64_t blk = g0; blk < g1; ++blk)
+              store(i, blk, scratch + (blk - g0) * kMaxRows * kBlockCols);
+          }
+        }
+      } else {
+        // A pair of panels outside (its pass of K in L1 while A streams).
+        // Scratch: every row's 32 sums.
+        scratchBuffer.resize(static_cast<size_t>(roundUp(r1 - r0, kMaxRows) * kBlockCols));
+        float* scratch = scratchBuffer.data();
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          for (int64_t k0 = 0; k0 < kp; k0 += pass) {
+            const uint16_t* p0 = panelOf(blk) + k0 * kPanel;
+            for (int64_t i = r0; i < r1; i += rows)
+              kernel(qa + i * blockStride + k0, groupStride, p0, p0 + kp * kPanel,
+                     std::min(pass, kp - k0), m - i, scratch + (i - r0) * kBlockCols, k0 > 0);
+          }
+          for (int64_t i = r0; i < r1; i += rows) store(i, blk, scratch + (i - r0) * kBlockCols);
+        }
+      }
+    }
+    if (tiled) amxTilesEnd();
+  });
+}
+
+// The calling thread's buffers, kept between calls (fresh pages each call
+// cost time); workers see them through pointers.
+std::vector<uint16_t>& roundedA() {
+  thread_local std::vector<uint16_t> qa;
+  return qa;
+}
+
+}  // namespace
+
+void gemmBf16(int64_t m, const float* a, int64_t lda, const Bf16Weights& w,
+              const GemmEpilogue& epilogue, float* c, int64_t ldc, rt::ThreadPool* pool) {
+  gemmBf16(m, a, lda, w, epilogue, c, ldc, pool, bestBf16Path());
+}
+
+void gemmBf16(int64_t m, const float* a, int64_t lda, const Bf16Weights& w,
+              const GemmEpilogue& epilogue, float* c, int64_t ldc, rt::ThreadPool* pool,
+              Bf16Path path) {
+  if (m <= 0 || w.n <= 0) return;
+  std::vector<uint16_t>& qa = roundedA();
+  const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * w.kPadded);
+  if (qa.size() < size) qa.resize(size);
+  roundA(rowWork().round, a, lda, false, m, w.k, w.kPadded, path == Bf16Path::kAmx, qa.data(), pool);
+  gemmRounded(m, qa.data(), w, epilogue, c, ldc, pool, path);
+}
+
+void gemmBf16(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
+              const float* B, size_t ldb, bool transB, float* C, size_t ldc,
+              const GemmEpilogue& epilogue, rt::ThreadPool* pool, const GemmPairs& pairs) {
+  if (M == 0 || N == 0) return;
+  thread_local Bf16Weights packed;
+  packBf16(packed, B, static_cast<int64_t>(ldb), transB, static_cast<int64_t>(K),
+           static_cast<int64_t>(N), pairs, pool);
+  const int64_t m = static_cast<int64_t>(M);
+  const Bf16Path path = bestBf16Path();
+  std::vector<uint16_t>& qa = roundedA();
+  const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * packed.kPadded);
+  if (qa.size() < size) qa.resize(size);
+  roundA(rowWork().round, A, static_cast<int64_t>(lda), transA, m, static_cast<int64_t>(K),
+         packed.kPadded, path == Bf16Path::kAmx, qa.data(), pool);
+  gemmRounded(m, qa.data(), packed, epilogue, C, static_cast<int64_t>(ldc), pool, path);
+}
+
+}  // namespace transfuse::kernels

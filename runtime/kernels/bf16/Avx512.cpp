@@ -1,0 +1,96 @@
+// The bf16 block kernel with AVX512-BF16's vdpbf16ps (see Bf16Kernels.h): a
+// row's k-pair broadcast, times a panel's 16 columns of pairs, into 16 fp32
+// sums per instruction; and the row rounding in AVX-512.
+#include "runtime/kernels/bf16/Bf16Kernels.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace transfuse::kernels::bf16 {
+
+TRANSFUSE_BF16_AVX512
+void roundRowAvx512(const float* x, int64_t k, uint16_t* q) {
+  // bits + 0x7fff + (bit 16), then the high half; a NaN's high half with
+  // the quiet bit set. (Not vcvtneps2bf16: it flushes denormals.)
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1),
+                quiet = _mm512_set1_epi32(0x0040);
+  int64_t j = 0;
+  for (; j + 16 <= k; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(bias, lsb)), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(bits, 16), quiet);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + j), _mm512_cvtepi32_epi16(r));
+  }
+  if (j < k) roundRowAvx2(x + j, k - j, q + j);
+}
+
+TRANSFUSE_BF16_AVX512
+void storeRowsAvx512(const float* sums, int64_t rows, const float* bias, int64_t n,
+                     const float* res, int64_t ldr, float* out, int64_t ldo) {
+  const __mmask16 m0 = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
+  const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+  const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+  for (int64_t r = 0; r < rows; ++r) {
+    __m512 v0 = _mm512_loadu_ps(sums + r * kBlockCols);
+    __m512 v1 = _mm512_loadu_ps(sums + r * kBlockCols + kPanel);
+    if (bias) {
+      v0 = _mm512_add_ps(v0, b0);
+      v1 = _mm512_add_ps(v1, b1);
+    }
+    if (res) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, res + r * ldr));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, res + r * ldr + 16));
+    }
+    _mm512_mask_storeu_ps(out + r * ldo, m0, v0);
+    _mm512_mask_storeu_ps(out + r * ldo + 16, m1, v1);
+  }
+}
+
+namespace {
+
+// R rows against the two panels: one chain of vdpbf16ps per row and panel
+// (which adds a lane's odd product, then its even one).
+template <int R>
+TRANSFUSE_BF16_AVX512
+void rowsAvx512(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
+                int64_t kLength, float* acc, bool accumulate) {
+  __m512 sum[R][2];
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < 2; ++h)
+      sum[r][h] = accumulate ? _mm512_loadu_ps(acc + r * kBlockCols + h * kPanel)
+                             : _mm512_setzero_ps();
+  for (int64_t p = 0; p < kLength / 2; ++p) {
+    const __m512i w0 = _mm512_loadu_si512(panel0 + p * 32);
+    const __m512i w1 = _mm512_loadu_si512(panel1 + p * 32);
+    for (int r = 0; r < R; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, a + r * lda + p * 2, 4);
+      const __m512i x = _mm512_set1_epi32(pair);
+      sum[r][0] = _mm512_dpbf16_ps(sum[r][0], (__m512bh)x, (__m512bh)w0);
+      sum[r][1] = _mm512_dpbf16_ps(sum[r][1], (__m512bh)x, (__m512bh)w1);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(acc + r * kBlockCols, sum[r][0]);
+    _mm512_storeu_ps(acc + r * kBlockCols + kPanel, sum[r][1]);
+  }
+}
+
+}  // namespace
+
+TRANSFUSE_BF16_AVX512
+void blockAvx512(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
+                 int64_t kLength, int64_t rows, float* acc, bool accumulate) {
+  static_assert(kRowsAvx512 == 8);
+  if (rows <= 1) return rowsAvx512<1>(a, lda, panel0, panel1, kLength, acc, accumulate);
+  if (rows <= 2) return rowsAvx512<2>(a, lda, panel0, panel1, kLength, acc, accumulate);
+  if (rows <= 4) return rowsAvx512<4>(a, lda, panel0, panel1, kLength, acc, accumulate);
+  rowsAvx512<8>(a, lda, panel0, panel1, kLength, acc, accumulate);
+}
+
+}  // namespace transfuse::kernels::bf16
