@@ -143,9 +143,11 @@ llvm::Error compiler::checkOptions(const CompileOptions &options) {
   if (llvm::Error e = backend->available())
     return e;
   if (options.build.bf16 && !backend->takesBf16())
-    return error("--dtype bf16 is an option of the cuda target (--target cuda)");
-  if (options.build.bf16 && options.train)
-    return error("--dtype bf16 builds inference entries: train with f32 (the default)");
+    return error("--dtype bf16 is not an option of the " + options.build.target + " target");
+  if (options.build.bf16 && options.train && backend->storesBf16())
+    return error("--dtype bf16 on the " + options.build.target +
+                 " target builds inference entries: train with f32 (the default), or on the "
+                 "cpu target");
   return llvm::Error::success();
 }
 
@@ -169,7 +171,7 @@ llvm::Expected<Artifact> compiler::compile(ModuleOp module, StringRef dir,
   auto mi = extractInterface(module);
   if (!mi)
     return mi.takeError();
-  if (build.bf16)
+  if (build.bf16 && backend.storesBf16())
     *mi = emit::bf16Interface(std::move(*mi));
   OwningOpRef<ModuleOp> kernels;
   if (emit != Emit::kMlir && emit != Emit::kDot) {

@@ -46,7 +46,7 @@ int runBenchModel(const std::vector<std::string> &positional,
     if (name != "--json" && name != "--threads" && name != "--min-seconds" && name != "--batch" &&
         name != "--src-len" && name != "--tgt-len" && name != "--fusion" && name != "--cxx" &&
         name != "--isa" && name != "--keep-artifacts" && !(!train && name == "--entry") &&
-        !(!train && name == "--dtype") &&
+        name != "--dtype" &&
         !(train && (name == "--batch-tokens" || name == "--seq-len")))
       die("flag " + name + " does not apply to '" + command + "'");
   compiler::BenchOptions o;
@@ -63,7 +63,8 @@ int runBenchModel(const std::vector<std::string> &positional,
   }
   o.threads = (int)intFlag(flags, "--threads", 0, 0, 256);
   o.build.cxx = flag(flags, "--cxx");
-  o.build.int8 = dtypeFlag(flags, {"f32", "int8"}) == "int8";
+  setDtype(o.build, train ? dtypeFlag(flags, {"f32", "bf16"})
+                          : dtypeFlag(flags, {"f32", "bf16", "int8"}));
   o.keepDir = flag(flags, "--keep-artifacts");
   o.minSeconds = floatFlag(flags, "--min-seconds", o.minSeconds, [](double v) { return v >= 0; },
                            "a number >= 0");
@@ -79,7 +80,7 @@ int runBenchModel(const std::vector<std::string> &positional,
     llvm::outs() << command << " " << positional[1] << ": B=" << o.batch << " S=" << o.srcLen
                  << " T=" << o.tgtLen << ", " << threads << " thread(s), "
                  << tk::bestTargetName()
-                 << (o.build.int8 ? ", int8 " + tk::int8PathsInUse() : std::string()) << "\n"
+                 << dtypePaths(o.build) << "\n"
                  << llvm::format("%-28s %10s %10s %10s %8s %9s %9s %9s%s\n", "strategy",
                                  "median ms", "min ms", "arena MB", "kernels", "GFLOP",
                                  "GFLOP/s", "compile s", train ? "  tokens/s" : "");
@@ -117,7 +118,7 @@ int runBenchModel(const std::vector<std::string> &positional,
                            {"tgt_len", o.tgtLen},
                            {"threads", threads},
                            {"target", tk::bestTargetName()},
-                           {"dtype", o.build.int8 ? "int8" : "f32"},
+                           {"dtype", dtypeName(o.build)},
                            {"rows", std::move(rows)}};
     llvm::outs() << llvm::json::Value(std::move(out)) << "\n";
   }

@@ -58,7 +58,8 @@ llvm::json::Object readJsonObject(const std::string &path) {
 
 } // namespace
 
-std::string tools::decodeArtifact(const ModelConfig &config, const std::string &dir, bool int8) {
+std::string tools::decodeArtifact(const ModelConfig &config, const std::string &dir,
+                                  const std::string &dtype) {
   BuildOptions build;
   build.maxBatch = 32;
   build.maxBeam = 4;
@@ -73,7 +74,7 @@ std::string tools::decodeArtifact(const ModelConfig &config, const std::string &
     compiler += ":" + std::to_string(st.getSize()) + ":" +
                 std::to_string(st.getLastModificationTime().time_since_epoch().count());
   std::string key = configText + "|b32|k4|s" + std::to_string(build.maxSeqLen) + "|all|" +
-                    (int8 ? "int8|" : "") + compiler;
+                    (dtype == "f32" ? "" : dtype + "|") + compiler;
   std::string out = joinPath(dir, "artifact-" + llvm::utohexstr(llvm::xxh3_64bits(key), /*LowerCase=*/true));
   if (llvm::sys::fs::exists(joinPath(out, "libmodel.so")))
     return out;
@@ -81,7 +82,7 @@ std::string tools::decodeArtifact(const ModelConfig &config, const std::string &
   auto module = orDie(buildModel(context, config, build));
   auto tmp = orDie(compiler::TemporaryDirectory::create("transfuse-artifact"));
   compiler::CompileOptions options{orDie(FusionStrategy::parse("all"))};
-  options.build.int8 = int8;
+  setDtype(options.build, dtype);
   orDie(compiler::compile(*module, tmp.path(), options));
   // Into place in one rename (a concurrent or killed compile leaves none half-written).
   std::string staging = out + ".tmp-" + std::to_string(::getpid());
@@ -105,7 +106,7 @@ std::string tools::decodeArtifact(const ModelConfig &config, const std::string &
 }
 
 CheckpointDir tools::openCheckpointDir(const std::string &dir, const std::string &which,
-                                       bool int8) {
+                                       const std::string &dtype) {
   CheckpointDir c;
   c.dir = dir;
   std::string configPath = joinPath(dir, rt::kConfigFile);
@@ -134,7 +135,7 @@ CheckpointDir tools::openCheckpointDir(const std::string &dir, const std::string
   c.weights = joinPath(checkpoint, rt::kWeightsFile);
   if (llvm::sys::fs::exists(joinPath(dir, rt::kTokenizerFile)))
     c.tokenizer = orDie(rt::Tokenizer::load(joinPath(dir, rt::kTokenizerFile)));
-  c.artifact = decodeArtifact(c.config, dir, int8);
+  c.artifact = decodeArtifact(c.config, dir, dtype);
   return c;
 }
 

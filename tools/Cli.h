@@ -10,6 +10,8 @@
 #include "compiler/Compiler.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Status.h"
+#include "runtime/kernels/Bf16Gemm.h"
+#include "runtime/kernels/Int8Gemm.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
@@ -67,6 +69,23 @@ inline std::string dtypeFlag(const std::map<std::string, std::string> &flags,
     list += (list.empty() ? "" : ", ") + std::string(a);
   }
   die("--dtype " + dtype + " is not one of " + list);
+}
+
+/// A --dtype into a build (f32: neither bf16 nor int8), and back.
+inline void setDtype(emit::BuildOptions &build, const std::string &dtype) {
+  build.bf16 = dtype == "bf16";
+  build.int8 = dtype == "int8";
+}
+inline std::string dtypeName(const emit::BuildOptions &build) {
+  return build.bf16 ? "bf16" : build.int8 ? "int8" : "f32";
+}
+/// For a cpu build's report: ", bf16 amx", ", int8 amx, vnni under 16
+/// rows" (the GEMM paths this process takes), or nothing for f32.
+inline std::string dtypePaths(const emit::BuildOptions &build) {
+  namespace tk = ::transfuse::kernels;
+  if (build.bf16) return ", bf16 " + std::string(tk::bf16PathName(tk::bestBf16Path()));
+  if (build.int8) return ", int8 " + tk::int8PathsInUse();
+  return "";
 }
 
 /// --image-size as [height, width] from "S" (square) or "HxW"; `fallback`

@@ -23,8 +23,10 @@ const std::vector<Command> kCommands = {
    {{"-o", "DIR", "output directory (created if missing)"},
     {"--target", "NAME", "cpu (default) or cuda (sm_80 and sm_90 with nvcc; "
                          "inference and --train; docs/cuda.md)"},
-    {"--dtype", "T", "f32 (default); bf16 with --target cuda: tensors and weights "
-                     "stored as bf16, arithmetic in fp32; int8 (cpu): linear layers on int8 "
+    {"--dtype", "T", "f32 (default); bf16: on cpu every product (GEMM, matmul) on bf16 "
+                     "operands with fp32 sums (AMX-BF16, AVX512-BF16; docs/bf16.md), with "
+                     "--target cuda tensors and weights stored as bf16, arithmetic in fp32; "
+                     "int8 (cpu): linear layers on int8 "
                      "weights quantized per output row at load, activations per row "
                      "(inference; docs/int8.md)"},
     {"--emit", "KIND", "shared (default: libmodel.so), static (libmodel.a), exe, cpp, kernels, mlir, or dot (the graphs only: graph.before.dot and graph.after.dot, which every kind writes)"},
@@ -68,8 +70,8 @@ const std::vector<Command> kCommands = {
     {"--max-seq-len", "N", "a Hugging Face directory: the compiled maximum length (default: "
                            "the config's)"},
     {"--fusion", "STRATEGY", "a Hugging Face directory: the fusion strategy (default all)"},
-    {"--dtype", "T", "a directory: f32 (default) or int8 (linear layers on int8 weights; "
-                     "docs/int8.md)"},
+    {"--dtype", "T", "a directory: f32 (default), bf16 (products on bf16 operands; "
+                     "docs/bf16.md) or int8 (linear layers on int8 weights; docs/int8.md)"},
     {"--f64-outputs", nullptr, "write float outputs as F64, as the reference backend computes them"}},
    runRun},
   {"tokenize", "tokenize TOKENIZER [--input FILE] [--decode] [options]",
@@ -103,8 +105,8 @@ const std::vector<Command> kCommands = {
                            "max_position_embeddings)"},
     {"--no-truncate", nullptr, "a line over the maximum length is an error, not truncated"},
     {"--fusion", "STRATEGY", "a directory: the fusion strategy (default all)"},
-    {"--dtype", "T", "a directory: f32 (default) or int8 (linear layers on int8 weights; "
-                     "docs/int8.md)"},
+    {"--dtype", "T", "a directory: f32 (default), bf16 (products on bf16 operands; "
+                     "docs/bf16.md) or int8 (linear layers on int8 weights; docs/int8.md)"},
     {"--threads", "N", "threads (default: one per hardware thread)"}},
    runEmbed},
   {"classify", "classify MODEL IMAGE... [--top-k K] [options]",
@@ -122,8 +124,8 @@ const std::vector<Command> kCommands = {
     {"--pixels-out", "FILE", "also write the preprocessed images to FILE.safetensors "
                              "(tensor 'pixel_values' [images, 3, H, W])"},
     {"--fusion", "STRATEGY", "a directory: the fusion strategy (default all)"},
-    {"--dtype", "T", "a directory: f32 (default) or int8 (linear layers on int8 weights; "
-                     "docs/int8.md)"},
+    {"--dtype", "T", "a directory: f32 (default), bf16 (products on bf16 operands; "
+                     "docs/bf16.md) or int8 (linear layers on int8 weights; docs/int8.md)"},
     {"--threads", "N", "threads (default: one per hardware thread)"}},
    runClassify},
   {"bench", "bench gemm|attention|model MODEL|train MODEL|decode MODEL [options]",
@@ -171,8 +173,9 @@ const std::vector<Command> kCommands = {
     {"--isa", "TARGET", "dispatch to this Highway target instead of the best (AVX3, AVX2, "
                         "SSE4, ...), and/or turn int8 paths off (AVX3,-AMX; -amx,-vnni); "
                         "also $TRANSFUSE_ISA"},
-    {"--dtype", "T", "gemm: f32 (default) or int8 (quantized per row; the best int8 path); "
-                     "model, decode: int8 linear layers (docs/int8.md)"},
+    {"--dtype", "T", "gemm: f32 (default), bf16 or int8 (quantized per row), on the best "
+                     "path; model, decode: bf16 products or int8 linear layers; train: bf16 "
+                     "(docs/bf16.md, docs/int8.md)"},
     {"--json", nullptr, "print one JSON object (with a gflops field)"}},
    runBench},
   {"train", "train CONFIG.json --src-train F [--tgt-train F] | train MODEL --images F [options]",
@@ -240,6 +243,9 @@ const std::vector<Command> kCommands = {
     {"--fusion", "STRATEGY", "compiled: the fusion strategy of forward and backward "
                              "(default all)"},
     {"--threads", "N", "compiled: threads (default: one per core)"},
+    {"--dtype", "T", "compiled, cpu: f32 (default) or bf16 (mixed precision: the forward "
+                     "and backward products on bf16 operands, fp32 master weights, Adam, "
+                     "norms, softmax and the loss; docs/bf16.md)"},
     {"--target", "NAME", "compiled: cpu (default) or cuda (the train step and Adam on a GPU)"},
     {"--device", "N", "--target cuda: the GPU it runs on (default 0)"}},
    runTrain},
@@ -260,8 +266,9 @@ const std::vector<Command> kCommands = {
    "training run's checkpoint directory (the model compiled on first use and cached "
    "there); --ids keeps ids. Greedy by default; beam search with the paper's length "
    "penalty; sampling. Every line is translated before anything is printed.",
-   {{"--dtype", "T", "checkpoint directories: f32 (default) or int8 (linear layers on int8 "
-                     "weights; docs/int8.md)"},
+   {{"--dtype", "T", "checkpoint directories: f32 (default), bf16 (products on bf16 "
+                     "operands; docs/bf16.md) or int8 (linear layers on int8 weights; "
+                     "docs/int8.md)"},
     {"--checkpoint", "WHICH", "checkpoint directories: best (by validation loss; the "
                               "default), last, averaged, or a checkpoint's name"},
     {"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
@@ -300,8 +307,9 @@ const std::vector<Command> kCommands = {
    "newlines); id prompts are space-separated ids used as given, the new ids per line. Greedy "
    "by default, sampling with --sample, beams with --beam. Prompts batch in length order, "
    "lengths mixed.",
-   {{"--dtype", "T", "checkpoint directories: f32 (default) or int8 (linear layers on int8 "
-                     "weights; docs/int8.md)"},
+   {{"--dtype", "T", "checkpoint directories: f32 (default), bf16 (products on bf16 "
+                     "operands; docs/bf16.md) or int8 (linear layers on int8 weights; "
+                     "docs/int8.md)"},
     {"--weights", "FILE", "weights (safetensors); random from --weights-seed when absent"},
     {"--weights-seed", "N", "seed of the random weights (default 0)"},
     {"--prompt", "TEXT", "one prompt of text"},

@@ -97,8 +97,8 @@ Artifact loadArtifact(const std::vector<std::string> &positional,
   if (!llvm::sys::fs::exists(dir + "/manifest.json")) {
     if (load.weightsPath.size() || flags.count("--weights-seed"))
       die("'" + dir + "' is a checkpoint directory: its weights are chosen with --checkpoint");
-    const bool int8 = dtypeFlag(flags, {"f32", "int8"}) == "int8";
-    CheckpointDir c = openCheckpointDir(dir, flag(flags, "--checkpoint", "best"), int8);
+    CheckpointDir c = openCheckpointDir(dir, flag(flags, "--checkpoint", "best"),
+                                        dtypeFlag(flags, {"f32", "bf16", "int8"}));
     dir = c.artifact;
     load.weightsPath = c.weights;
     a.tokenizer = std::move(c.tokenizer);
@@ -422,7 +422,7 @@ int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &posit
   o.fusion = flag(flags, "--fusion", "all");
   o.weightsPath = flag(flags, "--weights");
   o.build.cxx = flag(flags, "--cxx");
-  o.build.int8 = dtypeFlag(flags, {"f32", "int8"}) == "int8";
+  setDtype(o.build, dtypeFlag(flags, {"f32", "bf16", "int8"}));
   compiler::DecodeBenchResult r = orDie(compiler::benchDecode(positional[1], o));
   if (flags.count("--json")) {
     llvm::json::Object j{{"model", positional[1]},
@@ -433,7 +433,7 @@ int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &posit
                          {"threads", r.threads},
                          {"fusion", o.fusion},
                          {"target", ::transfuse::kernels::bestTargetName()},
-                         {"dtype", o.build.int8 ? "int8" : "f32"},
+                         {"dtype", dtypeName(o.build)},
                          {"runs", r.runs},
                          {"median_ms", r.medianMs},
                          {"min_ms", r.minMs},
@@ -450,7 +450,7 @@ int mlir::transfuse::tools::runBenchDecode(const std::vector<std::string> &posit
                << " new=" << o.newTokens << " beam=" << o.beam << ", " << r.threads
                << " thread(s), fusion " << o.fusion << ", "
                << ::transfuse::kernels::bestTargetName()
-               << (o.build.int8 ? ", int8 " + ::transfuse::kernels::int8PathsInUse() : std::string())
+               << dtypePaths(o.build)
                << "\n"
                << llvm::format("cached:    %9.2f tokens/s  %8.3f ms/step  (request median %.2f ms, "
                                "min %.2f ms, %lld runs)\n",

@@ -107,7 +107,7 @@ ModelArtifact tools::modelArtifact(const std::string &path, const Flags &flags, 
         "(no config.json)");
   compiler::CompileOptions options;
   options.strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "all")));
-  options.build.int8 = dtypeFlag(flags, {"f32", "int8"}) == "int8";
+  setDtype(options.build, dtypeFlag(flags, {"f32", "bf16", "int8"}));
   BuildOptions maxima;
   maxima.maxBatch = batch;
   maxima.maxSeqLen = intFlag(flags, "--max-seq-len", 0, 0, 1 << 20);

@@ -127,9 +127,7 @@ int tools::runCompile(const std::vector<std::string> &positional,
   compiler::CompileOptions options;
   options.build.target = flag(flags, "--target", "cpu");
   options.build.cxx = flag(flags, "--cxx");
-  const std::string dtype = dtypeFlag(flags, {"f32", "bf16", "int8"});
-  options.build.bf16 = dtype == "bf16";
-  options.build.int8 = dtype == "int8";
+  setDtype(options.build, dtypeFlag(flags, {"f32", "bf16", "int8"}));
   options.train = flags.count("--train") != 0;
   options.emit = orDie(compiler::parseEmit(flag(flags, "--emit", "shared")));
   options.strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "none")));

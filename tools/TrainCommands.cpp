@@ -98,6 +98,7 @@ compileForTraining(ModuleOp module, const Flags &flags, const std::string &weigh
   compiler::CompileOptions options;
   options.strategy = orDie(FusionStrategy::parse(flag(flags, "--fusion", "all")));
   options.build.target = flag(flags, "--target", "cpu");
+  setDtype(options.build, dtypeFlag(flags, {"f32", "bf16"}));
   options.train = true;
   if (llvm::Error e = compiler::checkOptions(options))
     die(llvm::toString(std::move(e)));
@@ -293,6 +294,7 @@ private:
 void commonTrainerOptions(rt::TrainerOptions &o, const Flags &flags, uint64_t seed,
                           int64_t dModel) {
   o.seed = seed;
+  o.dtype = dtypeFlag(flags, {"f32", "bf16"});
   o.batching.seed = seed;
   o.adam.dModel = dModel;
   o.adam.warmup = intFlag(flags, "--warmup", 4000, 1, INT64_MAX);

@@ -30,13 +30,15 @@ struct CheckpointDir {
   std::unique_ptr<::transfuse::rt::Tokenizer> tokenizer;
 };
 CheckpointDir openCheckpointDir(const std::string &dir, const std::string &which,
-                                bool int8 = false);
+                                const std::string &dtype = "f32");
 
 /// A compiled decoding artifact of `config` for translation and validation,
 /// cached in DIR/artifact-<key> (the key hashes the config, the build
 /// options and this compiler); weights come from a checkpoint at load.
-/// `int8`: its linear layers on int8 weights (--dtype int8, docs/int8.md).
-std::string decodeArtifact(const ModelConfig &config, const std::string &dir, bool int8 = false);
+/// `dtype`: f32, bf16 (products on bf16 operands, docs/bf16.md) or int8
+/// (linear layers on int8 weights, docs/int8.md).
+std::string decodeArtifact(const ModelConfig &config, const std::string &dir,
+                           const std::string &dtype = "f32");
 
 } // namespace mlir::transfuse::tools
 

@@ -76,7 +76,7 @@ TrainRun tools::readTrainFlags(const std::vector<std::string> &positional, const
     die("--target " + target + " is not one of " + llvm::join(emit::backendNames(), ", "));
   if (!run.compiled)
     for (const char *f : {"--threads", "--fusion", "--resume", "--keep", "--src-valid",
-                          "--save-every", "--valid-bleu", "--target", "--device"})
+                          "--save-every", "--valid-bleu", "--target", "--device", "--dtype"})
       if (flags.count(f))
         die(llvm::Twine(f) + " applies to --backend compiled");
   run.ckptDir = flag(flags, "--checkpoint-dir");

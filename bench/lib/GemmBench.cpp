@@ -6,6 +6,7 @@
 #include "runtime/ThreadPool.h"
 #include "bench/lib/FmaPeak.h"
 #include "runtime/kernels/Gemm.h"
+#include "runtime/kernels/Bf16Gemm.h"
 #include "runtime/kernels/Int8Gemm.h"
 
 #include <algorithm>
@@ -20,8 +21,8 @@ rt::StatusOr<GemmBenchResult> runGemmBench(const GemmBenchOptions& o) {
   if (o.m == 0 || o.n == 0 || o.k == 0)
     return rt::Status::error("bench gemm: --m, --n and --k must be positive");
   if (o.threads < 1) return rt::Status::error("bench gemm: --threads must be at least 1");
-  if (o.dtype != "f32" && o.dtype != "int8")
-    return rt::Status::error("bench gemm: --dtype " + o.dtype + " is not one of f32, int8");
+  if (o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "int8")
+    return rt::Status::error("bench gemm: --dtype " + o.dtype + " is not one of f32, bf16, int8");
   if (o.dtype == "int8" && (o.packPerCall || (o.epilogue != "none" && o.epilogue != "bias")))
     return rt::Status::error("bench gemm: --dtype int8 takes --epilogue none or bias, and its "
                              "weights are packed once");
@@ -72,9 +73,19 @@ rt::StatusOr<GemmBenchResult> runGemmBench(const GemmBenchOptions& o) {
   r.dtype = o.dtype;
 
   rt::ThreadPool pool(o.threads);
-  const bool int8 = o.dtype == "int8";
-  PackedB packed = int8 ? PackedB{} : packB(B.data(), o.k, o.n, o.n, false);
+  const bool int8 = o.dtype == "int8", bf16 = o.dtype == "bf16";
+  PackedB packed = int8 || bf16 ? PackedB{} : packB(B.data(), o.k, o.n, o.n, false);
   Int8Weights quantized;
+  Bf16Weights rounded;
+  if (bf16) {
+    rounded = packBf16(B.data(), o.n, false, o.k, o.n, {}, &pool);
+    const Bf16Path path = bestBf16Path();
+    r.target = std::string("bf16 ") + bf16PathName(path);
+    r.mr = path == Bf16Path::kAmx ? 32 : path == Bf16Path::kAvx2 ? 4 : 8;
+    r.nr = 32;
+    r.kc = rounded.kPadded;
+    r.mc = 0;
+  }
   if (int8) {
     quantized = quantizePackB(B.data(), o.n, false, o.k, o.n);
     const Int8Path path = int8PathFor(static_cast<int64_t>(o.m));
@@ -85,6 +96,16 @@ rt::StatusOr<GemmBenchResult> runGemmBench(const GemmBenchOptions& o) {
     r.mc = 0;
   }
   auto call = [&] {
+    if (bf16 && o.packPerCall) {
+      gemmBf16(o.m, o.n, o.k, A.data(), o.k, false, B.data(), o.n, false, C.data(), o.n, ep,
+               &pool);
+      return;
+    }
+    if (bf16) {
+      gemmBf16(static_cast<int64_t>(o.m), A.data(), static_cast<int64_t>(o.k), rounded, ep,
+               C.data(), static_cast<int64_t>(o.n), &pool);
+      return;
+    }
     if (int8) {
       gemmInt8(o.m, A.data(), o.k, quantized, bias ? biasV.data() : nullptr, C.data(), o.n,
                &pool);

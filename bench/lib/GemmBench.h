@@ -26,8 +26,10 @@ struct GemmBenchOptions {
   bool packPerCall = false;
   int threads = 1;
   double minSeconds = 1.0;  // keep calling for at least this long (and >= 3 calls)
-  // f32, or int8: the int8 GEMM (Int8Gemm.h) on its best path, B quantized
-  // and packed once, A quantized in each call (timed), bias as the epilogue.
+  // f32; bf16: the bf16 GEMM (Bf16Gemm.h) on its best path, B rounded and
+  // packed once (or per call), A rounded in each call (timed); int8: the
+  // int8 GEMM (Int8Gemm.h) on its best path, B quantized and packed once, A
+  // quantized in each call (timed), bias as the epilogue.
   std::string dtype = "f32";
 };
 
@@ -37,7 +39,7 @@ struct GemmBenchResult {
   bool packPerCall = false;
   int threads = 1;
   std::string dtype;
-  std::string target;            // Highway target of the kernel (int8: its path)
+  std::string target;            // Highway target of the kernel (bf16, int8: the path)
   size_t mr = 0, nr = 0, kc = 0, mc = 0;  // micro-kernel tile and blocking
   int64_t calls = 0;             // timed calls
   double medianSeconds = 0;      // per call

@@ -22,6 +22,9 @@ class CpuBackend : public Backend {
 public:
   StringRef name() const override { return "cpu"; }
   StringRef sourceFile() const override { return "model.cpp"; }
+  // bf16 products, fp32 storage (docs/bf16.md).
+  bool takesBf16() const override { return true; }
+  bool storesBf16() const override { return false; }
 
   std::unique_ptr<EntryPrinter> entryPrinter(func::FuncOp func,
                                              ModuleState &module) const override {
@@ -45,6 +48,7 @@ public:
     s += "#include \"runtime/exec/ModelDesc.h\"\n#include \"runtime/exec/Ops.h\"\n"
          "#include \"runtime/kernels/Attention.h\"\n#include \"runtime/kernels/DecodeAttention.h\"\n"
          "#include \"runtime/kernels/Gemm.h\"\n"
+         "#include \"runtime/kernels/Bf16Gemm.h\"\n"
          "#include \"runtime/kernels/Int8Gemm.h\"\n"
          "#include \"runtime/kernels/ElementwiseMath.h\"\n#include \"runtime/kernels/Norm.h\"\n\n"
          "#include <algorithm>\n#include <array>\n"

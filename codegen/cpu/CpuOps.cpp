@@ -57,7 +57,7 @@ llvm::Error CpuPrinter::printKernel(Operation *op) {
         call("exec::matmul(" + ptr(lhs) + ", " + dims.shape(lhs) + ", " +
              boolLit(m.getTransposeLhs()) + ", " + ptr(rhs) + ", " + dims.shape(rhs) + ", " +
              boolLit(m.getTransposeRhs()) + ", " + ptr(out) + ", " + dims.shape(out) +
-             ", c.pool);");
+             ", c.pool" + (module.bf16Products ? ", true" : "") + ");");
         flops("2.0 * " + dims.numel(out) + " * " + k);
         return done();
       })
@@ -143,7 +143,8 @@ llvm::Error CpuPrinter::printKernel(Operation *op) {
       .Case([&](tfk::WeightGradOp e) {
         Value x = e.getIns()[0], g = e.getIns()[1];
         call("exec::weightGrad(" + ptr(x) + ", " + dims.shape(x) + ", " + ptr(g) + ", " +
-             dims.shape(g) + ", " + ptr(e.getOuts()[0]) + ", c.pool);");
+             dims.shape(g) + ", " + ptr(e.getOuts()[0]) + ", c.pool" +
+             (module.bf16Products ? ", true" : "") + ");");
         flops("2.0 * " + dims.numel(x) + " * " + dims.dim(g, rankOf(x) - 1));
         return done();
       })
@@ -272,8 +273,17 @@ llvm::Error CpuPrinter::printGemm(tfk::GemmOp g) {
     // --dtype int8: a linear layer's product (its column pairs included;
     // not the backward's derivative) on int8 weights quantized at load.
     const bool int8 = module.int8 && g.getDerivative() == Activation::None;
+    // --dtype bf16 (cpu): every product, the backward's too, on weights
+    // rounded to bf16 when packed.
+    const bool bf16 = module.bf16Products;
     int pack = module.pack({module.paramIndex.lookup(p.getName()), transW, k, n, s.pairKind,
-                            s.headDim, s.pairColumns, int8});
+                            s.headDim, s.pairColumns, int8, bf16});
+    if (bf16) {
+      call("kernels::gemmBf16(" + m + ", " + ptr(x) + ", " + std::to_string(k) +
+           ", *c.bf16Packed[" + std::to_string(pack) + "], " + epi + ", " + ptr(result) + ", " +
+           ldc + ", c.pool);");
+      return llvm::Error::success();
+    }
     if (int8) {
       std::string int8Epi = "kernels::Int8Epilogue{" + linear;
       if (g.getInvFreq())
@@ -288,7 +298,8 @@ llvm::Error CpuPrinter::printGemm(tfk::GemmOp g) {
          ", false, *c.packed[" + std::to_string(pack) + "], " + ptr(result) + ", " + ldc + ", " +
          epi + ", c.pool);");
   } else {
-    call("kernels::gemm(" + sizes + ", " + ptr(x) + ", " + std::to_string(k) + ", false, " +
+    call(std::string(module.bf16Products ? "kernels::gemmBf16(" : "kernels::gemm(") + sizes +
+         ", " + ptr(x) + ", " + std::to_string(k) + ", false, " +
          ptr(w) + ", " + std::to_string(transW ? k : n) + ", " + boolLit(transW) + ", " +
          ptr(result) + ", " + ldc + ", " + epi + ", c.pool" +
          (s.pairKind ? ", " + pairs : std::string()) + ");");

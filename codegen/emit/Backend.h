@@ -37,7 +37,11 @@ enum class ArtifactKind { kShared, kStatic, kExecutable };
 struct BuildOptions {
   std::string target = "cpu";  // a backend's name (backendNamed)
   ArtifactKind kind = ArtifactKind::kShared;
-  bool bf16 = false;           // --dtype bf16: f32 tensors stored as bf16, fp32 arithmetic
+  // --dtype bf16: on cuda f32 tensors stored as bf16 with fp32 arithmetic;
+  // on cpu the products' operands (weights packed, activations as a
+  // product reads them) rounded to bf16, fp32 sums and fp32 elsewhere
+  // (Backend::storesBf16; docs/bf16.md).
+  bool bf16 = false;
   // --dtype int8 (cpu, inference): the packed GEMMs' weights quantized per
   // output column at load and their inputs per row at run time
   // (kernels::gemmInt8); everything else stays fp32.
@@ -56,6 +60,10 @@ public:
   virtual llvm::Error available() const { return llvm::Error::success(); }
   /// Success when the target takes --dtype bf16.
   virtual bool takesBf16() const { return false; }
+  /// Under --dtype bf16: whether every f32 tensor is stored as bf16 (the
+  /// interface too: bf16Interface), or the products alone take bf16
+  /// operands (ModuleState::bf16Products).
+  virtual bool storesBf16() const { return true; }
   /// Whether an entry's arena lives in host memory (checked against the
   /// machine's memory at compile time).
   virtual bool hostArena() const { return true; }

@@ -46,10 +46,11 @@ struct ModuleState {
     int pairKind = 0;
     int64_t headDim = 0, pairColumns = 0;
     bool int8 = false;  // quantized for kernels::gemmInt8 instead of packed
+    bool bf16 = false;  // rounded to bf16 for kernels::gemmBf16 instead
     bool operator==(const Pack &o) const {
       return param == o.param && transB == o.transB && k == o.k && n == o.n &&
              pairKind == o.pairKind && headDim == o.headDim && pairColumns == o.pairColumns &&
-             int8 == o.int8;
+             int8 == o.int8 && bf16 == o.bf16;
     }
   };
   std::vector<Pack> packs;
@@ -58,7 +59,10 @@ struct ModuleState {
                            // regions, __global__ kernels)
   std::string vectorCode;  // per-target code (the cpu backend's Highway regions)
   int counter = 0;         // names of constants and generated functions
-  bool bf16 = false;       // f32 tensors stored as bf16 (--dtype bf16)
+  bool bf16 = false;       // f32 tensors stored as bf16 (--dtype bf16 on a storing target)
+  // --dtype bf16 on a target whose products alone take bf16 (cpu): the
+  // GEMMs and matmuls on bf16 operands (kernels::gemmBf16), fp32 elsewhere.
+  bool bf16Products = false;
   bool int8 = false;       // packed GEMMs on int8 weights (--dtype int8)
 
   /// The index of the packed panels `p` (one per distinct packing).

@@ -71,7 +71,8 @@ llvm::Expected<std::string> mlir::transfuse::emit::generateSource(ModuleOp modul
   if (mi.entryPoints.size() > 64)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "too many entry points");
   ModuleState shared;
-  shared.bf16 = bf16;
+  shared.bf16 = bf16 && backend.storesBf16();
+  shared.bf16Products = bf16 && !backend.storesBf16();
   shared.int8 = options.int8;
   // The param table: weights (the interface's order), then prepared params.
   std::string params;
@@ -111,7 +112,7 @@ llvm::Expected<std::string> mlir::transfuse::emit::generateSource(ModuleOp modul
     for (int64_t i = 0; i < t.getRank(); ++i)
       shape += (i ? ", " : "") + std::to_string(t.getDimSize(i));
     rt::DType held = dtypeOf(t.getElementType()).value_or(rt::DType::F32);
-    if (bf16 && held == rt::DType::F32)
+    if (shared.bf16 && held == rt::DType::F32)
       held = rt::DType::BF16;
     int dtype = static_cast<int>(held);
     states += "    {" + quote(st.getName()) + ", " + std::to_string(dtype) + ", " +
@@ -171,7 +172,8 @@ llvm::Expected<std::string> mlir::transfuse::emit::generateSource(ModuleOp modul
     packs += "    {" + std::to_string(p.param) + ", " + std::to_string(p.k) + ", " +
              std::to_string(p.n) + ", " + (p.transB ? "true" : "false") + ", " +
              std::to_string(p.pairKind) + ", " + std::to_string(p.headDim) + ", " +
-             std::to_string(p.pairColumns) + (p.int8 ? ", true" : "") + "},\n";
+             std::to_string(p.pairColumns) + ", " + (p.int8 ? "true" : "false") + ", " +
+             (p.bf16 ? "true" : "false") + "},\n";
 
   std::vector<std::string> aliases;
   for (const auto &[alias, canonical] : mi.rules.aliases) {

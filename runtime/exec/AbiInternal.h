@@ -11,6 +11,7 @@
 #include "runtime/exec/ModelDesc.h"
 #include "runtime/exec/model.h"
 #include "runtime/kernels/Gemm.h"
+#include "runtime/kernels/Bf16Gemm.h"
 #include "runtime/kernels/Int8Gemm.h"
 
 #include <atomic>
@@ -81,6 +82,8 @@ struct tf_model {
   std::vector<const transfuse::kernels::PackedB*> packedPtrs;
   std::vector<transfuse::kernels::Int8Weights> quantized;  // the PackDesc order (int8 packs)
   std::vector<const transfuse::kernels::Int8Weights*> quantizedPtrs;
+  std::vector<transfuse::kernels::Bf16Weights> bf16Packed;  // the PackDesc order (bf16 packs)
+  std::vector<const transfuse::kernels::Bf16Weights*> bf16PackedPtrs;
   std::vector<std::vector<transfuse::rt::TensorSpec>> inputSpecs;  // per entry point
   std::mutex arenaMutex;
   std::vector<std::vector<transfuse::exec::abi::Arena>> freeArenas;  // per entry point

@@ -685,6 +685,8 @@ rt::Status refreshPrepared(tf_model* m) {
   m->packedPtrs.resize(desc->numPacks);
   m->quantized.resize(desc->numPacks);
   m->quantizedPtrs.resize(desc->numPacks);
+  m->bf16Packed.resize(desc->numPacks);
+  m->bf16PackedPtrs.resize(desc->numPacks);
   for (int32_t i = 0; i < desc->numPacks; ++i) {
     const transfuse::exec::PackDesc& pk = desc->packs[i];
     if (pk.param < 0 || pk.param >= desc->numParams || pk.k < 0 || pk.n < 0 ||
@@ -699,6 +701,12 @@ rt::Status refreshPrepared(tf_model* m) {
       m->quantized[i] = kernels::quantizePackB(m->paramPtrs[pk.param], pk.transB ? pk.k : pk.n,
                                                pk.transB, pk.k, pk.n, pairs);
       m->quantizedPtrs[i] = &m->quantized[i];
+      continue;
+    }
+    if (pk.bf16) {  // rounded and packed for kernels::gemmBf16 (in place after a step)
+      kernels::packBf16(m->bf16Packed[i], m->paramPtrs[pk.param], pk.transB ? pk.k : pk.n,
+                        pk.transB, pk.k, pk.n, pairs, m->pool.get());
+      m->bf16PackedPtrs[i] = &m->bf16Packed[i];
       continue;
     }
     kernels::repackB(m->packed[i], m->paramPtrs[pk.param], pk.k, pk.n, pk.transB ? pk.k : pk.n,
@@ -806,6 +814,7 @@ rt::Status runLocked(tf_model* model, int32_t entry, tf_state* state, const tf_t
   call.step = step;
   call.deviceChecks = checks;
   call.quantized = model->quantizedPtrs.data();
+  call.bf16Packed = model->bf16PackedPtrs.data();
   if (!device) return e.run(call);
   // What the launches depend on (a train step's dropout key changes each
   // step: those run eagerly).

@@ -19,6 +19,7 @@ namespace transfuse::kernels {
 struct AdamStep;
 struct PackedB;
 struct Int8Weights;
+struct Bf16Weights;
 }
 
 namespace transfuse::exec {
@@ -60,6 +61,9 @@ struct PackDesc {
   // --dtype int8: quantized per output column (kernels::quantizePackB)
   // instead, for kernels::gemmInt8 (Call::quantized).
   bool int8 = false;
+  // --dtype bf16 (cpu): rounded to bf16 and packed (kernels::packBf16)
+  // instead, for kernels::gemmBf16 (Call::bf16Packed).
+  bool bf16 = false;
 };
 
 // One call of an entry point. Inputs and outputs are in the order of the
@@ -96,6 +100,8 @@ struct Call {
   uint32_t* deviceChecks = nullptr;
   // The int8 packs' weights (PackDesc order; null for the others).
   const kernels::Int8Weights* const* quantized = nullptr;
+  // The bf16 packs' weights (PackDesc order; null for the others).
+  const kernels::Bf16Weights* const* bf16Packed = nullptr;
 };
 
 // A device that generated code runs on (ModelDesc::device; null: the

@@ -15,6 +15,7 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/ElementwiseMath.h"
+#include "runtime/kernels/Bf16Gemm.h"
 #include "runtime/kernels/Gemm.h"
 #include "runtime/kernels/Norm.h"
 
@@ -450,7 +451,7 @@ void softmax(const float* x, const Shape& xs, int axis, float* y, rt::ThreadPool
 }
 
 void matmul(const float* a, const Shape& as, bool transA, const float* b, const Shape& bs,
-            bool transB, float* out, const Shape& os, rt::ThreadPool* pool) {
+            bool transB, float* out, const Shape& os, rt::ThreadPool* pool, bool bf16) {
   assert(as.rank >= 2 && bs.rank >= 2 && os.rank >= 2);
   const int R = os.rank;
   const int64_t M = os.dims[R - 2], N = os.dims[R - 1];
@@ -477,6 +478,16 @@ void matmul(const float* a, const Shape& as, bool transA, const float* b, const 
   bool bShared = true;
   for (int d = 0; d < L.rank; ++d) bShared &= L.strides[1][d] == 0;
   const bool aFull = L.rank == 1 && (L.dims[0] == 1 || L.strides[0][0] == M * K);
+  if (bf16) {  // one bf16 GEMM per matrix (each packs its b)
+    forRows(L, 0, L.rows(), [&](const int64_t* off, int64_t r) {
+      for (int64_t i = 0; i < L.len(); ++i)
+        kernels::gemmBf16(static_cast<size_t>(M), static_cast<size_t>(N), static_cast<size_t>(K),
+                          a + off[0] + i * L.strides[0][L.rank - 1], lda, transA,
+                          b + off[1] + i * L.strides[1][L.rank - 1], ldb, transB,
+                          out + (r * L.len() + i) * M * N, static_cast<size_t>(N), {}, pool);
+    });
+    return;
+  }
   if (bShared && aFull && !transA) {  // [..., M, K] · [K, N]: one GEMM of batch·M rows
     kernels::gemm(static_cast<size_t>(batch * M), static_cast<size_t>(N),
                   static_cast<size_t>(K), a, lda, false, b, ldb, transB, out,
@@ -503,13 +514,19 @@ void matmul(const float* a, const Shape& as, bool transA, const float* b, const 
 }
 
 void weightGrad(const float* x, const Shape& xs, const float* g, const Shape& gs, float* out,
-                rt::ThreadPool* pool) {
+                rt::ThreadPool* pool, bool bf16) {
   const int64_t K = xs.dims[xs.rank - 1], N = gs.dims[gs.rank - 1];
   const int64_t rows = K > 0 ? xs.numel() / K : 0;
   assert(N == 0 || rows == gs.numel() / N);
   if (K == 0 || N == 0) return;
   if (rows == 0) {
     std::fill(out, out + K * N, 0.0f);
+    return;
+  }
+  if (bf16) {
+    kernels::gemmBf16(static_cast<size_t>(K), static_cast<size_t>(N), static_cast<size_t>(rows),
+                      x, static_cast<size_t>(K), /*transA=*/true, g, static_cast<size_t>(N),
+                      /*transB=*/false, out, static_cast<size_t>(N), {}, pool);
     return;
   }
   kernels::gemm(static_cast<size_t>(K), static_cast<size_t>(N), static_cast<size_t>(rows), x,

@@ -122,15 +122,17 @@ void softmax(const float* x, const Shape& xs, int axis, float* y, rt::ThreadPool
 // Batched matmul with broadcast batch dimensions: a is [..., M, K] (or
 // [..., K, M] with transA), b is [..., K, N] (or [..., N, K] with transB),
 // out is [broadcast batch..., M, N] with shape `os`. Runs the GEMM kernel
-// (runtime/kernels/Gemm.h) per matrix, packing b per call.
+// (runtime/kernels/Gemm.h) per matrix, packing b per call; with `bf16`,
+// the bf16 GEMM (Bf16Gemm.h: operands rounded to bf16, fp32 sums).
 void matmul(const float* a, const Shape& as, bool transA, const float* b, const Shape& bs,
-            bool transB, float* out, const Shape& os, rt::ThreadPool* pool);
+            bool transB, float* out, const Shape& os, rt::ThreadPool* pool, bool bf16 = false);
 
 // weight_grad: out [K, N] = the sum over rows r of x[r, :]ᵀ·g[r, :], x
 // [..., K] and g [..., N] with the same leading dimensions: one GEMM whose
-// contraction runs over all rows (kernels::gemm, A transposed).
+// contraction runs over all rows (kernels::gemm, A transposed; with
+// `bf16`, kernels::gemmBf16).
 void weightGrad(const float* x, const Shape& xs, const float* g, const Shape& gs, float* out,
-                rt::ThreadPool* pool);
+                rt::ThreadPool* pool, bool bf16 = false);
 
 // out[i, :] = table[ids[i], :] for the ids of shape `idsShape`; table is
 // [vocab, dim]. An id outside [0, vocab) is an error naming `idsName` (e.g.

@@ -338,6 +338,12 @@ StatusOr<ResumePoint> Trainer::resume() {
   if (static_cast<uint64_t>(*seed) != options_.seed)
     return Status::error("--seed " + std::to_string(options_.seed) +
                          " differs from the run's seed in " + statePath);
+  // (Checkpoints from before dtypes were recorded are f32.)
+  const JsonValue* dtype = state->find("dtype");
+  const std::string runDtype = dtype && dtype->isString() ? dtype->asString() : "f32";
+  if (runDtype != options_.dtype)
+    return Status::error("--dtype " + options_.dtype + " differs from the run's dtype " +
+                         runDtype + " in " + statePath);
   StatusOr<std::map<std::string, Tensor>> weights =
       readTensors(joinPath(point.checkpoint, kWeightsFile));
   if (!weights.isOk()) return weights.status();
@@ -487,6 +493,7 @@ Status Trainer::save(bool epochEnd) {
   state.set("epoch", epoch_);
   state.set("batch", position_);
   state.set("seed", o.seed);
+  state.set("dtype", o.dtype);
   state.set("train_steps", trainStep_.stepsTaken());
   state.set("rng",
             "counter-based: batches keyed by (seed, epoch), dropout by (seed, step); the seed is "

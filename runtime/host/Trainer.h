@@ -187,6 +187,9 @@ struct TrainerOptions {
   // The dropout key's seed (also the batches', in `batching`); at most
   // 2^63 - 1, as a checkpoint's state.json holds it.
   uint64_t seed = 0;
+  // The products' precision (f32 or bf16: --dtype, docs/bf16.md), recorded
+  // in each checkpoint; a run resumes only in its own.
+  std::string dtype = "f32";
   // Batches per step (micro-batches; an epoch's last step takes what is left).
   int64_t accumulate = 1;
   // Stop at step maxSteps (the run's total, resumed runs included), after
