@@ -208,27 +208,51 @@ void packBf16(Bf16Weights& w, const float* b, int64_t ldb, bool transB, int64_t 
   w.data.resize(size);
   const RoundRow round = rowWork().round;
   const int64_t kp = w.kPadded;
+  // B rounded as it is stored (each of its rows a run of contiguous floats,
+  // over the pool), into the calling thread's buffer (workers see it
+  // through `rounded`), then laid out a panel at a time: a column's k-pairs
+  // side by side, 16 columns a pair row, zeros past N and K.
+  const int64_t rows = transB ? n : k, length = transB ? k : n;
+  thread_local std::vector<uint16_t> buffer;
+  buffer.resize(static_cast<size_t>(rows * length));
+  uint16_t* rounded = buffer.data();
+  parallelFor(pool, static_cast<size_t>(rows), rowGrain(static_cast<size_t>(length)),
+              [&](size_t begin, size_t end) {
+                for (size_t r = begin; r < end; ++r)
+                  round(b + static_cast<int64_t>(r) * ldb, length,
+                        rounded + static_cast<int64_t>(r) * length);
+              });
   parallelFor(pool, static_cast<size_t>(w.blocks), 1, [&](size_t begin, size_t end) {
-    std::vector<float> column(static_cast<size_t>(k));
-    std::vector<uint16_t> q(static_cast<size_t>(kp), 0);
     for (size_t blk = begin; blk < end; ++blk) {
-      uint16_t* block = w.data.data() + 2 * static_cast<int64_t>(blk) * kp * kPanel;
-      std::fill(block, block + 2 * kp * kPanel, uint16_t{0});
-      // Packed column c of panel `half` holds B's column j.
-      auto pack = [&](int64_t half, int64_t c, int64_t j) {
-        const float* src = b + (transB ? j * ldb : j);
-        if (transB) {
-          round(src, k, q.data());
-        } else {
-          for (int64_t i = 0; i < k; ++i) column[i] = src[i * ldb];
-          round(column.data(), k, q.data());
-        }
-        uint16_t* panel = block + half * kp * kPanel;
-        for (int64_t i = 0; i < k; ++i) panel[(i / 2) * 32 + c * 2 + i % 2] = q[i];
-      };
       const PanelColumns cols = panelColumns(pairs, static_cast<size_t>(n), kPanel, blk);
-      for (size_t c = 0; c < cols.n0; ++c) pack(0, c, cols.c0 + c);
-      for (size_t c = 0; c < cols.n1; ++c) pack(1, c, cols.c1 + c);
+      for (int64_t half = 0; half < 2; ++half) {
+        const int64_t first = static_cast<int64_t>(half ? cols.c1 : cols.c0);
+        const int64_t count = static_cast<int64_t>(half ? cols.n1 : cols.n0);
+        uint16_t* panel = w.data.data() + (2 * static_cast<int64_t>(blk) + half) * kp * kPanel;
+        std::fill(panel, panel + kp * kPanel, uint16_t{0});
+        // Reading along the rounded copy's rows: a column's k with transB,
+        // a row's columns otherwise.
+        // (A pair is one 32-bit lane: k even in its low half.)
+        if (transB) {
+          for (int64_t c = 0; c < count; ++c) {
+            const uint16_t* column = rounded + (first + c) * k;
+            for (int64_t p = 0; p < k / 2; ++p)
+              std::memcpy(panel + p * 32 + c * 2, column + 2 * p, 4);
+            if (k % 2) panel[(k / 2) * 32 + c * 2] = column[k - 1];
+          }
+        } else {
+          for (int64_t i = 0; i + 1 < k; i += 2) {
+            const uint16_t *even = rounded + i * n + first, *odd = even + n;
+            uint32_t lanes[kPanel];
+            for (int64_t c = 0; c < count; ++c)
+              lanes[c] = uint32_t{even[c]} | uint32_t{odd[c]} << 16;
+            std::memcpy(panel + (i / 2) * 32, lanes, static_cast<size_t>(count) * 4);
+          }
+          if (k % 2)
+            for (int64_t c = 0; c < count; ++c)
+              panel[(k / 2) * 32 + c * 2] = rounded[(k - 1) * n + first + c];
+        }
+      }
     }
   });
 }
@@ -240,28 +264,51 @@ namespace {
 // `tiled` AMX tiles: each group of 16 rows as its 16×32 tiles in k order.
 void roundA(RoundRow round, const float* a, int64_t lda, bool transA, int64_t m, int64_t k,
             int64_t kp, bool tiled, uint16_t* q, rt::ThreadPool* pool) {
-  // Groups of 16 rows over the pool (a transposed A is read 16 columns at a
-  // time: one cache line of each of its rows).
-  const size_t groups = static_cast<size_t>((m + 15) / 16);
-  parallelFor(pool, groups, 4, [&](size_t begin, size_t end) {
-    std::vector<float> rows(transA ? static_cast<size_t>(16 * k) : 0);
+  const int64_t groups = (m + 15) / 16;
+  if (transA) {
+    // A is stored as Aᵀ [K, M]: slabs of 64 of its rows over the pool (read
+    // in order), each cut into tiles of 16 columns (a group of A's rows;
+    // the tile in L1) whose rows are rounded as pieces of those rows.
+    parallelFor(pool, static_cast<size_t>(kp / 32 + 1) / 2, 1, [&](size_t begin, size_t end) {
+      alignas(64) float tile[16][64];
+      alignas(64) uint16_t piece[64];
+      for (size_t slab = begin; slab < end; ++slab) {
+        const int64_t k0 = static_cast<int64_t>(slab) * 64;
+        const int64_t len = std::max<int64_t>(0, std::min<int64_t>(64, k - k0));
+        const int64_t span = std::min<int64_t>(64, kp - k0);  // 64, or 32 at the end
+        for (int64_t g = 0; g < groups; ++g) {
+          const int64_t i0 = g * 16, live = std::min<int64_t>(16, m - i0);
+          for (int64_t kk = 0; kk < len; ++kk)
+            for (int64_t r = 0; r < live; ++r) tile[r][kk] = a[(k0 + kk) * lda + i0 + r];
+          uint16_t* group = q + i0 * kp;  // the group's rows (or tiles) start here either way
+          for (int64_t r = 0; r < live; ++r) {
+            round(tile[r], len, piece);
+            std::fill(piece + len, piece + span, uint16_t{0});
+            for (int64_t t = 0; t < span; t += 32)
+              std::memcpy(tiled ? group + ((k0 + t) / 32) * 512 + r * 32 : group + r * kp + k0 + t,
+                          piece + t, 64);
+          }
+        }
+      }
+    });
+    return;
+  }
+  // Groups of 16 rows over the pool, each row rounded whole.
+  parallelFor(pool, static_cast<size_t>(groups), 4, [&](size_t begin, size_t end) {
     std::vector<uint16_t> row(tiled ? static_cast<size_t>(kp) : 0);
     for (size_t g = begin; g < end; ++g) {
       const int64_t i0 = static_cast<int64_t>(g) * 16, live = std::min<int64_t>(16, m - i0);
-      if (transA)
-        for (int64_t kk = 0; kk < k; ++kk)
-          for (int64_t r = 0; r < live; ++r) rows[r * k + kk] = a[kk * lda + i0 + r];
+      uint16_t* group = q + i0 * kp;
       for (int64_t r = 0; r < live; ++r) {
-        const float* x = transA ? rows.data() + r * k : a + (i0 + r) * lda;
+        const float* x = a + (i0 + r) * lda;
         if (!tiled) {
-          uint16_t* out = q + (i0 + r) * kp;
+          uint16_t* out = group + r * kp;
           round(x, k, out);
           std::fill(out + k, out + kp, uint16_t{0});
           continue;
         }
         round(x, k, row.data());
         std::fill(row.begin() + k, row.end(), uint16_t{0});
-        uint16_t* group = q + i0 * kp;
         for (int64_t t = 0; t < kp / 32; ++t)
           std::memcpy(group + t * 512 + r * 32, row.data() + t * 32, 64);
       }
