@@ -442,12 +442,13 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
   if (kind == kinds().end())
     return fail("unknown kernel '" + spec.kind + "' (one of " +
                 llvm::join(exportableKernels(), ", ") + ")");
-  // int8: the linear layer on int8 weights (kernels::gemmInt8), its own
-  // templates (linear_int8_*) and the int8 GEMM's source beside Highway's.
-  const bool int8 = spec.dtype == "int8";
-  if (spec.dtype != "f32" && !(int8 && spec.kind == "linear"))
-    return fail("--dtype must be f32, or int8 for linear, got '" + spec.dtype + "'" +
-                (int8 ? " for " + spec.kind : std::string()));
+  // int8 and bf16: the linear layer on int8 weights (kernels::gemmInt8)
+  // or on bf16 operands (kernels::gemmBf16), each with its own templates
+  // (linear_int8_*, linear_bf16_*) and its GEMM's source beside Highway's.
+  const bool int8 = spec.dtype == "int8", bf16 = spec.dtype == "bf16", low = int8 || bf16;
+  if (spec.dtype != "f32" && !(low && spec.kind == "linear"))
+    return fail("--dtype must be f32, or int8 or bf16 for linear, got '" + spec.dtype + "'" +
+                (low ? " for " + spec.kind : std::string()));
   if (spec.name.empty())
     spec.name = "tf_" + spec.kind;
   if (!isFreeIdentifier(spec.name))
@@ -460,9 +461,11 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
   v["GUARD"] = llvm::StringRef(spec.name).upper() + "_H_";
   v["VERSION"] = compilerVersion().str();
   v["COMMAND"] = commentSafe(command);
-  v["TITLE"] = int8 ? "a linear layer on int8 weights with a fused epilogue, weights quantized "
-                     "and packed once"
-                   : kind->title.str();
+  v["TITLE"] = int8   ? "a linear layer on int8 weights with a fused epilogue, weights quantized "
+                         "and packed once"
+               : bf16 ? "a linear layer on bf16 operands with fp32 sums and a fused epilogue, "
+                        "weights rounded and packed once"
+                      : kind->title.str();
   auto kindVars = [&]() -> llvm::Error {
     if (spec.kind == "attention" || spec.kind == "decode_attention")
       return attentionVars(spec, spec.kind == "decode_attention", v);
@@ -475,25 +478,33 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
 
   std::set<std::string> done;
   std::string library;
-  if (int8) {
+  if (low) {
     // Per target: the activations of the epilogue; once (in the entry):
-    // the int8 GEMM, its kernels built per function for their instructions.
+    // the GEMM, its kernels built per function for their instructions.
     amalgamate("runtime/kernels/elementwise-inl.h", done, library);
     std::string once;
-    for (llvm::StringRef path : {"runtime/kernels/Int8Gemm.cpp", "runtime/kernels/int8/Avx2.cpp",
-                                 "runtime/kernels/int8/Vnni.cpp", "runtime/kernels/int8/Amx.cpp"})
+    const std::vector<llvm::StringRef> sources =
+        int8 ? std::vector<llvm::StringRef>{"runtime/kernels/Int8Gemm.cpp",
+                                            "runtime/kernels/int8/Avx2.cpp",
+                                            "runtime/kernels/int8/Vnni.cpp",
+                                            "runtime/kernels/int8/Amx.cpp"}
+             : std::vector<llvm::StringRef>{"runtime/kernels/Bf16Gemm.cpp",
+                                            "runtime/kernels/bf16/Avx2.cpp",
+                                            "runtime/kernels/bf16/Avx512.cpp",
+                                            "runtime/kernels/bf16/Amx.cpp"};
+    for (llvm::StringRef path : sources)
       amalgamate(path, done, once);
-    v["INT8_LIBRARY"] = renameNamespace(once, v["NS"]);
+    v["LOW_LIBRARY"] = renameNamespace(once, v["NS"]);
   } else {
     for (llvm::StringRef root : kind->roots)
       amalgamate(root, done, library);
   }
   v["LIBRARY"] = renameNamespace(library, v["NS"]);
-  const std::string name = kind->name.str(), own = int8 ? name + "_int8" : name;
+  const std::string name = kind->name.str(), own = low ? name + "_" + spec.dtype : name;
   v["DOC"] = substitute(fragment(own + "_doc.h.in"), v);
   v["DECL"] = substitute(fragment(name + "_decl.h.in"), v);
   v["ENTRY"] = substitute(exportTemplate(own + "_entry.cc.in"), v);
-  v["BODY"] = substitute(exportTemplate((int8 ? own : kind->test.str()) + "_test.cc.in"), v);
+  v["BODY"] = substitute(exportTemplate((low ? own : kind->test.str()) + "_test.cc.in"), v);
 
   std::vector<ExportedFile> files;
   files.push_back({spec.name + ".h", substitute(exportTemplate("header.h.in"), v)});
