@@ -11,7 +11,9 @@ Measures, on this machine and thread count:
      under every Python given with --ort-python, the same model exported to
      ONNX and run by ONNX Runtime (torch_e2e.py --runtime onnxruntime). Each
      peer is timed before and after Transfuse; the faster median counts.
-and prints one table: median and min ms, GFLOP/s, the fraction of the
+With --dtype bf16, Transfuse builds with --dtype bf16 (docs/bf16.md) and the
+PyTorch peers convert the model with .to(torch.bfloat16) (ONNX Runtime
+peers are left out). It prints one table: median and min ms, GFLOP/s, the fraction of the
 machine's FMA peak (threads x per-thread peak), and Transfuse's best strategy's
 speed-up over each peer.
 
@@ -51,7 +53,10 @@ def main():
                    help="a Python with torch (repeatable; default /usr/bin/python3)")
     p.add_argument("--ort-python", action="append", default=[],
                    help="a Python with torch and onnxruntime (repeatable; default none)")
+    p.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
     args = p.parse_args()
+    if args.dtype == "bf16":
+        args.ort_python = []
     pythons = args.python or ["/usr/bin/python3"]
     peers = [(py, "pytorch") for py in pythons] + [(py, "onnxruntime") for py in args.ort_python]
 
@@ -66,7 +71,7 @@ def main():
     if not decoder_only:
         sizes += ["--src-len", str(args.src_len)]
     torch_cmd = ["bench/torch_e2e.py", "--model", args.model, "--threads", str(args.threads),
-                 "--warmup", "3", "--iters", str(args.iters), "--json"] + sizes
+                 "--warmup", "3", "--iters", str(args.iters), "--dtype", args.dtype, "--json"] + sizes
 
     def peer_runs():
         out = {}
@@ -79,14 +84,14 @@ def main():
     before = peer_runs()
     ours, err = run_json([args.transfuse, "bench", "model", args.model, "--fusion", args.fusion,
                           "--threads", str(args.threads), "--min-seconds", str(args.min_seconds),
-                          "--json"] + sizes)
+                          "--dtype", args.dtype, "--json"] + sizes)
     if err:
         sys.exit(f"compare_e2e: transfuse bench model failed: {err}")
     after = peer_runs()
 
     print(f"{os.path.basename(args.model)}: B={args.batch}"
           + ("" if decoder_only else f" S={args.src_len}") + f" T={args.tgt_len}, "
-          f"{args.threads} thread(s), FMA peak {peak['peak_gflops_per_thread']:.1f} GFLOP/s/thread "
+          f"{args.threads} thread(s), {args.dtype}, FMA peak {peak['peak_gflops_per_thread']:.1f} GFLOP/s/thread "
           f"({peak_total:.0f} total), {ours['rows'][0]['gflop']:.2f} GFLOP per forward")
     print(f"{'system':44} {'median ms':>10} {'min ms':>9} {'GFLOP/s':>8} {'% peak':>7}")
     best = None

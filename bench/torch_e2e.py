@@ -170,6 +170,9 @@ def parse_args(argv):
     ap.add_argument("--runtime", choices=("pytorch", "onnxruntime"), default="pytorch",
                     help="who runs the model: PyTorch itself, or ONNX Runtime on its ONNX export "
                          "(default pytorch)")
+    ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32",
+                    help="bf16: the model converted with .to(torch.bfloat16) (oneDNN's bf16 kernels, "
+                         "AMX where the CPU has it); pytorch only")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     ap.add_argument("--flops-only", action="store_true",
                     help="print the forward FLOP count for the shape and exit (no torch needed, no timing)")
@@ -316,6 +319,14 @@ def main(argv):
     torch.manual_seed(a.seed)
     model, forward, forward_args = build(torch, c, B, S, T, a.encoder_fastpath)
     peer, version = "pytorch", torch.__version__
+    if a.dtype == "bf16":
+        if a.runtime != "pytorch":
+            fail("--dtype bf16 is an option of --runtime pytorch")
+        model.to(torch.bfloat16)
+        # The float masks (the causal mask's -inf) in the model's dtype.
+        args = [x.to(torch.bfloat16) if torch.is_tensor(x) and x.is_floating_point() else x
+                for x in forward_args]
+        forward = lambda: model(*args)  # noqa: E731
     if a.runtime == "onnxruntime":
         with torch.inference_mode():
             expected = forward()
@@ -335,22 +346,23 @@ def main(argv):
             t0 = time.perf_counter()
             out = forward()
             times.append(time.perf_counter() - t0)
-    if tuple(out.shape) != (B, T, vocab) or out.dtype != torch.float32:
-        print(f"torch_e2e.py: error: logits {out.dtype} {list(out.shape)}, expected float32 {[B, T, vocab]}",
+    want = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+    if tuple(out.shape) != (B, T, vocab) or out.dtype != want:
+        print(f"torch_e2e.py: error: logits {out.dtype} {list(out.shape)}, expected {want} {[B, T, vocab]}",
               file=sys.stderr)
         return 1
     if not torch.isfinite(out).all():
         print("torch_e2e.py: warning: the logits are not all finite", file=sys.stderr)
 
     median_s, min_s = statistics.median(times), min(times)
-    res = {"peer": peer, "version": version, "model": a.model, "torch_version": torch.__version__,
+    res = {"peer": peer, "version": version, "dtype": a.dtype, "model": a.model, "torch_version": torch.__version__,
            "threads": torch.get_num_threads(), "batch": B, "src_len": S, "tgt_len": T,
            "median_ms": median_s * 1e3, "min_ms": min_s * 1e3, "gflop": flops / 1e9,
            "gflops": flops / 1e9 / median_s}
     if a.json:
         print(json.dumps(res))
         return 0
-    print(f"{peer} {version}, {res['threads']} thread(s) (interop 1), fp32"
+    print(f"{peer} {version}, {res['threads']} thread(s) (interop 1), {a.dtype}"
           + (", eval, inference_mode" if peer == "pytorch" else f", exported from torch {torch.__version__}"))
     print(f"model  {a.model} ({c['architecture']}), {shape}, "
           f"{sum(p.numel() for p in model.parameters()) / 1e6:.4g} M parameters")

@@ -10,6 +10,11 @@ Adam(betas=(0.9, 0.98), eps=1e-9). The batch is what `transfuse bench train`
 times: B = --batch-tokens // --seq-len sentences of --seq-len source and target
 tokens, random ids, no padding.
 
+With --autocast bf16 the step runs under torch.autocast("cpu",
+dtype=torch.bfloat16): PyTorch's mixed precision (the products in bf16 on
+oneDNN, AMX where the CPU has it; fp32 weights, Adam and the loss), the peer
+of `transfuse bench train --dtype bf16`.
+
 Reported: the median and minimum step time over --iters timed steps (after
 --warmup), target tokens per second (B·T / median) and GFLOP/s counted as
 `transfuse bench train` counts them: 3x the forward's matmul FLOPs (every linear
@@ -62,6 +67,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iters", type=int, default=6)
+    p.add_argument("--autocast", choices=("none", "bf16"), default="none",
+                   help="bf16: the step under torch.autocast('cpu', dtype=torch.bfloat16)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     c = resolved_config(a.transfuse, a.model)
@@ -90,8 +97,9 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = model(src, tgt)
-        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast == "bf16"):
+            logits = model(src, tgt)
+            loss = loss_fn(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
         loss.backward()
         opt.step()
 
@@ -104,13 +112,14 @@ def main():
         ms.append((time.perf_counter() - t0) * 1e3)
     med = statistics.median(ms)
     gflop = 3 * forward_flops(c, B, L, L) / 1e9
-    row = {"system": f"torch {torch.__version__}", "batch": B, "seq_len": L, "threads": a.threads,
+    row = {"system": f"torch {torch.__version__}", "autocast": a.autocast, "batch": B, "seq_len": L, "threads": a.threads,
            "median_ms": med, "min_ms": min(ms), "tokens_per_s": B * L / (med / 1e3),
            "gflop": gflop, "gflops": gflop / (med / 1e3)}
     if a.json:
         print(json.dumps(row))
     else:
-        print(f"torch {torch.__version__} train {a.model}: B={B} S=T={L}, {a.threads} thread(s): "
+        print(f"torch {torch.__version__} train {a.model}"
+              f"{' (autocast bf16)' if a.autocast == 'bf16' else ''}: B={B} S=T={L}, {a.threads} thread(s): "
               f"median {med:.1f} ms, min {min(ms):.1f} ms, {row['tokens_per_s']:.0f} tokens/s, "
               f"{gflop:.2f} GFLOP, {row['gflops']:.1f} GFLOP/s")
 
