@@ -255,15 +255,33 @@ void packBf16(Bf16Weights& w, const float* b, int64_t ldb, bool transB, int64_t 
       }
     }
   });
+  // Kept for the next call (a train step repacks every weight), unless it
+  // holds a large matrix's worth (a vocabulary projection packed at load).
+  if (buffer.size() > (size_t{8} << 20)) std::vector<uint16_t>().swap(buffer);
 }
 
 namespace {
 
 // A (m rows of k, or transposed) rounded into rows of Kp bf16 values, zero
-// past k (they meet zero weights; a NaN's bits there would not), as
-// `tiled` AMX tiles: each group of 16 rows as its 16×32 tiles in k order.
+// past k (they meet zero weights; a NaN's bits there would not): as
+// `tiled` AMX tiles (each group of 16 rows as its 16×32 tiles in k order),
+// or `wide`, the rounded values as floats (the avx2 path, which then
+// broadcasts them from memory instead of widening each).
 void roundA(RoundRow round, const float* a, int64_t lda, bool transA, int64_t m, int64_t k,
-            int64_t kp, bool tiled, uint16_t* q, rt::ThreadPool* pool) {
+            int64_t kp, bool tiled, bool wide, uint16_t* q, rt::ThreadPool* pool) {
+  // A piece of a row, rounded into `piece`, to its place: bf16 bits, or
+  // (wide) their values as floats at q viewed as floats.
+  auto put = [&](const uint16_t* piece, int64_t n, int64_t row, int64_t k0, int64_t i0) {
+    if (wide) {
+      float* to = reinterpret_cast<float*>(q) + row * kp + k0;
+      for (int64_t j = 0; j < n; ++j) to[j] = widenBf16(piece[j]);
+    } else if (tiled) {
+      for (int64_t t = 0; t < n; t += 32)
+        std::memcpy(q + i0 * kp + ((k0 + t) / 32) * 512 + (row - i0) * 32, piece + t, 64);
+    } else {
+      std::memcpy(q + row * kp + k0, piece, static_cast<size_t>(n) * sizeof(uint16_t));
+    }
+  };
   const int64_t groups = (m + 15) / 16;
   if (transA) {
     // A is stored as Aᵀ [K, M]: slabs of 64 of its rows over the pool (read
@@ -280,13 +298,10 @@ void roundA(RoundRow round, const float* a, int64_t lda, bool transA, int64_t m,
           const int64_t i0 = g * 16, live = std::min<int64_t>(16, m - i0);
           for (int64_t kk = 0; kk < len; ++kk)
             for (int64_t r = 0; r < live; ++r) tile[r][kk] = a[(k0 + kk) * lda + i0 + r];
-          uint16_t* group = q + i0 * kp;  // the group's rows (or tiles) start here either way
           for (int64_t r = 0; r < live; ++r) {
             round(tile[r], len, piece);
             std::fill(piece + len, piece + span, uint16_t{0});
-            for (int64_t t = 0; t < span; t += 32)
-              std::memcpy(tiled ? group + ((k0 + t) / 32) * 512 + r * 32 : group + r * kp + k0 + t,
-                          piece + t, 64);
+            put(piece, span, i0 + r, k0, i0);
           }
         }
       }
@@ -295,22 +310,20 @@ void roundA(RoundRow round, const float* a, int64_t lda, bool transA, int64_t m,
   }
   // Groups of 16 rows over the pool, each row rounded whole.
   parallelFor(pool, static_cast<size_t>(groups), 4, [&](size_t begin, size_t end) {
-    std::vector<uint16_t> row(tiled ? static_cast<size_t>(kp) : 0);
+    std::vector<uint16_t> row(tiled || wide ? static_cast<size_t>(kp) : 0);
     for (size_t g = begin; g < end; ++g) {
       const int64_t i0 = static_cast<int64_t>(g) * 16, live = std::min<int64_t>(16, m - i0);
-      uint16_t* group = q + i0 * kp;
       for (int64_t r = 0; r < live; ++r) {
         const float* x = a + (i0 + r) * lda;
-        if (!tiled) {
-          uint16_t* out = group + r * kp;
+        if (!tiled && !wide) {  // straight into place
+          uint16_t* out = q + (i0 + r) * kp;
           round(x, k, out);
           std::fill(out + k, out + kp, uint16_t{0});
           continue;
         }
         round(x, k, row.data());
         std::fill(row.begin() + k, row.end(), uint16_t{0});
-        for (int64_t t = 0; t < kp / 32; ++t)
-          std::memcpy(group + t * 512 + r * 32, row.data() + t * 32, 64);
+        put(row.data(), kp, i0 + r, 0, i0);
       }
     }
   });
@@ -325,6 +338,8 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
   const RowWork vector = rowWork();
   const int64_t rows = blockRows(path);
   const int64_t blockStride = kp, groupStride = tiled ? 16 * kp : kp;
+  // A's element in the buffer's uint16 units: avx2 reads floats.
+  const int64_t unit = path == Bf16Path::kAvx2 ? 2 : 1;
   const GemmPairs& pairs = w.pairs;
   assert(pairs.kind == GemmPairs::Kind::kNone || !epilogue.residual);
   const float* bias = epilogue.bias;
@@ -457,7 +472,7 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
           for (int64_t k0 = 0; k0 < kp; k0 += pass) {
             const uint16_t* p0 = panelOf(blk) + k0 * kPanel;
             for (int64_t i = r0; i < r1; i += rows)
-              kernel(qa + i * blockStride + k0, groupStride, p0, p0 + kp * kPanel,
+              kernel(qa + (i * blockStride + k0) * unit, groupStride, p0, p0 + kp * kPanel,
                      std::min(pass, kp - k0), m - i, scratch + (i - r0) * kBlockCols, k0 > 0);
           }
           for (int64_t i = r0; i < r1; i += rows) store(i, blk, scratch + (i - r0) * kBlockCols);
@@ -486,10 +501,12 @@ void gemmBf16(int64_t m, const float* a, int64_t lda, const Bf16Weights& w,
               const GemmEpilogue& epilogue, float* c, int64_t ldc, rt::ThreadPool* pool,
               Bf16Path path) {
   if (m <= 0 || w.n <= 0) return;
+  const bool wide = path == Bf16Path::kAvx2;  // A's values as floats
   std::vector<uint16_t>& qa = roundedA();
-  const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * w.kPadded);
+  const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * w.kPadded * (wide ? 2 : 1));
   if (qa.size() < size) qa.resize(size);
-  roundA(rowWork().round, a, lda, false, m, w.k, w.kPadded, path == Bf16Path::kAmx, qa.data(), pool);
+  roundA(rowWork().round, a, lda, false, m, w.k, w.kPadded, path == Bf16Path::kAmx, wide,
+         qa.data(), pool);
   gemmRounded(m, qa.data(), w, epilogue, c, ldc, pool, path);
 }
 
@@ -502,11 +519,12 @@ void gemmBf16(size_t M, size_t N, size_t K, const float* A, size_t lda, bool tra
            static_cast<int64_t>(N), pairs, pool);
   const int64_t m = static_cast<int64_t>(M);
   const Bf16Path path = bestBf16Path();
+  const bool wide = path == Bf16Path::kAvx2;
   std::vector<uint16_t>& qa = roundedA();
-  const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * packed.kPadded);
+  const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * packed.kPadded * (wide ? 2 : 1));
   if (qa.size() < size) qa.resize(size);
   roundA(rowWork().round, A, static_cast<int64_t>(lda), transA, m, static_cast<int64_t>(K),
-         packed.kPadded, path == Bf16Path::kAmx, qa.data(), pool);
+         packed.kPadded, path == Bf16Path::kAmx, wide, qa.data(), pool);
   gemmRounded(m, qa.data(), packed, epilogue, C, static_cast<int64_t>(ldc), pool, path);
 }
 

@@ -1,7 +1,8 @@
 // The bf16 block kernel without bf16 instructions (see Bf16Kernels.h): the
 // packed pairs widened to fp32 (a bf16 is the high half of its float: the
 // even value shifted up, the odd one masked) and summed by FMAs, k odd
-// then k even (as vdpbf16ps adds a pair); and the row rounding in AVX2.
+// then k even (as vdpbf16ps adds a pair), against A's rounded values as
+// floats; and the row rounding in AVX2.
 #include "runtime/kernels/bf16/Bf16Kernels.h"
 
 #include <immintrin.h>
@@ -66,11 +67,13 @@ void storeRowsAvx2(const float* sums, int64_t rows, const float* bias, int64_t n
 
 namespace {
 
-// R rows against one panel (16 columns: two vectors of 8 pairs).
+// R rows against one panel (16 columns: two vectors of 8 pairs). A's rows
+// are floats here (bf16 values widened when A was rounded: Bf16Gemm.cpp),
+// broadcast from memory.
 template <int R>
 TRANSFUSE_BF16_AVX2
-void panelAvx2(const uint16_t* a, int64_t lda, const uint16_t* panel, int64_t kLength,
-               float* acc, bool accumulate) {
+void panelAvx2(const float* a, int64_t lda, const uint16_t* panel, int64_t kLength, float* acc,
+               bool accumulate) {
   __m256 sum[R][2];
   for (int r = 0; r < R; ++r)
     for (int h = 0; h < 2; ++h)
@@ -84,10 +87,8 @@ void panelAvx2(const uint16_t* a, int64_t lda, const uint16_t* panel, int64_t kL
     const __m256 o0 = _mm256_castsi256_ps(_mm256_and_si256(w0, high));
     const __m256 o1 = _mm256_castsi256_ps(_mm256_and_si256(w1, high));
     for (int r = 0; r < R; ++r) {
-      uint32_t pair;
-      std::memcpy(&pair, a + r * lda + p * 2, 4);
-      const __m256 xe = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(pair << 16)));
-      const __m256 xo = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(pair & 0xffff0000u)));
+      const __m256 xe = _mm256_broadcast_ss(a + r * lda + 2 * p);
+      const __m256 xo = _mm256_broadcast_ss(a + r * lda + 2 * p + 1);
       sum[r][0] = _mm256_fmadd_ps(xe, e0, _mm256_fmadd_ps(xo, o0, sum[r][0]));
       sum[r][1] = _mm256_fmadd_ps(xe, e1, _mm256_fmadd_ps(xo, o1, sum[r][1]));
     }
@@ -102,8 +103,9 @@ template <int R>
 TRANSFUSE_BF16_AVX2
 void rowsAvx2(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
               int64_t kLength, float* acc, bool accumulate) {
-  panelAvx2<R>(a, lda, panel0, kLength, acc, accumulate);
-  panelAvx2<R>(a, lda, panel1, kLength, acc + kPanel, accumulate);
+  const float* wide = reinterpret_cast<const float*>(a);
+  panelAvx2<R>(wide, lda, panel0, kLength, acc, accumulate);
+  panelAvx2<R>(wide, lda, panel1, kLength, acc + kPanel, accumulate);
 }
 
 }  // namespace

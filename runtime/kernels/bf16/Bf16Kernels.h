@@ -1,7 +1,8 @@
 // The bf16 GEMM's block kernels, one translation unit per instruction set
 // (its functions built for it, called only where CPUID says the CPU has it;
-// see Bf16Gemm.h). Each sums a block of up to kRows[path] rows of A (bf16,
-// rows lda elements apart, `kLength` columns, a multiple of 32; for amx in
+// see Bf16Gemm.h). Each sums a block of up to kRows[path] rows of A (bf16;
+// for avx2 their values as floats, `a` pointing at floats; rows lda
+// elements apart, `kLength` columns, a multiple of 32; for amx in
 // tiles, see Bf16Gemm.cpp) against two panels of packed weights (32
 // columns) into acc[rows][32], in fp32, starting from acc's values when
 // `accumulate` (a pass over the next columns of K) and from zero otherwise. `rows` says how many rows are live: the avx512bf16, avx2 and scalar
