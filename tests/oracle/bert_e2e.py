@@ -292,20 +292,22 @@ def embed_cases(args, rng):
     print(f"a changed 1_Pooling/config.json: {'st-max artifact' if fine else 'NOT AS EXPECTED'}")
     ok &= fine
     write_sentence_transformers(model, "mean", True)
-    # --dtype int8: its own artifact, linear layers on int8 weights; the
-    # vectors (normalized) near the float32 ones, not the same.
-    out = os.path.join(args.workdir, "embed-int8.npy")
-    p = subprocess.run([args.transfuse, "embed", model, "--dtype", "int8", "--input", text,
-                        "--out", out], capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        print(f"embed --dtype int8 failed: {p.stderr}")
-        return False
-    got, want = np.load(out), np.load(os.path.join(args.workdir, "embed-mean-32.npy"))
-    cosine = float((got * want).sum(axis=1).min())
-    print(f"embed --dtype int8: least cosine to float32 {cosine:.6f}, "
-          f"max |difference| {float(np.abs(got - want).max()):.3g}, "
-          f"{'compiled' if 'compiled' in p.stderr else 'NOT COMPILED'}")
-    ok &= cosine > 0.999 and not np.array_equal(got, want) and "compiled" in p.stderr
+    # --dtype int8 and bf16: each its own artifact (int8: linear layers on
+    # int8 weights; bf16: every product on bf16 operands); the vectors
+    # (normalized) near the float32 ones, not the same.
+    for dtype in ("int8", "bf16"):
+        out = os.path.join(args.workdir, f"embed-{dtype}.npy")
+        p = subprocess.run([args.transfuse, "embed", model, "--dtype", dtype, "--input", text,
+                            "--out", out], capture_output=True, text=True, env=env)
+        if p.returncode != 0:
+            print(f"embed --dtype {dtype} failed: {p.stderr}")
+            return False
+        got, want = np.load(out), np.load(os.path.join(args.workdir, "embed-mean-32.npy"))
+        cosine = float((got * want).sum(axis=1).min())
+        print(f"embed --dtype {dtype}: least cosine to float32 {cosine:.6f}, "
+              f"max |difference| {float(np.abs(got - want).max()):.3g}, "
+              f"{'compiled' if 'compiled' in p.stderr else 'NOT COMPILED'}")
+        ok &= cosine > 0.999 and not np.array_equal(got, want) and "compiled" in p.stderr
     # An artifact compiled from the directory takes text alone (its tokenizer
     # carried), with the weights named; without them it says so.
     art = os.path.join(args.workdir, "st-mean-artifact")
@@ -324,7 +326,7 @@ def embed_cases(args, rng):
         ([art, "--weights", model, "--dtype", "int8", "--input", text, "--out", "x.npy"],
          "is a compiled artifact", "--dtype on an artifact"),
         ([model, "--dtype", "int4", "--input", text, "--out", "x.npy"],
-         "--dtype int4 is not one of f32, int8", "an unknown --dtype"),
+         "--dtype int4 is not one of f32, bf16, int8", "an unknown --dtype"),
         ([model, "--input", text, "--no-truncate", "--max-seq-len", "12", "--out", "x.npy"],
          "tokens", "a line over --max-seq-len with --no-truncate"),
         ([os.path.join(args.workdir, "model-f32"), "--input", text], "has no embed entry",
