@@ -6,12 +6,12 @@
 
 #include "runtime/kernels/AmxTiles.h"
 #include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/PairedBlock.h"
 #include "runtime/kernels/Parallel.h"
-#include "runtime/kernels/RotaryTable.h"
+#include "runtime/kernels/PathToggles.h"
 #include "runtime/kernels/bf16/Bf16Kernels.h"
 
 #include <cpuid.h>
-#include <strings.h>
 
 #include <algorithm>
 #include <cassert>
@@ -163,12 +163,13 @@ const char* bf16PathName(Bf16Path path) {
   return "scalar";
 }
 
+namespace {
+constexpr std::array<Bf16Path, 4> kBf16Paths = {Bf16Path::kAmx, Bf16Path::kAvx512Bf16,
+                                                Bf16Path::kAvx2, Bf16Path::kScalar};
+}  // namespace
+
 std::optional<Bf16Path> bf16PathNamed(std::string_view name) {
-  for (Bf16Path p : {Bf16Path::kAmx, Bf16Path::kAvx512Bf16, Bf16Path::kAvx2, Bf16Path::kScalar})
-    if (name.size() == std::strlen(bf16PathName(p)) &&
-        ::strncasecmp(name.data(), bf16PathName(p), name.size()) == 0)
-      return p;
-  return std::nullopt;
+  return pathNamed(name, kBf16Paths, bf16PathName);
 }
 
 std::vector<Bf16Path> bf16PathsAvailable() {
@@ -178,21 +179,7 @@ std::vector<Bf16Path> bf16PathsAvailable() {
 
 rt::Status restrictBf16Paths(std::string_view toggles) {
   std::lock_guard<std::mutex> lock(pathsMutex);
-  std::vector<Bf16Path>& available = paths();
-  std::string list(toggles);
-  for (size_t start = 0; start <= list.size();) {
-    const size_t end = std::min(list.find(',', start), list.size());
-    const std::string item = list.substr(start, end - start);
-    start = end + 1;
-    if (item.empty()) continue;
-    const std::optional<Bf16Path> p =
-        item[0] == '-' ? bf16PathNamed(std::string_view(item).substr(1)) : std::nullopt;
-    if (!p || *p == Bf16Path::kScalar)
-      return rt::Status::error("bf16 path toggle '" + item +
-                               "': not one of -amx, -avx512bf16, -avx2 (scalar stays)");
-    available.erase(std::remove(available.begin(), available.end(), *p), available.end());
-  }
-  return rt::Status::ok();
+  return removeToggledPaths(toggles, paths(), kBf16Paths, bf16PathName, "bf16");
 }
 
 Bf16Path bestBf16Path() { return bf16PathsAvailable().front(); }
@@ -346,16 +333,9 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
   const int64_t ldr = epilogue.ldr ? static_cast<int64_t>(epilogue.ldr) : w.n;
   const int64_t ldp = epilogue.ldp ? static_cast<int64_t>(epilogue.ldp) : w.n;
   const bool derivative = epilogue.derivative != Activation::kNone;
-  const int64_t half = static_cast<int64_t>(pairs.headDim / 2);
-  const int64_t seqLen = std::max<int64_t>(static_cast<int64_t>(epilogue.seqLen), 1);
-  const float *cosT = nullptr, *sinT = nullptr;
-  if (pairs.kind == GemmPairs::Kind::kRotary) {
-    const RotaryTable& t = rotaryTableFor(epilogue.invFreq, static_cast<size_t>(half),
-                                          epilogue.positionOffset,
-                                          static_cast<size_t>(std::min(m, seqLen)));
-    cosT = t.cos.data();
-    sinT = t.sin.data();
-  }
+  const PairedBlock paired(pairs, epilogue.activation, epilogue.invFreq,
+                           static_cast<int64_t>(epilogue.seqLen),
+                           static_cast<int64_t>(epilogue.positionOffset), m);
   // Units of (a chunk of rows, a block of columns): blocks alone when there
   // are enough for the threads, else rows too (a multiple of 32).
   const int64_t threads = pool ? std::max(1, pool->numThreads()) : 1;
@@ -409,27 +389,9 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
           }
           continue;
         }
-        // A pair's two sets of n0 columns (x[t], x[16 + t]), the bias
-        // added as the fp32 GEMM's paired epilogues do, then combined.
-        for (int64_t t = 0; t < kBlockCols; ++t) x[t] = sums[t];
-        if (bias)
-          for (int64_t t = 0; t < n0; ++t) {
-            x[t] += bias[c0 + t];
-            x[kPanel + t] += bias[c1 + t];
-          }
-        if (pairs.kind == GemmPairs::Kind::kRotary) {
-          // As transfuse.rotary rounds it: each product, then the sum.
-          const int64_t at = ((i + r) % seqLen) * half + c0 % (2 * half);
-          for (int64_t t = 0; t < n0; ++t) {
-            const float cs = cosT[at + t], sn = sinT[at + t], u = x[t], v = x[kPanel + t];
-            const float uc = u * cs, vs = v * sn, vc = v * cs, us = u * sn;
-            crow[c0 + t] = uc - vs;
-            crow[c1 + t] = vc + us;
-          }
-        } else {  // gated: act(gate) · up into C's columns c0..
-          activate(epilogue.activation, x, x, static_cast<size_t>(n0));
-          for (int64_t t = 0; t < n0; ++t) crow[c0 + t] = x[t] * x[kPanel + t];
-        }
+        // A pair's two sets of n0 columns (x[t], x[16 + t]), then combined.
+        std::copy(sums, sums + kBlockCols, x);
+        paired.combine(x, bias, i + r, c0, c1, n0, crow);
       }
     };
     if (tiled) amxTilesBegin();

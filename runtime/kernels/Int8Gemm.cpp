@@ -6,12 +6,12 @@
 
 #include "runtime/kernels/AmxTiles.h"
 #include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/PairedBlock.h"
 #include "runtime/kernels/Parallel.h"
-#include "runtime/kernels/RotaryTable.h"
+#include "runtime/kernels/PathToggles.h"
 #include "runtime/kernels/int8/Int8Kernels.h"
 
 #include <cpuid.h>
-#include <strings.h>
 
 #include <algorithm>
 #include <atomic>
@@ -133,12 +133,13 @@ const char* int8PathName(Int8Path path) {
   return "scalar";
 }
 
+namespace {
+constexpr std::array<Int8Path, 4> kInt8Paths = {Int8Path::kAmx, Int8Path::kVnni, Int8Path::kAvx2,
+                                                Int8Path::kScalar};
+}  // namespace
+
 std::optional<Int8Path> int8PathNamed(std::string_view name) {
-  for (Int8Path p : {Int8Path::kAmx, Int8Path::kVnni, Int8Path::kAvx2, Int8Path::kScalar})
-    if (name.size() == std::strlen(int8PathName(p)) &&
-        ::strncasecmp(name.data(), int8PathName(p), name.size()) == 0)
-      return p;
-  return std::nullopt;
+  return pathNamed(name, kInt8Paths, int8PathName);
 }
 
 std::vector<Int8Path> int8PathsAvailable() {
@@ -150,28 +151,7 @@ Int8Path bestInt8Path() { return int8PathsAvailable().front(); }
 
 rt::Status restrictInt8Paths(std::string_view toggles) {
   std::lock_guard<std::mutex> lock(pathsMutex);
-  std::vector<Int8Path>& available = paths();
-  std::string list(toggles);
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t end = std::min(list.find(',', start), list.size());
-    std::string item = list.substr(start, end - start);
-    start = end + 1;
-    if (item.empty()) continue;
-    if (item[0] != '-')
-      return rt::Status::error("int8 path toggle '" + item + "': expected -amx, -vnni or -avx2");
-    item.erase(0, 1);
-    bool known = false;
-    for (Int8Path p : {Int8Path::kAmx, Int8Path::kVnni, Int8Path::kAvx2}) {
-      if (::strcasecmp(item.c_str(), int8PathName(p)) != 0) continue;
-      known = true;
-      available.erase(std::remove(available.begin(), available.end(), p), available.end());
-    }
-    if (!known)
-      return rt::Status::error("int8 path toggle '-" + item +
-                               "': not one of -amx, -vnni, -avx2 (scalar stays)");
-  }
-  return rt::Status::ok();
+  return removeToggledPaths(toggles, paths(), kInt8Paths, int8PathName, "int8");
 }
 
 namespace {
@@ -335,16 +315,8 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   };
   const GemmPairs& pairs = w.pairs;
   assert(pairs.kind == GemmPairs::Kind::kNone || !epilogue.residual);
-  const int64_t half = static_cast<int64_t>(pairs.headDim / 2);
-  const int64_t seqLen = std::max<int64_t>(epilogue.seqLen, 1);
-  const float *cosT = nullptr, *sinT = nullptr;
-  if (pairs.kind == GemmPairs::Kind::kRotary) {
-    const RotaryTable& t = rotaryTableFor(epilogue.invFreq, static_cast<size_t>(half),
-                                          static_cast<size_t>(epilogue.positionOffset),
-                                          static_cast<size_t>(std::min(m, seqLen)));
-    cosT = t.cos.data();
-    sinT = t.sin.data();
-  }
+  const PairedBlock paired(pairs, epilogue.activation, epilogue.invFreq, epilogue.seqLen,
+                           epilogue.positionOffset, m);
   parallelFor(pool, static_cast<size_t>(w.blocks), 1, [&](size_t begin, size_t end) {
     alignas(64) int32_t acc[kMaxRows * kBlockCols];
     alignas(64) float x[kBlockCols];  // a paired block's row as floats
@@ -376,27 +348,9 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
       for (int64_t r = 0; r < live; ++r) {
         const int32_t* sums = acc + r * kBlockCols;
         float* crow = c + (i + r) * ldc;
-        // A pair's two sets of n0 columns (x[t], x[16 + t]), bias added as
-        // the fp32 GEMM's paired epilogues do, then combined.
+        // A pair's two sets of n0 columns (x[t], x[16 + t]) as floats, then combined.
         convert(sums, comp, rowScales + i + r, 1, sw, nullptr, kBlockCols, x, kBlockCols);
-        if (bias)
-          for (int64_t t = 0; t < n0; ++t) {
-            x[t] += bias[c0 + t];
-            x[kPanel + t] += bias[c1 + t];
-          }
-        if (pairs.kind == GemmPairs::Kind::kRotary) {
-          // As transfuse.rotary rounds it: each product, then the sum.
-          const int64_t at = ((i + r) % seqLen) * half + c0 % (2 * half);
-          for (int64_t t = 0; t < n0; ++t) {
-            const float cs = cosT[at + t], sn = sinT[at + t], a = x[t], b = x[kPanel + t];
-            const float ac = a * cs, bs = b * sn, bc = b * cs, as = a * sn;
-            crow[c0 + t] = ac - bs;
-            crow[c1 + t] = bc + as;
-          }
-        } else {  // gated: act(gate) · up into C's columns c0..
-          activate(epilogue.activation, x, x, static_cast<size_t>(n0));
-          for (int64_t t = 0; t < n0; ++t) crow[c0 + t] = x[t] * x[kPanel + t];
-        }
+        paired.combine(x, bias, i + r, c0, c1, n0, crow);
       }
     };
     if (path == Int8Path::kAmx) {

@@ -4,6 +4,7 @@
 
 #include "runtime/kernels/Bf16Gemm.h"
 #include "runtime/kernels/Int8Gemm.h"
+#include "runtime/kernels/PathToggles.h"
 
 #include <hwy/targets.h>
 
@@ -54,31 +55,17 @@ rt::Status forceHighwayTarget(const std::string& wanted) {
 }  // namespace
 
 rt::Status forceTarget(std::string_view spec) {
-  // "AVX3,-AMX": at most one target, then toggles of the int8 and bf16 paths.
-  std::string target, toggles;
-  std::string list(spec);
-  for (size_t start = 0; start <= list.size();) {
-    const size_t end = std::min(list.find(',', start), list.size());
-    const std::string item = list.substr(start, end - start);
-    start = end + 1;
-    if (item.empty()) continue;
-    if (item[0] == '-') {
-      toggles += (toggles.empty() ? "" : ",") + item;
-    } else if (target.empty()) {
+  // "AVX3,-AMX": at most one target, then toggles of the int8 and bf16
+  // paths, each going to the GEMMs that have the path ("-amx": both).
+  std::string target, int8Toggles, bf16Toggles;
+  for (const std::string& item : commaItems(spec)) {
+    if (item[0] != '-') {
+      if (!target.empty())
+        return rt::Status::error("'" + std::string(spec) + "' names two targets (" + target +
+                                 ", " + item + ")");
       target = item;
-    } else {
-      return rt::Status::error("'" + std::string(spec) + "' names two targets (" + target +
-                               ", " + item + ")");
+      continue;
     }
-  }
-  if (!target.empty())
-    if (rt::Status s = forceHighwayTarget(target); !s.isOk()) return s;
-  // Each toggle goes to the GEMMs that have the path ("-amx": both).
-  std::string int8Toggles, bf16Toggles;
-  for (size_t start = 0; start < toggles.size();) {
-    const size_t end = std::min(toggles.find(',', start), toggles.size());
-    const std::string item = toggles.substr(start, end - start);
-    start = end + 1;
     const std::string name = item.substr(1);
     const bool int8 = int8PathNamed(name) && *int8PathNamed(name) != Int8Path::kScalar;
     const bool bf16 = bf16PathNamed(name) && *bf16PathNamed(name) != Bf16Path::kScalar;
@@ -88,6 +75,8 @@ rt::Status forceTarget(std::string_view spec) {
     if (int8) int8Toggles += (int8Toggles.empty() ? "" : ",") + item;
     if (bf16) bf16Toggles += (bf16Toggles.empty() ? "" : ",") + item;
   }
+  if (!target.empty())
+    if (rt::Status s = forceHighwayTarget(target); !s.isOk()) return s;
   if (rt::Status s = restrictBf16Paths(bf16Toggles); !s) return s;
   return restrictInt8Paths(int8Toggles);
 }

@@ -12,6 +12,7 @@
 
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/ElementwiseMath.h"
+#include "tests/unit/kernels/PairedReference.h"
 
 #include "runtime/ThreadPool.h"
 
@@ -239,8 +240,7 @@ TEST(Bf16Gemm, PairedEpiloguesAreThePlainProductThenTheRotationOrTheGating) {
   for (int64_t headDim : {64, 24}) {
     const int64_t heads = 3, columns = heads * headDim, n = columns + 40, half = headDim / 2;
     std::vector<float> a = randomMatrix(m, k, 51), b = randomMatrix(n, k, 52, 0.2f);
-    std::vector<float> bias = randomMatrix(1, n, 53), invFreq(static_cast<size_t>(half));
-    for (int64_t i = 0; i < half; ++i) invFreq[i] = std::pow(10000.0f, -2.0f * i / headDim);
+    std::vector<float> bias = randomMatrix(1, n, 53), invFreq = inverseFrequencies(headDim);
     const GemmPairs pairs{GemmPairs::Kind::kRotary, static_cast<size_t>(headDim),
                           static_cast<size_t>(columns)};
     const Bf16Weights plainW = packBf16(b.data(), k, true, k, n);
@@ -248,17 +248,7 @@ TEST(Bf16Gemm, PairedEpiloguesAreThePlainProductThenTheRotationOrTheGating) {
     for (Bf16Path path : bf16PathsAvailable()) {
       std::vector<float> want(static_cast<size_t>(m * n));
       gemmBf16(m, a.data(), k, plainW, GemmEpilogue{bias.data()}, want.data(), n, nullptr, path);
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t h = 0; h < columns; h += headDim)
-          for (int64_t i = 0; i < half; ++i) {
-            float cs, sn;
-            math::rotaryCosSin(static_cast<float>(offset + r % seqLen), invFreq[i], &cs, &sn);
-            float* row = want.data() + r * n + h;
-            const float x0 = row[i], x1 = row[i + half];
-            const float ac = x0 * cs, bs = x1 * sn, bc = x1 * cs, as = x0 * sn;
-            row[i] = ac - bs;
-            row[i + half] = bc + as;
-          }
+      rotateReference(want, m, n, columns, headDim, invFreq, seqLen, offset);
       GemmEpilogue ep{bias.data()};
       ep.invFreq = invFreq.data();
       ep.seqLen = seqLen;
@@ -281,11 +271,7 @@ TEST(Bf16Gemm, PairedEpiloguesAreThePlainProductThenTheRotationOrTheGating) {
     std::vector<float> plain(static_cast<size_t>(m * n));
     gemmBf16(m, a.data(), k, plainW, GemmEpilogue{bias.data()}, plain.data(), n, nullptr, path);
     for (Activation act : {Activation::kSilu, Activation::kGelu, Activation::kNone}) {
-      std::vector<float> want(static_cast<size_t>(m * half));
-      for (int64_t r = 0; r < m; ++r) {
-        activate(act, plain.data() + r * n, want.data() + r * half, static_cast<size_t>(half));
-        for (int64_t j = 0; j < half; ++j) want[r * half + j] *= plain[r * n + half + j];
-      }
+      const std::vector<float> want = gateReference(plain, m, half, act);
       std::vector<float> got(want.size(), -7.0f);
       gemmBf16(m, a.data(), k, w, GemmEpilogue{bias.data(), act}, got.data(), half, &pool, path);
       EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))

@@ -11,6 +11,7 @@
 
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/ElementwiseMath.h"
+#include "tests/unit/kernels/PairedReference.h"
 
 #include "runtime/ThreadPool.h"
 
@@ -216,8 +217,7 @@ TEST(Int8Gemm, PairedEpiloguesAreThePlainProductThenTheRotationOrTheGating) {
   for (int64_t headDim : {64, 24}) {  // half 32: two blocks a head; 12: partial panels
     const int64_t heads = 3, columns = heads * headDim, n = columns + 40, half = headDim / 2;
     std::vector<float> a = randomMatrix(m, k, 51), b = randomMatrix(n, k, 52, 0.2f);
-    std::vector<float> bias = randomMatrix(1, n, 53), invFreq(static_cast<size_t>(half));
-    for (int64_t i = 0; i < half; ++i) invFreq[i] = std::pow(10000.0f, -2.0f * i / headDim);
+    std::vector<float> bias = randomMatrix(1, n, 53), invFreq = inverseFrequencies(headDim);
     const GemmPairs pairs{GemmPairs::Kind::kRotary, static_cast<size_t>(headDim),
                           static_cast<size_t>(columns)};
     const Int8Weights plainW = quantizePackB(b.data(), k, true, k, n);
@@ -233,17 +233,7 @@ TEST(Int8Gemm, PairedEpiloguesAreThePlainProductThenTheRotationOrTheGating) {
     for (Int8Path path : int8PathsAvailable()) {
       std::vector<float> want(static_cast<size_t>(m * n));
       gemmInt8(m, a.data(), k, plainW, bias.data(), want.data(), n, nullptr, path);
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t h = 0; h < columns; h += headDim)
-          for (int64_t i = 0; i < half; ++i) {
-            float cs, sn;
-            math::rotaryCosSin(static_cast<float>(offset + r % seqLen), invFreq[i], &cs, &sn);
-            float* row = want.data() + r * n + h;
-            const float x0 = row[i], x1 = row[i + half];
-            const float ac = x0 * cs, bs = x1 * sn, bc = x1 * cs, as = x0 * sn;
-            row[i] = ac - bs;
-            row[i + half] = bc + as;
-          }
+      rotateReference(want, m, n, columns, headDim, invFreq, seqLen, offset);
       Int8Epilogue ep{bias.data()};
       ep.invFreq = invFreq.data();
       ep.seqLen = seqLen;
@@ -267,11 +257,7 @@ TEST(Int8Gemm, PairedEpiloguesAreThePlainProductThenTheRotationOrTheGating) {
     std::vector<float> plain(static_cast<size_t>(m * n));
     gemmInt8(m, a.data(), k, plainW, bias.data(), plain.data(), n, nullptr, path);
     for (Activation act : {Activation::kSilu, Activation::kGelu, Activation::kNone}) {
-      std::vector<float> want(static_cast<size_t>(m * half));
-      for (int64_t r = 0; r < m; ++r) {
-        activate(act, plain.data() + r * n, want.data() + r * half, static_cast<size_t>(half));
-        for (int64_t j = 0; j < half; ++j) want[r * half + j] *= plain[r * n + half + j];
-      }
+      const std::vector<float> want = gateReference(plain, m, half, act);
       for (rt::ThreadPool* p : {static_cast<rt::ThreadPool*>(nullptr), &pool}) {
         std::vector<float> got(want.size(), -7.0f);
         gemmInt8(m, a.data(), k, w, Int8Epilogue{bias.data(), act}, got.data(), half, p, path);
