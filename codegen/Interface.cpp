@@ -246,6 +246,7 @@ llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module, ModuleOp kernels
                                                const ModelInterface &mi,
                                                llvm::StringRef dir,
                                                llvm::StringRef fusion,
+                                               llvm::StringRef dtype,
                                                llvm::json::Value report) {
   // Render everything first, so that nothing is written for a bad module.
   std::string mlirText;
@@ -258,6 +259,7 @@ llvm::Error mlir::transfuse::writeMlirArtifact(ModuleOp module, ModuleOp kernels
   manifest["compiler_version"] = kCompilerVersion;
   manifest["abi_version"] = kAbiVersion;
   manifest["fusion"] = fusion;
+  manifest["dtype"] = dtype;
   if (!mi.configJson.empty()) {
     auto config = llvm::json::parse(mi.configJson);
     if (!config)

@@ -47,9 +47,10 @@ std::optional<::transfuse::rt::DType> dtypeOf(Type elementType);
 /// `module`) is given; all are written to temporary names first, then
 /// renamed. Each entry point's arena bytes in the manifest are the kernel
 /// IR's memory plan, or without it the graph-level plan of
-/// passes/MemoryPlan.h (an upper bound: it knows no strided views).
+/// passes/MemoryPlan.h (an upper bound: it knows no strided views). The
+/// manifest names the fusion strategy and the dtype (f32, bf16, int8).
 llvm::Error writeMlirArtifact(ModuleOp module, ModuleOp kernels, const ModelInterface &interface,
-                              llvm::StringRef dir, llvm::StringRef fusion,
+                              llvm::StringRef dir, llvm::StringRef fusion, llvm::StringRef dtype,
                               llvm::json::Value report);
 
 } // namespace mlir::transfuse

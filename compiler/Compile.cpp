@@ -193,7 +193,9 @@ llvm::Expected<Artifact> compiler::compile(ModuleOp module, StringRef dir,
   Cleanup cleanup{dir.str(), /*created=*/!existed, /*carries=*/!options.sourceDirectory.empty()};
   cleanup.removeAll();
   if (llvm::Error e = writeMlirArtifact(module, kernels ? *kernels : ModuleOp(), *mi, dir,
-                                       options.strategy.str(), artifact.report.toJson()))
+                                       options.strategy.str(),
+                                       build.bf16 ? "bf16" : build.int8 ? "int8" : "f32",
+                                       artifact.report.toJson()))
     return std::move(e);
   for (auto [name, text] : {std::pair{"graph.before.dot", &graphBefore},
                              std::pair{"graph.after.dot", &graphAfter}}) {

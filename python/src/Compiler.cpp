@@ -41,9 +41,14 @@ void checkLlvm(llvm::Error e) {
 nb::dict compile(const std::string& path, const std::string& dir, const std::string& fusion,
                  const std::string& target, const std::string& emit, int64_t maxBatch,
                  int64_t maxSeqLen, int64_t maxBeam, const std::map<std::string, int64_t>& dims,
-                 bool train, bool verify, uint64_t seed, double tolerance) {
+                 bool train, bool verify, uint64_t seed, double tolerance,
+                 const std::string& dtype) {
   compiler::CompileOptions options;
   options.build.target = target;
+  if (dtype != "f32" && dtype != "bf16" && dtype != "int8")
+    throw CompileError("dtype '" + dtype + "' is not one of f32, bf16, int8");
+  options.build.bf16 = dtype == "bf16";
+  options.build.int8 = dtype == "int8";
   options.train = train;
   options.emit = checkLlvm(compiler::parseEmit(emit));
   options.strategy = checkLlvm(FusionStrategy::parse(fusion));
@@ -164,7 +169,7 @@ void bindCompiler(nb::module_& m) {
   m.def("_compile", &compile, nb::arg("path"), nb::arg("dir"), nb::arg("fusion"),
         nb::arg("target"), nb::arg("emit"), nb::arg("max_batch"), nb::arg("max_seq_len"),
         nb::arg("max_beam"), nb::arg("dims"), nb::arg("train"), nb::arg("verify"),
-        nb::arg("seed"), nb::arg("tolerance"));
+        nb::arg("seed"), nb::arg("tolerance"), nb::arg("dtype"));
   m.def("_bench_model", &benchModel, nb::arg("path"), nb::arg("fusion"), nb::arg("batch"),
         nb::arg("src_len"), nb::arg("tgt_len"), nb::arg("entry"), nb::arg("threads"),
         nb::arg("train"), nb::arg("min_seconds"), nb::arg("keep_dir").none());

@@ -558,6 +558,7 @@ public:
         field = nb::cast<std::remove_reference_t<decltype(field)>>(options[key]);
     };
     get("seed", o.seed);
+    get("dtype", o.dtype);
     o.batching.seed = o.seed;
     get("batch_tokens", o.batching.batchTokens);
     get("max_sentences", o.batching.maxRows);

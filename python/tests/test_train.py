@@ -138,3 +138,38 @@ def test_ctrl_c_stops_training_between_steps(tmp_path, sigint):
     result = more.fit(src, tgt, resume=True)
     assert result["resumed_from"].endswith(f"step-{newest:08d}")
     assert result["step"] == newest + 2
+
+
+def test_bf16_training_from_python_equals_the_cli(tmp_path):
+    # dtype="bf16" (docs/bf16.md): the build's manifest says so, the Trainer
+    # records it in each checkpoint, and the run equals `transfuse train
+    # --dtype bf16` bit for bit; its losses are not fp32's.
+    src, tgt = corpus(seed=2)
+    write_ids(tmp_path / "s.ids", src)
+    write_ids(tmp_path / "t.ids", tgt)
+    cli("train", CONFIG, "--src-train", tmp_path / "s.ids", "--tgt-train", tmp_path / "t.ids",
+        "--steps", 6, "--batch-tokens", 48, "--warmup", 3, "--seed", 7, "--fusion", "all",
+        "--dtype", "bf16", "--checkpoint-dir", tmp_path / "cli", "--log-json",
+        tmp_path / "cli.jsonl")
+    cli_steps = [json.loads(l) for l in (tmp_path / "cli.jsonl").read_text().splitlines()]
+    cli_weights = safetensors_io.read(tmp_path / "cli" / "step-00000006" / "model.safetensors")
+
+    model = transfuse.compile(CONFIG, tmp_path / "bf16", train=True, seed=7, max_batch=48,
+                              dtype="bf16")
+    assert model.manifest["dtype"] == "bf16"
+    steps = []
+    transfuse.Trainer(model, **OPTIONS, checkpoint_dir=str(tmp_path / "py"),
+                      on_step=steps.append).fit(src, tgt)
+    assert [s["loss"] for s in steps] == [s["loss"] for s in cli_steps]
+    for name, value in cli_weights.items():
+        assert np.array_equal(model.parameters[name], value), name
+    state = json.loads((tmp_path / "py" / "step-00000006" / "state.json").read_text())
+    assert state["dtype"] == "bf16"
+
+    f32 = transfuse.compile(CONFIG, tmp_path / "f32", train=True, seed=7, max_batch=48)
+    assert f32.manifest["dtype"] == "f32"
+    f32_steps = []
+    transfuse.Trainer(f32, **OPTIONS, on_step=f32_steps.append).fit(src, tgt)
+    assert [s["loss"] for s in f32_steps] != [s["loss"] for s in steps]
+    with pytest.raises(transfuse.CompileError, match="dtype 'f16' is not one of f32, bf16, int8"):
+        transfuse.compile(CONFIG, tmp_path / "bad", dtype="f16")

@@ -37,7 +37,7 @@ def compile(model: "str | os.PathLike[str] | Mapping[str, Any]",
             dims: "Mapping[str, int] | None" = None, train: bool = False,
             verify: bool = False, tolerance: float = 1e-3,
             weights: "str | os.PathLike[str] | None" = None, seed: "int | None" = None,
-            threads: "int | None" = None) -> "Model":
+            threads: "int | None" = None, dtype: str = "f32") -> "Model":
     """Compiles a model definition into an artifact directory and loads it.
 
     `model` is a built-in architecture's config (a .json path or a dict), MLIR
@@ -49,14 +49,16 @@ def compile(model: "str | os.PathLike[str] | Mapping[str, Any]",
     checked against the fp64 reference backend (random weights and padded
     inputs, from `seed`) and a CompileError is raised past `tolerance`
     (relative to max(1, max |reference|)); Model.compile_info holds the
-    figures. `weights`, `seed` and `threads` are load's; emit other than
+    figures. `dtype` is f32, bf16 (every product on bf16 operands, fp32 sums;
+    training too: docs/bf16.md) or int8 (cpu inference: linear layers on int8
+    weights, docs/int8.md). `weights`, `seed` and `threads` are load's; emit other than
     "shared" (mlir, kernels, cpp, static, exe, dot) returns no loadable model:
     use compile_only.
     """
     info, scratch = _compile(model, output_dir, fusion=fusion, target=target, emit=emit,
                              max_batch=max_batch, max_seq_len=max_seq_len, max_beam=max_beam,
                              dims=dims, train=train, verify=verify, tolerance=tolerance,
-                             seed=seed)
+                             seed=seed, dtype=dtype)
     if emit != "shared":
         raise Error(f"emit={emit!r} writes no loadable library: call transfuse.compile_only")
     m = load(info["dir"], weights=weights, seed=seed, threads=threads)
@@ -75,7 +77,8 @@ def compile_only(model: Any, output_dir: "str | os.PathLike[str]", **options: An
 def _compile(model: Any, output_dir: Any, *, fusion: str = "all", target: str = "cpu",
              emit: str = "shared", max_batch: int = 0, max_seq_len: int = 0, max_beam: int = 0,
              dims: "Mapping[str, int] | None" = None, train: bool = False, verify: bool = False,
-             tolerance: float = 1e-3, seed: "int | None" = None) -> "tuple[dict, Any]":
+             tolerance: float = 1e-3, seed: "int | None" = None,
+             dtype: str = "f32") -> "tuple[dict, Any]":
     scratch = None
     if output_dir is None:
         scratch = tempfile.TemporaryDirectory(prefix="transfuse-")
@@ -99,7 +102,7 @@ def _compile(model: Any, output_dir: Any, *, fusion: str = "all", target: str = 
         from . import _compiler  # the compiler's module, loaded on first use
         info = _compiler._compile(path, output_dir, fusion, target, emit, max_batch,
                                    max_seq_len, max_beam, dict(dims or {}), train, verify,
-                                   seed or 0, tolerance)
+                                   seed or 0, tolerance, dtype)
     finally:
         definition.cleanup()
     if verify and not info["verified"]:
@@ -401,7 +404,9 @@ class Trainer:
                             epochs=epochs, time_limit=time_limit, warmup=warmup,
                             lr_factor=lr_factor, clip_norm=clip_norm, weight_decay=weight_decay,
                             d_model=d_model or int(config.get("d_model", 512)),
-                            save_every=save_every, keep=keep, shards=shards)
+                            save_every=save_every, keep=keep, shards=shards,
+                            # The build's products' precision, recorded in checkpoints.
+                            dtype=model.manifest.get("dtype", "f32"))
         # Under mpirun: this process's rank and how many train (MPI joined here).
         self.rank, self.ranks = _transfuse._ranks()
         self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
