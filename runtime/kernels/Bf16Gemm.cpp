@@ -351,6 +351,8 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
   const int64_t pass = tiled ? 1024 : 256;
   parallelFor(pool, static_cast<size_t>(chunks * w.blocks), 1, [&](size_t begin, size_t end) {
     alignas(64) float x[kBlockCols];
+    // A block's values for its epilogue's one call of an elementwise kernel.
+    alignas(64) float values[kMaxRows * kBlockCols], pres[kMaxRows * kBlockCols];
     // The worker's own buffer (thread_local here names the worker's).
     thread_local std::vector<float> scratchBuffer;
     // A block's epilogue: rows [i, i + live) from their sums (rows 32 apart).
@@ -360,38 +362,48 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
       const int64_t c0 = static_cast<int64_t>(cols.c0), c1 = static_cast<int64_t>(cols.c1);
       const int64_t n0 = static_cast<int64_t>(cols.n0);
       const int64_t live = std::min(rows, m - i);
-          if (!cols.paired && !derivative && epilogue.activation == Activation::kNone) {
+      const int64_t n = n0 + static_cast<int64_t>(cols.n1);  // unpaired: columns c0..
+      if (!cols.paired && !derivative && epilogue.activation == Activation::kNone) {
         const float* res = epilogue.residual ? epilogue.residual + i * ldr + c0 : nullptr;
-        vector.store(acc, live, bias ? bias + c0 : nullptr, n0 + static_cast<int64_t>(cols.n1),
-                     res, ldr, c + i * ldc + c0, ldc);
+        vector.store(acc, live, bias ? bias + c0 : nullptr, n, res, ldr, c + i * ldc + c0, ldc);
+        return;
+      }
+      if (!cols.paired && derivative) {
+        // (scale · sum) · f'(pre), as exec::scale then activationGrad, over
+        // the block's rows in one call (a call per row costs its dispatch).
+        for (int64_t r = 0; r < live; ++r)
+          for (int64_t j = 0; j < n; ++j) {
+            const float sum = acc[r * kBlockCols + j];
+            values[r * n + j] = epilogue.scale != 1.0f ? sum * epilogue.scale : sum;
+            pres[r * n + j] = epilogue.pre[(i + r) * ldp + c0 + j];
+          }
+        activationGrad(kindOf(epilogue.derivative), pres, values, values,
+                       static_cast<size_t>(live * n));
+        for (int64_t r = 0; r < live; ++r)
+          std::memcpy(c + (i + r) * ldc + c0, values + r * n, static_cast<size_t>(n) * sizeof(float));
+        return;
+      }
+      if (!cols.paired) {  // bias, then the activation over the block's rows at once, residual
+        for (int64_t r = 0; r < live; ++r)
+          for (int64_t j = 0; j < n; ++j)
+            values[r * n + j] = bias ? acc[r * kBlockCols + j] + bias[c0 + j] : acc[r * kBlockCols + j];
+        activate(epilogue.activation, values, values, static_cast<size_t>(live * n));
+        for (int64_t r = 0; r < live; ++r) {
+          float* crow = c + (i + r) * ldc + c0;
+          const float* x = values + r * n;
+          if (const float* res = epilogue.residual) {
+            const float* rrow = res + (i + r) * ldr + c0;
+            for (int64_t j = 0; j < n; ++j) crow[j] = x[j] + rrow[j];
+          } else {
+            std::memcpy(crow, x, static_cast<size_t>(n) * sizeof(float));
+          }
+        }
         return;
       }
       for (int64_t r = 0; r < live; ++r) {
-        const float* sums = acc + r * kBlockCols;
-        float* crow = c + (i + r) * ldc;
-        if (!cols.paired) {  // columns c0.. in order (c1 = c0 + 16 where n1 > 0)
-          const int64_t n = n0 + static_cast<int64_t>(cols.n1);
-          if (derivative) {  // (scale · sum) · f'(pre), as exec::scale then activationGrad
-            for (int64_t j = 0; j < n; ++j)
-              x[j] = epilogue.scale != 1.0f ? sums[j] * epilogue.scale : sums[j];
-            activationGrad(kindOf(epilogue.derivative), epilogue.pre + (i + r) * ldp + c0, x,
-                           crow + c0, static_cast<size_t>(n));
-            continue;
-          }
-          for (int64_t j = 0; j < n; ++j) x[j] = bias ? sums[j] + bias[c0 + j] : sums[j];
-          if (epilogue.activation != Activation::kNone)
-            activate(epilogue.activation, x, x, static_cast<size_t>(n));
-          if (const float* res = epilogue.residual) {
-            const float* rrow = res + (i + r) * ldr + c0;
-            for (int64_t j = 0; j < n; ++j) crow[c0 + j] = x[j] + rrow[j];
-          } else {
-            std::memcpy(crow + c0, x, static_cast<size_t>(n) * sizeof(float));
-          }
-          continue;
-        }
         // A pair's two sets of n0 columns (x[t], x[16 + t]), then combined.
-        std::copy(sums, sums + kBlockCols, x);
-        paired.combine(x, bias, i + r, c0, c1, n0, crow);
+        std::copy(acc + r * kBlockCols, acc + (r + 1) * kBlockCols, x);
+        paired.combine(x, bias, i + r, c0, c1, n0, c + (i + r) * ldc);
       }
     };
     if (tiled) amxTilesBegin();
