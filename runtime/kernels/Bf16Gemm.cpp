@@ -94,13 +94,14 @@ void storeRowsScalar(const float* sums, int64_t rows, const float* bias, int64_t
 struct RowWork {
   RoundRow round = roundRowScalar;
   StoreRows store = storeRowsScalar;
+  void (*transpose16)(const float*, int64_t, float*, int64_t) = nullptr;  // null: scalar
 };
 
 RowWork rowWork() {
   std::lock_guard<std::mutex> lock(pathsMutex);
   const std::vector<Bf16Path>& p = paths();
   auto on = [&](Bf16Path path) { return std::find(p.begin(), p.end(), path) != p.end(); };
-  if (on(Bf16Path::kAvx512Bf16)) return {roundRowAvx512, storeRowsAvx512};
+  if (on(Bf16Path::kAvx512Bf16)) return {roundRowAvx512, storeRowsAvx512, transpose16Avx512};
   if (on(Bf16Path::kAvx2)) return {roundRowAvx2, storeRowsAvx2};
   return {};
 }
@@ -254,8 +255,9 @@ namespace {
 // `tiled` AMX tiles (each group of 16 rows as its 16×32 tiles in k order),
 // or `wide`, the rounded values as floats (the avx2 path, which then
 // broadcasts them from memory instead of widening each).
-void roundA(RoundRow round, const float* a, int64_t lda, bool transA, int64_t m, int64_t k,
-            int64_t kp, bool tiled, bool wide, uint16_t* q, rt::ThreadPool* pool) {
+void roundA(const RowWork& vector, const float* a, int64_t lda, bool transA, int64_t m,
+            int64_t k, int64_t kp, bool tiled, bool wide, uint16_t* q, rt::ThreadPool* pool) {
+  const RoundRow round = vector.round;
   // A piece of a row, rounded into `piece`, to its place: bf16 bits, or
   // (wide) their values as floats at q viewed as floats.
   auto put = [&](const uint16_t* piece, int64_t n, int64_t row, int64_t k0, int64_t i0) {
@@ -283,7 +285,11 @@ void roundA(RoundRow round, const float* a, int64_t lda, bool transA, int64_t m,
         const int64_t span = std::min<int64_t>(64, kp - k0);  // 64, or 32 at the end
         for (int64_t g = 0; g < groups; ++g) {
           const int64_t i0 = g * 16, live = std::min<int64_t>(16, m - i0);
-          for (int64_t kk = 0; kk < len; ++kk)
+          int64_t kk = 0;
+          if (vector.transpose16 && live == 16)  // 16×16 squares in registers
+            for (; kk + 16 <= len; kk += 16)
+              vector.transpose16(a + (k0 + kk) * lda + i0, lda, &tile[0][kk], 64);
+          for (; kk < len; ++kk)
             for (int64_t r = 0; r < live; ++r) tile[r][kk] = a[(k0 + kk) * lda + i0 + r];
           for (int64_t r = 0; r < live; ++r) {
             round(tile[r], len, piece);
@@ -380,13 +386,16 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
         activationGrad(kindOf(epilogue.derivative), pres, values, values,
                        static_cast<size_t>(live * n));
         for (int64_t r = 0; r < live; ++r)
-          std::memcpy(c + (i + r) * ldc + c0, values + r * n, static_cast<size_t>(n) * sizeof(float));
+          std::memcpy(c + (i + r) * ldc + c0, values + r * n,
+                      static_cast<size_t>(n) * sizeof(float));
         return;
       }
       if (!cols.paired) {  // bias, then the activation over the block's rows at once, residual
         for (int64_t r = 0; r < live; ++r)
-          for (int64_t j = 0; j < n; ++j)
-            values[r * n + j] = bias ? acc[r * kBlockCols + j] + bias[c0 + j] : acc[r * kBlockCols + j];
+          for (int64_t j = 0; j < n; ++j) {
+            const float sum = acc[r * kBlockCols + j];
+            values[r * n + j] = bias ? sum + bias[c0 + j] : sum;  // no bias: no add (-0 stays)
+          }
         activate(epilogue.activation, values, values, static_cast<size_t>(live * n));
         for (int64_t r = 0; r < live; ++r) {
           float* crow = c + (i + r) * ldc + c0;
@@ -479,7 +488,7 @@ void gemmBf16(int64_t m, const float* a, int64_t lda, const Bf16Weights& w,
   std::vector<uint16_t>& qa = roundedA();
   const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * w.kPadded * (wide ? 2 : 1));
   if (qa.size() < size) qa.resize(size);
-  roundA(rowWork().round, a, lda, false, m, w.k, w.kPadded, path == Bf16Path::kAmx, wide,
+  roundA(rowWork(), a, lda, false, m, w.k, w.kPadded, path == Bf16Path::kAmx, wide,
          qa.data(), pool);
   gemmRounded(m, qa.data(), w, epilogue, c, ldc, pool, path);
 }
@@ -497,7 +506,7 @@ void gemmBf16(size_t M, size_t N, size_t K, const float* A, size_t lda, bool tra
   std::vector<uint16_t>& qa = roundedA();
   const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * packed.kPadded * (wide ? 2 : 1));
   if (qa.size() < size) qa.resize(size);
-  roundA(rowWork().round, A, static_cast<int64_t>(lda), transA, m, static_cast<int64_t>(K),
+  roundA(rowWork(), A, static_cast<int64_t>(lda), transA, m, static_cast<int64_t>(K),
          packed.kPadded, path == Bf16Path::kAmx, wide, qa.data(), pool);
   gemmRounded(m, qa.data(), packed, epilogue, C, static_cast<int64_t>(ldc), pool, path);
 }

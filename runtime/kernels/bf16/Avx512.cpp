@@ -51,6 +51,37 @@ void storeRowsAvx512(const float* sums, int64_t rows, const float* bias, int64_t
   }
 }
 
+TRANSFUSE_BF16_AVX512
+void transpose16Avx512(const float* a, int64_t lda, float* out, int64_t ldo) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(a + i * lda);
+  // 32-bit, then 64-bit interleaves within 128-bit lanes: t[4g + q]'s lane
+  // L holds column 4L + q of rows 4g..4g+3.
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  // Then the four row groups' lanes side by side: output row 4L + q.
+  for (int q = 0; q < 4; ++q) {
+    const __m512 lo01 = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x44);
+    const __m512 lo23 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x44);
+    const __m512 hi01 = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xEE);
+    const __m512 hi23 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xEE);
+    _mm512_storeu_ps(out + q * ldo, _mm512_shuffle_f32x4(lo01, lo23, 0x88));
+    _mm512_storeu_ps(out + (4 + q) * ldo, _mm512_shuffle_f32x4(lo01, lo23, 0xDD));
+    _mm512_storeu_ps(out + (8 + q) * ldo, _mm512_shuffle_f32x4(hi01, hi23, 0x88));
+    _mm512_storeu_ps(out + (12 + q) * ldo, _mm512_shuffle_f32x4(hi01, hi23, 0xDD));
+  }
+}
+
 namespace {
 
 // R rows against the two panels: one chain of vdpbf16ps per row and panel

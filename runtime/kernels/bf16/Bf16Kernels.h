@@ -5,7 +5,8 @@
 // elements apart, `kLength` columns, a multiple of 32; for amx in
 // tiles, see Bf16Gemm.cpp) against two panels of packed weights (32
 // columns) into acc[rows][32], in fp32, starting from acc's values when
-// `accumulate` (a pass over the next columns of K) and from zero otherwise. `rows` says how many rows are live: the avx512bf16, avx2 and scalar
+// `accumulate` (a pass over the next columns of K) and from zero otherwise.
+// `rows` says how many rows are live: the avx512bf16, avx2 and scalar
 // kernels compute that many rounded up to a power of two (a decode step's
 // single row costs one row's work), amx 16 or 32.
 //
@@ -59,6 +60,9 @@ void storeRowsAvx2(const float* sums, int64_t rows, const float* bias, int64_t n
                    const float* res, int64_t ldr, float* out, int64_t ldo);
 void storeRowsAvx512(const float* sums, int64_t rows, const float* bias, int64_t n,
                      const float* res, int64_t ldr, float* out, int64_t ldo);
+
+// out[r·ldo + t] = a[t·lda + r], r, t < 16 (reading a transposed A).
+void transpose16Avx512(const float* a, int64_t lda, float* out, int64_t ldo);
 
 }  // namespace transfuse::kernels::bf16
 
