@@ -123,6 +123,8 @@ llvm::Error CpuPrinter::printKernel(Operation *op) {
       })
       .Case([&](tfk::AttentionGradOp e) {
         attentionGradArgs(e, "kernels::AttentionGradArgs");
+        if (module.bf16Products)
+          line("  args.forward.bf16 = true;");
         call("  if (rt::Status s = kernels::attentionBackward(args, c.pool); !s.isOk()) return s;");
         line("}");
         return done();
@@ -325,6 +327,8 @@ llvm::Error CpuPrinter::printDecodeAttention(tfk::DecodeAttentionOp op) {
 
 llvm::Error CpuPrinter::printAttention(tfk::AttentionOp op) {
   attentionArgs(op, "kernels::AttentionArgs");
+  if (module.bf16Products)  // the two products on bf16 operands (docs/bf16.md)
+    line("  args.bf16 = true;");
   if (Value bias = op.getBias()) {
     // [.., Sq, Sk] broadcast to [B, H, Sq, Sk]: stride 0 where broadcast.
     auto t = cast<MemRefType>(bias.getType());

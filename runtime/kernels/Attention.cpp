@@ -12,6 +12,7 @@
 #if HWY_ONCE
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Attention.h"
+#include "runtime/kernels/Bf16Gemm.h"
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/Gemm.h"
 #include "runtime/kernels/Norm.h"
@@ -89,6 +90,17 @@ static void dropoutHead(const AttentionArgs& a, size_t b, size_t h, float* P) {
           (b * a.heads + h) * n);
 }
 
+// One of attention's products: fp32 (Gemm.h), or on bf16 operands
+// (Bf16Gemm.h) under AttentionArgs::bf16.
+static void product(const AttentionArgs& a, size_t M, size_t N, size_t K, const float* A,
+                    size_t lda, bool transA, const float* B, size_t ldb, bool transB, float* C,
+                    size_t ldc, rt::ThreadPool* pool = nullptr) {
+  if (a.bf16)
+    gemmBf16(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, {}, pool);
+  else
+    gemm(M, N, K, A, lda, transA, B, ldb, transB, C, ldc, {}, pool);
+}
+
 // One head of the unfused composition into `s` [Sq, Sk] (Sk > 0): S = Q·Kᵀ,
 // scale and masks, row softmax, dropout, O = P·V, each step on `pool`.
 static void unfusedHead(const AttentionArgs& a, size_t b, size_t h, float* s,
@@ -99,18 +111,19 @@ static void unfusedHead(const AttentionArgs& a, size_t b, size_t h, float* s,
   const float* vb = a.v.data + b * a.v.batchStride + a.kvHead(h) * a.v.headStride;
   float* ob = a.out + b * a.outBatchStride + h * a.outHeadStride;
   auto* mask = HWY_DYNAMIC_DISPATCH(ScaleAndMaskRows);
-  gemm(Sq, Sk, D, qb, a.q.rowStride, /*transA=*/false, kb, a.k.rowStride, /*transB=*/true, s, Sk,
-       {}, pool);
+  product(a, Sq, Sk, D, qb, a.q.rowStride, /*transA=*/false, kb, a.k.rowStride, /*transB=*/true, s,
+          Sk, pool);
   parallelFor(pool, Sq, std::max<size_t>(1, 4096 / Sk),
               [&](size_t r0, size_t r1) { mask(a, b, h, s, r0, r1); });
   softmax(s, s, Sq, Sk, pool);
   if (a.dropoutRate > 0.0) dropoutHead(a, b, h, s);
-  gemm(Sq, D, Sk, s, Sk, false, vb, a.v.rowStride, false, ob, a.outRowStride, {}, pool);
+  product(a, Sq, D, Sk, s, Sk, false, vb, a.v.rowStride, false, ob, a.outRowStride, pool);
 }
 
-// Attention with dropout: the unfused composition (the mask needs P), one
-// task per (b, h) so that small heads do not pay a pool call per step.
-static rt::Status attentionWithDropout(const AttentionArgs& args, rt::ThreadPool* pool) {
+// Attention with dropout (the mask needs P) or in bf16: the unfused
+// composition, one task per (b, h) so that small heads do not pay a pool
+// call per step.
+static rt::Status attentionPerHead(const AttentionArgs& args, rt::ThreadPool* pool) {
   AttentionArgs a;
   if (rt::Status st = resolve(args, a); !st) return st;
   if (a.batch * a.heads * a.seqQ == 0 || a.seqK == 0) return attentionUnfused(args, pool);
@@ -122,7 +135,7 @@ static rt::Status attentionWithDropout(const AttentionArgs& args, rt::ThreadPool
 }
 
 rt::Status attention(const AttentionArgs& args, rt::ThreadPool* pool) {
-  if (args.dropoutRate > 0.0) return attentionWithDropout(args, pool);
+  if (args.dropoutRate > 0.0 || args.bf16) return attentionPerHead(args, pool);
   AttentionArgs a;
   if (rt::Status st = resolve(args, a); !st) return st;
   if (a.batch * a.heads * a.seqQ == 0) return rt::Status::ok();
@@ -191,7 +204,8 @@ rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool
         float* dkh = first ? dk : part.data();
         float* dvh = first ? dv : part.data() + Sk * D;
         const size_t ldk = first ? dK.rowStride : D, ldv = first ? dV.rowStride : D;
-        gemm(Sq, Sk, D, q, a.q.rowStride, false, k, a.k.rowStride, /*transB=*/true, P.data(), Sk);
+        product(a, Sq, Sk, D, q, a.q.rowStride, false, k, a.k.rowStride, /*transB=*/true,
+                P.data(), Sk);
         mask(a, b, h, P.data(), 0, Sq);
         softmax(P.data(), P.data(), Sq, Sk);
         const float* pd = P.data();
@@ -200,9 +214,9 @@ rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool
           dropoutHead(a, b, h, Pd.data());
           pd = Pd.data();
         }
-        gemm(Sk, D, Sq, pd, Sk, /*transA=*/true, g, grad.rowStride, false, dvh, ldv);
-        gemm(Sq, Sk, D, g, grad.rowStride, false, v, a.v.rowStride, /*transB=*/true, dP.data(),
-             Sk);
+        product(a, Sk, D, Sq, pd, Sk, /*transA=*/true, g, grad.rowStride, false, dvh, ldv);
+        product(a, Sq, Sk, D, g, grad.rowStride, false, v, a.v.rowStride, /*transB=*/true,
+                dP.data(), Sk);
         if (drop) dropoutHead(a, b, h, dP.data());  // dP through the same mask
         for (size_t i = 0; i < Sq; ++i) {  // dS = P ⊙ (dP - Σ_j dP ⊙ P) · scale
           float* dpRow = dP.data() + i * Sk;
@@ -212,8 +226,8 @@ rt::Status attentionBackward(const AttentionGradArgs& args, rt::ThreadPool* pool
           const float rowDot = static_cast<float>(dot);
           for (size_t j = 0; j < Sk; ++j) dpRow[j] = pRow[j] * (dpRow[j] - rowDot) * a.scale;
         }
-        gemm(Sq, D, Sk, dP.data(), Sk, false, k, a.k.rowStride, false, dq, dQ.rowStride);
-        gemm(Sk, D, Sq, dP.data(), Sk, /*transA=*/true, q, a.q.rowStride, false, dkh, ldk);
+        product(a, Sq, D, Sk, dP.data(), Sk, false, k, a.k.rowStride, false, dq, dQ.rowStride);
+        product(a, Sk, D, Sq, dP.data(), Sk, /*transA=*/true, q, a.q.rowStride, false, dkh, ldk);
         if (first) continue;
         for (size_t j = 0; j < Sk; ++j)
           for (size_t e = 0; e < D; ++e) {

@@ -88,6 +88,11 @@ struct AttentionArgs {
   // attention() runs it one task per (b, h).
   double dropoutRate = 0.0;
   uint64_t dropoutSeed = 0, dropoutStep = 0, dropoutStream = 0;
+  // --dtype bf16 (docs/bf16.md): the products (Q·Kᵀ and P·V, and the
+  // backward's five) on bf16 operands through Bf16Gemm.h, P rounded as the
+  // second product reads it; scale, masks, softmax and dropout in fp32.
+  // attention() then runs the unfused composition, one task per (b, h).
+  bool bf16 = false;
 };
 
 // Fused attention. Errors: headDim outside 1..256, a missing tensor.

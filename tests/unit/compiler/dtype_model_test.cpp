@@ -3,9 +3,10 @@
 // (rotary Q/K and SwiGLU: the paired GEMMs), compiled with their products in
 // low precision against the same models in fp32, from the same seeded
 // weights: the generated code calls the int8 or bf16 GEMM for every packed
-// weight (and the fp32 build never), the logits stay within a bound of
-// their scale but differ (the comparison is not vacuous). bf16 training:
-// every product of the train step (the backward's too) runs in bf16, its
+// weight (and the fp32 build never; bf16: attention's products too), the
+// logits stay within a bound of their scale but differ (the comparison is
+// not vacuous). bf16 training: every product of the train step (the
+// backward's and attention's too) runs in bf16, its
 // loss and gradients stay within a bound of fp32's, and its steps give the
 // same bits on 1 and 2 threads. The options they do not take are refused.
 
@@ -86,8 +87,10 @@ void expectCloseButNotEqual(const std::string &dtype, const std::string &path,
   EXPECT_EQ(f32.source.find(call), std::string::npos);
   EXPECT_NE(low.source.find(call), std::string::npos);
   EXPECT_EQ(low.source.find("c.packed["), std::string::npos) << "an fp32 packed GEMM in " << dtype;
-  if (dtype == "bf16")
+  if (dtype == "bf16") {
     EXPECT_EQ(low.source.find("kernels::gemm("), std::string::npos) << "an fp32 GEMM in bf16";
+    EXPECT_NE(low.source.find("args.bf16 = true;"), std::string::npos) << "attention in fp32";
+  }
   auto a = f32.model->run("forward", inputs);
   auto b = low.model->run("forward", inputs);
   ASSERT_TRUE(a.isOk() && b.isOk());
@@ -153,6 +156,9 @@ TEST(Bf16Model, TrainingRunsEveryProductInBf16WithinFp32sGradients) {
   EXPECT_EQ(bf16.source.find("kernels::gemm("), std::string::npos);
   EXPECT_EQ(bf16.source.find("c.packed["), std::string::npos);
   EXPECT_NE(bf16.source.find("kernels::gemmBf16("), std::string::npos);
+  // Attention's products, forward and backward.
+  EXPECT_NE(bf16.source.find("args.bf16 = true;"), std::string::npos);
+  EXPECT_NE(bf16.source.find("args.forward.bf16 = true;"), std::string::npos);
   // Every weight gradient and matmul call passes its bf16 flag.
   int flagged = 0;
   for (const char *callee : {"exec::weightGrad(", "exec::matmul("})

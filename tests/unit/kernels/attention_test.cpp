@@ -15,6 +15,7 @@
 #include <hwy/tests/hwy_gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace transfuse::kernels {
@@ -159,13 +160,20 @@ struct Data {
   }
 };
 
-void checkAgainstReference(const Problem& pr, rt::ThreadPool* pool = nullptr) {
+// bf16: the products on bf16 operands (AttentionArgs::bf16), its bound
+// against the fp64 reference: 2^-8 of (1 + |ref|) forward, 2^-7 for the
+// gradients (8-bit mantissas of Q, K, V, P, dO; measured up to 1.2e-3 and
+// between 2e-3 and 4e-3 on these shapes).
+constexpr double kBf16Bound = 4e-3, kBf16GradBound = 8e-3;
+
+void checkAgainstReference(const Problem& pr, rt::ThreadPool* pool = nullptr, bool bf16 = false) {
   std::mt19937 rng(static_cast<uint32_t>(pr.Sq * 131 + pr.Sk * 7 + pr.D + pr.masks));
   Data data(pr, rng);
   const std::vector<double> ref = data.reference();
   Buf fused(data.q.size(), (pr.misalign + 3) % 4), unfused(data.q.size());
   for (size_t i = 0; i < fused.size(); ++i) fused[i] = unfused[i] = NAN;
   AttentionArgs a = data.args;
+  a.bf16 = bf16;
   a.out = fused.data();
   ASSERT_TRUE(attention(a, pool).isOk());
   a.out = unfused.data();
@@ -176,7 +184,7 @@ void checkAgainstReference(const Problem& pr, rt::ThreadPool* pool = nullptr) {
         const bool full = data.rowFullyMasked(b, h, i);
         for (size_t d = 0; d < pr.D; ++d) {
           const size_t o = data.qi(b, h, i) + d;
-          const double tol = 2e-5 * (1 + std::fabs(ref[o]));
+          const double tol = (bf16 ? kBf16Bound : 2e-5) * (1 + std::fabs(ref[o]));
           ASSERT_NEAR(fused[o], ref[o], tol)
               << "fused B=" << pr.B << " H=" << pr.H << " Sq=" << pr.Sq << " Sk=" << pr.Sk
               << " D=" << pr.D << " masks=" << pr.masks << " at b=" << b << " h=" << h
@@ -286,7 +294,8 @@ TEST_P(AttentionTest, GrowingAndLargeScores) {
 // give no gradient. Tolerance |x - ref| <= 5e-5·(1 + |ref|) (fp32 GEMMs of up
 // to 100 terms over inputs in [-1, 1]; the fp32 probabilities are those of
 // the forward's bound).
-void checkBackward(const Problem& pr, float rate, rt::ThreadPool* pool = nullptr) {
+void checkBackward(const Problem& pr, float rate, rt::ThreadPool* pool = nullptr,
+                   bool bf16 = false) {
   std::mt19937 rng(static_cast<uint32_t>(pr.Sq * 17 + pr.Sk * 3 + pr.D + pr.masks));
   Data data(pr, rng);
   const size_t B = pr.B, H = pr.H, Sq = pr.Sq, Sk = pr.Sk, D = pr.D;
@@ -302,6 +311,7 @@ void checkBackward(const Problem& pr, float rate, rt::ThreadPool* pool = nullptr
   a.dq = {dq.data(), data.args.q.batchStride, data.args.q.headStride, data.args.q.rowStride};
   a.dk = {dk.data(), data.args.k.batchStride, data.args.k.headStride, data.args.k.rowStride};
   a.dv = {dv.data(), data.args.v.batchStride, data.args.v.headStride, data.args.v.rowStride};
+  a.forward.bf16 = bf16;
   a.forward.dropoutRate = rate;
   a.forward.dropoutSeed = 7;
   a.forward.dropoutStep = 3;
@@ -351,7 +361,7 @@ void checkBackward(const Problem& pr, float rate, rt::ThreadPool* pool = nullptr
     }
   auto expectNear = [&](const Buf& got, const std::vector<double>& ref, const char* what) {
     for (size_t i = 0; i < ref.size(); ++i)
-      ASSERT_NEAR(got[i], ref[i], 5e-5 * (1 + std::fabs(ref[i])))
+      ASSERT_NEAR(got[i], ref[i], (bf16 ? kBf16GradBound : 5e-5) * (1 + std::fabs(ref[i])))
           << what << " B=" << B << " H=" << H << " Sq=" << Sq << " Sk=" << Sk << " D=" << D
           << " masks=" << pr.masks << " rate=" << rate << " at " << i;
   };
@@ -370,6 +380,36 @@ TEST_P(AttentionTest, BackwardAgainstReference) {
   for (size_t S : {1, 2, 64, 65}) checkBackward({1, 1, S, S, 64, kCausal}, 0.0f);
   checkBackward({2, 2, 0, 5, 8, kNoMask}, 0.0f);
   checkBackward({2, 2, 5, 0, 8, kNoMask}, 0.0f);  // no keys: every gradient is 0
+}
+
+// The products on bf16 operands (--dtype bf16): forward (fused entry and
+// unfused) and backward within bf16's bound of the fp64 reference, every
+// mask and layout, with and without dropout; not fp32's result; one
+// thread's bits on three.
+TEST_P(AttentionTest, Bf16ProductsWithinTheirBound) {
+  for (int masks : {kNoMask, kCausal, kKeyMask, kKeyLengths | kAdditive})
+    for (bool bshd : {false, true}) {
+      checkAgainstReference({2, 2, 13, 13, 16, masks, bshd, 1}, nullptr, true);
+      checkAgainstReference({1, 3, 7, 70, 64, masks, bshd, 0}, nullptr, true);
+      checkBackward({2, 2, 13, 13, 16, masks, bshd, 1}, 0.0f, nullptr, true);
+      checkBackward({1, 2, 19, 7, 33, masks, bshd, 2}, 0.1f, nullptr, true);
+    }
+  checkAgainstReference({2, 6, 9, 9, 16, kCausal, false, 0, false, 2}, nullptr, true);
+  checkBackward({2, 6, 7, 7, 16, kCausal, false, 0, false, 3}, 0.0f, nullptr, true);
+  std::mt19937 rng(5);
+  Data data({2, 2, 33, 40, 64, kCausal}, rng);
+  Buf f32(data.q.size()), one(data.q.size()), three(data.q.size());
+  AttentionArgs a = data.args;
+  a.out = f32.data();
+  ASSERT_TRUE(attention(a).isOk());
+  a.bf16 = true;
+  a.out = one.data();
+  ASSERT_TRUE(attention(a).isOk());
+  rt::ThreadPool pool(3);
+  a.out = three.data();
+  ASSERT_TRUE(attention(a, &pool).isOk());
+  EXPECT_EQ(0, std::memcmp(one.data(), three.data(), one.size() * sizeof(float)));
+  EXPECT_NE(0, std::memcmp(one.data(), f32.data(), one.size() * sizeof(float)));
 }
 
 // Grouped-query attention: 6 query heads over 2 or 3 K/V heads, and one
