@@ -6,8 +6,8 @@
 // Each operand is rounded to bf16 once (round to nearest even on the bits;
 // roundBf16): the weights when they are packed (packBf16, at load, or after
 // each optimizer step), A as each call reads it. The products of two bf16
-// are exact in fp32; each C element is one fp32 chain over k in order (per
-// k-pair, k even then k odd), then the epilogue in fp32: GemmEpilogue's
+// are exact in fp32 and summed in fp32 (the order below), then the
+// epilogue in fp32: GemmEpilogue's
 // (Gemm.h) bias, activation, residual, the backward's derivative, and the
 // rotary and gated column pairs, with the fp32 GEMM's formulas.
 //
@@ -17,8 +17,9 @@
 //               after Linux grants the tile state (arch_prctl);
 //   avx512bf16  AVX512-BF16 (vdpbf16ps: 16 columns × a k-pair per
 //               instruction), 8×32 blocks;
-//   avx2        bf16 storage, fp32 compute: pairs widened by a shift or a
-//               mask and summed by FMAs, 4×32 blocks (Zen 3);
+//   avx2        bf16 storage, fp32 compute: the weights' pairs widened by
+//               a shift or a mask, A's rounded values kept as floats, FMAs,
+//               4×32 blocks (Zen 3);
 //   scalar      plain loops (every machine; the reference).
 // Each C element is one fp32 chain over the k-pairs, a pair's odd product
 // added first (as vdpbf16ps adds them): so scalar, avx2 and avx512bf16 give
