@@ -442,13 +442,15 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
   if (kind == kinds().end())
     return fail("unknown kernel '" + spec.kind + "' (one of " +
                 llvm::join(exportableKernels(), ", ") + ")");
-  // int8 and bf16: the linear layer on int8 weights (kernels::gemmInt8)
-  // or on bf16 operands (kernels::gemmBf16), each with its own templates
-  // (linear_int8_*, linear_bf16_*) and its GEMM's source beside Highway's.
+  // int8: the linear layer on int8 weights (kernels::gemmInt8); bf16: gemm
+  // and linear on bf16 operands (kernels::gemmBf16); each with its own
+  // templates (linear_int8_*, gemm_bf16_*, linear_bf16_*) and its GEMM's
+  // source beside Highway's.
   const bool int8 = spec.dtype == "int8", bf16 = spec.dtype == "bf16", low = int8 || bf16;
-  if (spec.dtype != "f32" && !(low && spec.kind == "linear"))
-    return fail("--dtype must be f32, or int8 or bf16 for linear, got '" + spec.dtype + "'" +
-                (low ? " for " + spec.kind : std::string()));
+  if (spec.dtype != "f32" && !(int8 && spec.kind == "linear") &&
+      !(bf16 && (spec.kind == "linear" || spec.kind == "gemm")))
+    return fail("--dtype must be f32, int8 for linear, or bf16 for gemm and linear, got '" +
+                spec.dtype + "'" + (low ? " for " + spec.kind : std::string()));
   if (spec.name.empty())
     spec.name = "tf_" + spec.kind;
   if (!isFreeIdentifier(spec.name))
@@ -463,8 +465,10 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
   v["COMMAND"] = commentSafe(command);
   v["TITLE"] = int8   ? "a linear layer on int8 weights with a fused epilogue, weights quantized "
                          "and packed once"
-               : bf16 ? "a linear layer on bf16 operands with fp32 sums and a fused epilogue, "
-                        "weights rounded and packed once"
+               : bf16 && spec.kind == "linear"
+                   ? "a linear layer on bf16 operands with fp32 sums and a fused epilogue, "
+                     "weights rounded and packed once"
+               : bf16 ? "matrix product on bf16 operands with fp32 sums and a fused epilogue"
                       : kind->title.str();
   auto kindVars = [&]() -> llvm::Error {
     if (spec.kind == "attention" || spec.kind == "decode_attention")
@@ -495,6 +499,8 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
     for (llvm::StringRef path : sources)
       amalgamate(path, done, once);
     v["LOW_LIBRARY"] = renameNamespace(once, v["NS"]);
+    if (bf16)
+      v["BF16_LIBRARY"] = substitute(exportTemplate("bf16_library.cc.in"), v);
   } else {
     for (llvm::StringRef root : kind->roots)
       amalgamate(root, done, library);
@@ -504,7 +510,9 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
   v["DOC"] = substitute(fragment(own + "_doc.h.in"), v);
   v["DECL"] = substitute(fragment(name + "_decl.h.in"), v);
   v["ENTRY"] = substitute(exportTemplate(own + "_entry.cc.in"), v);
-  v["BODY"] = substitute(exportTemplate((low ? own : kind->test.str()) + "_test.cc.in"), v);
+  // (gemm and linear share the bf16 test, with w's layout as W_AT says.)
+  const std::string test = int8 ? own : bf16 ? kind->test.str() + "_bf16" : kind->test.str();
+  v["BODY"] = substitute(exportTemplate(test + "_test.cc.in"), v);
 
   std::vector<ExportedFile> files;
   files.push_back({spec.name + ".h", substitute(exportTemplate("header.h.in"), v)});
