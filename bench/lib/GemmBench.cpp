@@ -81,7 +81,7 @@ rt::StatusOr<GemmBenchResult> runGemmBench(const GemmBenchOptions& o) {
     rounded = packBf16(B.data(), o.n, false, o.k, o.n, {}, &pool);
     const Bf16Path path = bestBf16Path();
     r.target = std::string("bf16 ") + bf16PathName(path);
-    r.mr = path == Bf16Path::kAmx ? 32 : path == Bf16Path::kAvx2 ? 4 : 8;
+    r.mr = static_cast<size_t>(bf16BlockRows(path));
     r.nr = 32;
     r.kc = rounded.kPadded;
     r.mc = 0;

@@ -46,17 +46,5 @@ static_assert(::transfuse::kernels::kNumActivations == 5, "a new activation: add
 }
 
 std::optional<math::Kind> mlir::transfuse::activationKind(Activation activation) {
-  switch (activation) {
-  case Activation::None:
-    return std::nullopt;
-  case Activation::Relu:
-    return math::Kind::kRelu;
-  case Activation::Gelu:
-    return math::Kind::kGelu;
-  case Activation::GeluTanh:
-    return math::Kind::kGeluTanh;
-  case Activation::Silu:
-    return math::Kind::kSilu;
-  }
-  return std::nullopt;
+  return math::activationKind(toKernels(activation));
 }

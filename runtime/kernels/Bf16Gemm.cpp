@@ -49,16 +49,6 @@ std::vector<Bf16Path>& paths() {
   return available;
 }
 
-int64_t blockRows(Bf16Path path) {
-  switch (path) {
-    case Bf16Path::kAmx: return kRowsAmx;
-    case Bf16Path::kAvx512Bf16: return kRowsAvx512;
-    case Bf16Path::kAvx2: return kRowsAvx2;
-    case Bf16Path::kScalar: break;
-  }
-  return kRowsScalar;
-}
-
 BlockKernel kernelOf(Bf16Path path) {
   switch (path) {
     case Bf16Path::kAmx: return blockAmx;
@@ -104,17 +94,6 @@ RowWork rowWork() {
   if (on(Bf16Path::kAvx512Bf16)) return {roundRowAvx512, storeRowsAvx512, transpose16Avx512};
   if (on(Bf16Path::kAvx2)) return {roundRowAvx2, storeRowsAvx2};
   return {};
-}
-
-math::Kind kindOf(Activation a) {
-  switch (a) {
-    case Activation::kRelu: return math::Kind::kRelu;
-    case Activation::kGelu: return math::Kind::kGelu;
-    case Activation::kGeluTanh: return math::Kind::kGeluTanh;
-    case Activation::kSilu: return math::Kind::kSilu;
-    case Activation::kNone: break;
-  }
-  return math::Kind::kAdd;  // not a derivative: activationGrad writes nothing
 }
 
 }  // namespace
@@ -184,6 +163,16 @@ rt::Status restrictBf16Paths(std::string_view toggles) {
 }
 
 Bf16Path bestBf16Path() { return bf16PathsAvailable().front(); }
+
+int64_t bf16BlockRows(Bf16Path path) {
+  switch (path) {
+    case Bf16Path::kAmx: return kRowsAmx;
+    case Bf16Path::kAvx512Bf16: return kRowsAvx512;
+    case Bf16Path::kAvx2: return kRowsAvx2;
+    case Bf16Path::kScalar: break;
+  }
+  return kRowsScalar;
+}
 
 void packBf16(Bf16Weights& w, const float* b, int64_t ldb, bool transB, int64_t k, int64_t n,
               const GemmPairs& pairs, rt::ThreadPool* pool) {
@@ -329,7 +318,7 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
   const bool tiled = path == Bf16Path::kAmx;
   const BlockKernel kernel = kernelOf(path);
   const RowWork vector = rowWork();
-  const int64_t rows = blockRows(path);
+  const int64_t rows = bf16BlockRows(path);
   const int64_t blockStride = kp, groupStride = tiled ? 16 * kp : kp;
   // A's element in the buffer's uint16 units: avx2 reads floats.
   const int64_t unit = path == Bf16Path::kAvx2 ? 2 : 1;
@@ -383,7 +372,7 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
             values[r * n + j] = epilogue.scale != 1.0f ? sum * epilogue.scale : sum;
             pres[r * n + j] = epilogue.pre[(i + r) * ldp + c0 + j];
           }
-        activationGrad(kindOf(epilogue.derivative), pres, values, values,
+        activationGrad(*math::activationKind(epilogue.derivative), pres, values, values,
                        static_cast<size_t>(live * n));
         for (int64_t r = 0; r < live; ++r)
           std::memcpy(c + (i + r) * ldc + c0, values + r * n,
@@ -473,6 +462,21 @@ std::vector<uint16_t>& roundedA() {
   return qa;
 }
 
+// A rounded into the calling thread's buffer for `path` (AMX tiles, the
+// avx2 path's floats, or rows), then the product.
+void roundAndMultiply(int64_t m, const float* a, int64_t lda, bool transA, const Bf16Weights& w,
+                      const GemmEpilogue& epilogue, float* c, int64_t ldc, rt::ThreadPool* pool,
+                      Bf16Path path) {
+  if (m <= 0 || w.n <= 0) return;
+  const bool wide = path == Bf16Path::kAvx2;  // A's values as floats
+  std::vector<uint16_t>& qa = roundedA();
+  const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * w.kPadded * (wide ? 2 : 1));
+  if (qa.size() < size) qa.resize(size);
+  roundA(rowWork(), a, lda, transA, m, w.k, w.kPadded, path == Bf16Path::kAmx, wide, qa.data(),
+         pool);
+  gemmRounded(m, qa.data(), w, epilogue, c, ldc, pool, path);
+}
+
 }  // namespace
 
 void gemmBf16(int64_t m, const float* a, int64_t lda, const Bf16Weights& w,
@@ -483,14 +487,7 @@ void gemmBf16(int64_t m, const float* a, int64_t lda, const Bf16Weights& w,
 void gemmBf16(int64_t m, const float* a, int64_t lda, const Bf16Weights& w,
               const GemmEpilogue& epilogue, float* c, int64_t ldc, rt::ThreadPool* pool,
               Bf16Path path) {
-  if (m <= 0 || w.n <= 0) return;
-  const bool wide = path == Bf16Path::kAvx2;  // A's values as floats
-  std::vector<uint16_t>& qa = roundedA();
-  const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * w.kPadded * (wide ? 2 : 1));
-  if (qa.size() < size) qa.resize(size);
-  roundA(rowWork(), a, lda, false, m, w.k, w.kPadded, path == Bf16Path::kAmx, wide,
-         qa.data(), pool);
-  gemmRounded(m, qa.data(), w, epilogue, c, ldc, pool, path);
+  roundAndMultiply(m, a, lda, false, w, epilogue, c, ldc, pool, path);
 }
 
 void gemmBf16(size_t M, size_t N, size_t K, const float* A, size_t lda, bool transA,
@@ -500,15 +497,8 @@ void gemmBf16(size_t M, size_t N, size_t K, const float* A, size_t lda, bool tra
   thread_local Bf16Weights packed;
   packBf16(packed, B, static_cast<int64_t>(ldb), transB, static_cast<int64_t>(K),
            static_cast<int64_t>(N), pairs, pool);
-  const int64_t m = static_cast<int64_t>(M);
-  const Bf16Path path = bestBf16Path();
-  const bool wide = path == Bf16Path::kAvx2;
-  std::vector<uint16_t>& qa = roundedA();
-  const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * packed.kPadded * (wide ? 2 : 1));
-  if (qa.size() < size) qa.resize(size);
-  roundA(rowWork(), A, static_cast<int64_t>(lda), transA, m, static_cast<int64_t>(K),
-         packed.kPadded, path == Bf16Path::kAmx, wide, qa.data(), pool);
-  gemmRounded(m, qa.data(), packed, epilogue, C, static_cast<int64_t>(ldc), pool, path);
+  roundAndMultiply(static_cast<int64_t>(M), A, static_cast<int64_t>(lda), transA, packed,
+                   epilogue, C, static_cast<int64_t>(ldc), pool, bestBf16Path());
 }
 
 }  // namespace transfuse::kernels

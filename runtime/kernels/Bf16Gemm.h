@@ -64,6 +64,8 @@ std::optional<Bf16Path> bf16PathNamed(std::string_view name);  // any case
 // the first.
 std::vector<Bf16Path> bf16PathsAvailable();
 Bf16Path bestBf16Path();
+// The rows of a path's block (its results are blocks of these × 32 columns).
+int64_t bf16BlockRows(Bf16Path path);
 
 // Turns paths off for the rest of the process, e.g. "-amx" or
 // "-amx,-avx512bf16" (names as bf16PathName); scalar stays. Error: an

@@ -36,6 +36,7 @@
 // The formulas are host and device functions: CUDA code (runtime/kernels/
 // cuda, generated regions) evaluates the same templates.
 #include "runtime/HostDevice.h"
+#include "runtime/kernels/Activation.h"
 
 namespace transfuse::kernels::math {
 
@@ -181,6 +182,20 @@ inline const char* derivativeName(Kind kind) {
 inline std::optional<Kind> kindNamed(std::string_view name) {
   for (int i = 0; i < kNumKinds; ++i)
     if (name == info(static_cast<Kind>(i)).enumerator) return static_cast<Kind>(i);
+  return std::nullopt;
+}
+
+// An activation's kind (its function, and its derivative for the
+// gradient); none for kNone. The compiler's activations convert to
+// kernels::Activation first (codegen/lowering/OpMath.cpp).
+inline std::optional<Kind> activationKind(Activation a) {
+  switch (a) {
+    case Activation::kRelu: return Kind::kRelu;
+    case Activation::kGelu: return Kind::kGelu;
+    case Activation::kGeluTanh: return Kind::kGeluTanh;
+    case Activation::kSilu: return Kind::kSilu;
+    case Activation::kNone: break;
+  }
   return std::nullopt;
 }
 

@@ -218,10 +218,8 @@ TEST(Bf16Gemm, TheEpilogueIsTheActivationThenTheResidual) {
     for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kSilu}) {
       std::vector<float> want(plain.size());
       for (size_t i = 0; i < want.size(); ++i) want[i] = noBias[i] * 0.5f;
-      const math::Kind kind = act == Activation::kRelu   ? math::Kind::kRelu
-                              : act == Activation::kGelu ? math::Kind::kGelu
-                                                         : math::Kind::kSilu;
-      activationGrad(kind, pre.data(), want.data(), want.data(), want.size());
+      activationGrad(*math::activationKind(act), pre.data(), want.data(), want.data(),
+                     want.size());
       GemmEpilogue ep;
       ep.derivative = act;
       ep.pre = pre.data();
