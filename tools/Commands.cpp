@@ -379,8 +379,8 @@ const std::vector<Command> kCommands = {
    {{"-o", "DIR", "output directory (created if missing)"},
     {"--name", "NAME", "C symbol and file stem (default tf_KIND)"},
     {"--dtype", "TYPE", "f32 (default); int8 for linear (weights quantized per output row, "
-                        "docs/int8.md); bf16 for gemm and linear (operands rounded to bf16, fp32 "
-                        "sums, docs/bf16.md)"},
+                        "docs/int8.md); bf16 for gemm, linear and attention (products' operands "
+                        "rounded to bf16, fp32 sums, docs/bf16.md)"},
     {"--batch", "B", "attention kinds: batch (default 1)"},
     {"--heads", "H", "attention kinds: heads (default 1)"},
     {"--seq-q", "S", "attention kinds: queries per sequence"},

@@ -210,7 +210,7 @@ bool isFreeIdentifier(llvm::StringRef s) {
 }
 
 /// Variables of the attention kinds.
-llvm::Error attentionVars(const KernelExportSpec &s, bool decode, Vars &v) {
+llvm::Error attentionVars(const KernelExportSpec &s, bool decode, bool bf16, Vars &v) {
   for (auto [value, flag] : std::initializer_list<std::pair<int64_t, const char *>>{
            {s.batch, "batch"}, {s.heads, "heads"}, {s.seqQ, "seq-q"}, {s.seqK, "seq-k"},
            {s.headDim, "head-dim"}})
@@ -248,6 +248,9 @@ llvm::Error attentionVars(const KernelExportSpec &s, bool decode, Vars &v) {
   const double flops = 4.0 * s.batch * s.heads * s.seqQ * s.seqK * s.headDim / (s.causal ? 2 : 1);
   v["FLOPS"] = std::to_string(static_cast<long long>(flops)) + ".0";
   v["REFERENCE"] = exportTemplate("attention_reference.cc.in").str();
+  // The test's bound against the double reference, as the header states it:
+  // bf16 operands carry 8-bit mantissas (2^-8 of (1 + |ref|)).
+  v["TOLERANCE"] = bf16 ? "0.00390625, 0.00390625" : "2e-5, 2e-5";
   if (s.mask == "key_padding") {
     v["MASK_TEXT"] = "key padding (keys j >= key_lengths[b] are masked; key_lengths [B], each in "
                      "[0, Sk])";
@@ -447,10 +450,11 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
   // templates (linear_int8_*, gemm_bf16_*, linear_bf16_*) and its GEMM's
   // source beside Highway's.
   const bool int8 = spec.dtype == "int8", bf16 = spec.dtype == "bf16", low = int8 || bf16;
+  const bool matrix = spec.kind == "linear" || spec.kind == "gemm";
   if (spec.dtype != "f32" && !(int8 && spec.kind == "linear") &&
-      !(bf16 && (spec.kind == "linear" || spec.kind == "gemm")))
-    return fail("--dtype must be f32, int8 for linear, or bf16 for gemm and linear, got '" +
-                spec.dtype + "'" + (low ? " for " + spec.kind : std::string()));
+      !(bf16 && (matrix || spec.kind == "attention")))
+    return fail("--dtype must be f32, int8 for linear, or bf16 for gemm, linear and attention, "
+                "got '" + spec.dtype + "'" + (low ? " for " + spec.kind : std::string()));
   if (spec.name.empty())
     spec.name = "tf_" + spec.kind;
   if (!isFreeIdentifier(spec.name))
@@ -468,12 +472,15 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
                : bf16 && spec.kind == "linear"
                    ? "a linear layer on bf16 operands with fp32 sums and a fused epilogue, "
                      "weights rounded and packed once"
+               : bf16 && spec.kind == "attention"
+                   ? "scaled dot-product attention with its two products on bf16 operands "
+                     "(fp32 sums, fp32 softmax)"
                : bf16 ? "matrix product on bf16 operands with fp32 sums and a fused epilogue"
                       : kind->title.str();
   auto kindVars = [&]() -> llvm::Error {
     if (spec.kind == "attention" || spec.kind == "decode_attention")
-      return attentionVars(spec, spec.kind == "decode_attention", v);
-    if (spec.kind == "gemm" || spec.kind == "linear")
+      return attentionVars(spec, spec.kind == "decode_attention", bf16, v);
+    if (matrix)
       return matrixVars(spec, v);
     return rowVars(spec, v);
   };
@@ -483,9 +490,13 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
   std::set<std::string> done;
   std::string library;
   if (low) {
-    // Per target: the activations of the epilogue; once (in the entry):
-    // the GEMM, its kernels built per function for their instructions.
+    // Per target: the activations of the epilogue (and attention's masks
+    // and softmax); once (in the entry): the GEMM, its kernels built per
+    // function for their instructions.
     amalgamate("runtime/kernels/elementwise-inl.h", done, library);
+    if (spec.kind == "attention")
+      for (llvm::StringRef path : {"runtime/kernels/attention-inl.h", "runtime/kernels/norm-inl.h"})
+        amalgamate(path, done, library);
     std::string once;
     const std::vector<llvm::StringRef> sources =
         int8 ? std::vector<llvm::StringRef>{"runtime/kernels/Int8Gemm.cpp",
@@ -510,8 +521,9 @@ llvm::Expected<std::vector<ExportedFile>> exportKernel(const KernelExportSpec &s
   v["DOC"] = substitute(fragment(own + "_doc.h.in"), v);
   v["DECL"] = substitute(fragment(name + "_decl.h.in"), v);
   v["ENTRY"] = substitute(exportTemplate(own + "_entry.cc.in"), v);
-  // (gemm and linear share the bf16 test, with w's layout as W_AT says.)
-  const std::string test = int8 ? own : bf16 ? kind->test.str() + "_bf16" : kind->test.str();
+  // (gemm and linear share the bf16 test, with w's layout as W_AT says;
+  // attention's test takes its bound as TOLERANCE.)
+  const std::string test = int8 ? own : bf16 && matrix ? kind->test.str() + "_bf16" : kind->test.str();
   v["BODY"] = substitute(exportTemplate(test + "_test.cc.in"), v);
 
   std::vector<ExportedFile> files;
