@@ -101,19 +101,19 @@ RowWork rowWork() {
 namespace bf16 {
 
 void blockScalar(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
-                 int64_t kLength, int64_t rows, float* acc, bool accumulate) {
+                 int64_t kLength, int64_t rows, float* acc, int64_t ldAcc, bool accumulate) {
   for (int64_t r = 0; r < std::min(rows, kRowsScalar); ++r)
     for (int64_t c = 0; c < kBlockCols; ++c) {
       const uint16_t* panel = c < kPanel ? panel0 : panel1;
       const int64_t col = c % kPanel;
-      float sum = accumulate ? acc[r * kBlockCols + c] : 0.0f;
+      float sum = accumulate ? acc[r * ldAcc + c] : 0.0f;
       for (int64_t k = 0; k < kLength; k += 2)
         for (int64_t odd : {1, 0}) {  // a pair's odd product first, as vdpbf16ps
           const float product = widenBf16(a[r * lda + k + odd]) *
                                 widenBf16(panel[(k / 2) * 32 + col * 2 + odd]);
           sum += product;  // exact product, one rounding per add
         }
-      acc[r * kBlockCols + c] = sum;
+      acc[r * ldAcc + c] = sum;
     }
 }
 
@@ -331,6 +331,26 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
   const PairedBlock paired(pairs, epilogue.activation, epilogue.invFreq,
                            static_cast<int64_t>(epilogue.seqLen),
                            static_cast<int64_t>(epilogue.positionOffset), m);
+  // Where the epilogue stores the sums as they are, a block whose rows and
+  // columns are all live is summed straight into C (rows ldc apart): no
+  // scratch, no store pass (the same bits: fp32 sums reloaded exactly).
+  const bool plain = pairs.kind == GemmPairs::Kind::kNone && !derivative && !bias &&
+                     !epilogue.residual && epilogue.activation == Activation::kNone;
+  // The block's sums: C's own rows, or `scratch` (32 floats a row).
+  struct Sums {
+    float* at;
+    int64_t ld;
+    bool direct;
+  };
+  auto sumsOf = [&](int64_t i, int64_t blk, float* scratch) -> Sums {
+    if (plain && m - i >= rows) {
+      const PanelColumns cols = panelColumns(pairs, static_cast<size_t>(w.n), kPanel,
+                                             static_cast<size_t>(blk));
+      if (cols.n0 + cols.n1 == static_cast<size_t>(kBlockCols))
+        return {c + i * ldc + static_cast<int64_t>(cols.c0), ldc, true};
+    }
+    return {scratch, kBlockCols, false};
+  };
   // Units of (a chunk of rows, a block of columns): blocks alone when there
   // are enough for the threads, else rows too (a multiple of 32).
   const int64_t threads = pool ? std::max(1, pool->numThreads()) : 1;
@@ -428,11 +448,14 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
             for (int64_t k0 = 0; k0 < kp; k0 += pass)
               for (int64_t blk = g0; blk < g1; ++blk) {
                 const uint16_t* p0 = panelOf(blk) + k0 * kPanel;
+                const Sums sums = sumsOf(i, blk, scratch + (blk - g0) * kMaxRows * kBlockCols);
                 kernel(ai + k0 * 16, groupStride, p0, p0 + kp * kPanel, std::min(pass, kp - k0),
-                       m - i, scratch + (blk - g0) * kMaxRows * kBlockCols, k0 > 0);
+                       m - i, sums.at, sums.ld, k0 > 0);
               }
-            for (int64_t blk = g0; blk < g1; ++blk)
-              store(i, blk, scratch + (blk - g0) * kMaxRows * kBlockCols);
+            for (int64_t blk = g0; blk < g1; ++blk) {
+              const Sums sums = sumsOf(i, blk, scratch + (blk - g0) * kMaxRows * kBlockCols);
+              if (!sums.direct) store(i, blk, sums.at);
+            }
           }
         }
       } else {
@@ -443,11 +466,16 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
         for (int64_t blk = b0; blk < b1; ++blk) {
           for (int64_t k0 = 0; k0 < kp; k0 += pass) {
             const uint16_t* p0 = panelOf(blk) + k0 * kPanel;
-            for (int64_t i = r0; i < r1; i += rows)
+            for (int64_t i = r0; i < r1; i += rows) {
+              const Sums sums = sumsOf(i, blk, scratch + (i - r0) * kBlockCols);
               kernel(qa + (i * blockStride + k0) * unit, groupStride, p0, p0 + kp * kPanel,
-                     std::min(pass, kp - k0), m - i, scratch + (i - r0) * kBlockCols, k0 > 0);
+                     std::min(pass, kp - k0), m - i, sums.at, sums.ld, k0 > 0);
+            }
           }
-          for (int64_t i = r0; i < r1; i += rows) store(i, blk, scratch + (i - r0) * kBlockCols);
+          for (int64_t i = r0; i < r1; i += rows) {
+            const Sums sums = sumsOf(i, blk, scratch + (i - r0) * kBlockCols);
+            if (!sums.direct) store(i, blk, sums.at);
+          }
         }
       }
     }

@@ -17,15 +17,15 @@ namespace {
 template <int Groups>
 TRANSFUSE_BF16_AMX
 void tilesAmx(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
-              int64_t kLength, float* acc, bool accumulate) {
-  constexpr int64_t stride = kBlockCols * sizeof(float);
+              int64_t kLength, float* acc, int64_t ldAcc, bool accumulate) {
+  const int64_t stride = ldAcc * static_cast<int64_t>(sizeof(float));
   // C tiles: tmm0-1 the first group's two panels, tmm2-3 the second's.
   if (accumulate) {
     _tile_loadd(0, acc, stride);
     _tile_loadd(1, acc + kPanel, stride);
     if constexpr (Groups == 2) {
-      _tile_loadd(2, acc + 16 * kBlockCols, stride);
-      _tile_loadd(3, acc + 16 * kBlockCols + kPanel, stride);
+      _tile_loadd(2, acc + 16 * ldAcc, stride);
+      _tile_loadd(3, acc + 16 * ldAcc + kPanel, stride);
     }
   } else {
     _tile_zero(0);
@@ -60,8 +60,8 @@ void tilesAmx(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint
   _tile_stored(0, acc, stride);
   _tile_stored(1, acc + kPanel, stride);
   if constexpr (Groups == 2) {
-    _tile_stored(2, acc + 16 * kBlockCols, stride);
-    _tile_stored(3, acc + 16 * kBlockCols + kPanel, stride);
+    _tile_stored(2, acc + 16 * ldAcc, stride);
+    _tile_stored(3, acc + 16 * ldAcc + kPanel, stride);
   }
 }
 
@@ -69,9 +69,9 @@ void tilesAmx(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint
 
 TRANSFUSE_BF16_AMX
 void blockAmx(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
-              int64_t kLength, int64_t rows, float* acc, bool accumulate) {
-  if (rows <= 16) return tilesAmx<1>(a, lda, panel0, panel1, kLength, acc, accumulate);
-  tilesAmx<2>(a, lda, panel0, panel1, kLength, acc, accumulate);
+              int64_t kLength, int64_t rows, float* acc, int64_t ldAcc, bool accumulate) {
+  if (rows <= 16) return tilesAmx<1>(a, lda, panel0, panel1, kLength, acc, ldAcc, accumulate);
+  tilesAmx<2>(a, lda, panel0, panel1, kLength, acc, ldAcc, accumulate);
 }
 
 }  // namespace transfuse::kernels::bf16

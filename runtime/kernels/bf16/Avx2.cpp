@@ -73,11 +73,11 @@ namespace {
 template <int R>
 TRANSFUSE_BF16_AVX2
 void panelAvx2(const float* a, int64_t lda, const uint16_t* panel, int64_t kLength, float* acc,
-               bool accumulate) {
+               int64_t ldAcc, bool accumulate) {
   __m256 sum[R][2];
   for (int r = 0; r < R; ++r)
     for (int h = 0; h < 2; ++h)
-      sum[r][h] = accumulate ? _mm256_loadu_ps(acc + r * kBlockCols + h * 8) : _mm256_setzero_ps();
+      sum[r][h] = accumulate ? _mm256_loadu_ps(acc + r * ldAcc + h * 8) : _mm256_setzero_ps();
   const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
   for (int64_t p = 0; p < kLength / 2; ++p) {
     const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + p * 32));
@@ -94,29 +94,29 @@ void panelAvx2(const float* a, int64_t lda, const uint16_t* panel, int64_t kLeng
     }
   }
   for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(acc + r * kBlockCols, sum[r][0]);
-    _mm256_storeu_ps(acc + r * kBlockCols + 8, sum[r][1]);
+    _mm256_storeu_ps(acc + r * ldAcc, sum[r][0]);
+    _mm256_storeu_ps(acc + r * ldAcc + 8, sum[r][1]);
   }
 }
 
 template <int R>
 TRANSFUSE_BF16_AVX2
 void rowsAvx2(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
-              int64_t kLength, float* acc, bool accumulate) {
+              int64_t kLength, float* acc, int64_t ldAcc, bool accumulate) {
   const float* wide = reinterpret_cast<const float*>(a);
-  panelAvx2<R>(wide, lda, panel0, kLength, acc, accumulate);
-  panelAvx2<R>(wide, lda, panel1, kLength, acc + kPanel, accumulate);
+  panelAvx2<R>(wide, lda, panel0, kLength, acc, ldAcc, accumulate);
+  panelAvx2<R>(wide, lda, panel1, kLength, acc + kPanel, ldAcc, accumulate);
 }
 
 }  // namespace
 
 TRANSFUSE_BF16_AVX2
 void blockAvx2(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
-               int64_t kLength, int64_t rows, float* acc, bool accumulate) {
+               int64_t kLength, int64_t rows, float* acc, int64_t ldAcc, bool accumulate) {
   static_assert(kRowsAvx2 == 4);
-  if (rows <= 1) return rowsAvx2<1>(a, lda, panel0, panel1, kLength, acc, accumulate);
-  if (rows <= 2) return rowsAvx2<2>(a, lda, panel0, panel1, kLength, acc, accumulate);
-  rowsAvx2<4>(a, lda, panel0, panel1, kLength, acc, accumulate);
+  if (rows <= 1) return rowsAvx2<1>(a, lda, panel0, panel1, kLength, acc, ldAcc, accumulate);
+  if (rows <= 2) return rowsAvx2<2>(a, lda, panel0, panel1, kLength, acc, ldAcc, accumulate);
+  rowsAvx2<4>(a, lda, panel0, panel1, kLength, acc, ldAcc, accumulate);
 }
 
 }  // namespace transfuse::kernels::bf16

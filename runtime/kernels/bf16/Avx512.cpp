@@ -89,11 +89,11 @@ namespace {
 template <int R>
 TRANSFUSE_BF16_AVX512
 void rowsAvx512(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
-                int64_t kLength, float* acc, bool accumulate) {
+                int64_t kLength, float* acc, int64_t ldAcc, bool accumulate) {
   __m512 sum[R][2];
   for (int r = 0; r < R; ++r)
     for (int h = 0; h < 2; ++h)
-      sum[r][h] = accumulate ? _mm512_loadu_ps(acc + r * kBlockCols + h * kPanel)
+      sum[r][h] = accumulate ? _mm512_loadu_ps(acc + r * ldAcc + h * kPanel)
                              : _mm512_setzero_ps();
   for (int64_t p = 0; p < kLength / 2; ++p) {
     const __m512i w0 = _mm512_loadu_si512(panel0 + p * 32);
@@ -107,8 +107,8 @@ void rowsAvx512(const uint16_t* a, int64_t lda, const uint16_t* panel0, const ui
     }
   }
   for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(acc + r * kBlockCols, sum[r][0]);
-    _mm512_storeu_ps(acc + r * kBlockCols + kPanel, sum[r][1]);
+    _mm512_storeu_ps(acc + r * ldAcc, sum[r][0]);
+    _mm512_storeu_ps(acc + r * ldAcc + kPanel, sum[r][1]);
   }
 }
 
@@ -116,12 +116,12 @@ void rowsAvx512(const uint16_t* a, int64_t lda, const uint16_t* panel0, const ui
 
 TRANSFUSE_BF16_AVX512
 void blockAvx512(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
-                 int64_t kLength, int64_t rows, float* acc, bool accumulate) {
+                 int64_t kLength, int64_t rows, float* acc, int64_t ldAcc, bool accumulate) {
   static_assert(kRowsAvx512 == 8);
-  if (rows <= 1) return rowsAvx512<1>(a, lda, panel0, panel1, kLength, acc, accumulate);
-  if (rows <= 2) return rowsAvx512<2>(a, lda, panel0, panel1, kLength, acc, accumulate);
-  if (rows <= 4) return rowsAvx512<4>(a, lda, panel0, panel1, kLength, acc, accumulate);
-  rowsAvx512<8>(a, lda, panel0, panel1, kLength, acc, accumulate);
+  if (rows <= 1) return rowsAvx512<1>(a, lda, panel0, panel1, kLength, acc, ldAcc, accumulate);
+  if (rows <= 2) return rowsAvx512<2>(a, lda, panel0, panel1, kLength, acc, ldAcc, accumulate);
+  if (rows <= 4) return rowsAvx512<4>(a, lda, panel0, panel1, kLength, acc, ldAcc, accumulate);
+  rowsAvx512<8>(a, lda, panel0, panel1, kLength, acc, ldAcc, accumulate);
 }
 
 }  // namespace transfuse::kernels::bf16

@@ -4,7 +4,8 @@
 // for avx2 their values as floats, `a` pointing at floats; rows lda
 // elements apart, `kLength` columns, a multiple of 32; for amx in
 // tiles, see Bf16Gemm.cpp) against two panels of packed weights (32
-// columns) into acc[rows][32], in fp32, starting from acc's values when
+// columns) into acc[rows][32] (rows ldAcc floats apart: a scratch block's
+// 32, or C's own rows), in fp32, starting from acc's values when
 // `accumulate` (a pass over the next columns of K) and from zero otherwise.
 // `rows` says how many rows are live: the avx512bf16, avx2 and scalar
 // kernels compute that many rounded up to a power of two (a decode step's
@@ -36,16 +37,16 @@ constexpr int64_t kRowsScalar = 8, kRowsAvx2 = 4, kRowsAvx512 = 8, kRowsAmx = 32
 
 using BlockKernel = void (*)(const uint16_t* a, int64_t lda, const uint16_t* panel0,
                              const uint16_t* panel1, int64_t kLength, int64_t rows, float* acc,
-                             bool accumulate);
+                             int64_t ldAcc, bool accumulate);
 
 void blockScalar(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
-                 int64_t kLength, int64_t rows, float* acc, bool accumulate);
+                 int64_t kLength, int64_t rows, float* acc, int64_t ldAcc, bool accumulate);
 void blockAvx2(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
-               int64_t kLength, int64_t rows, float* acc, bool accumulate);
+               int64_t kLength, int64_t rows, float* acc, int64_t ldAcc, bool accumulate);
 void blockAvx512(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
-                 int64_t kLength, int64_t rows, float* acc, bool accumulate);
+                 int64_t kLength, int64_t rows, float* acc, int64_t ldAcc, bool accumulate);
 void blockAmx(const uint16_t* a, int64_t lda, const uint16_t* panel0, const uint16_t* panel1,
-              int64_t kLength, int64_t rows, float* acc, bool accumulate);
+              int64_t kLength, int64_t rows, float* acc, int64_t ldAcc, bool accumulate);
 // (blockAmx runs between AmxTiles.h's amxTilesBegin and amxTilesEnd.)
 
 // x[j] rounded to bf16 into q[j], j < k: round to nearest even on the bits,

@@ -155,16 +155,18 @@ TEST(Bf16Gemm, EveryPathIsWithinTheFp32SumBound) {
       continue;
     }
     for (const Shape& s : {Shape{1, 1, 1}, Shape{3, 17, 5}, Shape{33, 70, 131},
-                           Shape{64, 64, 64}, Shape{50, 96, 300}, Shape{7, 33, 0}}) {
+                           Shape{64, 64, 64}, Shape{50, 96, 300}, Shape{7, 33, 0},
+                           Shape{70, 96, 1100}}) {
       checkAgainstExact(path, s, 11, s.k + 3, s.n + 5, 1);
       checkAgainstExact(path, s, 12, std::max<int64_t>(s.k, 1), s.n, 0);
     }
   }
 }
 
-// The same product on `path` and threads.
+// The same product on `path` and threads: K in more than one pass on every
+// path; blocks of whole rows and columns summed in C, the others in scratch.
 std::vector<float> productOn(Bf16Path path, rt::ThreadPool* pool, int64_t m = 45) {
-  const int64_t n = 150, k = 203;
+  const int64_t n = 150, k = 1100;
   std::vector<float> a = randomMatrix(m, k, 21), b = randomMatrix(n, k, 22, 0.3f);
   const Bf16Weights w = packBf16(b.data(), k, true, k, n);
   std::vector<float> c(static_cast<size_t>(m * n));
