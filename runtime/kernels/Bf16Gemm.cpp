@@ -369,7 +369,7 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
     // A block's values for its epilogue's one call of an elementwise kernel.
     alignas(64) float values[kMaxRows * kBlockCols], pres[kMaxRows * kBlockCols];
     // The worker's own buffer (thread_local here names the worker's).
-    thread_local std::vector<float> scratchBuffer;
+    thread_local LineVector<float> scratchBuffer;
     // A block's epilogue: rows [i, i + live) from their sums (rows 32 apart).
     auto store = [&](int64_t i, int64_t blk, const float* acc) {
       const PanelColumns cols = panelColumns(pairs, static_cast<size_t>(w.n), kPanel,
@@ -485,8 +485,8 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
 
 // The calling thread's buffers, kept between calls (fresh pages each call
 // cost time); workers see them through pointers.
-std::vector<uint16_t>& roundedA() {
-  thread_local std::vector<uint16_t> qa;
+LineVector<uint16_t>& roundedA() {
+  thread_local LineVector<uint16_t> qa;
   return qa;
 }
 
@@ -497,7 +497,7 @@ void roundAndMultiply(int64_t m, const float* a, int64_t lda, bool transA, const
                       Bf16Path path) {
   if (m <= 0 || w.n <= 0) return;
   const bool wide = path == Bf16Path::kAvx2;  // A's values as floats
-  std::vector<uint16_t>& qa = roundedA();
+  LineVector<uint16_t>& qa = roundedA();
   const size_t size = static_cast<size_t>(roundUp(m, kMaxRows) * w.kPadded * (wide ? 2 : 1));
   if (qa.size() < size) qa.resize(size);
   roundA(rowWork(), a, lda, transA, m, w.k, w.kPadded, path == Bf16Path::kAmx, wide, qa.data(),

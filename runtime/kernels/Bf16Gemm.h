@@ -46,6 +46,7 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Gemm.h"
 #include "runtime/kernels/GemmPairs.h"
+#include "runtime/kernels/LineAligned.h"
 
 #include <cstdint>
 #include <optional>
@@ -82,7 +83,7 @@ struct Bf16Weights {
   int64_t kPadded = 0;         // K rounded up to 32
   GemmPairs pairs;             // how columns are paired in blocks (none: in order)
   int64_t blocks = 0;          // of 32 columns, two panels each
-  std::vector<uint16_t> data;  // 2·blocks panels of 16 columns (see above)
+  LineVector<uint16_t> data;   // 2·blocks panels of 16 columns (see above)
 };
 
 // B rounded and packed (see the file comment; B(k,j) = b[k·ldb + j], or

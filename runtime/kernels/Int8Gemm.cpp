@@ -278,7 +278,7 @@ void gemmInt8(int64_t m, const float* a, int64_t lda, const Int8Weights& w,
   // thread's, kept between calls (fresh pages each call cost 10%).
   // (Workers see them through the pointers q8 and rowScales: a
   // thread_local named inside the parallel loop would be the worker's.)
-  thread_local std::vector<int8_t> qa;
+  thread_local LineVector<int8_t> qa;
   thread_local std::vector<float> sa;
   // Only the m rows' first K columns are written: the columns past K meet
   // zero weights, and the rows past m (blocks are whole) are never stored,

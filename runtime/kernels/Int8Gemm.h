@@ -46,6 +46,7 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Activation.h"
 #include "runtime/kernels/GemmPairs.h"
+#include "runtime/kernels/LineAligned.h"
 
 #include <cstdint>
 #include <optional>
@@ -82,7 +83,7 @@ struct Int8Weights {
   int64_t kPadded = 0;                // K rounded up to 64
   GemmPairs pairs;                    // how columns are paired in blocks (none: in order)
   int64_t blocks = 0;                 // of 32 columns, two panels each
-  std::vector<int8_t> data;           // 2·blocks panels of 16 columns (see above)
+  LineVector<int8_t> data;            // 2·blocks panels of 16 columns (see above)
   std::vector<float> scale;           // sw, per packed column (32 per block)
   std::vector<int32_t> compensation;  // 128 · Σ_k qw(k, j), per packed column
 };
