@@ -386,12 +386,18 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
       if (!cols.paired && derivative) {
         // (scale · sum) · f'(pre), as exec::scale then activationGrad, over
         // the block's rows in one call (a call per row costs its dispatch).
-        for (int64_t r = 0; r < live; ++r)
-          for (int64_t j = 0; j < n; ++j) {
-            const float sum = acc[r * kBlockCols + j];
-            values[r * n + j] = epilogue.scale != 1.0f ? sum * epilogue.scale : sum;
-            pres[r * n + j] = epilogue.pre[(i + r) * ldp + c0 + j];
-          }
+        // (Locals, not epilogue's fields, in the loops: they vectorize.)
+        const float scale = epilogue.scale;
+        for (int64_t r = 0; r < live; ++r) {
+          const float* sums = acc + r * kBlockCols;
+          float* to = values + r * n;
+          if (scale != 1.0f)
+            for (int64_t j = 0; j < n; ++j) to[j] = sums[j] * scale;
+          else
+            std::memcpy(to, sums, static_cast<size_t>(n) * sizeof(float));
+          std::memcpy(pres + r * n, epilogue.pre + (i + r) * ldp + c0,
+                      static_cast<size_t>(n) * sizeof(float));
+        }
         activationGrad(*math::activationKind(epilogue.derivative), pres, values, values,
                        static_cast<size_t>(live * n));
         for (int64_t r = 0; r < live; ++r)
@@ -400,11 +406,14 @@ void gemmRounded(int64_t m, const uint16_t* qa, const Bf16Weights& w,
         return;
       }
       if (!cols.paired) {  // bias, then the activation over the block's rows at once, residual
-        for (int64_t r = 0; r < live; ++r)
-          for (int64_t j = 0; j < n; ++j) {
-            const float sum = acc[r * kBlockCols + j];
-            values[r * n + j] = bias ? sum + bias[c0 + j] : sum;  // no bias: no add (-0 stays)
-          }
+        for (int64_t r = 0; r < live; ++r) {
+          const float* sums = acc + r * kBlockCols;
+          float* to = values + r * n;
+          if (bias)
+            for (int64_t j = 0; j < n; ++j) to[j] = sums[j] + bias[c0 + j];
+          else  // no add (-0 stays)
+            std::memcpy(to, sums, static_cast<size_t>(n) * sizeof(float));
+        }
         activate(epilogue.activation, values, values, static_cast<size_t>(live * n));
         for (int64_t r = 0; r < live; ++r) {
           float* crow = c + (i + r) * ldc + c0;
