@@ -85,13 +85,17 @@ struct RowWork {
   RoundRow round = roundRowScalar;
   StoreRows store = storeRowsScalar;
   void (*transpose16)(const float*, int64_t, float*, int64_t) = nullptr;  // null: scalar
+  // A panel of packed B straight from fp32 (null: rows rounded, then laid out).
+  void (*packPanel)(const float*, int64_t, bool, int64_t, int64_t, int64_t, int64_t,
+                    uint16_t*) = nullptr;
 };
 
 RowWork rowWork() {
   std::lock_guard<std::mutex> lock(pathsMutex);
   const std::vector<Bf16Path>& p = paths();
   auto on = [&](Bf16Path path) { return std::find(p.begin(), p.end(), path) != p.end(); };
-  if (on(Bf16Path::kAvx512Bf16)) return {roundRowAvx512, storeRowsAvx512, transpose16Avx512};
+  if (on(Bf16Path::kAvx512Bf16))
+    return {roundRowAvx512, storeRowsAvx512, transpose16Avx512, packPanelAvx512};
   if (on(Bf16Path::kAvx2)) return {roundRowAvx2, storeRowsAvx2};
   return {};
 }
@@ -183,8 +187,21 @@ void packBf16(Bf16Weights& w, const float* b, int64_t ldb, bool transB, int64_t 
   w.blocks = static_cast<int64_t>(panelCount(pairs, static_cast<size_t>(n), kPanel));
   const size_t size = static_cast<size_t>(2 * w.blocks * w.kPadded * kPanel);
   w.data.resize(size);
-  const RoundRow round = rowWork().round;
+  const RowWork vector = rowWork();
   const int64_t kp = w.kPadded;
+  if (vector.packPanel) {  // each panel rounded and laid out in one pass
+    parallelFor(pool, static_cast<size_t>(w.blocks), 1, [&](size_t begin, size_t end) {
+      for (size_t blk = begin; blk < end; ++blk) {
+        const PanelColumns cols = panelColumns(pairs, static_cast<size_t>(n), kPanel, blk);
+        for (int64_t half = 0; half < 2; ++half)
+          vector.packPanel(b, ldb, transB, static_cast<int64_t>(half ? cols.c1 : cols.c0),
+                           static_cast<int64_t>(half ? cols.n1 : cols.n0), k, kp,
+                           w.data.data() + (2 * static_cast<int64_t>(blk) + half) * kp * kPanel);
+      }
+    });
+    return;
+  }
+  const RoundRow round = vector.round;
   // B rounded as it is stored (each of its rows a run of contiguous floats,
   // over the pool), into the calling thread's buffer (workers see it
   // through `rounded`), then laid out a panel at a time: a column's k-pairs

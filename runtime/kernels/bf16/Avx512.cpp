@@ -9,23 +9,75 @@
 
 namespace transfuse::kernels::bf16 {
 
+namespace {
+
+// Each lane of v rounded to bf16, in the low half of its 32-bit lane: bits
+// + 0x7fff + (bit 16), then the high half; a NaN's high half with the
+// quiet bit set. (Not vcvtneps2bf16: it flushes denormals.)
+TRANSFUSE_BF16_AVX512
+inline __m512i roundLanes(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x0040));
+}
+
+// The first n (<= 16) lanes.
+inline __mmask16 firstLanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+}  // namespace
+
 TRANSFUSE_BF16_AVX512
 void roundRowAvx512(const float* x, int64_t k, uint16_t* q) {
-  // bits + 0x7fff + (bit 16), then the high half; a NaN's high half with
-  // the quiet bit set. (Not vcvtneps2bf16: it flushes denormals.)
-  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1),
-                quiet = _mm512_set1_epi32(0x0040);
   int64_t j = 0;
-  for (; j + 16 <= k; j += 16) {
-    const __m512 v = _mm512_loadu_ps(x + j);
-    const __m512i bits = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(bias, lsb)), 16);
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(bits, 16), quiet);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + j), _mm512_cvtepi32_epi16(r));
-  }
+  for (; j + 16 <= k; j += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + j),
+                        _mm512_cvtepi32_epi16(roundLanes(_mm512_loadu_ps(x + j))));
   if (j < k) roundRowAvx2(x + j, k - j, q + j);
+}
+
+TRANSFUSE_BF16_AVX512
+void packPanelAvx512(const float* b, int64_t ldb, bool transB, int64_t first, int64_t count,
+                     int64_t k, int64_t kp, uint16_t* panel) {
+  if (!transB) {
+    // Pair row p: rows 2p and 2p + 1 of B, 16 columns each, side by side.
+    const __mmask16 cols = firstLanes(count);
+    for (int64_t p = 0; p < kp / 2; ++p) {
+      const int64_t k0 = 2 * p;
+      __m512i lanes = _mm512_setzero_si512();
+      if (k0 < k)
+        lanes = roundLanes(_mm512_maskz_loadu_ps(cols, b + k0 * ldb + first));
+      if (k0 + 1 < k)
+        lanes = _mm512_or_si512(
+            lanes, _mm512_slli_epi32(
+                       roundLanes(_mm512_maskz_loadu_ps(cols, b + (k0 + 1) * ldb + first)), 16));
+      _mm512_storeu_si512(panel + p * 32, lanes);
+    }
+    return;
+  }
+  // Column j's k are a row of b: 32 of them rounded are its 16 pairs; 16
+  // columns' pairs, transposed as 32-bit lanes, are 16 pair rows.
+  alignas(64) uint32_t pairs[16][16];
+  for (int64_t p0 = 0; p0 < kp / 2; p0 += 16) {
+    const int64_t k0 = 2 * p0;
+    const __mmask16 m0 = firstLanes(k - k0), m1 = firstLanes(k - k0 - 16);
+    for (int64_t c = 0; c < 16; ++c) {
+      __m512i row = _mm512_setzero_si512();
+      if (c < count) {
+        const float* src = b + (first + c) * ldb + k0;
+        const __m256i lo = _mm512_cvtepi32_epi16(roundLanes(_mm512_maskz_loadu_ps(m0, src)));
+        const __m256i hi = _mm512_cvtepi32_epi16(roundLanes(_mm512_maskz_loadu_ps(m1, src + 16)));
+        row = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+      }
+      _mm512_store_si512(pairs[c], row);
+    }
+    transpose16Avx512(reinterpret_cast<const float*>(pairs[0]), 16,
+                      reinterpret_cast<float*>(panel + p0 * 32), 16);
+  }
 }
 
 TRANSFUSE_BF16_AVX512

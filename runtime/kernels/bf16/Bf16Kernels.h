@@ -62,6 +62,13 @@ void storeRowsAvx2(const float* sums, int64_t rows, const float* bias, int64_t n
 void storeRowsAvx512(const float* sums, int64_t rows, const float* bias, int64_t n,
                      const float* res, int64_t ldr, float* out, int64_t ldo);
 
+// One panel of packBf16's layout (Bf16Gemm.cpp) straight from fp32 B:
+// columns first..first+count (count <= 16) of B(k, j) = b[k·ldb + j], or
+// with transB b[j·ldb + k], rounded as roundRowAvx512 rounds, as kp/2 rows
+// of 16 k-pairs, zeros past count and k.
+void packPanelAvx512(const float* b, int64_t ldb, bool transB, int64_t first, int64_t count,
+                     int64_t k, int64_t kp, uint16_t* panel);
+
 // out[r·ldo + t] = a[t·lda + r], r, t < 16 (reading a transposed A).
 void transpose16Avx512(const float* a, int64_t lda, float* out, int64_t ldo);
 

@@ -314,8 +314,16 @@ TEST(Bf16Gemm, TheBestPathIsTheFirst) {
 // and epilogue equal the scalar ones. Last, as it lasts.
 TEST(Bf16Gemm, PathsCanBeTurnedOffByName) {
   const std::vector<float> before = productOn(bf16PathsAvailable().back(), nullptr);
+  // Packing: B [40, 77] as it is and transposed, with a partial k-pair
+  // tail and a partial block; gated pairs (columns from both halves).
   std::vector<float> b = randomMatrix(40, 77, 5);
-  const Bf16Weights packedBefore = packBf16(b.data(), 77, true, 77, 40);
+  b[100] = std::nanf("");
+  auto packings = [&] {
+    return std::vector<LineVector<uint16_t>>{
+        packBf16(b.data(), 77, true, 77, 40).data, packBf16(b.data(), 77, false, 40, 77).data,
+        packBf16(b.data(), 77, false, 39, 76, {GemmPairs::Kind::kGated, 0, 0}).data};
+  };
+  const std::vector<LineVector<uint16_t>> packedBefore = packings();
   rt::Status bad = restrictBf16Paths("-sse9");
   ASSERT_FALSE(bad.isOk());
   EXPECT_NE(bad.message().find("-sse9"), std::string::npos) << bad.message();
@@ -330,7 +338,7 @@ TEST(Bf16Gemm, PathsCanBeTurnedOffByName) {
   EXPECT_EQ(bf16PathsAvailable(), std::vector<Bf16Path>{Bf16Path::kScalar});
   const std::vector<float> after = productOn(bestBf16Path(), nullptr);
   EXPECT_EQ(0, std::memcmp(after.data(), before.data(), after.size() * sizeof(float)));
-  EXPECT_EQ(packBf16(b.data(), 77, true, 77, 40).data, packedBefore.data);
+  EXPECT_EQ(packings(), packedBefore);
 }
 
 }  // namespace
