@@ -84,7 +84,9 @@ void storeRowsScalar(const float* sums, int64_t rows, const float* bias, int64_t
 struct RowWork {
   RoundRow round = roundRowScalar;
   StoreRows store = storeRowsScalar;
-  void (*transpose16)(const float*, int64_t, float*, int64_t) = nullptr;  // null: scalar
+  // A stored transposed, 16 rows by 32 k rounded (null: transposed by scalar loops).
+  void (*roundTransposed)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, uint16_t*,
+                          int64_t) = nullptr;
   // A panel of packed B straight from fp32 (null: rows rounded, then laid out).
   void (*packPanel)(const float*, int64_t, bool, int64_t, int64_t, int64_t, int64_t,
                     uint16_t*) = nullptr;
@@ -95,7 +97,7 @@ RowWork rowWork() {
   const std::vector<Bf16Path>& p = paths();
   auto on = [&](Bf16Path path) { return std::find(p.begin(), p.end(), path) != p.end(); };
   if (on(Bf16Path::kAvx512Bf16))
-    return {roundRowAvx512, storeRowsAvx512, transpose16Avx512, packPanelAvx512};
+    return {roundRowAvx512, storeRowsAvx512, roundTransposedAvx512, packPanelAvx512};
   if (on(Bf16Path::kAvx2)) return {roundRowAvx2, storeRowsAvx2};
   return {};
 }
@@ -278,10 +280,28 @@ void roundA(const RowWork& vector, const float* a, int64_t lda, bool transA, int
     }
   };
   const int64_t groups = (m + 15) / 16;
-  if (transA) {
+  if (transA && vector.roundTransposed && !wide) {
     // A is stored as Aᵀ [K, M]: slabs of 64 of its rows over the pool (read
-    // in order), each cut into tiles of 16 columns (a group of A's rows;
-    // the tile in L1) whose rows are rounded as pieces of those rows.
+    // in order), each cut into groups of A's 16 rows by 32 k, rounded and
+    // transposed in registers straight to their place.
+    parallelFor(pool, static_cast<size_t>(kp / 32 + 1) / 2, 1, [&](size_t begin, size_t end) {
+      for (size_t slab = begin; slab < end; ++slab)
+        for (int64_t k0 = static_cast<int64_t>(slab) * 64;
+             k0 < std::min(kp, static_cast<int64_t>(slab + 1) * 64); k0 += 32)
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t i0 = g * 16, live = std::min<int64_t>(16, m - i0);
+            if (tiled)  // the group's tile for these 32 k: 16 rows of 64 bytes
+              vector.roundTransposed(a, lda, i0, live, k, k0, q + i0 * kp + (k0 / 32) * 512, 32);
+            else
+              vector.roundTransposed(a, lda, i0, live, k, k0, q + i0 * kp + k0, kp);
+          }
+    });
+    return;
+  }
+  if (transA) {
+    // The same with scalar loops: each group's 16 columns of a slab
+    // transposed into a tile in L1, whose rows are rounded as pieces of
+    // A's rows.
     parallelFor(pool, static_cast<size_t>(kp / 32 + 1) / 2, 1, [&](size_t begin, size_t end) {
       alignas(64) float tile[16][64];
       alignas(64) uint16_t piece[64];
@@ -291,11 +311,7 @@ void roundA(const RowWork& vector, const float* a, int64_t lda, bool transA, int
         const int64_t span = std::min<int64_t>(64, kp - k0);  // 64, or 32 at the end
         for (int64_t g = 0; g < groups; ++g) {
           const int64_t i0 = g * 16, live = std::min<int64_t>(16, m - i0);
-          int64_t kk = 0;
-          if (vector.transpose16 && live == 16)  // 16×16 squares in registers
-            for (; kk + 16 <= len; kk += 16)
-              vector.transpose16(a + (k0 + kk) * lda + i0, lda, &tile[0][kk], 64);
-          for (; kk < len; ++kk)
+          for (int64_t kk = 0; kk < len; ++kk)
             for (int64_t r = 0; r < live; ++r) tile[r][kk] = a[(k0 + kk) * lda + i0 + r];
           for (int64_t r = 0; r < live; ++r) {
             round(tile[r], len, piece);

@@ -29,6 +29,20 @@ inline __mmask16 firstLanes(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
+// Rows k0 and k0 + 1 of B (those below k), the columns `cols` from
+// `first`, rounded: 16 lanes of (even | odd << 16), a packed pair row.
+TRANSFUSE_BF16_AVX512
+inline __m512i pairRow(const float* b, int64_t ldb, int64_t k0, int64_t k, int64_t first,
+                       __mmask16 cols) {
+  __m512i lanes = _mm512_setzero_si512();
+  if (k0 < k) lanes = roundLanes(_mm512_maskz_loadu_ps(cols, b + k0 * ldb + first));
+  if (k0 + 1 < k)
+    lanes = _mm512_or_si512(
+        lanes,
+        _mm512_slli_epi32(roundLanes(_mm512_maskz_loadu_ps(cols, b + (k0 + 1) * ldb + first)), 16));
+  return lanes;
+}
+
 }  // namespace
 
 TRANSFUSE_BF16_AVX512
@@ -46,17 +60,8 @@ void packPanelAvx512(const float* b, int64_t ldb, bool transB, int64_t first, in
   if (!transB) {
     // Pair row p: rows 2p and 2p + 1 of B, 16 columns each, side by side.
     const __mmask16 cols = firstLanes(count);
-    for (int64_t p = 0; p < kp / 2; ++p) {
-      const int64_t k0 = 2 * p;
-      __m512i lanes = _mm512_setzero_si512();
-      if (k0 < k)
-        lanes = roundLanes(_mm512_maskz_loadu_ps(cols, b + k0 * ldb + first));
-      if (k0 + 1 < k)
-        lanes = _mm512_or_si512(
-            lanes, _mm512_slli_epi32(
-                       roundLanes(_mm512_maskz_loadu_ps(cols, b + (k0 + 1) * ldb + first)), 16));
-      _mm512_storeu_si512(panel + p * 32, lanes);
-    }
+    for (int64_t p = 0; p < kp / 2; ++p)
+      _mm512_storeu_si512(panel + p * 32, pairRow(b, ldb, 2 * p, k, first, cols));
     return;
   }
   // Column j's k are a row of b: 32 of them rounded are its 16 pairs; 16
@@ -101,6 +106,19 @@ void storeRowsAvx512(const float* sums, int64_t rows, const float* bias, int64_t
     _mm512_mask_storeu_ps(out + r * ldo, m0, v0);
     _mm512_mask_storeu_ps(out + r * ldo + 16, m1, v1);
   }
+}
+
+TRANSFUSE_BF16_AVX512
+void roundTransposedAvx512(const float* a, int64_t lda, int64_t i0, int64_t live, int64_t k,
+                           int64_t k0, uint16_t* out, int64_t ldo) {
+  // The pair rows of Aᵀ's rows k0.. (A's k-pairs of rows i0..i0+15 as
+  // 32-bit lanes), transposed: row r's 16 pairs.
+  alignas(64) uint32_t pairs[16][16];
+  const __mmask16 rows = firstLanes(live);
+  for (int64_t p = 0; p < 16; ++p)
+    _mm512_store_si512(pairs[p], pairRow(a, lda, k0 + 2 * p, k, i0, rows));
+  transpose16Avx512(reinterpret_cast<const float*>(pairs[0]), 16, reinterpret_cast<float*>(out),
+                    ldo / 2);
 }
 
 TRANSFUSE_BF16_AVX512

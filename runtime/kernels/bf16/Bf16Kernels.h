@@ -69,6 +69,12 @@ void storeRowsAvx512(const float* sums, int64_t rows, const float* bias, int64_t
 void packPanelAvx512(const float* b, int64_t ldb, bool transB, int64_t first, int64_t count,
                      int64_t k, int64_t kp, uint16_t* panel);
 
+// Rows i0..i0+15 of A stored transposed (A(i, k) = a[k·lda + i]), their
+// k0..k0+31 rounded: row r's 32 values at out + r·ldo (ldo even), zeros
+// past k and for rows r >= live.
+void roundTransposedAvx512(const float* a, int64_t lda, int64_t i0, int64_t live, int64_t k,
+                           int64_t k0, uint16_t* out, int64_t ldo);
+
 // out[r·ldo + t] = a[t·lda + r], r, t < 16 (reading a transposed A).
 void transpose16Avx512(const float* a, int64_t lda, float* out, int64_t ldo);
 

@@ -324,12 +324,23 @@ TEST(Bf16Gemm, PathsCanBeTurnedOffByName) {
         packBf16(b.data(), 77, false, 39, 76, {GemmPairs::Kind::kGated, 0, 0}).data};
   };
   const std::vector<LineVector<uint16_t>> packedBefore = packings();
+  // A stored transposed, rounded in AVX-512 where the avx512bf16 path is on
+  // (AMX off: rows, not tiles) and by scalar loops at the end.
+  const int64_t m = 45, n = 33, k = 77;
+  std::vector<float> aT = randomMatrix(k, m, 6), bk = randomMatrix(k, n, 7);
+  auto transposedProduct = [&] {
+    std::vector<float> c(static_cast<size_t>(m * n));
+    gemmBf16(m, n, k, aT.data(), m, /*transA=*/true, bk.data(), n, false, c.data(), n);
+    return c;
+  };
+  ASSERT_TRUE(restrictBf16Paths("-amx").isOk());
+  const std::vector<float> transposedBefore = transposedProduct();
   rt::Status bad = restrictBf16Paths("-sse9");
   ASSERT_FALSE(bad.isOk());
   EXPECT_NE(bad.message().find("-sse9"), std::string::npos) << bad.message();
   EXPECT_FALSE(restrictBf16Paths("amx").isOk());
   EXPECT_FALSE(restrictBf16Paths("-scalar").isOk());
-  ASSERT_TRUE(restrictBf16Paths("-AMX,-avx512bf16").isOk());
+  ASSERT_TRUE(restrictBf16Paths("-AMX,-avx512bf16").isOk());  // -AMX again: no error
   for (Bf16Path p : bf16PathsAvailable()) {
     EXPECT_NE(p, Bf16Path::kAmx);
     EXPECT_NE(p, Bf16Path::kAvx512Bf16);
@@ -339,6 +350,7 @@ TEST(Bf16Gemm, PathsCanBeTurnedOffByName) {
   const std::vector<float> after = productOn(bestBf16Path(), nullptr);
   EXPECT_EQ(0, std::memcmp(after.data(), before.data(), after.size() * sizeof(float)));
   EXPECT_EQ(packings(), packedBefore);
+  EXPECT_EQ(transposedProduct(), transposedBefore);
 }
 
 }  // namespace
