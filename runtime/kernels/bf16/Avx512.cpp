@@ -72,10 +72,12 @@ void packPanelAvx512(const float* b, int64_t ldb, bool transB, int64_t first, in
     const __mmask16 m0 = firstLanes(k - k0), m1 = firstLanes(k - k0 - 16);
     for (int64_t c = 0; c < 16; ++c) {
       __m512i row = _mm512_setzero_si512();
-      if (c < count) {
+      if (c < count && k0 < k) {  // (no pointer past the row: k may be 0, b null)
         const float* src = b + (first + c) * ldb + k0;
         const __m256i lo = _mm512_cvtepi32_epi16(roundLanes(_mm512_maskz_loadu_ps(m0, src)));
-        const __m256i hi = _mm512_cvtepi32_epi16(roundLanes(_mm512_maskz_loadu_ps(m1, src + 16)));
+        const __m256i hi =
+            k - k0 > 16 ? _mm512_cvtepi32_epi16(roundLanes(_mm512_maskz_loadu_ps(m1, src + 16)))
+                        : _mm256_setzero_si256();
         row = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
       }
       _mm512_store_si512(pairs[c], row);
