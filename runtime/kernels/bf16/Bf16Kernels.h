@@ -75,7 +75,8 @@ void packPanelAvx512(const float* b, int64_t ldb, bool transB, int64_t first, in
 void roundTransposedAvx512(const float* a, int64_t lda, int64_t i0, int64_t live, int64_t k,
                            int64_t k0, uint16_t* out, int64_t ldo);
 
-// out[r·ldo + t] = a[t·lda + r], r, t < 16 (reading a transposed A).
+// out[r·ldo + t] = a[t·lda + r], r, t < 16: a 16×16 transpose of 32-bit
+// lanes (packPanelAvx512 and roundTransposedAvx512 move k-pairs with it).
 void transpose16Avx512(const float* a, int64_t lda, float* out, int64_t ldo);
 
 }  // namespace transfuse::kernels::bf16
